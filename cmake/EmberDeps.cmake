@@ -1,0 +1,115 @@
+# Finds Ember's dependencies and defines helper functions used by every module.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c)
+pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
+pkg_check_modules(MHD IMPORTED_TARGET libmicrohttpd)
+
+# RocksDB ships no pkg-config file on Debian 12; find the C API header and library.
+find_path(ROCKSDB_INCLUDE_DIR rocksdb/c.h REQUIRED)
+find_library(ROCKSDB_LIBRARY rocksdb REQUIRED)
+add_library(ember_rocksdb INTERFACE)
+target_include_directories(ember_rocksdb INTERFACE ${ROCKSDB_INCLUDE_DIR})
+target_link_libraries(ember_rocksdb INTERFACE ${ROCKSDB_LIBRARY})
+
+# xxHash: Debian's libxxhash-dev has the header and a shared library.
+find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
+find_library(XXHASH_LIBRARY xxhash REQUIRED)
+add_library(ember_xxhash INTERFACE)
+target_include_directories(ember_xxhash INTERFACE ${XXHASH_INCLUDE_DIR})
+target_link_libraries(ember_xxhash INTERFACE ${XXHASH_LIBRARY})
+
+# OpenBLAS: prefer the OpenMP build (libopenblas-openmp-dev), whose threads cooperate with
+# our own OpenMP loops instead of fighting them.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-openmp openblas REQUIRED
+          PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/x86_64-linux-gnu)
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED
+             PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp NO_DEFAULT_PATH)
+find_package(OpenMP REQUIRED COMPONENTS C CXX)
+add_library(ember_blas INTERFACE)
+target_include_directories(ember_blas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(ember_blas INTERFACE ${OPENBLAS_LIBRARY} OpenMP::OpenMP_C m)
+
+# Gloo (CPU allreduce), C++ only: reached through worker/collectives_gloo.cc.
+find_path(GLOO_INCLUDE_DIR gloo/allreduce.h)
+find_library(GLOO_LIBRARY gloo)
+
+# CUDA: AUTO enables it where nvcc is found.
+set(EMBER_HAVE_CUDA OFF)
+if(NOT EMBER_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+    set(EMBER_HAVE_CUDA ON)
+  elseif(EMBER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "EMBER_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "Ember: CUDA backend ${EMBER_HAVE_CUDA}")
+
+# ember_library(NAME SOURCES ... LIBS ...): a module library with our warning flags.
+function(ember_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:${EMBER_WARN}>)
+  target_link_libraries(${name} PUBLIC ${A_LIBS})
+endfunction()
+
+# ember_binary(NAME SOURCES ... LIBS ...): a thin main over module libraries.
+function(ember_binary name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:${EMBER_WARN}>)
+  target_link_libraries(${name} PRIVATE ${A_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+endfunction()
+
+# ember_test(NAME SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s]): a cmocka test under ctest.
+# Exit code 77 means SKIPPED (no GPU, missing data file, ...).
+function(ember_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:${EMBER_WARN}>)
+  target_link_libraries(${name} PRIVATE ${A_LIBS} PkgConfig::CMOCKA)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "EMBER_BIN=${CMAKE_BINARY_DIR}/bin;EMBER_SRC=${CMAKE_SOURCE_DIR};CMOCKA_MESSAGE_OUTPUT=STDOUT")
+  if(A_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
+  endif()
+endfunction()
+
+# ember_script_test(NAME COMMAND ... [LABELS ...] [TIMEOUT s]): a test run by a script
+# (Python references, multi-process integration tests). Exit 77 = SKIPPED.
+function(ember_script_test name)
+  cmake_parse_arguments(A "" "TIMEOUT" "COMMAND;LABELS" ${ARGN})
+  add_test(NAME ${name} COMMAND ${A_COMMAND})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "EMBER_BIN=${CMAKE_BINARY_DIR}/bin;EMBER_TESTS=${CMAKE_BINARY_DIR}/tests;EMBER_SRC=${CMAKE_SOURCE_DIR};EMBER_SHARED=${CMAKE_SOURCE_DIR}/../shared")
+  if(A_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
+  endif()
+endfunction()

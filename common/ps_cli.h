@@ -1,0 +1,59 @@
+/* ps_cli: command-line parsing for every Ember binary, around getopt_long.
+ *
+ * A binary describes its options in a table; ps_cli_parse fills the destinations, prints
+ * `--help` (generated from the table, so it never drifts from the code) and rejects bad
+ * input with a one-line reason naming the option. Defaults are whatever the destinations
+ * hold before the call, and --help shows them. */
+#ifndef PS_CLI_H
+#define PS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum ps_cli_type {
+  PS_CLI_FLAG,   /* bool*, set to true; takes no value */
+  PS_CLI_STRING, /* const char**, points into argv */
+  PS_CLI_INT,    /* int*, range-checked against [min, max] */
+  PS_CLI_I64,    /* int64_t*, range-checked against [min, max] */
+  PS_CLI_DOUBLE  /* double*, range-checked against [min, max] */
+} ps_cli_type;
+
+typedef struct ps_cli_opt {
+  const char *name;    /* long name without "--" */
+  char short_name;     /* 0 for none */
+  ps_cli_type type;
+  void *dest;
+  const char *metavar; /* shown in --help, e.g. "URL" */
+  const char *help;
+  bool required;
+  double min, max;     /* for numeric types; min == max == 0 means unbounded */
+} ps_cli_opt;
+
+typedef struct ps_cli {
+  const char *prog;     /* "ps-server" */
+  const char *summary;  /* one line under the usage */
+  const char *args;     /* positional arguments in the usage line, or NULL */
+  const ps_cli_opt *opts;
+  size_t nopts;
+} ps_cli;
+
+enum { PS_CLI_OK = 0, PS_CLI_HELP = 1, PS_CLI_ERROR = -1 };
+
+/* Parses argv. PS_CLI_OK: options parsed, *first_arg (may be NULL) is the index of the first
+ * positional argument. PS_CLI_HELP: --help was printed to stdout, exit 0. PS_CLI_ERROR: a
+ * one-line reason was printed to `err` (stderr if NULL), exit 2. Resets getopt's state, so
+ * it may be called more than once (tests do). */
+int ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, FILE *err);
+void ps_cli_usage(const ps_cli *cli, FILE *out);
+
+/* Strict number parsing shared by binaries: whole string, no overflow. 0 ok, -1 bad. */
+int ps_parse_i64(const char *s, int64_t *out);
+int ps_parse_double(const char *s, double *out);
+/* Splits "a,b,c" into at most max items (pointers into a copy the caller frees with
+ * free(items[0]) when n > 0). Returns the count, or -1 if there are more than max or an
+ * item is empty. */
+int ps_split_list(const char *s, char sep, char **items, int max);
+
+#endif

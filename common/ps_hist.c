@@ -1,0 +1,132 @@
+#include "ps_hist.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SUB_BITS 6                        /* 64 buckets per power of two */
+#define LINEAR (2u << SUB_BITS)           /* 128 values with a bucket each */
+#define NBUCKETS (LINEAR + (63 - SUB_BITS) * (1u << SUB_BITS))
+
+struct ps_hist {
+  uint64_t total;
+  uint64_t min, max;
+  long double sum;
+  uint64_t counts[NBUCKETS];
+};
+
+static inline size_t bucket_of(uint64_t v) {
+  if (v < LINEAR) return (size_t)v;
+  unsigned m = 63u - (unsigned)__builtin_clzll(v); /* >= SUB_BITS + 1 */
+  unsigned shift = m - SUB_BITS;
+  return LINEAR + (size_t)(m - SUB_BITS - 1) * (1u << SUB_BITS) +
+         (size_t)((v >> shift) - (1u << SUB_BITS));
+}
+
+void ps_hist_bucket_range(size_t i, uint64_t *lo, uint64_t *hi) {
+  if (i < LINEAR) {
+    *lo = *hi = i;
+    return;
+  }
+  size_t j = i - LINEAR;
+  unsigned m = (unsigned)(j >> SUB_BITS) + SUB_BITS + 1;
+  unsigned shift = m - SUB_BITS;
+  uint64_t top = (uint64_t)((j & ((1u << SUB_BITS) - 1)) + (1u << SUB_BITS));
+  *lo = top << shift;
+  *hi = *lo + ((1ull << shift) - 1);
+}
+
+ps_hist *ps_hist_create(void) {
+  ps_hist *h = calloc(1, sizeof *h);
+  if (h) h->min = UINT64_MAX;
+  return h;
+}
+
+void ps_hist_destroy(ps_hist **h) {
+  if (!h || !*h) return;
+  free(*h);
+  *h = NULL;
+}
+
+void ps_hist_reset(ps_hist *h) {
+  memset(h, 0, sizeof *h);
+  h->min = UINT64_MAX;
+}
+
+void ps_hist_record_n(ps_hist *h, uint64_t v, uint64_t count) {
+  if (!count) return;
+  h->counts[bucket_of(v)] += count;
+  h->total += count;
+  h->sum += (long double)v * (long double)count;
+  if (v < h->min) h->min = v;
+  if (v > h->max) h->max = v;
+}
+
+void ps_hist_record(ps_hist *h, uint64_t v) { ps_hist_record_n(h, v, 1); }
+
+void ps_hist_merge(ps_hist *dst, const ps_hist *src) {
+  if (!src->total) return;
+  for (size_t i = 0; i < NBUCKETS; i++) dst->counts[i] += src->counts[i];
+  dst->total += src->total;
+  dst->sum += src->sum;
+  if (src->min < dst->min) dst->min = src->min;
+  if (src->max > dst->max) dst->max = src->max;
+}
+
+uint64_t ps_hist_count(const ps_hist *h) { return h->total; }
+uint64_t ps_hist_min(const ps_hist *h) { return h->total ? h->min : 0; }
+uint64_t ps_hist_max(const ps_hist *h) { return h->total ? h->max : 0; }
+double ps_hist_mean(const ps_hist *h) {
+  return h->total ? (double)(h->sum / (long double)h->total) : 0.0;
+}
+
+uint64_t ps_hist_percentile(const ps_hist *h, double p) {
+  if (!h->total) return 0;
+  if (p <= 0) return h->min;
+  if (p >= 100) return h->max;
+  /* rank = ceil(p/100 * n), at least 1: the same definition as the exact sorted value. */
+  long double want = (long double)p / 100.0L * (long double)h->total;
+  uint64_t rank = (uint64_t)want;
+  if ((long double)rank < want) rank++;
+  if (rank < 1) rank = 1;
+  uint64_t seen = 0;
+  for (size_t i = 0; i < NBUCKETS; i++) {
+    seen += h->counts[i];
+    if (seen >= rank) {
+      uint64_t lo, hi;
+      ps_hist_bucket_range(i, &lo, &hi);
+      uint64_t mid = lo + (hi - lo) / 2;
+      if (mid < h->min) mid = h->min;
+      if (mid > h->max) mid = h->max;
+      return mid;
+    }
+  }
+  return h->max;
+}
+
+uint64_t ps_hist_count_le(const ps_hist *h, uint64_t v) {
+  size_t last = bucket_of(v);
+  uint64_t c = 0;
+  for (size_t i = 0; i <= last; i++) c += h->counts[i];
+  return c;
+}
+
+size_t ps_hist_nbuckets(void) { return NBUCKETS; }
+const uint64_t *ps_hist_buckets(const ps_hist *h) { return h->counts; }
+
+void ps_hist_add_buckets(ps_hist *h, const uint64_t *counts, size_t n, uint64_t min, uint64_t max) {
+  if (n > NBUCKETS) n = NBUCKETS;
+  uint64_t added = 0;
+  for (size_t i = 0; i < n; i++) {
+    h->counts[i] += counts[i];
+    added += counts[i];
+    if (counts[i]) {
+      uint64_t lo, hi;
+      ps_hist_bucket_range(i, &lo, &hi);
+      h->sum += ((long double)lo + (long double)(hi - lo) / 2) * (long double)counts[i];
+    }
+  }
+  if (!added) return;
+  h->total += added;
+  if (min < h->min) h->min = min;
+  if (max > h->max) h->max = max;
+}

@@ -1,0 +1,58 @@
+#include "ps_log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int g_level = PS_LOG_INFO;
+static char g_tag[32] = "";
+
+static const char *const k_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+
+void ps_log_set_level(ps_log_level level) { atomic_store(&g_level, (int)level); }
+ps_log_level ps_log_get_level(void) { return (ps_log_level)atomic_load(&g_level); }
+
+void ps_log_set_tag(const char *tag) {
+  snprintf(g_tag, sizeof g_tag, "%s", tag ? tag : "");
+}
+
+int ps_log_parse_level(const char *s, ps_log_level *out) {
+  static const char *const names[] = {"debug", "info", "warn", "error", "off"};
+  for (int i = 0; i < 5; i++) {
+    if (s && strcmp(s, names[i]) == 0) {
+      *out = (ps_log_level)i;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+void ps_log_write(ps_log_level level, const char *file, int line, const char *fmt, ...) {
+  if (level < PS_LOG_DEBUG || level > PS_LOG_ERROR) return;
+  char buf[2048];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s%s%s:%d ",
+                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                   tm.tm_sec, ts.tv_nsec / 1000000, k_names[level], g_tag,
+                   g_tag[0] ? " " : "", base, line);
+  if (n < 0) return;
+  if ((size_t)n < sizeof buf) {
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (m > 0) n += m;
+  }
+  if ((size_t)n >= sizeof buf - 1) n = (int)sizeof buf - 2;
+  buf[n++] = '\n';
+  ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+  (void)w;
+}

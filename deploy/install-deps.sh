@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package Ember's build, tests and reference comparisons need.
+# Idempotent: packages already present are skipped, and `apt-get update` runs only when
+# something is missing and the package lists are absent or older than a day.
+set -euo pipefail
+
+PKGS=(
+  # toolchain
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  # transport, storage, serialization, memory
+  libzmq3-dev librocksdb-dev libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
+  # compute: OpenBLAS OpenMP build (the fastest here, also for PyTorch's libblas.so.3)
+  libopenblas-openmp-dev libopenblas0-openmp
+  # collectives on CPU, JSON, hashing, compression, HTTP metrics
+  libgloo-dev libjansson-dev libxxhash-dev zlib1g-dev libmicrohttpd-dev
+  # tests and references
+  libcmocka-dev python3 python3-numpy python3-torch python3-sklearn
+  # tools used by tests and benchmarks
+  procps psmisc gnuplot-nox
+)
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+lists=/var/lib/apt/lists
+if [ -z "$(find "$lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n 1)" ]; then
+  echo "install-deps: apt-get update"
+  "${SUDO[@]}" apt-get update -q
+fi
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

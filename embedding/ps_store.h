@@ -1,0 +1,116 @@
+/* ps_store: the storage engine of one server shard — embedding tables with a hot DRAM tier
+ * and a RocksDB cold tier, sparse optimizers applied on push, deterministic initialization,
+ * feature admission, TTL and snapshots. No networking here.
+ *
+ * Thread safety: every call may be made concurrently from several threads. Internally the
+ * key space is split into partitions by ps_hash_u64(key, PS_HASH_SEED_PARTITION); a server
+ * whose partition threads each touch only their own partition's keys (see
+ * ps_store_partition_of) never contends. */
+#ifndef PS_STORE_H
+#define PS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_status.h"
+
+typedef enum ps_optimizer {
+  PS_OPT_SGD = 0,
+  PS_OPT_ADAGRAD = 1,
+  PS_OPT_ROWWISE_ADAGRAD = 2,
+  PS_OPT_ADAM = 3,
+  PS_OPT_FTRL = 4
+} ps_optimizer;
+
+typedef enum ps_init {
+  PS_INIT_UNIFORM = 0, /* U(init_a, init_b) */
+  PS_INIT_NORMAL = 1,  /* N(0, init_a) */
+  PS_INIT_ZERO = 2
+} ps_init;
+
+/* Same numbering as ember.proto's Optimizer / Init, so the server copies them across. */
+typedef struct ps_table_spec {
+  uint32_t id;            /* 1..65535 */
+  char name[64];
+  uint32_t dim;           /* 1..4096 */
+  ps_optimizer optimizer;
+  float lr;
+  float beta1, beta2;     /* Adam */
+  float eps;              /* Adagrad, row-wise Adagrad, Adam */
+  float l1, l2, lr_power; /* FTRL-Proximal (lr_power usually -0.5) */
+  float initial_accumulator; /* Adagrad / row-wise Adagrad / FTRL accumulator start */
+  ps_init init;
+  float init_a, init_b;
+  uint64_t seed;
+  uint32_t admit_threshold; /* 0 or 1: every key is stored on first push */
+  uint64_t ttl_steps;       /* 0: rows never expire */
+} ps_table_spec;
+
+typedef enum ps_durability {
+  PS_DURABILITY_NONE = 0,   /* no WAL: rows are durable at flush/snapshot only (default) */
+  PS_DURABILITY_WAL = 1,    /* WAL on, not synced */
+  PS_DURABILITY_SYNC = 2    /* WAL synced on every write batch */
+} ps_durability;
+
+typedef struct ps_store_options {
+  const char *path;          /* RocksDB directory (created if absent) */
+  size_t cache_bytes;        /* hot-tier budget for row memory + index, all tables */
+  uint32_t partitions;       /* >= 1 */
+  ps_durability durability;
+  size_t block_cache_bytes;  /* RocksDB block cache; 0 = a default */
+} ps_store_options;
+
+typedef struct ps_store_stats {
+  uint64_t rows_hot;
+  uint64_t rows_cold;        /* estimate, from RocksDB */
+  uint64_t hits, misses;     /* hot-tier lookups */
+  uint64_t evictions, writebacks;
+  uint64_t admitted, pending_admission_pushes;
+  uint64_t expired;
+  uint64_t hot_bytes;        /* bytes of row memory + index in use */
+  uint64_t cold_bytes;       /* RocksDB live data size estimate */
+} ps_store_stats;
+
+typedef struct ps_store ps_store;
+
+ps_status ps_store_open(const ps_store_options *opt, ps_store **out);
+/* Flushes dirty rows and closes; sets *s to NULL. */
+void ps_store_close(ps_store **s);
+
+/* Declares a table: a no-op for the same spec, PS_ERR_CONFLICT for another spec under the same
+ * id or name. Specs persist in the database, so a reopened store knows its tables. */
+ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec);
+/* Copies the spec of a declared table; PS_ERR_UNKNOWN_TABLE if none. */
+ps_status ps_store_get_spec(ps_store *s, uint32_t table, ps_table_spec *out);
+/* The ids of all declared tables (at most max); returns the count. */
+size_t ps_store_tables(ps_store *s, uint32_t *ids, size_t max);
+
+/* out[i*dim .. (i+1)*dim) = row of keys[i]. A key never seen gets its deterministic initial
+ * value (from table seed and key) without being stored. Duplicate keys are fine. */
+ps_status ps_store_pull(ps_store *s, uint32_t table, const uint64_t *keys, size_t n, float *out);
+/* Applies the table's optimizer with grads[i*dim ..] for keys[i]; gradients of the same key
+ * within one call are summed first, then applied once. */
+ps_status ps_store_push(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
+                        const float *grads);
+/* Tells the store the global training step (for TTL in steps and row metadata). */
+void ps_store_set_step(ps_store *s, uint64_t step);
+/* Expires rows not touched for ttl_steps (per table); returns how many were removed. */
+uint64_t ps_store_expire(ps_store *s);
+
+/* Writes every dirty hot row to RocksDB and flushes its memtables. */
+ps_status ps_store_flush(ps_store *s);
+/* flush + RocksDB checkpoint into dir (must not exist): consistent at this moment. */
+ps_status ps_store_snapshot(ps_store *s, const char *dir);
+/* Replaces the store's content by the snapshot in dir (the hot tier is dropped). */
+ps_status ps_store_restore(ps_store *s, const char *dir);
+
+void ps_store_get_stats(ps_store *s, ps_store_stats *out);
+/* The partition (0..partitions-1) that owns a key. */
+uint32_t ps_store_partition_of(const ps_store *s, uint64_t key);
+uint32_t ps_store_partitions(const ps_store *s);
+
+/* The deterministic initial row of a key (what a pull of an unseen key returns). */
+void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row);
+
+#endif

@@ -1,0 +1,195 @@
+#include "ps_wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ps_status fail(ps_status st, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static ps_status fail(ps_status st, char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return st;
+}
+
+void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
+  *has_keys = false;
+  *has_values = false;
+  if (op == EMBER__OP__OP_PULL) {
+    *has_keys = !is_reply;
+    *has_values = is_reply;
+  } else if (op == EMBER__OP__OP_PUSH && !is_reply) {
+    *has_keys = true;
+    *has_values = true;
+  }
+}
+
+size_t ps_wire_value_size(Ember__ValueType vt) {
+  switch (vt) {
+    case EMBER__VALUE_TYPE__VT_F32: return 4;
+    case EMBER__VALUE_TYPE__VT_F16: return 2;
+    default: return 0;
+  }
+}
+
+static bool op_known(int op) { return op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING; }
+
+void ps_msg_clear(ps_msg *m) {
+  if (!m) return;
+  if (m->hdr) ember__header__free_unpacked(m->hdr, NULL);
+  free(m->owned_keys_);
+  free(m->owned_values_);
+  memset(m, 0, sizeof *m);
+}
+
+/* Bulk frames are viewed in place when aligned (ZeroMQ's heap-allocated message bodies
+ * are); small messages stored inline in zmq_msg_t may not be, and are copied. */
+static const void *view_or_copy(const ps_frame *f, size_t align, void **owned) {
+  if (f->size == 0) return NULL;
+  if (((uintptr_t)f->data & (align - 1)) == 0) return f->data;
+  *owned = malloc(f->size);
+  if (!*owned) return NULL;
+  memcpy(*owned, f->data, f->size);
+  return *owned;
+}
+
+ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
+                         size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (!frames || nframes == 0) return fail(PS_ERR_PROTO, err, errlen, "empty message");
+  if (nframes > PS_WIRE_MAX_FRAMES)
+    return fail(PS_ERR_PROTO, err, errlen, "%zu frames (at most %u)", nframes, PS_WIRE_MAX_FRAMES);
+  if (frames[0].size == 0 || frames[0].size > PS_WIRE_MAX_HEADER || !frames[0].data)
+    return fail(PS_ERR_PROTO, err, errlen, "header frame of %zu bytes", frames[0].size);
+
+  Ember__Header *h = ember__header__unpack(NULL, frames[0].size, frames[0].data);
+  if (!h) return fail(PS_ERR_PROTO, err, errlen, "header does not parse");
+  ps_status st = PS_OK;
+  if (h->version != PS_WIRE_VERSION) {
+    st = fail(PS_ERR_VERSION, err, errlen, "protocol version %u (this build speaks %u)",
+              h->version, PS_WIRE_VERSION);
+    goto bad;
+  }
+  int op = (int)h->op;
+  if (!(op_known(op) || (op == EMBER__OP__OP_ERROR && h->is_reply))) {
+    st = fail(PS_ERR_UNKNOWN_OP, err, errlen, "unknown op %d", op);
+    goto bad;
+  }
+  if (h->table_id > PS_WIRE_MAX_TABLE) {
+    st = fail(PS_ERR_PROTO, err, errlen, "table id %u out of range", h->table_id);
+    goto bad;
+  }
+  if (h->table && (h->table->id > PS_WIRE_MAX_TABLE || h->table->dim > PS_WIRE_MAX_DIM)) {
+    st = fail(PS_ERR_PROTO, err, errlen, "table spec out of range (id %u, dim %u)",
+              h->table->id, h->table->dim);
+    goto bad;
+  }
+  bool has_keys, has_values;
+  ps_wire_layout((Ember__Op)op, h->is_reply, &has_keys, &has_values);
+  size_t want = 1 + (has_keys ? 1 : 0) + (has_values ? 1 : 0);
+  if (nframes != want) {
+    st = fail(PS_ERR_PROTO, err, errlen, "op %d %s has %zu frames, expected %zu", op,
+              h->is_reply ? "reply" : "request", nframes, want);
+    goto bad;
+  }
+  if (h->count > PS_WIRE_MAX_KEYS) {
+    st = fail(PS_ERR_PROTO, err, errlen, "count %llu over the limit %u",
+              (unsigned long long)h->count, PS_WIRE_MAX_KEYS);
+    goto bad;
+  }
+  if (has_values && (h->dim == 0 || h->dim > PS_WIRE_MAX_DIM)) {
+    st = fail(PS_ERR_PROTO, err, errlen, "dim %u out of range [1, %u]", h->dim, PS_WIRE_MAX_DIM);
+    goto bad;
+  }
+  size_t vsize = ps_wire_value_size(h->value_type);
+  if (has_values && vsize == 0) {
+    st = fail(PS_ERR_UNSUPPORTED, err, errlen, "value type %d", (int)h->value_type);
+    goto bad;
+  }
+  size_t n = (size_t)h->count;
+  size_t fi = 1;
+  out->hdr = h;
+  if (has_keys) {
+    if (frames[fi].size != n * sizeof(uint64_t)) {
+      st = fail(PS_ERR_PROTO, err, errlen, "keys frame of %zu bytes for count %zu",
+                frames[fi].size, n);
+      goto bad_out;
+    }
+    out->keys = view_or_copy(&frames[fi], 8, &out->owned_keys_);
+    if (n && !out->keys) {
+      st = fail(PS_ERR_NOMEM, err, errlen, "out of memory copying keys");
+      goto bad_out;
+    }
+    out->nkeys = n;
+    fi++;
+  }
+  if (has_values) {
+    /* count <= 2^22 and dim <= 4096: the product fits easily in size_t. */
+    size_t nv = n * (size_t)h->dim;
+    if (frames[fi].size != nv * vsize) {
+      st = fail(PS_ERR_PROTO, err, errlen, "values frame of %zu bytes for %zu x %u values",
+                frames[fi].size, n, h->dim);
+      goto bad_out;
+    }
+    out->values = view_or_copy(&frames[fi], vsize, &out->owned_values_);
+    if (nv && !out->values) {
+      st = fail(PS_ERR_NOMEM, err, errlen, "out of memory copying values");
+      goto bad_out;
+    }
+    out->nvalues = nv;
+    out->value_size = vsize;
+  }
+  return PS_OK;
+
+bad_out:
+  ps_msg_clear(out);
+  return st;
+bad:
+  ember__header__free_unpacked(h, NULL);
+  return st;
+}
+
+void ps_wire_header_init(Ember__Header *h, Ember__Op op) {
+  ember__header__init(h);
+  h->version = PS_WIRE_VERSION;
+  h->op = op;
+}
+
+uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size) {
+  size_t n = ember__header__get_packed_size(h);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf) return NULL;
+  *size = ember__header__pack(h, buf);
+  return buf;
+}
+
+size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
+                      ps_frame frames[PS_WIRE_MAX_FRAMES]) {
+  bool has_keys, has_values;
+  ps_wire_layout(h->op, h->is_reply, &has_keys, &has_values);
+  size_t vsize = ps_wire_value_size(h->value_type);
+  if ((has_keys && h->count && !keys) || (has_values && h->count && h->dim && !values) ||
+      (has_values && vsize == 0))
+    return 0;
+  size_t hsize = 0;
+  uint8_t *hb = ps_wire_header_pack(h, &hsize);
+  if (!hb) return 0;
+  size_t nf = 0;
+  frames[nf].data = hb;
+  frames[nf++].size = hsize;
+  if (has_keys) {
+    frames[nf].data = keys;
+    frames[nf++].size = (size_t)h->count * sizeof(uint64_t);
+  }
+  if (has_values) {
+    frames[nf].data = values;
+    frames[nf++].size = (size_t)h->count * h->dim * vsize;
+  }
+  return nf;
+}

@@ -1,0 +1,76 @@
+/* ps_wire: framing and validation of Ember's ZeroMQ multipart messages.
+ *
+ * A message is a protobuf header frame (ember.proto's Header) followed by raw little-endian
+ * bulk frames whose presence depends on the op and direction:
+ *
+ *   op            request frames             reply frames
+ *   PULL          hdr, keys[count]           hdr, values[count*dim]
+ *   PUSH          hdr, keys[count], values   hdr
+ *   everything    hdr                        hdr   (ERROR replies: hdr only)
+ *
+ * The codec knows nothing of sockets: it works on arrays of (pointer, size) frames, so the
+ * same code serves the server, the client and the fuzzer. Everything that arrives is
+ * untrusted: frame count, header size, version, op, table id, count, dim and value type are
+ * checked before any bulk byte is looked at, and bulk frame sizes must match exactly. */
+#ifndef PS_WIRE_H
+#define PS_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.pb-c.h"
+#include "ps_status.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "Ember's wire format is little-endian; a big-endian port needs byte swaps in ps_wire.c"
+#endif
+
+#define PS_WIRE_VERSION 1u
+#define PS_WIRE_MAX_HEADER (1u << 20) /* header frame bytes (blob included) */
+#define PS_WIRE_MAX_KEYS (1u << 22)   /* keys in one message */
+#define PS_WIRE_MAX_DIM 4096u         /* values per key */
+#define PS_WIRE_MAX_TABLE 65535u      /* table ids are 1..MAX_TABLE (0 = none) */
+#define PS_WIRE_MAX_FRAMES 3u
+
+typedef struct ps_frame {
+  const void *data;
+  size_t size;
+} ps_frame;
+
+/* A decoded message. Bulk pointers view the frames when they are suitably aligned (the
+ * frames must outlive the ps_msg) or point to owned copies otherwise. */
+typedef struct ps_msg {
+  Ember__Header *hdr;
+  const uint64_t *keys; /* hdr->count keys, or NULL */
+  size_t nkeys;
+  const void *values;   /* nvalues elements of value_size bytes, or NULL */
+  size_t nvalues;
+  size_t value_size;    /* 4 (f32) or 2 (f16) */
+  void *owned_keys_;
+  void *owned_values_;
+} ps_msg;
+
+/* Decodes and validates. On failure returns PS_ERR_PROTO / PS_ERR_VERSION /
+ * PS_ERR_UNKNOWN_OP / PS_ERR_UNSUPPORTED, writes a reason into err (if errlen > 0), and
+ * leaves *out empty. On success the caller owns *out: release it with ps_msg_clear. */
+ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
+                         size_t errlen);
+void ps_msg_clear(ps_msg *m);
+
+/* Which bulk frames a message of this op and direction carries. */
+void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values);
+size_t ps_wire_value_size(Ember__ValueType vt); /* 0 if unknown */
+
+/* Initializes a header with the current version and the given op. */
+void ps_wire_header_init(Ember__Header *h, Ember__Op op);
+/* Serializes a header into a malloc'ed buffer; returns NULL on failure. */
+uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size);
+
+/* Builds the frames of a message over caller-owned bulk data; frames[0] is the packed header
+ * (free it with free((void*)frames[0].data)). Returns the frame count, or 0 when the header
+ * cannot be packed or the bulk sizes do not match the layout. */
+size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
+                      ps_frame frames[PS_WIRE_MAX_FRAMES]);
+
+#endif
