@@ -1,0 +1,151 @@
+/* Hashing, status strings, logging levels and the CLI helper's errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_cli.h"
+#include "ps_hash.h"
+#include "ps_log.h"
+#include "ps_status.h"
+#include "ps_time.h"
+
+static void test_hash_stable_and_spread(void **st) {
+  (void)st;
+  /* XXH3-64 of "" with seed 0 is a published constant (xxhash's test vectors). */
+  assert_true(ps_hash64("", 0, 0) == 0x2D06800538D394C2ull);
+  assert_true(ps_hash_u64(1, 0) != ps_hash_u64(2, 0));
+  assert_true(ps_hash_u64(1, 0) != ps_hash_u64(1, 1));
+  uint8_t b[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+  assert_true(ps_hash_u64(1, 9) == ps_hash64(b, 8, 9)); /* little-endian bytes of the value */
+  /* shard spread: 3 shards over 300k sequential keys within 2% of a third each */
+  uint64_t counts[3] = {0};
+  for (uint64_t k = 0; k < 300000; k++) counts[ps_shard_of(k, 3)]++;
+  for (int i = 0; i < 3; i++) assert_true(counts[i] > 98000 && counts[i] < 102000);
+  assert_int_equal(ps_shard_of(12345, 1), 0);
+}
+
+static void test_status_strings(void **st) {
+  (void)st;
+  assert_string_equal(ps_status_str(PS_OK), "ok");
+  for (int i = 0; i < PS_ERR_COUNT_; i++) assert_non_null(ps_status_str((ps_status)i));
+  assert_string_equal(ps_status_str((ps_status)999), "unknown error");
+}
+
+static void test_log_levels(void **st) {
+  (void)st;
+  ps_log_level l;
+  assert_int_equal(ps_log_parse_level("warn", &l), 0);
+  assert_int_equal(l, PS_LOG_WARN);
+  assert_int_equal(ps_log_parse_level("loud", &l), -1);
+  ps_log_set_level(PS_LOG_ERROR);
+  assert_int_equal(ps_log_get_level(), PS_LOG_ERROR);
+  ps_log_set_level(PS_LOG_INFO);
+}
+
+static void test_time_monotonic(void **st) {
+  (void)st;
+  uint64_t a = ps_now_ns();
+  ps_sleep_ns(2000000);
+  uint64_t b = ps_now_ns();
+  assert_true(b - a >= 2000000);
+}
+
+typedef struct {
+  const char *listen;
+  int shard;
+  double lr;
+  bool verbose;
+  int64_t rows;
+} opts_t;
+
+static int run_cli(opts_t *o, char *errbuf, size_t n, int argc, const char **argv) {
+  ps_cli_opt table[] = {
+      {"listen", 'l', PS_CLI_STRING, &o->listen, "URL", "address", true, 0, 0},
+      {"shard", 0, PS_CLI_INT, &o->shard, "I", "shard index", false, 0, 15},
+      {"lr", 0, PS_CLI_DOUBLE, &o->lr, "LR", "learning rate", false, 0, 10},
+      {"verbose", 'v', PS_CLI_FLAG, &o->verbose, NULL, "more output", false, 0, 0},
+      {"rows", 0, PS_CLI_I64, &o->rows, "N", "rows", false, 0, 0},
+  };
+  ps_cli cli = {"prog", "test program", NULL, table, sizeof table / sizeof table[0]};
+  FILE *err = fmemopen(errbuf, n, "w");
+  int rc = ps_cli_parse(&cli, argc, (char **)argv, NULL, err);
+  fclose(err);
+  return rc;
+}
+
+static void test_cli_ok(void **st) {
+  (void)st;
+  opts_t o = {NULL, 0, 0.1, false, 5};
+  char e[256] = "";
+  const char *argv[] = {"prog", "--listen", "tcp://x:1", "--shard=3", "-v", "--rows", "9000000000"};
+  assert_int_equal(run_cli(&o, e, sizeof e, 7, argv), PS_CLI_OK);
+  assert_string_equal(o.listen, "tcp://x:1");
+  assert_int_equal(o.shard, 3);
+  assert_true(o.verbose);
+  assert_true(o.rows == 9000000000ll);
+  assert_true(o.lr == 0.1);
+}
+
+#define EXPECT_CLI_ERROR(substr, ...)                                        \
+  do {                                                                       \
+    opts_t o = {NULL, 0, 0.1, false, 5};                                     \
+    char e[256] = "";                                                        \
+    const char *argv[] = {"prog", __VA_ARGS__};                              \
+    int argc = (int)(sizeof argv / sizeof argv[0]);                          \
+    assert_int_equal(run_cli(&o, e, sizeof e, argc, argv), PS_CLI_ERROR);    \
+    if (!strstr(e, substr)) fail_msg("error '%s' lacks '%s'", e, substr);    \
+  } while (0)
+
+static void test_cli_errors(void **st) {
+  (void)st;
+  EXPECT_CLI_ERROR("missing required option --listen", "--shard", "1");
+  EXPECT_CLI_ERROR("unknown option '--bogus'", "--listen", "a", "--bogus");
+  EXPECT_CLI_ERROR("--shard: 'x1' is not an integer", "--listen", "a", "--shard", "x1");
+  EXPECT_CLI_ERROR("--shard: 16 is outside [0, 15]", "--listen", "a", "--shard", "16");
+  EXPECT_CLI_ERROR("--lr: 'fast' is not a number", "--listen", "a", "--lr", "fast");
+  EXPECT_CLI_ERROR("needs a value", "--listen");
+  EXPECT_CLI_ERROR("unexpected argument 'extra'", "--listen", "a", "extra");
+}
+
+static void test_cli_help(void **st) {
+  (void)st;
+  opts_t o = {NULL, 0, 0.1, false, 5};
+  char e[256] = "";
+  const char *argv[] = {"prog", "--help"};
+  FILE *saved = stdout;
+  char out[4096] = "";
+  stdout = fmemopen(out, sizeof out, "w");
+  int rc = run_cli(&o, e, sizeof e, 2, argv);
+  fclose(stdout);
+  stdout = saved;
+  assert_int_equal(rc, PS_CLI_HELP);
+  assert_non_null(strstr(out, "--listen URL"));
+  assert_non_null(strstr(out, "(default: 0.1)"));
+  assert_non_null(strstr(out, "(required)"));
+}
+
+static void test_split_list(void **st) {
+  (void)st;
+  char *items[4];
+  assert_int_equal(ps_split_list("a,b,c", ',', items, 4), 3);
+  assert_string_equal(items[2], "c");
+  free(items[0]);
+  assert_int_equal(ps_split_list("a,,c", ',', items, 4), -1);
+  assert_int_equal(ps_split_list("a,b,c,d,e", ',', items, 4), -1);
+  assert_int_equal(ps_split_list("", ',', items, 4), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hash_stable_and_spread), cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_log_levels),             cmocka_unit_test(test_time_monotonic),
+      cmocka_unit_test(test_cli_ok),                 cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_cli_help),               cmocka_unit_test(test_split_list),
+  };
+  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
+}
