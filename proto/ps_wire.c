@@ -38,7 +38,10 @@ size_t ps_wire_value_size(Ember__ValueType vt) {
   }
 }
 
-static bool op_known(int op) { return op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING; }
+/* ERROR is a reply-only op; every other known op may travel both ways. */
+static bool op_known(int op) {
+  return op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING && op != EMBER__OP__OP_ERROR;
+}
 
 void ps_msg_clear(ps_msg *m) {
   if (!m) return;

@@ -1,0 +1,214 @@
+/* Wire codec: round trips, and rejection of truncated frames, wrong counts, oversize counts,
+ * unknown ops and wrong versions with an error code. Runs under ASan in CI, so an
+ * out-of-bounds read in the decoder fails this test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_hash.h"
+#include "ps_wire.h"
+
+static void test_pull_roundtrip(void **st) {
+  (void)st;
+  uint64_t keys[5] = {1, 2, 0xffffffffffffffffull, 42, 7};
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.request_id = 99;
+  h.table_id = 3;
+  h.count = 5;
+  h.step = 1234567890123ull;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  size_t nf = ps_wire_encode(&h, keys, NULL, f);
+  assert_int_equal(nf, 2);
+  ps_msg m;
+  char err[128];
+  assert_int_equal(ps_wire_decode(f, nf, &m, err, sizeof err), PS_OK);
+  assert_int_equal(m.hdr->op, EMBER__OP__OP_PULL);
+  assert_int_equal(m.hdr->request_id, 99);
+  assert_int_equal(m.hdr->table_id, 3);
+  assert_true(m.hdr->step == 1234567890123ull);
+  assert_int_equal(m.nkeys, 5);
+  assert_memory_equal(m.keys, keys, sizeof keys);
+  assert_null(m.values);
+  ps_msg_clear(&m);
+  free((void *)f[0].data);
+}
+
+static void test_push_roundtrip_unaligned(void **st) {
+  (void)st;
+  enum { N = 3, D = 4 };
+  uint64_t keys[N] = {10, 20, 30};
+  float vals[N * D];
+  for (int i = 0; i < N * D; i++) vals[i] = (float)i * 0.5f - 1.0f;
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PUSH);
+  h.count = N;
+  h.dim = D;
+  h.table_id = 1;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  assert_int_equal(ps_wire_encode(&h, keys, vals, f), 3);
+  /* Move the bulk frames to odd addresses: the decoder must copy, not misread. */
+  uint8_t *kb = malloc(sizeof keys + 1), *vb = malloc(sizeof vals + 1);
+  memcpy(kb + 1, keys, sizeof keys);
+  memcpy(vb + 1, vals, sizeof vals);
+  f[1].data = kb + 1;
+  f[2].data = vb + 1;
+  ps_msg m;
+  assert_int_equal(ps_wire_decode(f, 3, &m, NULL, 0), PS_OK);
+  assert_int_equal(m.nvalues, N * D);
+  assert_int_equal(m.value_size, 4);
+  assert_memory_equal(m.keys, keys, sizeof keys);
+  assert_memory_equal(m.values, vals, sizeof vals);
+  assert_true(((uintptr_t)m.keys & 7) == 0);
+  ps_msg_clear(&m);
+  free(kb);
+  free(vb);
+  free((void *)f[0].data);
+}
+
+static void test_declare_roundtrip(void **st) {
+  (void)st;
+  Ember__TableSpec spec;
+  ember__table_spec__init(&spec);
+  spec.id = 7;
+  spec.name = "emb";
+  spec.dim = 16;
+  spec.optimizer = EMBER__OPTIMIZER__OPT_ADAM;
+  spec.lr = 0.01f;
+  spec.num_workers = 2;
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
+  h.table = &spec;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
+  ps_msg m;
+  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  assert_non_null(m.hdr->table);
+  assert_string_equal(m.hdr->table->name, "emb");
+  assert_int_equal(m.hdr->table->dim, 16);
+  assert_int_equal(m.hdr->table->optimizer, EMBER__OPTIMIZER__OPT_ADAM);
+  ps_msg_clear(&m);
+  free((void *)f[0].data);
+}
+
+/* Packs a header and decodes it with the given bulk frames; returns the status. */
+static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
+  size_t hs;
+  uint8_t *hb = ps_wire_header_pack(h, &hs);
+  ps_frame f[8];
+  f[0].data = hb;
+  f[0].size = hs;
+  for (size_t i = 0; i < nbulk; i++) f[1 + i] = bulk[i];
+  ps_msg m;
+  char err[160] = "";
+  ps_status s = ps_wire_decode(f, 1 + nbulk, &m, err, sizeof err);
+  if (s == PS_OK) ps_msg_clear(&m);
+  else assert_true(err[0] != '\0'); /* every rejection says why */
+  free(hb);
+  return s;
+}
+
+static void test_rejections(void **st) {
+  (void)st;
+  uint64_t keys[4] = {0};
+  float vals[64] = {0};
+  Ember__Header h;
+
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.count = 4;
+  ps_frame ok_keys = {keys, sizeof keys};
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_OK);
+  ps_frame short_keys = {keys, sizeof keys - 1};
+  assert_int_equal(decode_with(&h, &short_keys, 1), PS_ERR_PROTO);   /* truncated frame */
+  h.count = 5;
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_PROTO);      /* wrong count */
+  h.count = (uint64_t)PS_WIRE_MAX_KEYS + 1;
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_PROTO);      /* oversize count */
+  h.count = 1ull << 61;                                                /* overflowing size */
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_PROTO);
+  h.count = 4;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);          /* missing frame */
+  ps_frame two[2] = {ok_keys, ok_keys};
+  assert_int_equal(decode_with(&h, two, 2), PS_ERR_PROTO);           /* extra frame */
+  h.version = 2;
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_VERSION);    /* wrong version */
+  h.version = 0;
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_VERSION);
+  h.version = PS_WIRE_VERSION;
+  h.op = (Ember__Op)77;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_UNKNOWN_OP);     /* unknown op */
+  h.op = EMBER__OP__OP_ERROR;                                          /* ERROR as a request */
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_UNKNOWN_OP);
+  h.op = EMBER__OP__OP_PULL;
+  h.table_id = PS_WIRE_MAX_TABLE + 1;
+  assert_int_equal(decode_with(&h, &ok_keys, 1), PS_ERR_PROTO);      /* table id range */
+
+  ps_wire_header_init(&h, EMBER__OP__OP_PUSH);
+  h.count = 4;
+  h.dim = 16;
+  ps_frame push[2] = {{keys, sizeof keys}, {vals, sizeof vals}};
+  assert_int_equal(decode_with(&h, push, 2), PS_OK);
+  h.dim = 15;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);          /* values size mismatch */
+  h.dim = 0;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);
+  h.dim = PS_WIRE_MAX_DIM + 1;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);
+  h.dim = 16;
+  h.value_type = (Ember__ValueType)9;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_UNSUPPORTED);
+  h.value_type = EMBER__VALUE_TYPE__VT_F16;                            /* half-size values */
+  push[1].size = sizeof vals / 2;
+  assert_int_equal(decode_with(&h, push, 2), PS_OK);
+}
+
+static void test_garbage_headers(void **st) {
+  (void)st;
+  /* Random bytes and every truncation of a valid header: never a crash, never an OK that
+   * promises bulk data that is not there. */
+  uint64_t s = 1;
+  uint8_t buf[256];
+  for (int it = 0; it < 20000; it++) {
+    size_t n = 1 + (ps_mix64((uint64_t)it) % sizeof buf);
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(s = ps_mix64(s));
+    ps_frame f[3] = {{buf, n}, {buf, n / 2}, {buf, n / 3}};
+    ps_msg m;
+    if (ps_wire_decode(f, 1 + (size_t)(it % 3), &m, NULL, 0) == PS_OK) ps_msg_clear(&m);
+  }
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.count = 100;
+  h.request_id = 0x123456789abcull;
+  h.message = "some text to make the header longer";
+  size_t hs;
+  uint8_t *hb = ps_wire_header_pack(&h, &hs);
+  for (size_t cut = 1; cut < hs; cut++) {
+    uint8_t *t = malloc(cut); /* exact-size copy so ASan catches any over-read */
+    memcpy(t, hb, cut);
+    ps_frame f[2] = {{t, cut}, {NULL, 0}};
+    ps_msg m;
+    if (ps_wire_decode(f, 2, &m, NULL, 0) == PS_OK) {
+      assert_int_equal(m.nkeys, 0);
+      ps_msg_clear(&m);
+    }
+    free(t);
+  }
+  free(hb);
+  ps_frame empty = {NULL, 0};
+  ps_msg m;
+  assert_int_equal(ps_wire_decode(&empty, 1, &m, NULL, 0), PS_ERR_PROTO);
+  assert_int_equal(ps_wire_decode(NULL, 0, &m, NULL, 0), PS_ERR_PROTO);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pull_roundtrip),   cmocka_unit_test(test_push_roundtrip_unaligned),
+      cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
+      cmocka_unit_test(test_garbage_headers),
+  };
+  return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}
