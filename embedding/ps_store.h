@@ -59,6 +59,7 @@ typedef struct ps_store_options {
   uint32_t partitions;       /* >= 1 */
   ps_durability durability;
   size_t block_cache_bytes;  /* RocksDB block cache; 0 = a default */
+  size_t write_buffer_bytes; /* RocksDB memtable size per table; 0 = a default (16 MB) */
 } ps_store_options;
 
 typedef struct ps_store_stats {
@@ -95,7 +96,10 @@ ps_status ps_store_push(ps_store *s, uint32_t table, const uint64_t *keys, size_
                         const float *grads);
 /* Tells the store the global training step (for TTL in steps and row metadata). */
 void ps_store_set_step(ps_store *s, uint64_t step);
-/* Expires rows not touched for ttl_steps (per table); returns how many were removed. */
+/* Expires rows not touched for ttl_steps (per table); returns how many were removed.
+ * "Touched" means pushed (a row's last-touch step is the step of its last update or of its
+ * creation); a row last touched at step t survives while step <= t + ttl_steps and is removed
+ * from both tiers by an expire at a later step; it then reads as its initial value again. */
 uint64_t ps_store_expire(ps_store *s);
 
 /* Writes every dirty hot row to RocksDB and flushes its memtables. */
@@ -112,5 +116,14 @@ uint32_t ps_store_partitions(const ps_store *s);
 
 /* The deterministic initial row of a key (what a pull of an unseen key returns). */
 void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row);
+
+/* Size in bytes of a stored row record of this spec (what ps_store_export_row writes):
+ * an 8-byte versioned header, 16 bytes of metadata, dim values and the optimizer state. */
+size_t ps_store_record_bytes(const ps_table_spec *spec);
+/* Copies the full stored record of a key (values, optimizer state, metadata), from the hot
+ * tier or RocksDB, into buf (cap bytes; *len gets the size). PS_ERR_NOT_FOUND if the key
+ * has no stored row. For tests, tools and shard migration. */
+ps_status ps_store_export_row(ps_store *s, uint32_t table, uint64_t key, void *buf, size_t cap,
+                              size_t *len);
 
 #endif
