@@ -1,0 +1,504 @@
+/* ps_kernels_cuda: the CUDA backend of ps_kernels.h (cuBLAS GEMMs + the .cu kernels of
+ * ps_cuda_kernels.cu).
+ *
+ * Design decisions:
+ * - One non-blocking stream per backend instance; every operation is enqueued on it, in call
+ *   order, and returns without waiting. Only ps_kern_to_host and ps_kern_sync wait (the
+ *   interface says so), and they are where asynchronous errors surface.
+ * - No allocation and no synchronisation inside a step. Everything a step needs beyond the
+ *   caller's buffers (cuBLAS workspace, reduction partials, the loss ticket counter, the
+ *   device error flag) is allocated at creation. The one exception is growth: the reduction
+ *   scratch and the pinned staging buffers grow the first time a larger size is seen (the
+ *   first step), then stay.
+ * - Host -> device copies go through a ring of pinned staging buffers: the host data is
+ *   memcpy'd into a free slot and an asynchronous copy is enqueued, so ps_kern_to_device
+ *   returns as soon as the caller may reuse its buffer (the interface's contract) while the
+ *   GPU is still busy with earlier work. The PS client's next pull thus overlaps compute.
+ *   A slot is reused only after its event says the previous copy from it finished.
+ * - GEMMs are cublasSgemm with the row-major <-> column-major swap (C^T = op(B)^T op(A)^T), in
+ *   plain FP32 unless TF32 is asked for (see ps_kernels_cuda.h).
+ * - Every CUDA and cuBLAS call is checked (ps_cuda_check.h) and reported with file and line. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "ps_cuda_check.h"
+#include "ps_cuda_kernels.h"
+#include "ps_kernels.h"
+#include "ps_kernels_cuda.h"
+#include "ps_log.h"
+
+#define STAGING_SLOTS 4
+#define STAGING_MIN_BYTES (1u << 20)
+#define CUBLAS_WS_BYTES ((size_t)32 << 20)
+#define SCRATCH_INIT_FLOATS ((size_t)1 << 17) /* 128 chunks x 1024 columns */
+#define TIMING_EVENTS 8192                   /* 4096 bracketed GEMMs between reads */
+
+typedef struct staging_slot {
+  void *host; /* pinned */
+  size_t cap;
+  cudaEvent_t done; /* recorded after the copy that last used this slot */
+  bool pending;
+} staging_slot;
+
+typedef struct cuda_ctx {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  void *blas_ws;
+  float *scratch; /* reduction partials (bias gradients, loss) */
+  size_t scratch_floats;
+  unsigned int *bce_counter; /* device, zero between launches */
+  int *err_dev;              /* device error flag (PS_CU_ERR_*) */
+  int *err_host;             /* pinned copy of it, read at sync points */
+  staging_slot slot[STAGING_SLOTS];
+  int next_slot;
+  bool timing;
+  cudaEvent_t ev[TIMING_EVENTS];
+  int nev;
+  long lost_timings; /* GEMMs not bracketed because the event pool was full */
+} cuda_ctx;
+
+static const ps_kern_i cuda_iface;
+
+static cuda_ctx *ctx_of(ps_kern *k) { return (cuda_ctx *)k->ctx; }
+
+/* Make the backend's device current in the calling thread (a PS-client or prefetch thread
+ * may be the one calling to_device); cheap when it already is. */
+#define ENTER(c) PS_CUDA_TRY(cudaSetDevice((c)->device))
+
+/* ---- scratch and staging ----------------------------------------------------------------- */
+
+static ps_status scratch_reserve(cuda_ctx *c, size_t floats) {
+  if (floats <= c->scratch_floats) return PS_OK;
+  size_t want = c->scratch_floats * 2 > floats ? c->scratch_floats * 2 : floats;
+  /* The old buffer may still be read by enqueued kernels: wait before freeing it. Happens
+   * only when a shape larger than any before is first seen. */
+  PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  PS_CUDA_TRY(cudaFree(c->scratch));
+  c->scratch = NULL;
+  c->scratch_floats = 0;
+  PS_CUDA_TRY(cudaMalloc((void **)&c->scratch, want * sizeof(float)));
+  c->scratch_floats = want;
+  PS_DEBUG("cuda: reduction scratch grown to %zu floats", want);
+  return PS_OK;
+}
+
+/* A staging slot of at least `bytes`, free for writing. */
+static ps_status staging_take(cuda_ctx *c, size_t bytes, staging_slot **out) {
+  staging_slot *s = &c->slot[c->next_slot];
+  c->next_slot = (c->next_slot + 1) % STAGING_SLOTS;
+  if (s->pending) {
+    PS_CUDA_TRY(cudaEventSynchronize(s->done));
+    s->pending = false;
+  }
+  if (s->cap < bytes) {
+    size_t want = bytes < STAGING_MIN_BYTES ? STAGING_MIN_BYTES : bytes;
+    if (s->host) PS_CUDA_TRY(cudaFreeHost(s->host));
+    s->host = NULL;
+    s->cap = 0;
+    PS_CUDA_TRY(cudaHostAlloc(&s->host, want, cudaHostAllocDefault));
+    s->cap = want;
+  }
+  *out = s;
+  return PS_OK;
+}
+
+/* Reads and clears the device error flag; call only right after a stream synchronisation. */
+static ps_status check_err_flag(cuda_ctx *c) {
+  PS_CUDA_TRY(cudaMemcpyAsync(c->err_host, c->err_dev, sizeof(int), cudaMemcpyDeviceToHost,
+                              c->stream));
+  PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  if (*c->err_host == 0) return PS_OK;
+  int flags = *c->err_host;
+  *c->err_host = 0;
+  PS_CUDA_TRY(cudaMemsetAsync(c->err_dev, 0, sizeof(int), c->stream));
+  if (flags & PS_CU_ERR_INDEX)
+    PS_ERROR("cuda: a pooling call got out-of-range offsets or row indices (entries skipped)");
+  return PS_ERR_INVALID;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static ps_status cu_alloc(ps_kern *k, size_t bytes, void **out) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaMalloc(out, bytes)); /* 256-byte aligned */
+  return PS_OK;
+}
+
+static void cu_free(ps_kern *k, void *ptr) {
+  cuda_ctx *c = ctx_of(k);
+  PS_CUDA_WARN(cudaSetDevice(c->device));
+  PS_CUDA_WARN(cudaFree(ptr)); /* waits for work that may use ptr */
+}
+
+static ps_status cu_memset0(ps_kern *k, void *dst, size_t bytes) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaMemsetAsync(dst, 0, bytes, c->stream));
+  return PS_OK;
+}
+
+static ps_status cu_to_device(ps_kern *k, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  staging_slot *s = NULL;
+  ps_status st = staging_take(c, bytes, &s);
+  if (st != PS_OK) return st;
+  memcpy(s->host, src, bytes);
+  PS_CUDA_TRY(cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, c->stream));
+  PS_CUDA_TRY(cudaEventRecord(s->done, c->stream));
+  s->pending = true;
+  return PS_OK;
+}
+
+static bool is_pinned(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+static ps_status cu_to_host(ps_kern *k, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  if (is_pinned(dst)) {
+    PS_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    return check_err_flag(c); /* synchronises the stream */
+  }
+  staging_slot *s = NULL;
+  ps_status st = staging_take(c, bytes, &s);
+  if (st != PS_OK) return st;
+  PS_CUDA_TRY(cudaMemcpyAsync(s->host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+  st = check_err_flag(c);
+  memcpy(dst, s->host, bytes);
+  return st;
+}
+
+static ps_status cu_copy(ps_kern *k, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+  return PS_OK;
+}
+
+static ps_status cu_sync(ps_kern *k) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaGetLastError());
+  return check_err_flag(c);
+}
+
+/* ---- compute ----------------------------------------------------------------------------- */
+
+#define LAUNCH(call)                                                                       \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess) return ps_cuda_fail(e_, #call, __FILE__, __LINE__);             \
+  } while (0)
+
+static ps_status cu_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *cm,
+                          int ldc) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  bool timed = c->timing && c->nev + 2 <= TIMING_EVENTS;
+  if (c->timing && !timed) c->lost_timings++;
+  if (timed) PS_CUDA_TRY(cudaEventRecord(c->ev[c->nev], c->stream));
+  /* Row-major C[m,n] is column-major C^T[n,m]; C^T = op(B)^T op(A)^T, and a row-major
+   * matrix read column-major is already its transpose, so the flags carry over as they are. */
+  PS_CUBLAS_TRY(cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            n, m, kk, &alpha, b, ldb, a, lda, &beta, cm, ldc));
+  if (timed) {
+    PS_CUDA_TRY(cudaEventRecord(c->ev[c->nev + 1], c->stream));
+    c->nev += 2;
+  }
+  return PS_OK;
+}
+
+static ps_status cu_bias_act_fwd(ps_kern *k, ps_kern_act act, int m, int n, const float *x,
+                                 const float *bias, float *y) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_bias_act_fwd(c->stream, (int)act, m, n, x, bias, y));
+  return PS_OK;
+}
+
+static ps_status cu_bias_act_bwd(ps_kern *k, ps_kern_act act, int m, int n, const float *y,
+                                 const float *dy, float *dx, float *dbias) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  ps_status st = scratch_reserve(c, ps_cu_colsum_ws_floats(m, n));
+  if (st != PS_OK) return st;
+  LAUNCH(ps_cu_bias_act_bwd(c->stream, (int)act, m, n, y, dy, dx, dbias, c->scratch));
+  return PS_OK;
+}
+
+static ps_status cu_interact_fwd(ps_kern *k, int batch, int num_sparse, int dim,
+                                 const float *bottom, const float *emb, float *out) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_interact_fwd(c->stream, batch, num_sparse, dim, bottom, emb, out));
+  return PS_OK;
+}
+
+static ps_status cu_interact_bwd(ps_kern *k, int batch, int num_sparse, int dim,
+                                 const float *bottom, const float *emb, const float *dout,
+                                 float *dbottom, float *demb) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_interact_bwd(c->stream, batch, num_sparse, dim, bottom, emb, dout, dbottom, demb));
+  return PS_OK;
+}
+
+static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
+                             const float *rows, int nnz, const int32_t *idx,
+                             const int32_t *offsets, float *out) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_pool_fwd(c->stream, (int)mode, nbags, dim, nrows, rows, nnz, idx, offsets, out,
+                        c->err_dev));
+  return PS_OK;
+}
+
+static ps_status cu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
+                             int nnz, const int32_t *idx, const int32_t *offsets,
+                             const float *dout, float *drows) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_pool_bwd(c->stream, (int)mode, nbags, dim, nrows, nnz, idx, offsets, dout, drows,
+                        c->err_dev));
+  return PS_OK;
+}
+
+static ps_status cu_bce_fwd(ps_kern *k, int n, const float *logits, const float *labels,
+                            float *probs, float *loss) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  if (!labels && !probs) return PS_OK;
+  ps_status st = scratch_reserve(c, ps_cu_bce_ws_floats(n));
+  if (st != PS_OK) return st;
+  LAUNCH(ps_cu_bce_fwd(c->stream, n, logits, labels, probs, loss, c->scratch, c->bce_counter));
+  return PS_OK;
+}
+
+static ps_status cu_bce_bwd(ps_kern *k, int n, const float *logits, const float *labels,
+                            float scale, float *dlogits) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  if (!logits || !labels || !dlogits) return PS_ERR_INVALID;
+  LAUNCH(ps_cu_bce_bwd(c->stream, n, logits, labels, scale, dlogits));
+  return PS_OK;
+}
+
+static ps_status cu_scale(ps_kern *k, size_t n, float alpha, float *x) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_scale(c->stream, n, alpha, x));
+  return PS_OK;
+}
+
+static ps_status cu_sgd(ps_kern *k, size_t n, float *w, const float *g, float lr, float wd) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_sgd(c->stream, n, w, g, lr, wd));
+  return PS_OK;
+}
+
+static ps_status cu_adagrad(ps_kern *k, size_t n, float *w, const float *g, float *sum,
+                            float clr, float eps, float wd) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  LAUNCH(ps_cu_adagrad(c->stream, n, w, g, sum, clr, eps, wd));
+  return PS_OK;
+}
+
+static ps_status cu_adam(ps_kern *k, size_t n, float *w, const float *g, float *m, float *v,
+                         float lr, float beta1, float beta2, float eps, float wd, int64_t step) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  /* Bias corrections in double on the host, as torch computes them in Python floats. */
+  double bc1 = 1.0 - pow((double)beta1, (double)step);
+  double bc2 = 1.0 - pow((double)beta2, (double)step);
+  float step_size = (float)((double)lr / bc1);
+  float bc2_sqrt = (float)sqrt(bc2);
+  LAUNCH(ps_cu_adam(c->stream, n, w, g, m, v, beta1, beta2, eps, wd, step_size, bc2_sqrt));
+  return PS_OK;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+static void ctx_free(cuda_ctx *c) {
+  if (!c) return;
+  if (cudaSetDevice(c->device) == cudaSuccess) {
+    if (c->stream) PS_CUDA_WARN(cudaStreamSynchronize(c->stream));
+    for (int i = 0; i < STAGING_SLOTS; i++) {
+      if (c->slot[i].host) PS_CUDA_WARN(cudaFreeHost(c->slot[i].host));
+      if (c->slot[i].done) PS_CUDA_WARN(cudaEventDestroy(c->slot[i].done));
+    }
+    for (int i = 0; i < TIMING_EVENTS; i++)
+      if (c->ev[i]) PS_CUDA_WARN(cudaEventDestroy(c->ev[i]));
+    if (c->blas) {
+      cublasStatus_t s = cublasDestroy(c->blas);
+      if (s != CUBLAS_STATUS_SUCCESS) (void)ps_cublas_fail(s, "cublasDestroy", __FILE__, __LINE__);
+    }
+    if (c->blas_ws) PS_CUDA_WARN(cudaFree(c->blas_ws));
+    if (c->scratch) PS_CUDA_WARN(cudaFree(c->scratch));
+    if (c->bce_counter) PS_CUDA_WARN(cudaFree(c->bce_counter));
+    if (c->err_dev) PS_CUDA_WARN(cudaFree(c->err_dev));
+    if (c->err_host) PS_CUDA_WARN(cudaFreeHost(c->err_host));
+    if (c->stream) PS_CUDA_WARN(cudaStreamDestroy(c->stream));
+  }
+  free(c);
+}
+
+static void cu_destroy(ps_kern *k) {
+  ctx_free(ctx_of(k));
+  free(k);
+}
+
+static ps_status set_math(cuda_ctx *c, bool tf32) {
+  PS_CUBLAS_TRY(cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  return PS_OK;
+}
+
+static ps_status ctx_init(cuda_ctx *c) {
+  ENTER(c);
+  PS_CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  PS_CUBLAS_TRY(cublasCreate(&c->blas));
+  PS_CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+  /* An explicit workspace: cuBLAS then never allocates inside a step. */
+  PS_CUDA_TRY(cudaMalloc(&c->blas_ws, CUBLAS_WS_BYTES));
+  PS_CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, CUBLAS_WS_BYTES));
+  PS_CUBLAS_TRY(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
+  const char *tf = getenv("EMBER_CUDA_TF32");
+  ps_status st = set_math(c, tf && strcmp(tf, "1") == 0);
+  if (st != PS_OK) return st;
+  PS_CUDA_TRY(cudaMalloc((void **)&c->scratch, SCRATCH_INIT_FLOATS * sizeof(float)));
+  c->scratch_floats = SCRATCH_INIT_FLOATS;
+  PS_CUDA_TRY(cudaMalloc((void **)&c->bce_counter, sizeof(unsigned int)));
+  PS_CUDA_TRY(cudaMemset(c->bce_counter, 0, sizeof(unsigned int)));
+  PS_CUDA_TRY(cudaMalloc((void **)&c->err_dev, sizeof(int)));
+  PS_CUDA_TRY(cudaMemset(c->err_dev, 0, sizeof(int)));
+  PS_CUDA_TRY(cudaHostAlloc((void **)&c->err_host, sizeof(int), cudaHostAllocDefault));
+  *c->err_host = 0;
+  for (int i = 0; i < STAGING_SLOTS; i++) {
+    PS_CUDA_TRY(cudaEventCreateWithFlags(&c->slot[i].done, cudaEventDisableTiming));
+    PS_CUDA_TRY(cudaHostAlloc(&c->slot[i].host, STAGING_MIN_BYTES, cudaHostAllocDefault));
+    c->slot[i].cap = STAGING_MIN_BYTES;
+  }
+  PS_CUDA_TRY(cudaDeviceSynchronize());
+  return PS_OK;
+}
+
+ps_status ps_kern_cuda_create(int device, ps_kern **out) {
+  if (!out) return PS_ERR_INVALID;
+  *out = NULL;
+  int ndev = ps_cuda_device_count();
+  if (ndev == 0) return PS_ERR_UNSUPPORTED;
+  if (device < 0 || device >= ndev) {
+    PS_ERROR("cuda: device %d requested, %d present", device, ndev);
+    return PS_ERR_INVALID;
+  }
+  cuda_ctx *c = calloc(1, sizeof *c);
+  ps_kern *k = calloc(1, sizeof *k);
+  if (!c || !k) {
+    free(c);
+    free(k);
+    return PS_ERR_NOMEM;
+  }
+  c->device = device;
+  ps_status st = ctx_init(c);
+  if (st != PS_OK) {
+    ctx_free(c);
+    free(k);
+    return st;
+  }
+  k->iface = &cuda_iface;
+  k->ctx = c;
+  k->name = "cuda";
+  k->host_memory = false;
+  char desc[160];
+  if (ps_cuda_device_describe(device, desc, sizeof desc) == PS_OK) PS_INFO("cuda: backend on %s", desc);
+  *out = k;
+  return PS_OK;
+}
+
+/* ---- CUDA-only extras (ps_kernels_cuda.h) ---------------------------------------------- */
+
+bool ps_kern_is_cuda(const ps_kern *k) { return k && k->iface == &cuda_iface; }
+
+void *ps_kern_cuda_stream(ps_kern *k) {
+  return ps_kern_is_cuda(k) ? (void *)ctx_of(k)->stream : NULL;
+}
+
+int ps_kern_cuda_device(const ps_kern *k) {
+  return ps_kern_is_cuda(k) ? ((const cuda_ctx *)k->ctx)->device : -1;
+}
+
+ps_status ps_kern_cuda_set_tf32(ps_kern *k, bool on) {
+  if (!ps_kern_is_cuda(k)) return PS_ERR_INVALID;
+  return set_math(ctx_of(k), on);
+}
+
+ps_status ps_kern_cuda_gemm_timing(ps_kern *k, bool on) {
+  if (!ps_kern_is_cuda(k)) return PS_ERR_INVALID;
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  if (on && !c->ev[0]) {
+    for (int i = 0; i < TIMING_EVENTS; i++) PS_CUDA_TRY(cudaEventCreate(&c->ev[i]));
+  }
+  c->timing = on;
+  c->nev = 0;
+  c->lost_timings = 0;
+  return PS_OK;
+}
+
+ps_status ps_kern_cuda_gemm_time(ps_kern *k, double *ms, long *calls) {
+  if (!ps_kern_is_cuda(k) || !ms) return PS_ERR_INVALID;
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
+  double total = 0.0;
+  for (int i = 0; i + 1 < c->nev; i += 2) {
+    float t = 0.0f;
+    PS_CUDA_TRY(cudaEventElapsedTime(&t, c->ev[i], c->ev[i + 1]));
+    total += t;
+  }
+  if (c->lost_timings) PS_WARN("cuda: %ld GEMMs were not timed (event pool full)", c->lost_timings);
+  *ms = total;
+  if (calls) *calls = c->nev / 2;
+  c->nev = 0;
+  c->lost_timings = 0;
+  return PS_OK;
+}
+
+static const ps_kern_i cuda_iface = {
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .memset0 = cu_memset0,
+    .to_device = cu_to_device,
+    .to_host = cu_to_host,
+    .copy = cu_copy,
+    .sync = cu_sync,
+    .destroy = cu_destroy,
+    .sgemm = cu_sgemm,
+    .bias_act_fwd = cu_bias_act_fwd,
+    .bias_act_bwd = cu_bias_act_bwd,
+    .interact_fwd = cu_interact_fwd,
+    .interact_bwd = cu_interact_bwd,
+    .pool_fwd = cu_pool_fwd,
+    .pool_bwd = cu_pool_bwd,
+    .bce_fwd = cu_bce_fwd,
+    .bce_bwd = cu_bce_bwd,
+    .scale = cu_scale,
+    .sgd = cu_sgd,
+    .adagrad = cu_adagrad,
+    .adam = cu_adam,
+};
