@@ -1,0 +1,108 @@
+/* ps_reader: Criteo input for training and evaluation: reads a file (TSV, TSV.gz or the
+ * binary format of ps_criteo_bin.h, detected by its magic), shards it across W workers,
+ * parses, maps categoricals to keys and hands out batches, on its own thread ahead of the
+ * consumer (a bounded queue of reusable batches).
+ *
+ * Sharding (deterministic, the same for text and binary input). The data lines of one epoch
+ * (physical lines in [row_begin, row_end), counting bad lines, so every rank agrees without
+ * parsing the others' lines) are cut into rounds of W*B consecutive lines. In round k rank r
+ * takes lines k*W*B + [r*B, (r+1)*B). So W workers with batch B see, per step, exactly the
+ * rows one worker with batch W*B sees (the sync-mode equivalence). The last round, with
+ * R < W*B lines:
+ *   tail EVEN (default): rank r takes lines base + [floor(R*r/W), floor(R*(r+1)/W)); every
+ *     row is used once, and when R < W some ranks get an empty batch (n = 0), which they
+ *     must still take part in (allreduce of zeros).
+ *   tail DROP: the round is dropped by every rank.
+ * Either way every rank sees the same number of batches per epoch: ceil(L/(W*B)) (EVEN) or
+ * floor(L/(W*B)) (DROP) for L lines. Bad lines (skip policy) are dropped from their batch,
+ * which is then shorter; they are counted by the rank that owns them.
+ *
+ * Shuffle (off by default; it breaks the sync equivalence above): rows of `shuffle_window`
+ * consecutive batches of this rank are permuted among themselves (seeded by seed, epoch,
+ * rank, window) and re-cut into batches of the original sizes.
+ *
+ * Errors: a bad line gives "FILE:LINE: reason". Policy FAIL: ps_reader_next returns
+ * PS_ERR_PARSE and ps_reader_error() holds the message. Policy SKIP: the line is counted
+ * (ps_reader_bad_lines) and the first `log_bad_lines` are logged as warnings. */
+#ifndef PS_READER_H
+#define PS_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_criteo.h"
+#include "ps_status.h"
+
+/* A batch of n samples, row-major. One-hot: sample i, feature f has exactly one key,
+ * keys[i*26 + f]. For multi-hot input later, key_offsets (CSR over the n*26 (sample,
+ * feature) bags, n*26 + 1 entries) would describe bags keys[key_offsets[b] ..
+ * key_offsets[b+1]); it is NULL for one-hot and nkeys == n*26. */
+typedef struct ps_batch {
+  size_t n;                 /* samples */
+  size_t nkeys;             /* keys in use */
+  float *labels;            /* [n] 0.0 or 1.0 */
+  float *dense;             /* [n*13] transformed */
+  uint64_t *keys;           /* [nkeys] */
+  uint32_t *key_offsets;    /* NULL: one-hot */
+  int epoch;                /* 0-based */
+  uint64_t index;           /* batch index within this rank's epoch, 0-based */
+  int last_in_epoch;        /* 1 on this rank's last batch of the epoch */
+  uint64_t first_line;      /* 0-based data line of the round's first line (for logs) */
+  ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows, else NULL */
+  size_t cap;               /* capacity in samples (internal) */
+} ps_batch;
+
+typedef enum ps_bad_lines { PS_BAD_LINES_SKIP = 0, PS_BAD_LINES_FAIL = 1 } ps_bad_lines;
+typedef enum ps_tail { PS_TAIL_EVEN = 0, PS_TAIL_DROP = 1 } ps_tail;
+typedef enum ps_input_format { PS_INPUT_TSV = 0, PS_INPUT_TSV_GZ = 1, PS_INPUT_BIN = 2 } ps_input_format;
+
+typedef struct ps_reader_opts {
+  int batch;               /* samples per batch per rank (default 2048) */
+  int rank, world;         /* default 0 of 1 */
+  int epochs;              /* default 1 */
+  ps_bad_lines bad_lines;  /* default SKIP */
+  ps_tail tail;            /* default EVEN */
+  uint64_t hash_buckets;   /* 0 (default) = open vocabulary; else keys f*N + v mod N */
+  int prefetch;            /* batches queued ahead by the reader thread (default 4);
+                            * 0 = no thread, ps_reader_next parses in the caller */
+  int shuffle_window;      /* batches per shuffle window; 0 or 1 = off (default) */
+  uint64_t seed;           /* for the shuffle */
+  uint64_t row_begin;      /* first data line used (0-based, default 0) */
+  uint64_t row_end;        /* one past the last line used; 0 = to the end of the file */
+  int log_bad_lines;       /* bad lines logged in full (default 10) */
+  int keep_rows;           /* also fill ps_batch.rows (the converter needs raw values) */
+} ps_reader_opts;
+
+void ps_reader_opts_default(ps_reader_opts *o);
+
+typedef struct ps_reader ps_reader;
+
+/* Opens `path` and (prefetch > 0) starts the reader thread. Errors (missing file, bad
+ * options, corrupt binary header) come back here with a message in err. */
+ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_reader **out,
+                           char *err, size_t errlen);
+/* Next batch, or *out = NULL at the end of the last epoch. The batch stays valid until
+ * ps_reader_release; at most `prefetch` (or 1) batches may be held at once. */
+ps_status ps_reader_next(ps_reader *r, ps_batch **out);
+void ps_reader_release(ps_reader *r, ps_batch *b);
+/* Stops the thread (also mid-file) and frees everything; *r = NULL. */
+void ps_reader_destroy(ps_reader **r);
+
+ps_input_format ps_reader_format(const ps_reader *r);
+/* Bad lines counted so far (this rank's lines only; sum over ranks for a total). */
+uint64_t ps_reader_bad_lines(const ps_reader *r);
+/* Rows delivered so far (all epochs). */
+uint64_t ps_reader_rows(const ps_reader *r);
+/* Data lines in the file (after row_begin/row_end) when known: from the binary header, or
+ * after the first epoch of a text file; -1 before that. */
+int64_t ps_reader_lines_per_epoch(const ps_reader *r);
+/* The message of the error ps_reader_next returned ("" if none). */
+const char *ps_reader_error(const ps_reader *r);
+
+/* Detects the format of a file by its first bytes (binary magic, gzip magic, else TSV). */
+ps_status ps_data_detect(const char *path, ps_input_format *fmt);
+/* Counts data lines of a TSV/TSV.gz file (a trailing line without '\n' counts) or reads the
+ * row count of a binary file. For progress/ETA. */
+ps_status ps_data_count_lines(const char *path, uint64_t *lines);
+
+#endif
