@@ -1,0 +1,317 @@
+/* ps-dense-bench: samples/s of the dense DLRM step (forward + backward + optimizer) on one
+ * backend, per batch size, with a breakdown of where the time goes.
+ *
+ * The breakdown comes from a timing backend that wraps the real one: the same ps_kern_i
+ * vtable, forwarding every call and adding its wall time (bracketed by syncs, so it is honest
+ * for asynchronous backends too) to a per-operation counter. The model does not know. Timed
+ * runs use the unwrapped backend, so the headline figure carries no timing overhead.
+ *
+ * Batches are synthetic one-hot Criteo-shaped: 13 dense floats, 26 bags of one row each, every
+ * row unique (the worst case for pooling: nrows = batch * 26). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cli.h"
+#include "ps_dlrm.h"
+#include "ps_kernels.h"
+#include "ps_log.h"
+#include "ps_time.h"
+
+/* ---- timing backend ---- */
+
+enum { OP_SGEMM, OP_BIAS_ACT, OP_INTERACT, OP_POOL, OP_BCE, OP_OPT, OP_COPY, OP_N };
+static const char *op_names[OP_N] = {"sgemm", "bias_act", "interact", "pool", "bce", "optimizer", "copy"};
+
+typedef struct timing {
+  ps_kern *inner;
+  uint64_t ns[OP_N];
+  uint64_t calls[OP_N];
+} timing;
+
+#define INNER(k) (((timing *)(k)->ctx)->inner)
+#define TIMED(op, call)                                      \
+  do {                                                       \
+    timing *t_ = (timing *)k->ctx;                           \
+    ps_kern_sync(t_->inner);                                 \
+    uint64_t t0_ = ps_now_ns();                              \
+    ps_status st_ = (call);                                  \
+    ps_kern_sync(t_->inner);                                 \
+    t_->ns[op] += ps_now_ns() - t0_;                         \
+    t_->calls[op]++;                                         \
+    return st_;                                              \
+  } while (0)
+
+static ps_status t_alloc(ps_kern *k, size_t n, void **o) { return ps_kern_alloc(INNER(k), n, o); }
+static void t_free(ps_kern *k, void *p) { ps_kern_free(INNER(k), p); }
+static ps_status t_memset0(ps_kern *k, void *d, size_t n) { TIMED(OP_COPY, ps_kern_memset0(INNER(k), d, n)); }
+static ps_status t_to_device(ps_kern *k, void *d, const void *s, size_t n) { TIMED(OP_COPY, ps_kern_to_device(INNER(k), d, s, n)); }
+static ps_status t_to_host(ps_kern *k, void *d, const void *s, size_t n) { TIMED(OP_COPY, ps_kern_to_host(INNER(k), d, s, n)); }
+static ps_status t_copy(ps_kern *k, void *d, const void *s, size_t n) { TIMED(OP_COPY, ps_kern_copy(INNER(k), d, s, n)); }
+static ps_status t_sync(ps_kern *k) { return ps_kern_sync(INNER(k)); }
+static void t_destroy(ps_kern *k) {
+  free(k->ctx);
+  free(k);
+}
+static ps_status t_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float al, const float *a, int lda,
+                         const float *b, int ldb, float be, float *c, int ldc) {
+  TIMED(OP_SGEMM, ps_kern_sgemm(INNER(k), ta, tb, m, n, kk, al, a, lda, b, ldb, be, c, ldc));
+}
+static ps_status t_baf(ps_kern *k, ps_kern_act a, int m, int n, const float *x, const float *b, float *y) {
+  TIMED(OP_BIAS_ACT, ps_kern_bias_act_fwd(INNER(k), a, m, n, x, b, y));
+}
+static ps_status t_bab(ps_kern *k, ps_kern_act a, int m, int n, const float *y, const float *dy, float *dx, float *db) {
+  TIMED(OP_BIAS_ACT, ps_kern_bias_act_bwd(INNER(k), a, m, n, y, dy, dx, db));
+}
+static ps_status t_if(ps_kern *k, int B, int S, int D, const float *bo, const float *e, float *o) {
+  TIMED(OP_INTERACT, ps_kern_interact_fwd(INNER(k), B, S, D, bo, e, o));
+}
+static ps_status t_ib(ps_kern *k, int B, int S, int D, const float *bo, const float *e, const float *g, float *db,
+                      float *de) {
+  TIMED(OP_INTERACT, ps_kern_interact_bwd(INNER(k), B, S, D, bo, e, g, db, de));
+}
+static ps_status t_pf(ps_kern *k, ps_kern_pool md, int nb, int D, int nr, const float *r, int nnz, const int32_t *i,
+                      const int32_t *o, float *out) {
+  TIMED(OP_POOL, ps_kern_pool_fwd(INNER(k), md, nb, D, nr, r, nnz, i, o, out));
+}
+static ps_status t_pb(ps_kern *k, ps_kern_pool md, int nb, int D, int nr, int nnz, const int32_t *i, const int32_t *o,
+                      const float *g, float *dr) {
+  TIMED(OP_POOL, ps_kern_pool_bwd(INNER(k), md, nb, D, nr, nnz, i, o, g, dr));
+}
+static ps_status t_bf(ps_kern *k, int n, const float *z, const float *y, float *p, float *l) {
+  TIMED(OP_BCE, ps_kern_bce_fwd(INNER(k), n, z, y, p, l));
+}
+static ps_status t_bb(ps_kern *k, int n, const float *z, const float *y, float s, float *g) {
+  TIMED(OP_BCE, ps_kern_bce_bwd(INNER(k), n, z, y, s, g));
+}
+static ps_status t_scale(ps_kern *k, size_t n, float a, float *x) { TIMED(OP_OPT, ps_kern_scale(INNER(k), n, a, x)); }
+static ps_status t_sgd(ps_kern *k, size_t n, float *w, const float *g, float lr, float wd) {
+  TIMED(OP_OPT, ps_kern_sgd(INNER(k), n, w, g, lr, wd));
+}
+static ps_status t_adagrad(ps_kern *k, size_t n, float *w, const float *g, float *s, float lr, float e, float wd) {
+  TIMED(OP_OPT, ps_kern_adagrad(INNER(k), n, w, g, s, lr, e, wd));
+}
+static ps_status t_adam(ps_kern *k, size_t n, float *w, const float *g, float *m, float *v, float lr, float b1,
+                        float b2, float e, float wd, int64_t step) {
+  TIMED(OP_OPT, ps_kern_adam(INNER(k), n, w, g, m, v, lr, b1, b2, e, wd, step));
+}
+
+static const ps_kern_i timing_iface = {
+    t_alloc, t_free, t_memset0, t_to_device, t_to_host, t_copy, t_sync, t_destroy, t_sgemm, t_baf,
+    t_bab,   t_if,   t_ib,      t_pf,        t_pb,      t_bf,   t_bb,   t_scale,   t_sgd,   t_adagrad, t_adam};
+
+static ps_kern *timing_wrap(ps_kern *inner) {
+  ps_kern *k = calloc(1, sizeof(*k));
+  timing *t = calloc(1, sizeof(*t));
+  if (!k || !t) {
+    free(k);
+    free(t);
+    return NULL;
+  }
+  t->inner = inner;
+  k->iface = &timing_iface;
+  k->ctx = t;
+  k->name = "timing";
+  k->host_memory = inner->host_memory;
+  return k;
+}
+
+/* ---- synthetic batch ---- */
+
+typedef struct synth {
+  int B, S, D, nd;
+  float *dense, *labels, *rows, *drows;
+  int32_t *idx, *off;
+} synth;
+
+static int synth_make(synth *s, int B, int S, int D, int nd, uint64_t seed) {
+  s->B = B, s->S = S, s->D = D, s->nd = nd;
+  size_t nnz = (size_t)B * S;
+  s->dense = malloc((size_t)B * nd * sizeof(float));
+  s->labels = malloc((size_t)B * sizeof(float));
+  s->rows = malloc(nnz * D * sizeof(float));
+  s->drows = malloc(nnz * D * sizeof(float));
+  s->idx = malloc(nnz * sizeof(int32_t));
+  s->off = malloc((nnz + 1) * sizeof(int32_t));
+  if (!s->dense || !s->labels || !s->rows || !s->drows || !s->idx || !s->off) return -1;
+  uint64_t x = seed;
+#define NEXT() (x = x * 6364136223846793005ull + 1442695040888963407ull, (double)(x >> 11) / 9007199254740992.0)
+  for (size_t i = 0; i < (size_t)B * nd; i++) s->dense[i] = (float)(NEXT() * 5.0);
+  for (int i = 0; i < B; i++) s->labels[i] = NEXT() < 0.25 ? 1.0f : 0.0f;
+  for (size_t i = 0; i < nnz * D; i++) s->rows[i] = (float)((NEXT() - 0.5) * 0.1);
+  for (size_t i = 0; i < nnz; i++) s->idx[i] = (int32_t)i;
+  for (size_t i = nnz; i > 1; i--) { /* shuffle: rows are gathered in key order, not bag order */
+    size_t j = (size_t)(NEXT() * (double)i);
+    int32_t t = s->idx[i - 1];
+    s->idx[i - 1] = s->idx[j];
+    s->idx[j] = t;
+  }
+  for (size_t i = 0; i <= nnz; i++) s->off[i] = (int32_t)i;
+#undef NEXT
+  return 0;
+}
+static void synth_free(synth *s) {
+  free(s->dense), free(s->labels), free(s->rows), free(s->drows), free(s->idx), free(s->off);
+}
+
+static ps_status one_step(ps_dlrm *m, synth *s, const ps_dlrm_opt *opt) {
+  ps_dlrm_batch b = {.batch = s->B, .dense = s->dense, .labels = s->labels, .nrows = s->B * s->S,
+                     .rows = s->rows, .nnz = s->B * s->S, .idx = s->idx, .offsets = s->off};
+  ps_status st = ps_dlrm_forward(m, &b, NULL);
+  if (st == PS_OK) st = ps_dlrm_backward(m, s->drows);
+  if (st == PS_OK) st = ps_dlrm_step(m, opt);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  const char *device = "cpu", *batches = "128,2048,8192", *json_path = NULL, *opt_name = "sgd";
+  const char *mlp_bot = "13-512-256-64-16", *mlp_top = "512-256-1";
+  int threads = 2, emb_dim = 16, num_sparse = 26, warmup = 3, profile = 1;
+  double seconds = 3.0;
+  const ps_cli_opt opts[] = {
+      {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cpu, cuda, cuda:N", false, 0, 0},
+      {"threads", 't', PS_CLI_INT, &threads, "T", "CPU threads (OpenMP + OpenBLAS)", false, 0, 1024},
+      {"batch", 'b', PS_CLI_STRING, &batches, "LIST", "comma-separated batch sizes", false, 0, 0},
+      {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size", false, 0.01, 3600},
+      {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
+      {"mlp-bot", 0, PS_CLI_STRING, &mlp_bot, "DIMS", "bottom MLP widths", false, 0, 0},
+      {"mlp-top", 0, PS_CLI_STRING, &mlp_top, "DIMS", "top MLP widths (input prepended)", false, 0, 0},
+      {"emb-dim", 0, PS_CLI_INT, &emb_dim, "D", "embedding dimension", false, 1, 4096},
+      {"num-sparse", 0, PS_CLI_INT, &num_sparse, "N", "sparse features (tables)", false, 0, 1024},
+      {"opt", 0, PS_CLI_STRING, &opt_name, "NAME", "dense optimizer: sgd, adagrad, adam", false, 0, 0},
+      {"profile", 0, PS_CLI_INT, &profile, "0|1", "also run a per-operation breakdown", false, 0, 1},
+      {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
+  };
+  ps_cli cli = {"ps-dense-bench", "Dense DLRM step throughput (forward+backward+optimizer)", NULL, opts,
+                sizeof(opts) / sizeof(opts[0])};
+  int first = 0, rc = ps_cli_parse(&cli, argc, argv, &first, NULL);
+  if (rc == PS_CLI_HELP) return 0;
+  if (rc != PS_CLI_OK) return 2;
+  ps_dlrm_opt_kind kind;
+  if (ps_dlrm_opt_parse(opt_name, &kind) != PS_OK) {
+    fprintf(stderr, "ps-dense-bench: --opt: unknown optimizer '%s'\n", opt_name);
+    return 2;
+  }
+  ps_dlrm_opt opt = ps_dlrm_opt_default(kind, 0.01f);
+  char *items[64];
+  int nb = ps_split_list(batches, ',', items, 64);
+  int bs[64];
+  for (int i = 0; i < nb; i++) {
+    int64_t v;
+    if (ps_parse_i64(items[i], &v) != 0 || v < 1 || v > (1 << 20)) {
+      fprintf(stderr, "ps-dense-bench: --batch: bad size '%s'\n", items[i]);
+      return 2;
+    }
+    bs[i] = (int)v;
+  }
+  if (nb > 0) free(items[0]);
+  if (nb <= 0) {
+    fprintf(stderr, "ps-dense-bench: --batch: bad list '%s'\n", batches);
+    return 2;
+  }
+  ps_kern *k = NULL;
+  ps_status st = ps_kern_create(device, threads, &k);
+  if (st != PS_OK) {
+    fprintf(stderr, "ps-dense-bench: --device %s: %s\n", device, ps_status_str(st));
+    return 1;
+  }
+  json_t *root = json_object(), *res = json_array();
+  json_object_set_new(root, "device", json_string(device));
+  json_object_set_new(root, "threads", json_integer(threads));
+  json_object_set_new(root, "mlp_bot", json_string(mlp_bot));
+  json_object_set_new(root, "mlp_top", json_string(mlp_top));
+  json_object_set_new(root, "emb_dim", json_integer(emb_dim));
+  json_object_set_new(root, "num_sparse", json_integer(num_sparse));
+  json_object_set_new(root, "optimizer", json_string(opt_name));
+  printf("ps-dense-bench: device %s, %d threads, bot %s, top %s, dim %d, %d tables, opt %s\n", device,
+         threads, mlp_bot, mlp_top, emb_dim, num_sparse, opt_name);
+  int ret = 0;
+  for (int i = 0; i < nb && ret == 0; i++) {
+    ps_dlrm_config cfg;
+    ps_dlrm_config_default(&cfg);
+    cfg.mlp_bot = mlp_bot, cfg.mlp_top = mlp_top, cfg.emb_dim = emb_dim;
+    cfg.num_sparse = num_sparse, cfg.max_batch = bs[i];
+    ps_dlrm *m = NULL;
+    synth s;
+    memset(&s, 0, sizeof(s));
+    if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
+        synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
+      fprintf(stderr, "ps-dense-bench: batch %d: %s\n", bs[i], st != PS_OK ? ps_status_str(st) : "out of memory");
+      ret = 1;
+      synth_free(&s);
+      ps_dlrm_destroy(&m);
+      break;
+    }
+    for (int w = 0; w < warmup && st == PS_OK; w++) st = one_step(m, &s, &opt);
+    ps_kern_sync(k);
+    uint64_t t0 = ps_now_ns(), t1 = t0;
+    int64_t steps = 0;
+    while (st == PS_OK && (t1 - t0 < (uint64_t)(seconds * 1e9) || steps < 3)) {
+      st = one_step(m, &s, &opt);
+      steps++;
+      ps_kern_sync(k); /* every step: a step's loss/grads are needed by the trainer anyway */
+      t1 = ps_now_ns();
+    }
+    ps_dlrm_destroy(&m);
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-dense-bench: step failed: %s\n", ps_status_str(st));
+      ret = 1;
+      synth_free(&s);
+      break;
+    }
+    double el = ps_ns_to_s(t1 - t0), sps = (double)steps * bs[i] / el;
+    ps_dlrm_create(k, &cfg, &m);
+    double gflops = ps_dlrm_flops_per_sample(m) * sps * 1e-9;
+    ps_dlrm_destroy(&m);
+    json_t *r = json_object();
+    json_object_set_new(r, "batch", json_integer(bs[i]));
+    json_object_set_new(r, "steps", json_integer(steps));
+    json_object_set_new(r, "samples_per_s", json_real(sps));
+    json_object_set_new(r, "ms_per_step", json_real(el * 1e3 / (double)steps));
+    json_object_set_new(r, "gemm_gflops_effective", json_real(gflops));
+    printf("batch %6d: %10.0f samples/s  %8.3f ms/step  (%.1f GFLOP/s of GEMM work)\n", bs[i], sps,
+           el * 1e3 / (double)steps, gflops);
+    if (profile) {
+      /* same steps through the timing wrapper: per-op wall time, syncs around each call */
+      ps_kern *tk = timing_wrap(k);
+      ps_dlrm *pm = NULL;
+      if (tk && ps_dlrm_create(tk, &cfg, &pm) == PS_OK) {
+        timing *t = tk->ctx;
+        one_step(pm, &s, &opt);
+        memset(t->ns, 0, sizeof(t->ns));
+        memset(t->calls, 0, sizeof(t->calls));
+        int ps = steps < 20 ? (int)steps : 20;
+        uint64_t p0 = ps_now_ns();
+        for (int j = 0; j < ps; j++) one_step(pm, &s, &opt);
+        double tot = (double)(ps_now_ns() - p0);
+        json_t *bd = json_object();
+        printf("              breakdown (ms/step):");
+        double sum = 0;
+        for (int o = 0; o < OP_N; o++) {
+          double ms = (double)t->ns[o] / ps * 1e-6;
+          sum += (double)t->ns[o];
+          json_object_set_new(bd, op_names[o], json_real(ms));
+          printf(" %s %.3f", op_names[o], ms);
+        }
+        double other = (tot - sum) / ps * 1e-6;
+        json_object_set_new(bd, "other", json_real(other));
+        json_object_set_new(bd, "total", json_real(tot / ps * 1e-6));
+        printf(" other %.3f | total %.3f; sgemm %.0f%%\n", other, tot / ps * 1e-6, 100.0 * (double)t->ns[OP_SGEMM] / tot);
+        json_object_set_new(r, "breakdown_ms", bd);
+      }
+      ps_dlrm_destroy(&pm);
+      if (tk) tk->iface->destroy(tk);
+    }
+    json_array_append_new(res, r);
+    synth_free(&s);
+  }
+  json_object_set_new(root, "results", res);
+  if (json_path && ret == 0 && json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
+    fprintf(stderr, "ps-dense-bench: cannot write %s\n", json_path);
+    ret = 1;
+  }
+  json_decref(root);
+  ps_kern_destroy(&k);
+  return ret;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""The same dense DLRM step as ps-dense-bench, in PyTorch: forward + backward + optimizer
+samples/s for the Kaggle shape (13-512-256-64-16, top 512-256-1, 26 tables, dim 16).
+
+Two variants per batch size:
+  full        the same work as ps-dense-bench: 26 one-hot bags gathered from a buffer of
+              unique rows (rows[idx], a leaf tensor, so backward scatters row gradients);
+  dense_only  the 26 pooled vectors are leaf inputs (no gather) - the "dense-only" yardstick.
+Prints which BLAS library torch loaded (from /proc/self/maps) and the OpenBLAS core type.
+Usage: torch_dense.py [--threads T] [--batch 128,2048,8192] [--seconds S] [--json FILE]"""
+import argparse
+import ctypes
+import json
+import re
+import sys
+import time
+
+import torch
+
+
+def blas_loaded():
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            m = re.search(r"(/\S*(?:blas|openblas|mkl)\S*\.so\S*)", line)
+            if m:
+                libs.add(m.group(1))
+    core = None
+    for lib in sorted(libs):
+        try:
+            h = ctypes.CDLL(lib)
+            fn = h.openblas_get_corename
+            fn.restype = ctypes.c_char_p
+            core = fn().decode()
+            break
+        except (OSError, AttributeError):
+            continue
+    return sorted(libs), core
+
+
+class DLRM(torch.nn.Module):
+    def __init__(self, bot, top):
+        super().__init__()
+
+        def mlp(ln, sigmoid_layer):
+            layers = []
+            for i in range(len(ln) - 1):
+                layers.append(torch.nn.Linear(ln[i], ln[i + 1]))
+                layers.append(torch.nn.Sigmoid() if i == sigmoid_layer else torch.nn.ReLU())
+            return torch.nn.Sequential(*layers)
+
+        self.bot_l = mlp(bot, -1)
+        self.top_l = mlp(top, len(top) - 2)
+        self.li = self.lj = None
+
+    def interact(self, x, ly):  # dlrm_s_pytorch.py interact_features, 'dot', not itself
+        (batch_size, d) = x.shape
+        T = torch.cat([x] + ly, dim=1).view((batch_size, -1, d))
+        Z = torch.bmm(T, torch.transpose(T, 1, 2))
+        _, ni, nj = Z.shape
+        if self.li is None:
+            self.li = torch.tensor([i for i in range(ni) for j in range(i)])
+            self.lj = torch.tensor([j for i in range(nj) for j in range(i)])
+        return torch.cat([x] + [Z[:, self.li, self.lj]], dim=1)
+
+    def forward(self, dense, ly):
+        return self.top_l(self.interact(self.bot_l(dense), ly))
+
+
+def bench(B, S, D, seconds, full):
+    torch.manual_seed(0)
+    bot = [13, 512, 256, 64, 16]
+    top = [D + (S + 1) * S // 2, 512, 256, 1]
+    model = DLRM(bot, top)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.BCELoss()
+    dense = torch.rand(B, 13) * 5
+    y = (torch.rand(B, 1) < 0.25).float()
+    if full:
+        rows = (torch.rand(B * S, D) - 0.5).mul_(0.1).requires_grad_(True)
+        idx = torch.randperm(B * S).view(B, S)  # one-hot bags, sample-major
+    else:
+        ly_in = [(torch.rand(B, D) - 0.5).mul_(0.1).requires_grad_(True) for _ in range(S)]
+
+    def step():
+        opt.zero_grad()
+        if full:
+            rows.grad = None
+            pooled = rows[idx.view(-1)].view(B, S, D)
+            ly = list(pooled.unbind(1))
+        else:
+            ly = ly_in
+        loss = loss_fn(model(dense, ly), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    steps, t0 = 0, time.perf_counter()
+    while True:
+        step()
+        steps += 1
+        el = time.perf_counter() - t0
+        if el >= seconds and steps >= 3:
+            break
+    return steps * B / el, el * 1e3 / steps
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", default="128,2048,8192")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    libs, core = blas_loaded()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; BLAS loaded: "
+          f"{', '.join(libs) or 'none found'}; OpenBLAS core: {core}")
+    out = {"torch": torch.__version__, "threads": a.threads, "blas": libs, "openblas_core": core,
+           "results": []}
+    for B in [int(x) for x in a.batch.split(",")]:
+        r = {"batch": B}
+        for full in (True, False):
+            sps, ms = bench(B, 26, 16, a.seconds, full)
+            key = "full" if full else "dense_only"
+            r[key] = {"samples_per_s": sps, "ms_per_step": ms}
+        print(f"batch {B:6d}: full {r['full']['samples_per_s']:10.0f} samples/s   "
+              f"dense-only {r['dense_only']['samples_per_s']:10.0f} samples/s")
+        out["results"].append(r)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
