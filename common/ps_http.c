@@ -1,0 +1,221 @@
+/* ps_http: /metrics and /healthz over libmicrohttpd.
+ *
+ * One internal polling thread (MHD_USE_AUTO picks epoll on Linux) serves every connection:
+ * scrapes are rare (one per scrape interval per Prometheus) and small, so a thread pool would
+ * only add contention with the server's own threads. A method we refuse is answered on the
+ * first call of the access handler, before any body is read (the client gets its 405 and a
+ * closed connection); GET/HEAD are answered once the request is complete, keeping the
+ * connection alive between scrapes. libmicrohttpd's
+ * diagnostics (malformed requests from port scanners and the like) go to PS_DEBUG, not to
+ * stderr at every probe. */
+#include "ps_http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "ps_log.h"
+
+enum { H_METRICS, H_HEALTHZ, H_OTHER, H_COUNT };
+enum { C_200, C_404, C_405, C_503, C_500, C_COUNT };
+static const char *const handler_names[H_COUNT] = {"metrics", "healthz", "other"};
+static const char *const code_names[C_COUNT] = {"200", "404", "405", "503", "500"};
+
+struct ps_http {
+  struct MHD_Daemon *d;
+  ps_metrics *metrics;
+  ps_metric *requests; /* ember_http_requests_total, whose collect callback reads `counts` */
+  ps_http_health_fn health;
+  void *health_ud;
+  int port;
+  _Atomic uint64_t counts[H_COUNT][C_COUNT];
+};
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[256];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
+  PS_DEBUG("http: %s", msg);
+}
+
+static void collect_requests(ps_metrics_sink *sink, void *ud) {
+  ps_http *h = ud;
+  for (int i = 0; i < H_COUNT; i++) {
+    for (int c = 0; c < C_COUNT; c++) {
+      uint64_t v = atomic_load_explicit(&h->counts[i][c], memory_order_relaxed);
+      /* Always show successful scrapes (so the series exists from the first one); the
+       * rest once they happen. */
+      if (v == 0 && !(i == H_METRICS && c == C_200)) continue;
+      const char *labels[2] = {handler_names[i], code_names[c]};
+      ps_metrics_emit(sink, labels, (double)v);
+    }
+  }
+}
+
+static enum MHD_Result reply(ps_http *h, struct MHD_Connection *conn, int handler,
+                             unsigned status, const char *ctype, char *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+  if (!r) {
+    if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  enum MHD_Result ret = MHD_queue_response(conn, status, r);
+  MHD_destroy_response(r);
+  int code = status == 200 ? C_200 : status == 404 ? C_404 : status == 405 ? C_405
+             : status == 503 ? C_503 : C_500;
+  atomic_fetch_add_explicit(&h->counts[handler][code], 1, memory_order_relaxed);
+  return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  (void)version;
+  (void)upload_data;
+  ps_http *h = cls;
+  static int first_call_seen; /* only its address is used, as the per-request marker */
+  static const char text[] = "text/plain; charset=utf-8";
+  int handler = H_OTHER;
+  if (url && strcmp(url, "/metrics") == 0) handler = H_METRICS;
+  else if (url && strcmp(url, "/healthz") == 0) handler = H_HEALTHZ;
+
+  if (!method || (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)) {
+    static char msg[] = "method not allowed\n";
+    return reply(h, conn, handler, MHD_HTTP_METHOD_NOT_ALLOWED, text, msg, sizeof msg - 1,
+                 MHD_RESPMEM_PERSISTENT);
+  }
+  /* GET/HEAD: answer on the second call, once libmicrohttpd has the whole request; a reply
+   * queued on the first call makes it close the connection (it cannot know that no body
+   * follows), which would defeat keep-alive between scrapes. Any stray body is discarded. */
+  if (*con_cls == NULL) {
+    *con_cls = &first_call_seen;
+    return MHD_YES;
+  }
+  if (*upload_data_size) {
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  if (handler == H_METRICS) {
+    char *body = NULL;
+    size_t len = 0;
+    if (h->metrics) {
+      if (ps_metrics_render(h->metrics, &body, &len) != PS_OK) {
+        static char msg[] = "out of memory\n";
+        return reply(h, conn, handler, MHD_HTTP_INTERNAL_SERVER_ERROR, text, msg, sizeof msg - 1,
+                     MHD_RESPMEM_PERSISTENT);
+      }
+    } else {
+      body = calloc(1, 1);
+      if (!body) return MHD_NO;
+    }
+    return reply(h, conn, handler, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body,
+                 len, MHD_RESPMEM_MUST_FREE);
+  }
+  if (handler == H_HEALTHZ) {
+    char reason[256] = "";
+    bool ok = !h->health || h->health(h->health_ud, reason, sizeof reason);
+    if (ok) {
+      static char msg[] = "ok\n";
+      return reply(h, conn, handler, MHD_HTTP_OK, text, msg, sizeof msg - 1, MHD_RESPMEM_PERSISTENT);
+    }
+    reason[sizeof reason - 1] = '\0';
+    char body[300];
+    int n = snprintf(body, sizeof body, "unavailable: %s\n", reason[0] ? reason : "not serving");
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof body) n = (int)sizeof body - 1;
+    return reply(h, conn, handler, MHD_HTTP_SERVICE_UNAVAILABLE, text, body, (size_t)n,
+                 MHD_RESPMEM_MUST_COPY);
+  }
+  static char msg[] = "not found: try /metrics or /healthz\n";
+  return reply(h, conn, handler, MHD_HTTP_NOT_FOUND, text, msg, sizeof msg - 1, MHD_RESPMEM_PERSISTENT);
+}
+
+ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
+  if (out) *out = NULL;
+  if (!o || !out || o->port < 0 || o->port > 65535) return PS_ERR_INVALID;
+  const char *addr = o->bind_addr ? o->bind_addr : "0.0.0.0";
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+  if (strchr(addr, ':')) {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) != 1) return PS_ERR_INVALID;
+    flags |= MHD_USE_IPv6;
+  } else {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1) return PS_ERR_INVALID;
+  }
+
+  ps_http *h = calloc(1, sizeof *h);
+  if (!h) return PS_ERR_NOMEM;
+  h->metrics = o->metrics;
+  h->health = o->health;
+  h->health_ud = o->health_ud;
+  if (h->metrics) {
+    static const char *const labels[] = {"handler", "code"};
+    ps_status st = ps_metrics_counter(h->metrics, "ember_http_requests_total",
+                                      "HTTP requests to the metrics endpoint, by handler and status code.",
+                                      labels, 2, &h->requests);
+    if (st != PS_OK) {
+      free(h);
+      return st;
+    }
+    ps_metric_set_collect(h->requests, collect_requests, h);
+  }
+
+  unsigned max_conn = o->max_connections ? o->max_connections : 64;
+  unsigned timeout = o->timeout_s ? o->timeout_s : 10;
+  h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                          MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                          MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                          MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+                          MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u,
+                          MHD_OPTION_END);
+  if (!h->d) {
+    PS_ERROR("metrics endpoint: cannot listen on %s:%d", addr, o->port);
+    if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
+    free(h);
+    return PS_ERR_IO;
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+  h->port = info ? info->port : o->port;
+  PS_INFO("metrics endpoint on http://%s:%d/metrics", addr, h->port);
+  *out = h;
+  return PS_OK;
+}
+
+ps_status ps_http_create(const char *bind_addr, int port, ps_metrics *metrics,
+                         ps_http_health_fn health, void *health_ud, ps_http **out) {
+  ps_http_opts o = {.bind_addr = bind_addr, .port = port, .metrics = metrics,
+                    .health = health, .health_ud = health_ud};
+  return ps_http_start(&o, out);
+}
+
+int ps_http_port(const ps_http *h) { return h ? h->port : 0; }
+
+void ps_http_destroy(ps_http **ph) {
+  if (!ph || !*ph) return;
+  ps_http *h = *ph;
+  MHD_stop_daemon(h->d);
+  /* The registry may outlive us: its callback must not reach freed memory. */
+  if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
+  free(h);
+  *ph = NULL;
+}
