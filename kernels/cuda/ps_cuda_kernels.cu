@@ -264,7 +264,7 @@ __global__ void pool_fwd_k(int mode, int nbags, int dim, int nrows, const float 
         }
         acc += rows[(size_t)r * dim + k];
       }
-      if (mode == 1 && end > beg) acc /= (float)(end - beg);
+      if (mode == 1 && end - beg > 1) acc *= 1.0f / (float)(end - beg); /* as the CPU twin */
     }
     out[e] = acc;
   }
@@ -284,7 +284,7 @@ __global__ void pool_bwd_k(int mode, int nbags, int dim, int nrows, int nnz,
     }
     if (end == beg) continue;
     float g = dout[e];
-    if (mode == 1) g /= (float)(end - beg);
+    if (mode == 1) g *= 1.0f / (float)(end - beg);
     for (int j = beg; j < end; j++) {
       int r = idx[j];
       if (r < 0 || r >= nrows) {

@@ -10,11 +10,13 @@
  *   device error flag) is allocated at creation. The one exception is growth: the reduction
  *   scratch and the pinned staging buffers grow the first time a larger size is seen (the
  *   first step), then stay.
- * - Host -> device copies go through a ring of pinned staging buffers: the host data is
- *   memcpy'd into a free slot and an asynchronous copy is enqueued, so ps_kern_to_device
- *   returns as soon as the caller may reuse its buffer (the interface's contract) while the
- *   GPU is still busy with earlier work. The PS client's next pull thus overlaps compute.
- *   A slot is reused only after its event says the previous copy from it finished.
+ * - Host -> device copies go through one pinned staging ring: the host data is memcpy'd into
+ *   the next free region and an asynchronous copy is enqueued, so ps_kern_to_device returns
+ *   as soon as the caller may reuse its buffer (the interface's contract) while the GPU is
+ *   still busy with earlier work; the PS client's next pull thus overlaps compute. Each
+ *   region carries an event; a region is rewritten only after its copy finished. The ring
+ *   (64 MiB at first) grows to twice the largest single copy seen; a step whose copies do
+ *   not fit wraps and waits for the oldest copies, which bounds the host to ~1 step ahead.
  * - GEMMs are cublasSgemm with the row-major <-> column-major swap (C^T = op(B)^T op(A)^T), in
  *   plain FP32 unless TF32 is asked for (see ps_kernels_cuda.h).
  * - Every CUDA and cuBLAS call is checked (ps_cuda_check.h) and reported with file and line. */
@@ -31,18 +33,25 @@
 #include "ps_kernels_cuda.h"
 #include "ps_log.h"
 
-#define STAGING_SLOTS 4
-#define STAGING_MIN_BYTES (1u << 20)
+#define RING_INIT_BYTES ((size_t)64 << 20)
+#define RING_RECS 64 /* copies in flight through the ring */
+#define RING_ALIGN 256
 #define CUBLAS_WS_BYTES ((size_t)32 << 20)
 #define SCRATCH_INIT_FLOATS ((size_t)1 << 17) /* 128 chunks x 1024 columns */
 #define TIMING_EVENTS 8192                   /* 4096 bracketed GEMMs between reads */
 
-typedef struct staging_slot {
-  void *host; /* pinned */
-  size_t cap;
-  cudaEvent_t done; /* recorded after the copy that last used this slot */
-  bool pending;
-} staging_slot;
+/* A region of the staging ring still used by an enqueued copy. */
+typedef struct ring_rec {
+  size_t beg, end;
+  cudaEvent_t done;
+} ring_rec;
+
+typedef struct staging_ring {
+  unsigned char *base; /* pinned */
+  size_t cap, head;
+  ring_rec rec[RING_RECS]; /* FIFO: rec[(first + i) % RING_RECS], i < count */
+  int first, count;
+} staging_ring;
 
 typedef struct cuda_ctx {
   int device;
@@ -54,8 +63,7 @@ typedef struct cuda_ctx {
   unsigned int *bce_counter; /* device, zero between launches */
   int *err_dev;              /* device error flag (PS_CU_ERR_*) */
   int *err_host;             /* pinned copy of it, read at sync points */
-  staging_slot slot[STAGING_SLOTS];
-  int next_slot;
+  staging_ring ring;
   bool timing;
   cudaEvent_t ev[TIMING_EVENTS];
   int nev;
@@ -87,23 +95,57 @@ static ps_status scratch_reserve(cuda_ctx *c, size_t floats) {
   return PS_OK;
 }
 
-/* A staging slot of at least `bytes`, free for writing. */
-static ps_status staging_take(cuda_ctx *c, size_t bytes, staging_slot **out) {
-  staging_slot *s = &c->slot[c->next_slot];
-  c->next_slot = (c->next_slot + 1) % STAGING_SLOTS;
-  if (s->pending) {
-    PS_CUDA_TRY(cudaEventSynchronize(s->done));
-    s->pending = false;
+static ps_status ring_pop_oldest(staging_ring *r) {
+  PS_CUDA_TRY(cudaEventSynchronize(r->rec[r->first].done));
+  r->first = (r->first + 1) % RING_RECS;
+  r->count--;
+  return PS_OK;
+}
+
+/* After a stream synchronisation every copy is done: the whole ring is free. */
+static void ring_reset(staging_ring *r) {
+  r->first = r->count = 0;
+  r->head = 0;
+}
+
+/* Reserves `bytes` of the ring for one copy: *out is free for writing. Call ring_commit
+ * after enqueueing the copy that reads or writes it. */
+static ps_status ring_take(cuda_ctx *c, size_t bytes, void **out) {
+  staging_ring *r = &c->ring;
+  if (bytes > r->cap) { /* grow: only when a copy larger than any before appears */
+    size_t want = 2 * bytes > RING_INIT_BYTES ? 2 * bytes : RING_INIT_BYTES;
+    PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
+    ring_reset(r);
+    PS_CUDA_TRY(cudaFreeHost(r->base));
+    r->base = NULL;
+    r->cap = 0;
+    PS_CUDA_TRY(cudaHostAlloc((void **)&r->base, want, cudaHostAllocDefault));
+    r->cap = want;
+    PS_DEBUG("cuda: staging ring grown to %zu bytes", want);
   }
-  if (s->cap < bytes) {
-    size_t want = bytes < STAGING_MIN_BYTES ? STAGING_MIN_BYTES : bytes;
-    if (s->host) PS_CUDA_TRY(cudaFreeHost(s->host));
-    s->host = NULL;
-    s->cap = 0;
-    PS_CUDA_TRY(cudaHostAlloc(&s->host, want, cudaHostAllocDefault));
-    s->cap = want;
+  size_t beg = r->head + bytes <= r->cap ? r->head : 0, end = beg + bytes;
+  for (;;) {
+    bool clash = r->count == RING_RECS;
+    for (int i = 0; i < r->count && !clash; i++) {
+      const ring_rec *q = &r->rec[(r->first + i) % RING_RECS];
+      clash = q->beg < end && beg < q->end;
+    }
+    if (!clash) break;
+    ps_status st = ring_pop_oldest(r); /* FIFO: the oldest copy finishes first */
+    if (st != PS_OK) return st;
   }
-  *out = s;
+  *out = r->base + beg;
+  r->head = (end + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+  ring_rec *q = &r->rec[(r->first + r->count) % RING_RECS];
+  q->beg = beg;
+  q->end = end;
+  return PS_OK;
+}
+
+static ps_status ring_commit(cuda_ctx *c) {
+  staging_ring *r = &c->ring;
+  PS_CUDA_TRY(cudaEventRecord(r->rec[(r->first + r->count) % RING_RECS].done, c->stream));
+  r->count++;
   return PS_OK;
 }
 
@@ -146,14 +188,12 @@ static ps_status cu_memset0(ps_kern *k, void *dst, size_t bytes) {
 static ps_status cu_to_device(ps_kern *k, void *dst, const void *src, size_t bytes) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
-  staging_slot *s = NULL;
-  ps_status st = staging_take(c, bytes, &s);
+  void *stage = NULL;
+  ps_status st = ring_take(c, bytes, &stage);
   if (st != PS_OK) return st;
-  memcpy(s->host, src, bytes);
-  PS_CUDA_TRY(cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, c->stream));
-  PS_CUDA_TRY(cudaEventRecord(s->done, c->stream));
-  s->pending = true;
-  return PS_OK;
+  memcpy(stage, src, bytes);
+  PS_CUDA_TRY(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->stream));
+  return ring_commit(c);
 }
 
 static bool is_pinned(const void *p) {
@@ -170,14 +210,17 @@ static ps_status cu_to_host(ps_kern *k, void *dst, const void *src, size_t bytes
   ENTER(c);
   if (is_pinned(dst)) {
     PS_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    return check_err_flag(c); /* synchronises the stream */
+    ps_status st = check_err_flag(c); /* synchronises the stream */
+    ring_reset(&c->ring);
+    return st;
   }
-  staging_slot *s = NULL;
-  ps_status st = staging_take(c, bytes, &s);
+  void *stage = NULL;
+  ps_status st = ring_take(c, bytes, &stage);
   if (st != PS_OK) return st;
-  PS_CUDA_TRY(cudaMemcpyAsync(s->host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-  st = check_err_flag(c);
-  memcpy(dst, s->host, bytes);
+  PS_CUDA_TRY(cudaMemcpyAsync(stage, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+  st = check_err_flag(c); /* synchronises the stream: every staged copy is done */
+  ring_reset(&c->ring);
+  memcpy(dst, stage, bytes);
   return st;
 }
 
@@ -192,7 +235,9 @@ static ps_status cu_sync(ps_kern *k) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   PS_CUDA_TRY(cudaGetLastError());
-  return check_err_flag(c);
+  ps_status st = check_err_flag(c); /* synchronises the stream */
+  ring_reset(&c->ring);
+  return st;
 }
 
 /* ---- compute ----------------------------------------------------------------------------- */
@@ -338,10 +383,9 @@ static void ctx_free(cuda_ctx *c) {
   if (!c) return;
   if (cudaSetDevice(c->device) == cudaSuccess) {
     if (c->stream) PS_CUDA_WARN(cudaStreamSynchronize(c->stream));
-    for (int i = 0; i < STAGING_SLOTS; i++) {
-      if (c->slot[i].host) PS_CUDA_WARN(cudaFreeHost(c->slot[i].host));
-      if (c->slot[i].done) PS_CUDA_WARN(cudaEventDestroy(c->slot[i].done));
-    }
+    if (c->ring.base) PS_CUDA_WARN(cudaFreeHost(c->ring.base));
+    for (int i = 0; i < RING_RECS; i++)
+      if (c->ring.rec[i].done) PS_CUDA_WARN(cudaEventDestroy(c->ring.rec[i].done));
     for (int i = 0; i < TIMING_EVENTS; i++)
       if (c->ev[i]) PS_CUDA_WARN(cudaEventDestroy(c->ev[i]));
     if (c->blas) {
@@ -388,11 +432,10 @@ static ps_status ctx_init(cuda_ctx *c) {
   PS_CUDA_TRY(cudaMemset(c->err_dev, 0, sizeof(int)));
   PS_CUDA_TRY(cudaHostAlloc((void **)&c->err_host, sizeof(int), cudaHostAllocDefault));
   *c->err_host = 0;
-  for (int i = 0; i < STAGING_SLOTS; i++) {
-    PS_CUDA_TRY(cudaEventCreateWithFlags(&c->slot[i].done, cudaEventDisableTiming));
-    PS_CUDA_TRY(cudaHostAlloc(&c->slot[i].host, STAGING_MIN_BYTES, cudaHostAllocDefault));
-    c->slot[i].cap = STAGING_MIN_BYTES;
-  }
+  for (int i = 0; i < RING_RECS; i++)
+    PS_CUDA_TRY(cudaEventCreateWithFlags(&c->ring.rec[i].done, cudaEventDisableTiming));
+  PS_CUDA_TRY(cudaHostAlloc((void **)&c->ring.base, RING_INIT_BYTES, cudaHostAllocDefault));
+  c->ring.cap = RING_INIT_BYTES;
   PS_CUDA_TRY(cudaDeviceSynchronize());
   return PS_OK;
 }

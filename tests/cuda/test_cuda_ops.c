@@ -1,0 +1,497 @@
+/* Every ps_kernels.h operation on the CUDA backend against its CPU twin (kernels/cpu/), in the
+ * manner of ggml's test-backend-ops: the same random inputs go to both backends and the
+ * outputs are compared by normalised max error, over awkward shapes — batch 1, odd and prime
+ * widths, padded leading dimensions, unaligned pointers (the vector path's fallback), empty
+ * bags, repeated rows in a batch (atomic aggregation), inputs large enough for grid-stride
+ * loops and for the interaction's global-memory fallback, in-place variants.
+ *
+ * Also: memory semantics (to_device returns when the source may be reused, through the
+ * staging ring; to_host into pageable and pinned memory), deferred error reporting for bad
+ * pooling indices, and the GEMM timer. Without a GPU it checks that the CUDA backend reports
+ * PS_ERR_UNSUPPORTED, then exits 77 (SKIPPED). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_test_util.h"
+#include "ps_kernels.h"
+#include "ps_kernels_cuda.h"
+
+#define TOL 1e-4
+
+static ps_kern *CPU, *GPU;
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A host array mirrored on both backends. */
+typedef struct buf {
+  size_t n;
+  float *host, *c, *g; /* host copy, CPU backend, CUDA backend */
+} buf;
+
+static buf buf_new(size_t n) {
+  buf b = {.n = n};
+  b.host = calloc(n ? n : 1, sizeof(float));
+  assert_non_null(b.host);
+  assert_int_equal(ps_kern_alloc(CPU, n * sizeof(float), (void **)&b.c), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, n * sizeof(float), (void **)&b.g), PS_OK);
+  return b;
+}
+static void buf_upload(buf *b) {
+  assert_int_equal(ps_kern_to_device(CPU, b->c, b->host, b->n * sizeof(float)), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, b->g, b->host, b->n * sizeof(float)), PS_OK);
+}
+static buf buf_rand(ct_rng *r, size_t n, float lo, float hi) {
+  buf b = buf_new(n);
+  ct_fill(r, b.host, n, lo, hi);
+  buf_upload(&b);
+  return b;
+}
+static void buf_free(buf *b) {
+  ps_kern_free(CPU, b->c);
+  ps_kern_free(GPU, b->g);
+  free(b->host);
+  memset(b, 0, sizeof *b);
+}
+/* Downloads both and returns the normalised error of the CUDA result against the CPU one. */
+static double buf_err_at(const buf *b, size_t off, size_t n) {
+  float *hc = malloc((n ? n : 1) * sizeof(float)), *hg = malloc((n ? n : 1) * sizeof(float));
+  assert_non_null(hc);
+  assert_non_null(hg);
+  assert_int_equal(ps_kern_to_host(CPU, hc, b->c + off, n * sizeof(float)), PS_OK);
+  assert_int_equal(ps_kern_to_host(GPU, hg, b->g + off, n * sizeof(float)), PS_OK);
+  double e = ct_norm_err(hg, hc, n);
+  free(hc);
+  free(hg);
+  return e;
+}
+static double buf_err(const buf *b) { return buf_err_at(b, 0, b->n); }
+
+#define EXPECT_CLOSE(err, tol, ...)                                               \
+  do {                                                                            \
+    double e_ = (err);                                                            \
+    if (!(e_ <= (tol))) {                                                         \
+      print_error(__VA_ARGS__);                                                   \
+      print_error(": normalised error %.3g > %.1g\n", e_, (double)(tol));         \
+      fail();                                                                     \
+    }                                                                             \
+  } while (0)
+
+/* ---- GEMM --------------------------------------------------------------------------------- */
+
+static void test_sgemm(void **st) {
+  (void)st;
+  ct_rng r = {1};
+  const int shapes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {33, 17, 65}, {64, 16, 13},
+                           {257, 129, 367}, {4, 3, 0}, {2048, 1, 256}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    int m = shapes[s][0], n = shapes[s][1], kk = shapes[s][2];
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++)
+        for (int bi = 0; bi < 2; bi++) {
+          float beta = bi ? 0.5f : 0.0f;
+          int pad = (int)(s % 3);
+          int arows = ta ? kk : m, acols = ta ? m : kk;
+          int brows = tb ? n : kk, bcols = tb ? kk : n;
+          int lda = (acols > 1 ? acols : 1) + pad, ldb = (bcols > 1 ? bcols : 1) + pad,
+              ldc = n + pad;
+          buf A = buf_rand(&r, (size_t)(arows ? arows : 1) * lda, -1, 1);
+          buf B = buf_rand(&r, (size_t)(brows ? brows : 1) * ldb, -1, 1);
+          buf C = buf_new((size_t)m * ldc);
+          ct_fill(&r, C.host, C.n, -1, 1);
+          if (beta == 0.0f) /* C must not be read: NaN in the output area must vanish */
+            for (int i = 0; i < m; i++)
+              for (int j = 0; j < n; j++) C.host[(size_t)i * ldc + j] = NAN;
+          buf_upload(&C);
+          assert_int_equal(ps_kern_sgemm(CPU, ta, tb, m, n, kk, 1.25f, A.c, lda, B.c, ldb, beta,
+                                         C.c, ldc), PS_OK);
+          assert_int_equal(ps_kern_sgemm(GPU, ta, tb, m, n, kk, 1.25f, A.g, lda, B.g, ldb, beta,
+                                         C.g, ldc), PS_OK);
+          /* The padding columns are compared too: they must be left alone. */
+          EXPECT_CLOSE(buf_err(&C), TOL, "sgemm m=%d n=%d k=%d ta=%d tb=%d beta=%g", m, n, kk,
+                       ta, tb, beta);
+          buf_free(&A);
+          buf_free(&B);
+          buf_free(&C);
+        }
+  }
+}
+
+/* ---- bias + activation ------------------------------------------------------------------ */
+
+static void test_bias_act(void **st) {
+  (void)st;
+  ct_rng r = {2};
+  const int ms[] = {1, 3, 1000, 4099}, ns[] = {1, 5, 16, 64, 513};
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (int act = 0; act < 2; act++)
+        for (int variant = 0; variant < 3; variant++) { /* 0 plain, 1 in place, 2 unaligned */
+          int m = ms[a], n = ns[b];
+          size_t mn = (size_t)m * n, off = variant == 2 ? 1 : 0;
+          buf X = buf_rand(&r, mn + off, -1, 1), bias = buf_rand(&r, (size_t)n, -0.5f, 0.5f);
+          buf Y = variant == 1 ? X : buf_new(mn + off);
+          float *yc = Y.c + off, *yg = Y.g + off;
+          assert_int_equal(ps_kern_bias_act_fwd(CPU, act, m, n, X.c + off, bias.c, yc), PS_OK);
+          assert_int_equal(ps_kern_bias_act_fwd(GPU, act, m, n, X.g + off, bias.g, yg), PS_OK);
+          EXPECT_CLOSE(buf_err_at(&Y, off, mn), 1e-6, "bias_act_fwd m=%d n=%d act=%d v=%d", m, n,
+                       act, variant);
+          /* backward from the CPU's y (identical inputs on both sides) */
+          float *yh = malloc(mn * sizeof(float));
+          assert_int_equal(ps_kern_to_host(CPU, yh, yc, mn * sizeof(float)), PS_OK);
+          assert_int_equal(ps_kern_to_device(GPU, yg, yh, mn * sizeof(float)), PS_OK);
+          free(yh);
+          buf dY = buf_rand(&r, mn + off, -1, 1), db = buf_new((size_t)n);
+          buf dX = variant == 1 ? dY : buf_new(mn + off);
+          assert_int_equal(ps_kern_bias_act_bwd(CPU, act, m, n, yc, dY.c + off, dX.c + off, db.c),
+                           PS_OK);
+          assert_int_equal(ps_kern_bias_act_bwd(GPU, act, m, n, yg, dY.g + off, dX.g + off, db.g),
+                           PS_OK);
+          EXPECT_CLOSE(buf_err_at(&dX, off, mn), 1e-6, "bias_act_bwd dx m=%d n=%d act=%d v=%d", m,
+                       n, act, variant);
+          EXPECT_CLOSE(buf_err(&db), TOL, "bias_act_bwd dbias m=%d n=%d act=%d v=%d", m, n, act,
+                       variant);
+          if (variant != 1) {
+            buf_free(&Y);
+            buf_free(&dX);
+          }
+          buf_free(&X);
+          buf_free(&bias);
+          buf_free(&dY);
+          buf_free(&db);
+        }
+}
+
+/* ---- dot interaction ---------------------------------------------------------------------- */
+
+static void test_interact(void **st) {
+  (void)st;
+  ct_rng r = {3};
+  /* (batch, num_sparse, dim): tiny, Kaggle (shared-memory path), odd, dim 128 (one sample per
+   * block), dim 512 (global-memory fallback). */
+  const int cases[][3] = {{1, 0, 1},  {1, 1, 3},  {7, 26, 16}, {300, 26, 16},
+                          {5, 3, 33}, {3, 26, 128}, {2, 26, 512}, {64, 8, 7}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int B = cases[c][0], S = cases[c][1], D = cases[c][2];
+    int W = ps_kern_interact_width(S, D);
+    buf bot = buf_rand(&r, (size_t)B * D, -1, 1), emb = buf_rand(&r, (size_t)B * S * D + 1, -1, 1);
+    buf out = buf_new((size_t)B * W);
+    assert_int_equal(ps_kern_interact_fwd(CPU, B, S, D, bot.c, emb.c, out.c), PS_OK);
+    assert_int_equal(ps_kern_interact_fwd(GPU, B, S, D, bot.g, emb.g, out.g), PS_OK);
+    EXPECT_CLOSE(buf_err(&out), TOL, "interact_fwd B=%d S=%d D=%d", B, S, D);
+    buf dout = buf_rand(&r, (size_t)B * W, -1, 1);
+    buf dbot = buf_new((size_t)B * D), demb = buf_new((size_t)B * S * D + 1);
+    assert_int_equal(ps_kern_interact_bwd(CPU, B, S, D, bot.c, emb.c, dout.c, dbot.c, demb.c),
+                     PS_OK);
+    assert_int_equal(ps_kern_interact_bwd(GPU, B, S, D, bot.g, emb.g, dout.g, dbot.g, demb.g),
+                     PS_OK);
+    EXPECT_CLOSE(buf_err(&dbot), TOL, "interact_bwd dbottom B=%d S=%d D=%d", B, S, D);
+    EXPECT_CLOSE(buf_err_at(&demb, 0, (size_t)B * S * D), TOL, "interact_bwd demb B=%d S=%d D=%d",
+                 B, S, D);
+    buf_free(&bot);
+    buf_free(&emb);
+    buf_free(&out);
+    buf_free(&dout);
+    buf_free(&dbot);
+    buf_free(&demb);
+  }
+}
+
+/* ---- pooling ------------------------------------------------------------------------------ */
+
+typedef struct bags {
+  int nbags, nnz;
+  int32_t *idx, *off;         /* host */
+  int32_t *idx_c, *off_c, *idx_g, *off_g;
+} bags;
+
+/* Bags of 0..maxlen entries (about a fifth empty) over nrows rows, repeats likely. */
+static bags bags_make(ct_rng *r, int nbags, int nrows, int maxlen) {
+  bags b = {.nbags = nbags};
+  b.off = malloc(((size_t)nbags + 1) * sizeof(int32_t));
+  b.idx = calloc((size_t)nbags * maxlen + 1, sizeof(int32_t));
+  b.off[0] = 0;
+  for (int i = 0; i < nbags; i++) {
+    int len = (maxlen == 0 || ct_int(r, 5) == 0) ? 0 : 1 + ct_int(r, maxlen);
+    for (int j = 0; j < len; j++) b.idx[b.nnz++] = ct_int(r, nrows);
+    b.off[i + 1] = b.nnz;
+  }
+  size_t ib = ((size_t)b.nnz + 1) * sizeof(int32_t), ob = ((size_t)nbags + 1) * sizeof(int32_t);
+  assert_int_equal(ps_kern_alloc(CPU, ib, (void **)&b.idx_c), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, ib, (void **)&b.idx_g), PS_OK);
+  assert_int_equal(ps_kern_alloc(CPU, ob, (void **)&b.off_c), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, ob, (void **)&b.off_g), PS_OK);
+  assert_int_equal(ps_kern_to_device(CPU, b.idx_c, b.idx, ib), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, b.idx_g, b.idx, ib), PS_OK);
+  assert_int_equal(ps_kern_to_device(CPU, b.off_c, b.off, ob), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, b.off_g, b.off, ob), PS_OK);
+  return b;
+}
+static void bags_free(bags *b) {
+  ps_kern_free(CPU, b->idx_c);
+  ps_kern_free(GPU, b->idx_g);
+  ps_kern_free(CPU, b->off_c);
+  ps_kern_free(GPU, b->off_g);
+  free(b->idx);
+  free(b->off);
+}
+
+static void test_pool(void **st) {
+  (void)st;
+  ct_rng r = {4};
+  /* (nbags, dim, nrows, maxlen): one bag, DLRM-like one-hot-ish, many repeats, wide odd dim,
+   * every bag empty (nnz = 0), a large batch (grid-stride loop). */
+  const int cases[][4] = {{1, 1, 1, 1},      {13, 16, 5, 3},    {2000, 16, 300, 4},
+                          {100, 33, 1000, 2}, {50, 16, 10, 0},   {26 * 4096, 16, 50000, 1},
+                          {7, 5, 2, 6}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int nb = cases[c][0], D = cases[c][1], nr = cases[c][2], ml = cases[c][3];
+    bags b = bags_make(&r, nb, nr, ml);
+    buf rows = buf_rand(&r, (size_t)nr * D, -1, 1);
+    for (int mode = 0; mode < 2; mode++) {
+      buf out = buf_new((size_t)nb * D);
+      assert_int_equal(ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows.c, b.nnz, b.idx_c, b.off_c,
+                                        out.c), PS_OK);
+      assert_int_equal(ps_kern_pool_fwd(GPU, mode, nb, D, nr, rows.g, b.nnz, b.idx_g, b.off_g,
+                                        out.g), PS_OK);
+      EXPECT_CLOSE(buf_err(&out), TOL, "pool_fwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb, D,
+                   nr, b.nnz, mode);
+      buf dout = buf_rand(&r, (size_t)nb * D, -1, 1), drows = buf_new((size_t)nr * D);
+      /* drows starts as garbage: pool_bwd must overwrite every row, used or not */
+      ct_fill(&r, drows.host, drows.n, 5, 6);
+      buf_upload(&drows);
+      assert_int_equal(ps_kern_pool_bwd(CPU, mode, nb, D, nr, b.nnz, b.idx_c, b.off_c, dout.c,
+                                        drows.c), PS_OK);
+      assert_int_equal(ps_kern_pool_bwd(GPU, mode, nb, D, nr, b.nnz, b.idx_g, b.off_g, dout.g,
+                                        drows.g), PS_OK);
+      EXPECT_CLOSE(buf_err(&drows), TOL, "pool_bwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb,
+                   D, nr, b.nnz, mode);
+      buf_free(&out);
+      buf_free(&dout);
+      buf_free(&drows);
+    }
+    buf_free(&rows);
+    bags_free(&b);
+  }
+}
+
+/* A bad row index is refused by the CPU at once and by CUDA at the next synchronising call
+ * (never read out of bounds); the flag is cleared after it was reported. */
+static void test_pool_bad_index(void **st) {
+  (void)st;
+  ct_rng r = {5};
+  const int32_t idx[2] = {0, 3}; /* 3 == nrows */
+  const int32_t off[5] = {0, 1, 2, 2, 2};
+  int32_t *ic, *ig, *oc, *og;
+  assert_int_equal(ps_kern_alloc(CPU, sizeof idx, (void **)&ic), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, sizeof idx, (void **)&ig), PS_OK);
+  assert_int_equal(ps_kern_alloc(CPU, sizeof off, (void **)&oc), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, sizeof off, (void **)&og), PS_OK);
+  assert_int_equal(ps_kern_to_device(CPU, ic, idx, sizeof idx), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, ig, idx, sizeof idx), PS_OK);
+  assert_int_equal(ps_kern_to_device(CPU, oc, off, sizeof off), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, og, off, sizeof off), PS_OK);
+  buf rows = buf_rand(&r, 3 * 4, -1, 1), out = buf_new(4 * 4);
+  assert_int_equal(ps_kern_pool_fwd(CPU, PS_KERN_POOL_SUM, 4, 4, 3, rows.c, 2, ic, oc, out.c),
+                   PS_ERR_INVALID);
+  ps_status st_g = ps_kern_pool_fwd(GPU, PS_KERN_POOL_SUM, 4, 4, 3, rows.g, 2, ig, og, out.g);
+  if (st_g == PS_OK) st_g = ps_kern_sync(GPU);
+  assert_int_equal(st_g, PS_ERR_INVALID);
+  assert_int_equal(ps_kern_sync(GPU), PS_OK); /* reported once, then cleared */
+  buf_free(&rows);
+  buf_free(&out);
+  ps_kern_free(CPU, ic);
+  ps_kern_free(GPU, ig);
+  ps_kern_free(CPU, oc);
+  ps_kern_free(GPU, og);
+}
+
+/* ---- BCE ---------------------------------------------------------------------------------- */
+
+static void test_bce(void **st) {
+  (void)st;
+  ct_rng r = {6};
+  const int ns[] = {1, 255, 256, 257, 100000, 300001};
+  for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+    int n = ns[c];
+    buf z = buf_rand(&r, (size_t)n, -8, 8), y = buf_new((size_t)n), p = buf_new((size_t)n);
+    for (int i = 0; i < n; i++) y.host[i] = (float)ct_int(&r, 2);
+    if (n > 10) z.host[0] = 40.0f, z.host[1] = -40.0f, z.host[2] = 0.0f;
+    buf_upload(&z);
+    buf_upload(&y);
+    buf loss = buf_new(1);
+    for (int with_probs = 0; with_probs < 2; with_probs++) {
+      assert_int_equal(ps_kern_bce_fwd(CPU, n, z.c, y.c, with_probs ? p.c : NULL, loss.c), PS_OK);
+      assert_int_equal(ps_kern_bce_fwd(GPU, n, z.g, y.g, with_probs ? p.g : NULL, loss.g), PS_OK);
+      EXPECT_CLOSE(buf_err(&loss), 1e-5, "bce_fwd loss n=%d", n);
+      if (with_probs) EXPECT_CLOSE(buf_err(&p), 1e-6, "bce_fwd probs n=%d", n);
+    }
+    /* labels NULL: probabilities only, the loss is left alone */
+    float sentinel = 123.0f, got = 0.0f;
+    assert_int_equal(ps_kern_to_device(GPU, loss.g, &sentinel, sizeof sentinel), PS_OK);
+    assert_int_equal(ps_kern_bce_fwd(GPU, n, z.g, NULL, p.g, loss.g), PS_OK);
+    assert_int_equal(ps_kern_to_host(GPU, &got, loss.g, sizeof got), PS_OK);
+    assert_true(got == sentinel);
+    EXPECT_CLOSE(buf_err(&p), 1e-6, "bce_fwd probs only n=%d", n);
+    buf dz = buf_new((size_t)n);
+    assert_int_equal(ps_kern_bce_bwd(CPU, n, z.c, y.c, 1.0f / n, dz.c), PS_OK);
+    assert_int_equal(ps_kern_bce_bwd(GPU, n, z.g, y.g, 1.0f / n, dz.g), PS_OK);
+    EXPECT_CLOSE(buf_err(&dz), 1e-6, "bce_bwd n=%d", n);
+    buf_free(&z);
+    buf_free(&y);
+    buf_free(&p);
+    buf_free(&loss);
+    buf_free(&dz);
+  }
+}
+
+/* ---- element-wise and optimizers -------------------------------------------------------- */
+
+static void test_optimizers(void **st) {
+  (void)st;
+  ct_rng r = {7};
+  const size_t ns[] = {1, 1001, ((size_t)1 << 20) + 3};
+  for (size_t c = 0; c < 3; c++) {
+    size_t n = ns[c];
+    buf w = buf_rand(&r, n, -1, 1), g = buf_new(n), h = buf_rand(&r, n, 0, 0.1f);
+    buf m = buf_new(n), v = buf_new(n);
+    buf_upload(&m); /* zeros */
+    buf_upload(&v);
+    assert_int_equal(ps_kern_scale(CPU, n, 0.75f, w.c), PS_OK);
+    assert_int_equal(ps_kern_scale(GPU, n, 0.75f, w.g), PS_OK);
+    EXPECT_CLOSE(buf_err(&w), 1e-7, "scale n=%zu", n);
+    for (int step = 1; step <= 3; step++) {
+      ct_fill(&r, g.host, n, -1, 1);
+      buf_upload(&g);
+      assert_int_equal(ps_kern_sgd(CPU, n, w.c, g.c, 0.1f, 0.01f), PS_OK);
+      assert_int_equal(ps_kern_sgd(GPU, n, w.g, g.g, 0.1f, 0.01f), PS_OK);
+      assert_int_equal(ps_kern_adagrad(CPU, n, w.c, g.c, h.c, 0.05f, 1e-10f, 0.001f), PS_OK);
+      assert_int_equal(ps_kern_adagrad(GPU, n, w.g, g.g, h.g, 0.05f, 1e-10f, 0.001f), PS_OK);
+      assert_int_equal(ps_kern_adam(CPU, n, w.c, g.c, m.c, v.c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f,
+                                    step), PS_OK);
+      assert_int_equal(ps_kern_adam(GPU, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f,
+                                    step), PS_OK);
+    }
+    EXPECT_CLOSE(buf_err(&w), 1e-5, "optimizers w n=%zu", n);
+    EXPECT_CLOSE(buf_err(&h), 1e-5, "adagrad state n=%zu", n);
+    EXPECT_CLOSE(buf_err(&m), 1e-5, "adam m n=%zu", n);
+    EXPECT_CLOSE(buf_err(&v), 1e-5, "adam v n=%zu", n);
+    buf_free(&w);
+    buf_free(&g);
+    buf_free(&h);
+    buf_free(&m);
+    buf_free(&v);
+  }
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static void test_memory(void **st) {
+  (void)st;
+  /* to_device returns when the source may be reused: overwrite it right after each call, more
+   * times than the staging ring has slots, with sizes that make the slots grow. */
+  enum { N = 11 };
+  size_t sizes[N];
+  float *dev[N], *src = malloc(((size_t)3 << 20) * sizeof(float) + 64);
+  for (int i = 0; i < N; i++) {
+    sizes[i] = i % 3 == 0 ? 1 : (i % 3 == 1 ? 4099 : ((size_t)3 << 20) - (size_t)i);
+    assert_int_equal(ps_kern_alloc(GPU, sizes[i] * sizeof(float), (void **)&dev[i]), PS_OK);
+    for (size_t j = 0; j < sizes[i]; j++) src[j] = (float)(i * 1000003 + (int)(j % 977));
+    assert_int_equal(ps_kern_to_device(GPU, dev[i], src, sizes[i] * sizeof(float)), PS_OK);
+    memset(src, 0xff, sizes[i] * sizeof(float)); /* would corrupt an unfinished copy */
+  }
+  float *back = malloc(((size_t)3 << 20) * sizeof(float));
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(ps_kern_to_host(GPU, back, dev[i], sizes[i] * sizeof(float)), PS_OK);
+    for (size_t j = 0; j < sizes[i]; j++)
+      if (back[j] != (float)(i * 1000003 + (int)(j % 977))) fail_msg("copy %d word %zu", i, j);
+  }
+  /* copy, memset0, and to_host into pinned memory */
+  assert_int_equal(ps_kern_copy(GPU, dev[2], dev[1], 4099 * sizeof(float)), PS_OK);
+  assert_int_equal(ps_kern_memset0(GPU, dev[1], 10 * sizeof(float)), PS_OK);
+  float *pinned = NULL;
+  assert_int_equal(cudaHostAlloc((void **)&pinned, 4099 * sizeof(float), cudaHostAllocDefault),
+                   cudaSuccess);
+  assert_int_equal(ps_kern_to_host(GPU, pinned, dev[2], 4099 * sizeof(float)), PS_OK);
+  for (size_t j = 0; j < 4099; j++) assert_true(pinned[j] == (float)(1 * 1000003 + (int)(j % 977)));
+  assert_int_equal(ps_kern_to_host(GPU, pinned, dev[1], 4099 * sizeof(float)), PS_OK);
+  for (size_t j = 0; j < 4099; j++)
+    assert_true(pinned[j] == (j < 10 ? 0.0f : (float)(1 * 1000003 + (int)(j % 977))));
+  cudaFreeHost(pinned);
+  for (int i = 0; i < N; i++) ps_kern_free(GPU, dev[i]);
+  free(src);
+  free(back);
+  assert_int_equal(ps_kern_sync(GPU), PS_OK);
+}
+
+static void test_gemm_timer(void **st) {
+  (void)st;
+  ct_rng r = {8};
+  buf A = buf_rand(&r, 256 * 256, -1, 1), C = buf_new(256 * 256);
+  assert_int_equal(ps_kern_cuda_gemm_timing(GPU, true), PS_OK);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ps_kern_sgemm(GPU, false, true, 256, 256, 256, 1.0f, A.g, 256, A.g, 256, 0.0f,
+                                   C.g, 256), PS_OK);
+  double ms = -1;
+  long calls = -1;
+  assert_int_equal(ps_kern_cuda_gemm_time(GPU, &ms, &calls), PS_OK);
+  assert_int_equal(calls, 3);
+  assert_true(ms > 0.0);
+  assert_int_equal(ps_kern_cuda_gemm_timing(GPU, false), PS_OK);
+  assert_non_null(ps_kern_cuda_stream(GPU));
+  assert_null(ps_kern_cuda_stream(CPU));
+  assert_int_equal(ps_kern_cuda_device(GPU), 0);
+  buf_free(&A);
+  buf_free(&C);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int setup(void **st) {
+  (void)st;
+  if (ps_kern_create("cpu", 0, &CPU) != PS_OK) return -1;
+  if (ps_kern_create("cuda", 0, &GPU) != PS_OK) return -1;
+  return 0;
+}
+static int teardown(void **st) {
+  (void)st;
+  ps_kern_destroy(&GPU);
+  ps_kern_destroy(&CPU);
+  return 0;
+}
+
+/* What must hold on a machine without a GPU (checked before exiting 77). */
+static int check_no_gpu(void) {
+  ps_kern *k = (ps_kern *)1;
+  if (ps_kern_cuda_create(0, &k) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
+  if (ps_kern_create("cuda", 0, &k) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
+  if (ps_kern_create("cuda:1", 0, &k) != PS_ERR_UNSUPPORTED) return 1;
+  if (ps_kern_create("cuda:x", 0, &k) != PS_ERR_INVALID) return 1;
+  if (ps_cuda_device_count() != 0) return 1;
+  return 0;
+}
+
+int main(void) {
+  if (!ps_cuda_available()) {
+    if (check_no_gpu()) {
+      fprintf(stderr, "test_cuda_ops: the CUDA backend misreports a machine without a GPU\n");
+      return 1;
+    }
+  }
+  ct_require_gpu("test_cuda_ops");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sgemm),          cmocka_unit_test(test_bias_act),
+      cmocka_unit_test(test_interact),       cmocka_unit_test(test_pool),
+      cmocka_unit_test(test_pool_bad_index), cmocka_unit_test(test_bce),
+      cmocka_unit_test(test_optimizers),     cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_gemm_timer),
+  };
+  return cmocka_run_group_tests_name("cuda_ops", tests, setup, teardown);
+}
