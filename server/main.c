@@ -1,0 +1,93 @@
+/* ps-server: one shard of the Ember parameter server (a thin main over ps_server.h).
+ * SIGTERM/SIGINT: graceful shutdown (finish in-flight work, flush, mark the data dir clean);
+ * a second signal exits at once. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ps_cli.h"
+#include "ps_log.h"
+#include "ps_server.h"
+
+static ps_server *g_server;
+static volatile sig_atomic_t g_signals;
+
+static void on_signal(int sig) {
+  (void)sig;
+  if (++g_signals > 1) _exit(130);
+  ps_server_request_stop(g_server);
+}
+
+int main(int argc, char **argv) {
+  const char *listen = NULL, *data_dir = NULL, *level = "info";
+  int shard = 0, shards = 1, threads = 2, metrics_port = 0;
+  int64_t cache_mb = 1024;
+  ps_cli_opt opts[] = {
+      {"listen", 'l', PS_CLI_STRING, &listen, "URL", "ZeroMQ endpoint to bind, tcp://HOST:PORT",
+       true, 0, 0},
+      {"shard", 0, PS_CLI_INT, &shard, "I", "this server's shard index", false, 0, 65535},
+      {"shards", 0, PS_CLI_INT, &shards, "N", "number of shards in the cluster", false, 1, 65536},
+      {"data-dir", 'd', PS_CLI_STRING, &data_dir, "DIR",
+       "store, metadata and default checkpoints", true, 0, 0},
+      {"cache-mb", 0, PS_CLI_I64, &cache_mb, "MB", "hot-tier DRAM budget", false, 1, 1 << 24},
+      {"threads", 't', PS_CLI_INT, &threads, "T",
+       "partition threads (0 = store work on the socket thread)", false, 0, 256},
+      {"metrics-port", 0, PS_CLI_INT, &metrics_port, "P",
+       "HTTP port for Prometheus metrics (0 = off)", false, 0, 65535},
+      {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+  };
+  ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
+                sizeof opts / sizeof *opts};
+  int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
+  if (rc == PS_CLI_HELP) return 0;
+  if (rc != PS_CLI_OK) return 2;
+  ps_log_level lv;
+  if (ps_log_parse_level(level, &lv) != 0) {
+    fprintf(stderr, "ps-server: --log-level: '%s' is not debug|info|warn|error|off\n", level);
+    return 2;
+  }
+  if (shard >= shards) {
+    fprintf(stderr, "ps-server: --shard %d must be below --shards %d\n", shard, shards);
+    return 2;
+  }
+  if (strncmp(listen, "tcp://", 6) != 0 && strncmp(listen, "ipc://", 6) != 0) {
+    fprintf(stderr, "ps-server: --listen: '%s' is not tcp://HOST:PORT\n", listen);
+    return 2;
+  }
+  ps_log_set_level(lv);
+  char tag[32];
+  snprintf(tag, sizeof tag, "server/%d", shard);
+  ps_log_set_tag(tag);
+  if (metrics_port)
+    PS_WARN("--metrics-port %d: the metrics endpoint is not built into this binary yet; stats "
+            "are available through the STATS op", metrics_port);
+
+  ps_server_options o = {.listen = listen,
+                         .shard = (uint32_t)shard,
+                         .shards = (uint32_t)shards,
+                         .data_dir = data_dir,
+                         .cache_bytes = (size_t)cache_mb << 20,
+                         .threads = (uint32_t)threads,
+                         .metrics_port = metrics_port};
+  ps_status st = ps_server_create(&o, &g_server);
+  if (st != PS_OK) {
+    fprintf(stderr, "ps-server: cannot start: %s\n", ps_status_str(st));
+    return 1;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  /* A line on stdout that launchers and tests can wait for. */
+  printf("ps-server shard %d listening on %s\n", shard, ps_server_endpoint(g_server));
+  fflush(stdout);
+  st = ps_server_run(g_server);
+  ps_server_destroy(&g_server);
+  PS_INFO("stopped");
+  return st == PS_OK ? 0 : 1;
+}

@@ -1,0 +1,195 @@
+/* ps_server_int: the server's internal structures, shared by ps_server.c (loop, dispatch,
+ * consistency), ps_server_meta.c (data-dir metadata, checkpoints), ps_coord.c (coordinator)
+ * and ps_server_stats.c. Not a public header. */
+#ifndef PS_SERVER_INT_H
+#define PS_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "ps_hist.h"
+#include "ps_server.h"
+#include "ps_store.h"
+#include "ps_wire.h"
+
+/* Sync mode buffers the pushes of at most this many steps ahead of the last applied one. */
+#define SRV_WINDOW 16u
+/* A pull reply larger than this is refused (count and dim are each bounded by ps_wire, but
+ * their product is not bounded enough to allocate blindly). */
+#define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
+#define SRV_MAX_WORKERS 65536u
+#define SRV_MAX_NAME 1024u
+#define SRV_MAX_KV_BYTES ((size_t)64 << 20)
+
+enum { SRV_CONS_SYNC = 0, SRV_CONS_ASYNC = 1, SRV_CONS_SSP = 2 };
+enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
+/* Per-op counters, indexed by Ember__Op (0..13). */
+#define SRV_NOPS 14
+
+typedef struct srv_req srv_req;
+
+typedef struct srv_task {
+  srv_req *req;
+  uint32_t part;
+  ps_status st;
+} srv_task;
+
+typedef struct srv_table {
+  ps_table_spec spec;
+  int consistency;
+  uint32_t staleness;
+  uint32_t num_workers;
+  bool meta_unknown;     /* found in the store but not in our metadata: first declare sets it */
+  bool step_init;        /* step state adopted from the first step-bearing message */
+  uint64_t applied;      /* sync: steps < applied are applied; ssp/async: min worker clock */
+  uint64_t apply_issued; /* sync: steps < apply_issued have been handed to the threads */
+  uint64_t *clock;       /* per worker: number of steps it reported finished */
+  srv_req *wait_head, *wait_tail; /* deferred pulls, FIFO */
+  uint64_t deferred;     /* pulls deferred so far (stats) */
+} srv_table;
+
+struct srv_req {
+  srv_req *next;
+  int kind;
+  zmq_msg_t ident;
+  bool has_ident;
+  zmq_msg_t fr[PS_WIRE_MAX_FRAMES];
+  size_t nfr;
+  ps_msg msg;
+  Ember__Header *h;   /* msg.hdr once decoded */
+  srv_table *tab;
+  uint64_t step;
+  int task_kind;
+  zmq_msg_t out;
+  bool has_out;
+  float *outp;
+  uint32_t pending;
+  srv_task *tasks;
+  ps_status st;
+  uint64_t t0;
+  uint64_t deadline;  /* coordinator waits; 0 = none */
+};
+
+typedef struct sync_slot {
+  uint64_t step;
+  bool used;
+  uint64_t *keys;
+  float *grads;
+  size_t n, cap;
+} sync_slot;
+
+typedef struct sync_tab {
+  uint32_t table, dim;
+  sync_slot slot[SRV_WINDOW];
+  struct sync_tab *next;
+} sync_tab;
+
+typedef struct srv_part {
+  ps_server *s;
+  uint32_t idx;
+  pthread_t th;
+  bool started;
+  void *in;    /* PULL, used by the thread */
+  void *feed;  /* PUSH, used by the main thread */
+  void *done;  /* PUSH to the main thread's completion socket */
+  uint64_t *kbuf;
+  uint32_t *pbuf;
+  float *vbuf;
+  size_t kcap, vcap;
+  sync_tab *sync;
+} srv_part;
+
+typedef struct srv_opstat {
+  uint64_t count, errors, keys;
+  ps_hist *lat;
+} srv_opstat;
+
+typedef struct srv_coord srv_coord;
+
+struct ps_server {
+  ps_server_options opt;
+  char data_dir[2048];
+  char endpoint[256];
+  void *ctx;
+  void *router;
+  void *done;          /* PULL: completions from partition threads */
+  int sigpipe[2];
+  atomic_int stop;
+  uint32_t nthreads;   /* partition threads (0 = inline) */
+  srv_part *parts;
+  srv_part inline_part;
+  ps_store *store;
+  srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
+  srv_req *free_reqs;
+  uint64_t inflight;   /* requests handed to threads and not finished */
+  uint64_t reqs_live;
+  /* checkpoint / restore: exclusive operations, FIFO */
+  srv_req *excl_head, *excl_tail;
+  bool excl_active;
+  srv_req *held_head, *held_tail; /* requests held while an exclusive op runs */
+  uint64_t held;
+  /* last checkpoint (persisted in the metadata) */
+  bool have_ckpt;
+  uint64_t ckpt_step;
+  char ckpt_path[4096];
+  srv_coord *coord;
+  bool stopping;       /* shutting down: new requests are refused */
+  bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
+  /* stats */
+  srv_opstat ops[SRV_NOPS];
+  uint64_t malformed, dropped, deferred_now, bytes_in, bytes_out;
+  uint64_t started_ns;
+  pthread_mutex_t snap_mu;
+  char *snap_json;
+  uint64_t snap_ns;
+  /* in-process feed */
+  ps_server_sink sink;
+  void *sink_ctx;
+};
+
+/* ps_server.c */
+void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
+void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void srv_req_free(ps_server *s, srv_req *r);
+void srv_reply_ok(ps_server *s, srv_req *r);
+
+/* ps_server_meta.c */
+ps_status srv_meta_load(ps_server *s, bool *clean);
+ps_status srv_meta_save(ps_server *s, bool clean);
+srv_table *srv_table_new(const ps_table_spec *spec, int consistency, uint32_t staleness,
+                         uint32_t num_workers);
+void srv_table_free(srv_table *t);
+void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *out);
+/* Checkpoint / restore of this shard (called with no store work in flight). */
+ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *err, size_t errlen,
+                         char *dir_out, size_t dir_len);
+ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err, size_t errlen);
+/* Resolves a client path (relative = under the data dir; empty = the default for a step). */
+void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len);
+void srv_tables_reset_steps(ps_server *s, uint64_t step);
+/* ps_server.c: drops every buffered sync push (restore), and re-checks deferred pulls. */
+void srv_drop_sync_all(ps_server *s);
+void srv_release_waiters(ps_server *s, srv_table *t);
+
+/* ps_coord.c (shard 0) */
+srv_coord *srv_coord_create(void);
+void srv_coord_destroy(srv_coord **c);
+/* Takes ownership of r (replies now or later). */
+void srv_coord_handle(ps_server *s, srv_req *r);
+/* Replies PS_ERR_TIMEOUT to waiters past their deadline; returns the next deadline or 0. */
+uint64_t srv_coord_expire(ps_server *s, uint64_t now);
+/* Answers every waiter with PS_ERR_UNAVAILABLE (shutdown). */
+void srv_coord_drain(ps_server *s);
+struct json_t;
+void srv_coord_stats(ps_server *s, struct json_t *obj);
+
+/* ps_server_stats.c */
+char *srv_stats_build(ps_server *s);
+void srv_stats_publish(ps_server *s);
+const char *srv_op_name(int op);
+
+#endif

@@ -1,0 +1,330 @@
+/* ps_server_meta: what a shard keeps in its data dir besides the store, and its checkpoints.
+ *
+ *   DIR/store/                  the store (RocksDB)
+ *   DIR/ember-server.json       shard, shards, per-table consistency metadata, the last
+ *                               checkpoint, and `clean` (false while running)
+ *   ROOT/shard-I/               ps_store_snapshot of shard I (ROOT is the checkpoint path)
+ *   ROOT/shard-I.json           the step and table metadata of that snapshot
+ *
+ * `clean` is what makes crash recovery exact: the store runs without a WAL, so after a kill
+ * the database holds whatever happened to be flushed; a restart that finds clean == false
+ * restores the last checkpoint instead. The file is replaced atomically (write, fsync,
+ * rename). */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ps_log.h"
+#include "ps_server_int.h"
+
+srv_table *srv_table_new(const ps_table_spec *spec, int consistency, uint32_t staleness,
+                         uint32_t num_workers) {
+  srv_table *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->clock = calloc(num_workers ? num_workers : 1, sizeof *t->clock);
+  if (!t->clock) {
+    free(t);
+    return NULL;
+  }
+  t->spec = *spec;
+  t->consistency = consistency;
+  t->staleness = staleness;
+  t->num_workers = num_workers ? num_workers : 1;
+  return t;
+}
+
+void srv_table_free(srv_table *t) {
+  if (!t) return;
+  free(t->clock);
+  free(t);
+}
+
+void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *o) {
+  memset(o, 0, sizeof *o);
+  o->id = p->id;
+  snprintf(o->name, sizeof o->name, "%s", p->name ? p->name : "");
+  o->dim = p->dim;
+  o->optimizer = (ps_optimizer)p->optimizer;
+  o->lr = p->lr;
+  o->beta1 = p->beta1;
+  o->beta2 = p->beta2;
+  o->eps = p->eps;
+  o->l1 = p->l1;
+  o->l2 = p->l2;
+  o->lr_power = p->lr_power;
+  o->initial_accumulator = p->initial_accumulator;
+  o->init = (ps_init)p->init;
+  o->init_a = p->init_a;
+  o->init_b = p->init_b;
+  o->seed = p->seed;
+  o->admit_threshold = p->admit_threshold;
+  o->ttl_steps = p->ttl_steps;
+}
+
+static json_t *tables_json(ps_server *s) {
+  json_t *a = json_array();
+  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+    srv_table *t = s->tables[id];
+    if (!t || t->meta_unknown) continue;
+    json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
+                                       t->spec.name, "consistency", t->consistency, "staleness",
+                                       (json_int_t)t->staleness, "num_workers",
+                                       (json_int_t)t->num_workers));
+  }
+  return a;
+}
+
+static ps_status write_json_atomic(const char *path, json_t *j) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return PS_ERR_IO;
+  int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_SORT_KEYS);
+  fputc('\n', f);
+  if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
+  if (fclose(f) != 0) rc = -1;
+  if (rc != 0 || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return PS_ERR_IO;
+  }
+  return PS_OK;
+}
+
+ps_status srv_meta_save(ps_server *s, bool clean) {
+  char path[2100];
+  snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
+  json_t *j = json_pack("{s:i, s:I, s:I, s:b, s:o}", "format", 1, "shard",
+                        (json_int_t)s->opt.shard, "shards", (json_int_t)s->opt.shards, "clean",
+                        clean, "tables", tables_json(s));
+  if (!j) return PS_ERR_NOMEM;
+  if (s->have_ckpt)
+    json_object_set_new(j, "last_checkpoint",
+                        json_pack("{s:I, s:s}", "step", (json_int_t)s->ckpt_step, "path",
+                                  s->ckpt_path));
+  ps_status st = write_json_atomic(path, j);
+  json_decref(j);
+  return st;
+}
+
+/* Applies per-table metadata entries to tables the store knows. */
+static void apply_tables_meta(ps_server *s, json_t *arr) {
+  size_t i;
+  json_t *e;
+  json_array_foreach(arr, i, e) {
+    json_int_t id = 0, cons = 0, stal = 0, nw = 1;
+    if (json_unpack(e, "{s:I, s:I, s:I, s:I}", "id", &id, "consistency", &cons, "staleness",
+                    &stal, "num_workers", &nw) != 0 ||
+        id <= 0 || id > PS_WIRE_MAX_TABLE || cons < 0 || cons > 2 || nw < 1 ||
+        nw > SRV_MAX_WORKERS || stal < 0)
+      continue;
+    ps_table_spec spec;
+    if (ps_store_get_spec(s->store, (uint32_t)id, &spec) != PS_OK) {
+      PS_WARN("metadata names table %" PRId64 " that the store does not have", (int64_t)id);
+      continue;
+    }
+    srv_table *old = s->tables[id];
+    if (old && !old->meta_unknown && old->consistency == cons &&
+        old->num_workers == (uint32_t)nw && old->staleness == (uint32_t)stal) {
+      old->spec = spec;
+      continue;
+    }
+    srv_table *t = srv_table_new(&spec, (int)cons, (uint32_t)stal, (uint32_t)nw);
+    if (!t) continue;
+    if (old) {
+      /* Deferred pulls move to the new table object. */
+      t->wait_head = old->wait_head;
+      t->wait_tail = old->wait_tail;
+      for (srv_req *r = t->wait_head; r; r = r->next) r->tab = t;
+      srv_table_free(old);
+    }
+    s->tables[id] = t;
+  }
+}
+
+ps_status srv_meta_load(ps_server *s, bool *clean) {
+  *clean = true;
+  char path[2100];
+  snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr);
+  if (!j) {
+    if (access(path, F_OK) == 0) {
+      PS_ERROR("%s does not parse: %s (line %d)", path, jerr.text, jerr.line);
+      return PS_ERR_CORRUPT;
+    }
+    return PS_OK; /* a fresh data dir */
+  }
+  json_int_t shard = -1, shards = -1;
+  int cl = 0;
+  json_t *tables = NULL;
+  ps_status st = PS_OK;
+  if (json_unpack(j, "{s:I, s:I, s:b, s:o}", "shard", &shard, "shards", &shards, "clean", &cl,
+                  "tables", &tables) != 0 ||
+      !json_is_array(tables)) {
+    PS_ERROR("%s lacks shard/shards/clean/tables", path);
+    st = PS_ERR_CORRUPT;
+    goto out;
+  }
+  if (shard != s->opt.shard || shards != s->opt.shards) {
+    PS_ERROR("data dir %s belongs to shard %" PRId64 " of %" PRId64
+             "; refusing to serve it as shard %u of %u (keys would be misplaced)",
+             s->data_dir, (int64_t)shard, (int64_t)shards, s->opt.shard, s->opt.shards);
+    st = PS_ERR_CONFLICT;
+    goto out;
+  }
+  *clean = cl != 0;
+  apply_tables_meta(s, tables);
+  json_t *ck = json_object_get(j, "last_checkpoint");
+  json_int_t step = 0;
+  const char *p = NULL;
+  if (ck && json_unpack(ck, "{s:I, s:s}", "step", &step, "path", &p) == 0 && p &&
+      strlen(p) < sizeof s->ckpt_path) {
+    s->have_ckpt = true;
+    s->ckpt_step = (uint64_t)step;
+    snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", p);
+  }
+out:
+  json_decref(j);
+  return st;
+}
+
+void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {
+  if (!path || !path[0]) snprintf(out, len, "%s/checkpoints/step-%" PRIu64, s->data_dir, step);
+  else if (path[0] == '/') snprintf(out, len, "%s", path);
+  else snprintf(out, len, "%s/%s", s->data_dir, path);
+}
+
+static ps_status mkdir_p(const char *path) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
+  return PS_OK;
+}
+
+ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *err, size_t errlen,
+                         char *dir_out, size_t dir_len) {
+  char root[4096], dir[4200], meta[4200];
+  if (path && strlen(path) > 1800) {
+    snprintf(err, errlen, "checkpoint path too long");
+    return PS_ERR_INVALID;
+  }
+  srv_ckpt_root(s, path, step, root, sizeof root);
+  snprintf(dir, sizeof dir, "%s/shard-%u", root, s->opt.shard);
+  snprintf(meta, sizeof meta, "%s/shard-%u.json", root, s->opt.shard);
+  if (mkdir_p(root) != PS_OK) {
+    snprintf(err, errlen, "cannot create checkpoint dir %s: %s", root, strerror(errno));
+    return PS_ERR_IO;
+  }
+  if (access(dir, F_OK) == 0) {
+    snprintf(err, errlen, "checkpoint %s already exists", dir);
+    return PS_ERR_CONFLICT;
+  }
+  ps_status st = ps_store_snapshot(s->store, dir);
+  if (st != PS_OK) {
+    snprintf(err, errlen, "snapshot into %s failed: %s", dir, ps_status_str(st));
+    return st;
+  }
+  json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:o}", "format", 1, "step", (json_int_t)step,
+                        "shard", (json_int_t)s->opt.shard, "shards", (json_int_t)s->opt.shards,
+                        "tables", tables_json(s));
+  st = j ? write_json_atomic(meta, j) : PS_ERR_NOMEM;
+  json_decref(j);
+  if (st != PS_OK) {
+    snprintf(err, errlen, "cannot write %s", meta);
+    return st;
+  }
+  s->have_ckpt = true;
+  s->ckpt_step = step;
+  snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
+  if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the checkpoint in the data dir");
+  snprintf(dir_out, dir_len, "%s", root);
+  PS_INFO("checkpoint at step %" PRIu64 " in %s", step, dir);
+  return PS_OK;
+}
+
+void srv_tables_reset_steps(ps_server *s, uint64_t step) {
+  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+    srv_table *t = s->tables[id];
+    if (!t) continue;
+    t->step_init = true;
+    t->applied = t->apply_issued = step;
+    for (uint32_t w = 0; w < t->num_workers; w++) t->clock[w] = step;
+  }
+}
+
+ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err, size_t errlen) {
+  char root[4096], dir[4200], meta[4200];
+  if (path && strlen(path) > 1800) {
+    snprintf(err, errlen, "checkpoint path too long");
+    return PS_ERR_INVALID;
+  }
+  if ((!path || !path[0]) && !s->have_ckpt) {
+    snprintf(err, errlen, "RESTORE without a path, and shard %u has no checkpoint", s->opt.shard);
+    return PS_ERR_NOT_FOUND;
+  }
+  if (!path || !path[0]) snprintf(root, sizeof root, "%s", s->ckpt_path);
+  else srv_ckpt_root(s, path, 0, root, sizeof root);
+  snprintf(dir, sizeof dir, "%s/shard-%u", root, s->opt.shard);
+  snprintf(meta, sizeof meta, "%s/shard-%u.json", root, s->opt.shard);
+  json_error_t jerr;
+  json_t *j = json_load_file(meta, 0, &jerr);
+  if (!j) {
+    snprintf(err, errlen, "checkpoint metadata %s: %s", meta, jerr.text);
+    return PS_ERR_NOT_FOUND;
+  }
+  json_int_t st_step = 0, shards = 0;
+  json_t *tables = NULL;
+  if (json_unpack(j, "{s:I, s:I, s:o}", "step", &st_step, "shards", &shards, "tables", &tables) !=
+          0 ||
+      st_step < 0) {
+    json_decref(j);
+    snprintf(err, errlen, "checkpoint metadata %s lacks step/shards/tables", meta);
+    return PS_ERR_CORRUPT;
+  }
+  if (shards != s->opt.shards) {
+    json_decref(j);
+    snprintf(err, errlen, "checkpoint %s was taken with %" PRId64 " shards, this cluster has %u",
+             root, (int64_t)shards, s->opt.shards);
+    return PS_ERR_CONFLICT;
+  }
+  ps_status st = ps_store_restore(s->store, dir);
+  if (st != PS_OK) {
+    json_decref(j);
+    snprintf(err, errlen, "restoring %s failed: %s", dir, ps_status_str(st));
+    return st;
+  }
+  /* Tables of the snapshot that we did not know, then their consistency metadata. */
+  uint32_t ids[1024];
+  size_t nt = ps_store_tables(s->store, ids, 1024);
+  for (size_t i = 0; i < nt; i++) {
+    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
+    ps_table_spec sp;
+    if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
+    srv_table *t = srv_table_new(&sp, SRV_CONS_ASYNC, 0, 1);
+    if (!t) continue;
+    t->meta_unknown = true;
+    s->tables[ids[i]] = t;
+  }
+  if (json_is_array(tables)) apply_tables_meta(s, tables);
+  json_decref(j);
+  *step = (uint64_t)st_step;
+  srv_drop_sync_all(s);
+  srv_tables_reset_steps(s, *step);
+  s->have_ckpt = true;
+  s->ckpt_step = *step;
+  snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
+  if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the restore in the data dir");
+  PS_INFO("restored %s (step %" PRIu64 ")", dir, *step);
+  return PS_OK;
+}

@@ -1,0 +1,121 @@
+/* pt_cluster: see pt_cluster.h. */
+#include "pt_cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ps_client.h"
+
+int pt_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+void pt_tmpdir(const char *tag, char *out) {
+  snprintf(out, 512, "/tmp/ember-%s-XXXXXX", tag);
+  if (!mkdtemp(out)) out[0] = '\0';
+}
+
+void pt_rmrf(const char *dir) {
+  if (!dir || strncmp(dir, "/tmp/ember-", 11) != 0) return;
+  pid_t p = fork();
+  if (p == 0) {
+    execl("/bin/rm", "rm", "-rf", dir, (char *)NULL);
+    _exit(127);
+  }
+  if (p > 0) waitpid(p, NULL, 0);
+}
+
+const char *pt_bin(const char *name) {
+  static char buf[1024];
+  const char *b = getenv("EMBER_BIN");
+  snprintf(buf, sizeof buf, "%s/%s", b ? b : "build/bin", name);
+  return buf;
+}
+
+bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads) {
+  s->shard = shard;
+  s->shards = shards;
+  s->threads = threads;
+  s->port = port ? port : pt_free_port();
+  snprintf(s->dir, sizeof s->dir, "%s", dir);
+  snprintf(s->url, sizeof s->url, "tcp://127.0.0.1:%d", s->port);
+  char a_shard[16], a_shards[16], a_thr[16], logf[600];
+  snprintf(a_shard, sizeof a_shard, "%d", shard);
+  snprintf(a_shards, sizeof a_shards, "%d", shards);
+  snprintf(a_thr, sizeof a_thr, "%d", threads);
+  snprintf(logf, sizeof logf, "%s.log", dir);
+  const char *bin = pt_bin("ps-server");
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execl(bin, bin, "--listen", s->url, "--shard", a_shard, "--shards", a_shards, "--data-dir",
+          dir, "--threads", a_thr, "--cache-mb", "64", "--log-level", "info", (char *)NULL);
+    _exit(127);
+  }
+  s->pid = pid;
+  const char *urls[1] = {s->url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 300;
+  ps_client *c = NULL;
+  if (ps_client_create(urls, 1, &o, &c) != PS_OK) return false;
+  bool ok = false;
+  for (int i = 0; i < 50 && !ok; i++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      fprintf(stderr, "ps-server exited early (see %s)\n", logf);
+      s->pid = 0;
+      break;
+    }
+    ok = ps_client_ping(c, 0) == PS_OK;
+  }
+  ps_client_destroy(&c);
+  if (!ok && s->pid) pt_stop(s, SIGKILL, 2000);
+  return ok;
+}
+
+int pt_stop(pt_server *s, int sig, int timeout_ms) {
+  if (s->pid <= 0) return -1;
+  kill(s->pid, sig);
+  for (int waited = 0; waited <= timeout_ms; waited += 10) {
+    int st;
+    pid_t r = waitpid(s->pid, &st, WNOHANG);
+    if (r == s->pid) {
+      s->pid = 0;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = 0;
+  return -1;
+}

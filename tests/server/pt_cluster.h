@@ -1,0 +1,30 @@
+/* pt_cluster: helpers for the server integration tests: free loopback ports, temp dirs,
+ * starting ps-server processes (fork/exec) and stopping them by PID, with bounded waits. */
+#ifndef PT_CLUSTER_H
+#define PT_CLUSTER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct pt_server {
+  pid_t pid;
+  int port;
+  int shard, shards, threads;
+  char url[64];
+  char dir[512];
+} pt_server;
+
+/* A port that was free a moment ago on 127.0.0.1. */
+int pt_free_port(void);
+/* mkdtemp under /tmp; out must hold 512 bytes. */
+void pt_tmpdir(const char *tag, char *out);
+void pt_rmrf(const char *dir);
+/* Starts ps-server ($EMBER_BIN/ps-server) and waits (<= 15 s) until it answers a ping.
+ * port 0 picks one; dir is the data dir. Returns false on failure. */
+bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads);
+/* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1). */
+int pt_stop(pt_server *s, int sig, int timeout_ms);
+/* The path of a binary in EMBER_BIN. */
+const char *pt_bin(const char *name);
+
+#endif

@@ -1,0 +1,231 @@
+/* Integration: 2 real ps-server processes, 1-3 clients. Pulls and pushes through the network
+ * must equal what an in-process ps_store gives for the same sequence; keys of another shard,
+ * conflicting declarations and pipelined out-of-order waits are checked too. */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_client.h"
+#include "ps_hash.h"
+#include "ps_store.h"
+#include "pt_cluster.h"
+
+#define DIM 8
+#define TABLE 3
+
+static pt_server g_srv[2];
+static char g_dir[512];
+
+static void spec_of(ps_client_table *t, ps_table_spec *s) {
+  memset(s, 0, sizeof *s);
+  s->id = t->id;
+  snprintf(s->name, sizeof s->name, "%s", t->name);
+  s->dim = t->dim;
+  s->optimizer = (ps_optimizer)t->optimizer;
+  s->lr = t->lr;
+  s->beta1 = t->beta1;
+  s->beta2 = t->beta2;
+  s->eps = t->eps;
+  s->lr_power = t->lr_power;
+  s->initial_accumulator = t->initial_accumulator;
+  s->init = (ps_init)t->init;
+  s->init_a = t->init_a;
+  s->init_b = t->init_b;
+  s->seed = t->seed;
+}
+
+static int setup(void **state) {
+  (void)state;
+  pt_tmpdir("cluster", g_dir);
+  char d0[600], d1[600];
+  snprintf(d0, sizeof d0, "%s/s0", g_dir);
+  snprintf(d1, sizeof d1, "%s/s1", g_dir);
+  if (!pt_start(&g_srv[0], 0, 2, d0, 0, 2)) return -1;
+  if (!pt_start(&g_srv[1], 1, 2, d1, 0, 1)) return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  pt_stop(&g_srv[0], SIGKILL, 5000);
+  pt_stop(&g_srv[1], SIGKILL, 5000);
+  pt_rmrf(g_dir);
+  return 0;
+}
+
+static ps_client *client(void) {
+  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 10000;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  return c;
+}
+
+static void table_of(ps_client_table *t, int opt) {
+  ps_client_table_default(t, TABLE, "emb", DIM);
+  t->optimizer = opt;
+  t->lr = 0.1f;
+  t->eps = 1e-6f;
+  t->initial_accumulator = 0.1f;
+  t->seed = 42;
+  t->consistency = PS_CONS_ASYNC;
+}
+
+static void expect_close(const float *a, const float *b, size_t n, float tol) {
+  for (size_t i = 0; i < n; i++) {
+    if (fabsf(a[i] - b[i]) > tol) {
+      fail_msg("element %zu: %.9g vs %.9g", i, a[i], b[i]);
+    }
+  }
+}
+
+/* Three clients push overlapping keys with duplicates; every pull equals the reference. */
+static void test_equal_to_store(void **state) {
+  (void)state;
+  ps_client *c[3] = {client(), client(), client()};
+  ps_client_table t;
+  table_of(&t, 1 /* Adagrad: order-sensitive if a push were applied twice */);
+  for (int i = 0; i < 3; i++) assert_int_equal(ps_client_declare(c[i], &t), PS_OK);
+
+  char rdir[600];
+  snprintf(rdir, sizeof rdir, "%s/ref", g_dir);
+  ps_store_options so = {.path = rdir, .cache_bytes = 64 << 20, .partitions = 1};
+  ps_store *ref = NULL;
+  assert_int_equal(ps_store_open(&so, &ref), PS_OK);
+  ps_table_spec sp;
+  spec_of(&t, &sp);
+  assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
+
+  enum { N = 3000 };
+  uint64_t *keys = malloc(N * sizeof *keys);
+  float *g = malloc(N * DIM * sizeof *g), *got = malloc(N * DIM * sizeof *got),
+        *want = malloc(N * DIM * sizeof *want);
+  uint64_t x = 7;
+  for (int round = 0; round < 6; round++) {
+    ps_client *cl = c[round % 3];
+    for (int i = 0; i < N; i++) {
+      x = ps_mix64(x);
+      keys[i] = (x % 2000) * 1000003ull; /* many duplicates, spread over both shards */
+      for (int d = 0; d < DIM; d++) {
+        x = ps_mix64(x);
+        g[i * DIM + d] = (float)((int64_t)(x % 2001) - 1000) / 1000.0f;
+      }
+    }
+    assert_int_equal(ps_client_pull(cl, TABLE, 0, keys, N, got), PS_OK);
+    assert_int_equal(ps_store_pull(ref, TABLE, keys, N, want), PS_OK);
+    expect_close(got, want, (size_t)N * DIM, 1e-6f);
+    assert_int_equal(ps_client_push(cl, TABLE, 0, keys, N, g), PS_OK);
+    assert_int_equal(ps_store_push(ref, TABLE, keys, N, g), PS_OK);
+  }
+  assert_int_equal(ps_client_pull(c[1], TABLE, 0, keys, N, got), PS_OK);
+  assert_int_equal(ps_store_pull(ref, TABLE, keys, N, want), PS_OK);
+  expect_close(got, want, (size_t)N * DIM, 1e-5f);
+
+  /* Unique-key API gives the same rows. */
+  uint64_t uk[5] = {1, 2, 3, 1000003ull * 5, 99};
+  float a[5 * DIM], b[5 * DIM];
+  assert_int_equal(ps_client_pull_unique(c[2], TABLE, 0, uk, 5, a), PS_OK);
+  assert_int_equal(ps_store_pull(ref, TABLE, uk, 5, b), PS_OK);
+  expect_close(a, b, 5 * DIM, 1e-6f);
+
+  /* Pipelined: 8 pulls in flight, waited for in reverse order. */
+  ps_client_req *r[8];
+  float *outs = malloc(8 * 100 * DIM * sizeof(float));
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(ps_client_pull_start(c[0], TABLE, 0, keys + i * 100, 100, false,
+                                          outs + i * 100 * DIM, &r[i]),
+                     PS_OK);
+  for (int i = 7; i >= 0; i--) assert_int_equal(ps_client_wait(c[0], &r[i]), PS_OK);
+  assert_int_equal(ps_store_pull(ref, TABLE, keys, 800, want), PS_OK);
+  expect_close(outs, want, 800 * DIM, 1e-5f);
+
+  free(outs);
+  free(keys);
+  free(g);
+  free(got);
+  free(want);
+  ps_store_close(&ref);
+  for (int i = 0; i < 3; i++) ps_client_destroy(&c[i]);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  ps_client *c = client();
+  ps_client_table t;
+  table_of(&t, 1);
+  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  /* Same id, another consistency contract: refused, with the reason. */
+  ps_client_table t2 = t;
+  t2.consistency = PS_CONS_SYNC;
+  t2.num_workers = 2;
+  assert_int_equal(ps_client_declare(c, &t2), PS_ERR_CONFLICT);
+  assert_non_null(strstr(ps_client_error(c), "consistency"));
+  /* Same id, another dim: refused by the store. */
+  t2 = t;
+  t2.dim = DIM * 2;
+  assert_int_equal(ps_client_declare(c, &t2), PS_ERR_CONFLICT);
+  ps_client_destroy(&c);
+
+  /* A client that believes shard 1 is the only server sends it keys of shard 0. */
+  const char *urls[1] = {g_srv[1].url};
+  ps_client *one = NULL;
+  assert_int_equal(ps_client_create(urls, 1, NULL, &one), PS_OK);
+  assert_int_equal(ps_client_declare(one, &t), PS_OK);
+  uint64_t k = 0;
+  while (ps_shard_of(k, 2) != 0) k++;
+  float row[DIM];
+  assert_int_equal(ps_client_pull(one, TABLE, 0, &k, 1, row), PS_ERR_WRONG_SHARD);
+  assert_non_null(strstr(ps_client_error(one), g_srv[1].url));
+  assert_int_equal(ps_client_push(one, TABLE, 0, &k, 1, row), PS_ERR_WRONG_SHARD);
+  uint64_t k1 = 0;
+  while (ps_shard_of(k1, 2) != 1) k1++;
+  assert_int_equal(ps_client_pull(one, TABLE, 0, &k1, 1, row), PS_OK);
+  /* Unknown table. */
+  assert_int_equal(ps_client_pull(one, 77, 0, &k1, 1, row), PS_ERR_UNKNOWN_TABLE);
+  ps_client_destroy(&one);
+
+  /* Timeouts name the server. */
+  int port = pt_free_port();
+  char url[64];
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+  const char *dead[1] = {url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 300;
+  assert_int_equal(ps_client_create(dead, 1, &o, &one), PS_OK);
+  assert_int_equal(ps_client_ping(one, 0), PS_ERR_TIMEOUT);
+  assert_non_null(strstr(ps_client_error(one), url));
+  ps_client_destroy(&one);
+}
+
+static void test_stats(void **state) {
+  (void)state;
+  ps_client *c = client();
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js), PS_OK);
+  assert_non_null(strstr(js, "\"ops\""));
+  assert_non_null(strstr(js, "\"pull\""));
+  assert_non_null(strstr(js, "\"p99\""));
+  assert_non_null(strstr(js, "\"store\""));
+  assert_non_null(strstr(js, "\"coordinator\""));
+  free(js);
+  ps_client_destroy(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_equal_to_store),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_stats),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,139 @@
+/* ps_client: the worker side of the Ember parameter server (used by ps-worker and ps-bench).
+ *
+ * One DEALER socket per server; keys are placed by ps_shard_of(key, nservers), so the order of
+ * the URL list is the shard order. A pull or push de-duplicates its keys (ps_dedup.h), sends one
+ * message per shard in parallel, and gathers the replies: rows come back per original position,
+ * pushed gradients are summed per unique key before they leave. Every request carries an id;
+ * many may be in flight (the *_start calls) and replies may come back in any order.
+ *
+ * Failures: every wait is bounded (options.timeout_ms) and an error names the server URL
+ * (ps_client_error). ZeroMQ reconnects by itself after a server restart; the client watches
+ * its connections and, when one drops, re-sends the idempotent requests outstanding on it
+ * (pull, declare, stats, ping, kv_get, join, barrier) once it is back, and fails the others
+ * (push, step, checkpoint, restore, kv_set) with PS_ERR_UNAVAILABLE, since they may or may not
+ * have been applied.
+ *
+ * A client is not thread-safe: use one per thread. The wire protocol is server/PROTOCOL.md. */
+#ifndef PS_CLIENT_H
+#define PS_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_status.h"
+
+typedef enum ps_consistency {
+  PS_CONS_SYNC = 0,  /* step t's pushes of all workers summed and applied once */
+  PS_CONS_ASYNC = 1, /* pushes applied on arrival; pulls never wait */
+  PS_CONS_SSP = 2    /* bounded staleness `staleness` */
+} ps_consistency;
+
+/* A table declaration: the store's spec (same numbering as ember.proto) plus the consistency
+ * contract, which every worker must declare identically. */
+typedef struct ps_client_table {
+  uint32_t id; /* 1..65535 */
+  char name[64];
+  uint32_t dim; /* 1..4096 */
+  int optimizer; /* 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 FTRL */
+  float lr, beta1, beta2, eps, l1, l2, lr_power, initial_accumulator;
+  int init;      /* 0 uniform(init_a, init_b), 1 normal(0, init_a), 2 zero */
+  float init_a, init_b;
+  uint64_t seed;
+  uint32_t admit_threshold;
+  uint64_t ttl_steps;
+  ps_consistency consistency;
+  uint32_t staleness;   /* ssp only */
+  uint32_t num_workers; /* workers that step this table (sync/ssp) */
+} ps_client_table;
+
+/* SGD, lr 0.01, uniform(-0.05, 0.05), async, one worker. */
+void ps_client_table_default(ps_client_table *t, uint32_t id, const char *name, uint32_t dim);
+
+typedef struct ps_client_options {
+  uint32_t timeout_ms;      /* bound on each request (default 30000) */
+  uint32_t ckpt_timeout_ms; /* bound on CHECKPOINT / RESTORE (default 600000) */
+  uint32_t rank;            /* this worker's rank, sent with pulls/pushes/steps (default 0) */
+} ps_client_options;
+
+void ps_client_options_default(ps_client_options *o);
+
+typedef struct ps_client ps_client;
+typedef struct ps_client_req ps_client_req;
+
+/* urls[i] is shard i. Connects lazily: no server needs to be up yet. */
+ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
+                           ps_client **out);
+/* Same, from "URL,URL,...". */
+ps_status ps_client_create_list(const char *urls, const ps_client_options *opt,
+                                ps_client **out);
+void ps_client_destroy(ps_client **c);
+
+/* The last error, with the server URL it concerns ("" if none). Valid until the next call. */
+const char *ps_client_error(const ps_client *c);
+size_t ps_client_servers(const ps_client *c);
+const char *ps_client_url(const ps_client *c, size_t shard);
+void ps_client_set_rank(ps_client *c, uint32_t rank);
+/* How many times a server connection dropped, and how many requests were re-sent. */
+void ps_client_counters(const ps_client *c, uint64_t *disconnects, uint64_t *resent);
+
+/* Declares on every shard (idempotent). A different spec or consistency contract under the
+ * same id is PS_ERR_CONFLICT, with the server's explanation in ps_client_error. Pulls and
+ * pushes need the table declared by this client first (it learns the dim here). */
+ps_status ps_client_declare(ps_client *c, const ps_client_table *t);
+
+/* out[i*dim ..] = row of keys[i]; duplicates are fetched once. `step` is this worker's current
+ * step (sync/ssp tables defer the reply until that step may read). */
+ps_status ps_client_pull(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
+                         size_t n, float *out);
+/* grads[i*dim ..] for keys[i]; gradients of duplicate keys are summed before sending. */
+ps_status ps_client_push(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
+                         size_t n, const float *grads);
+/* The same for keys known to be distinct (e.g. from ps_dedup_keys): no de-duplication pass. */
+ps_status ps_client_pull_unique(ps_client *c, uint32_t table, uint64_t step,
+                                const uint64_t *keys, size_t n, float *out);
+ps_status ps_client_push_unique(ps_client *c, uint32_t table, uint64_t step,
+                                const uint64_t *keys, size_t n, const float *grads);
+
+/* Pipelined forms: the request is sent when *_start returns; keys/grads may be reused at once,
+ * `out` must stay valid until ps_client_wait, which frees the handle and sets *r = NULL. */
+ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
+                               const uint64_t *keys, size_t n, bool unique, float *out,
+                               ps_client_req **r);
+ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
+                               const uint64_t *keys, size_t n, bool unique, const float *grads,
+                               ps_client_req **r);
+ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r);
+ps_status ps_client_wait(ps_client *c, ps_client_req **r);
+/* Handles replies for up to wait_ms and tells whether r is complete (then ps_client_wait
+ * returns at once). Lets a caller overlap work with requests in flight. */
+ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done);
+
+/* This worker finished `step` (all its pushes of that step sent before): table 0 = every
+ * table. Sent to every shard; see PROTOCOL.md for the per-step sequence. */
+ps_status ps_client_step(ps_client *c, uint32_t table, uint64_t step);
+
+/* Coordinator (shard 0). */
+ps_status ps_client_join(ps_client *c, uint32_t world, int want_rank, const char *name,
+                         int *rank);
+ps_status ps_client_barrier(ps_client *c, const char *name, uint32_t world, uint32_t timeout_ms);
+ps_status ps_client_kv_set(ps_client *c, const char *key, const void *val, size_t len);
+/* Waits up to timeout_ms for the key; *val is malloc'ed (free it). */
+ps_status ps_client_kv_get(ps_client *c, const char *key, void **val, size_t *len,
+                           uint32_t timeout_ms);
+/* ps_rendezvous callbacks (worker/collectives/ps_collectives.h): ctx is the ps_client. */
+ps_status ps_client_rdv_set(void *client, const char *key, const void *val, size_t len);
+ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *len,
+                            uint32_t timeout_ms);
+
+/* Global checkpoint at `step` (call after STEP(step-1), before STEP(step)): every shard
+ * snapshots into path/shard-I (relative paths live under each server's data dir), then the
+ * coordinator records {"step", "path"} under "ember/checkpoint/latest". */
+ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path);
+/* Every shard restores path (NULL/"" = its last checkpoint); *step = the checkpoint's step. */
+ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step);
+/* The STATS document of one shard (malloc'ed JSON). */
+ps_status ps_client_stats(ps_client *c, size_t shard, char **json);
+ps_status ps_client_ping(ps_client *c, size_t shard);
+
+#endif

@@ -1,0 +1,35 @@
+/* ps_dedup: de-duplication of a batch of 64-bit keys into unique keys plus an inverse index,
+ * and the two row operations that go with it (gather rows per original position, sum rows per
+ * unique key). The PS client uses it for every pull and push; ps-worker uses it directly, since
+ * its embedding-bag kernels want the unique keys and the inverse index too.
+ *
+ * Unique keys come out in order of first occurrence, so results are deterministic and do not
+ * depend on hash-table layout. The workspace is an open-addressing table stamped per call, so
+ * a call costs O(n) with no clearing and no allocation once the workspace has grown. */
+#ifndef PS_DEDUP_H
+#define PS_DEDUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_status.h"
+
+typedef struct ps_dedup ps_dedup;
+
+ps_status ps_dedup_create(ps_dedup **out);
+void ps_dedup_destroy(ps_dedup **d);
+
+/* unique[0..*nunique) = the distinct keys in order of first occurrence; inverse[i] = index of
+ * keys[i] in unique. unique needs room for n keys, inverse for n entries. n < 2^32. */
+ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
+                        uint32_t *inverse, size_t *nunique);
+
+/* out[i*dim ..] = rows[inverse[i]*dim ..] for i < n (rows of unique keys -> per position). */
+void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,
+                          float *out);
+/* out[u*dim ..] = sum of in[i*dim ..] over i with inverse[i] == u, for u < nunique; summed in
+ * order of position, first occurrence copied (so a key seen once is passed through exactly). */
+void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const float *in,
+                       size_t dim, float *out);
+
+#endif
