@@ -1059,8 +1059,10 @@ size_t ps_store_tables(ps_store *s, uint32_t *ids, size_t max) {
 /* --------------------------------------------------------- open / close */
 
 static void db_close(ps_store *s) {
-  for (size_t i = 0; i < s->ntables; i++)
+  for (size_t i = 0; i < s->ntables; i++) {
     if (s->tables[i].cf) rocksdb_column_family_handle_destroy(s->tables[i].cf);
+    s->tables[i].cf = NULL;
+  }
   for (size_t i = 0; i < s->norphan; i++) {
     if (s->orphan[i]) rocksdb_column_family_handle_destroy(s->orphan[i]);
     free(s->orphan_names[i]);
@@ -1347,8 +1349,8 @@ void ps_store_close(ps_store **sp) {
     ps_status st = flush_locked(s);
     if (st != PS_OK) PS_ERROR("store %s: flush at close failed: %s", s->path, ps_status_str(st));
   }
-  hot_drop(s);
   db_close(s);
+  hot_drop(s);
   for (uint32_t p = 0; s->parts && p < s->nparts; p++) {
     pthread_mutex_destroy(&s->parts[p].mu);
     if (s->parts[p].wb) rocksdb_writebatch_destroy(s->parts[p].wb);
@@ -1513,8 +1515,8 @@ ps_status ps_store_restore(ps_store *s, const char *dir) {
     return PS_ERR_IO;
   }
   pthread_rwlock_wrlock(&s->lock);
-  hot_drop(s);
   db_close(s);
+  hot_drop(s);
   ps_status st = PS_OK;
   if (rename(s->path, old) != 0 || rename(tmp, s->path) != 0) {
     PS_ERROR("restore: swapping %s failed: %s", s->path, strerror(errno));
@@ -1522,8 +1524,8 @@ ps_status ps_store_restore(ps_store *s, const char *dir) {
   }
   if (st == PS_OK) st = db_open(s);
   if (st != PS_OK) {
-    hot_drop(s);
     db_close(s);
+    hot_drop(s);
     rm_rf(s->path);
     if (rename(old, s->path) == 0) {
       ps_status rs = db_open(s);
