@@ -1,0 +1,117 @@
+/* Integration: durability and recovery. 2 servers; a global checkpoint at step 5; more
+ * pushes; kill -9 of shard 1 with a pull outstanding; restart on the same data dir and port:
+ * the client reconnects by itself, re-sends the pull, and shard 1 serves the checkpoint's rows
+ * while shard 0 keeps its newer rows. SIGTERM of shard 0 is a clean shutdown (exit 0, rows
+ * kept as they were, not rolled back); RESTORE brings every shard back to the checkpoint. */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_client.h"
+#include "ps_hash.h"
+#include "pt_cluster.h"
+
+#define DIM 8
+#define N 200
+
+static void test_restart(void **state) {
+  (void)state;
+  char dir[512], d0[600], d1[600];
+  pt_tmpdir("restart", dir);
+  snprintf(d0, sizeof d0, "%s/s0", dir);
+  snprintf(d1, sizeof d1, "%s/s1", dir);
+  pt_server s[2];
+  assert_true(pt_start(&s[0], 0, 2, d0, 0, 2));
+  assert_true(pt_start(&s[1], 1, 2, d1, 0, 2));
+  const char *urls[2] = {s[0].url, s[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 20000;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  ps_client_table t;
+  ps_client_table_default(&t, 5, "emb", DIM);
+  t.lr = 0.1f;
+  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+
+  uint64_t k[N];
+  float g[N * DIM];
+  int on1 = 0;
+  for (int i = 0; i < N; i++) {
+    k[i] = 7000 + (uint64_t)i * 31;
+    on1 += ps_shard_of(k[i], 2) == 1;
+  }
+  assert_true(on1 > 20 && on1 < N - 20);
+  for (int i = 0; i < N * DIM; i++) g[i] = 0.5f + (float)(i % 13) * 0.1f;
+  assert_int_equal(ps_client_push(c, 5, 4, k, N, g), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 5, "ck5"), PS_OK);
+  float at_ckpt[N * DIM], after[N * DIM], got[N * DIM];
+  assert_int_equal(ps_client_pull(c, 5, 5, k, N, at_ckpt), PS_OK);
+  /* The checkpoint is committed at the coordinator. */
+  void *v = NULL;
+  size_t vl = 0;
+  assert_int_equal(ps_client_kv_get(c, "ember/checkpoint/latest", &v, &vl, 1000), PS_OK);
+  char *vs = calloc(1, vl + 1);
+  memcpy(vs, v, vl);
+  assert_non_null(strstr(vs, "\"step\":5"));
+  free(vs);
+  free(v);
+  /* A second checkpoint into the same place is refused, clearly. */
+  assert_int_equal(ps_client_checkpoint(c, 5, "ck5"), PS_ERR_CONFLICT);
+
+  assert_int_equal(ps_client_push(c, 5, 5, k, N, g), PS_OK);
+  assert_int_equal(ps_client_pull(c, 5, 6, k, N, after), PS_OK);
+  assert_true(fabsf(after[0] - at_ckpt[0]) > 1e-3f);
+
+  /* kill -9 shard 1, pull while it is down, bring it back on the same port and dir. */
+  assert_int_equal(pt_stop(&s[1], SIGKILL, 5000), 128 + SIGKILL);
+  ps_client_req *r = NULL;
+  assert_int_equal(ps_client_pull_start(c, 5, 6, k, N, false, got, &r), PS_OK);
+  bool done = true;
+  assert_int_equal(ps_client_ready(c, r, 300, &done), PS_OK);
+  assert_false(done);
+  assert_true(pt_start(&s[1], 1, 2, d1, s[1].port, 2));
+  assert_int_equal(ps_client_wait(c, &r), PS_OK);
+  for (int i = 0; i < N; i++) {
+    const float *want = ps_shard_of(k[i], 2) == 1 ? at_ckpt : after;
+    for (int d = 0; d < DIM; d++) assert_true(fabsf(got[i * DIM + d] - want[i * DIM + d]) < 1e-6f);
+  }
+  uint64_t disc = 0, resent = 0;
+  ps_client_counters(c, &disc, &resent);
+  assert_true(disc >= 1);
+
+  /* SIGTERM: graceful, exit 0; restart keeps the newest rows (no roll-back). */
+  assert_int_equal(pt_stop(&s[0], SIGTERM, 15000), 0);
+  assert_true(pt_start(&s[0], 0, 2, d0, s[0].port, 2));
+  assert_int_equal(ps_client_pull(c, 5, 6, k, N, got), PS_OK);
+  for (int i = 0; i < N; i++) {
+    const float *want = ps_shard_of(k[i], 2) == 1 ? at_ckpt : after;
+    for (int d = 0; d < DIM; d++) assert_true(fabsf(got[i * DIM + d] - want[i * DIM + d]) < 1e-6f);
+  }
+  /* RESTORE brings every shard back to the checkpoint. */
+  uint64_t step = 0;
+  assert_int_equal(ps_client_restore(c, "ck5", &step), PS_OK);
+  assert_int_equal(step, 5);
+  assert_int_equal(ps_client_pull(c, 5, 5, k, N, got), PS_OK);
+  for (int i = 0; i < N * DIM; i++) assert_true(fabsf(got[i] - at_ckpt[i]) < 1e-6f);
+  /* A server refuses a data dir of another shard. */
+  pt_server wrong;
+  assert_false(pt_start(&wrong, 0, 2, d1, 0, 1));
+
+  ps_client_destroy(&c);
+  pt_stop(&s[0], SIGKILL, 5000);
+  pt_stop(&s[1], SIGKILL, 5000);
+  pt_rmrf(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
