@@ -1,0 +1,160 @@
+/* Integration: the coordinator on shard 0 (one real server): rank assignment and re-join,
+ * world mismatch, KV_SET/KV_GET with a wait (a getter blocked in another thread is woken by a
+ * later set), KV_GET timeout, a 3-worker barrier, the ps_rendezvous callbacks, and that shard 1
+ * refuses coordinator ops. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "ps_client.h"
+#include "pt_cluster.h"
+
+static pt_server g_srv[2];
+static char g_dir[512];
+
+static int setup(void **state) {
+  (void)state;
+  pt_tmpdir("coord", g_dir);
+  char d[600];
+  for (int i = 0; i < 2; i++) {
+    snprintf(d, sizeof d, "%s/s%d", g_dir, i);
+    if (!pt_start(&g_srv[i], i, 2, d, 0, 1)) return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < 2; i++) pt_stop(&g_srv[i], SIGKILL, 5000);
+  pt_rmrf(g_dir);
+  return 0;
+}
+
+static ps_client *client(void) {
+  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 10000;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  return c;
+}
+
+static void test_join(void **state) {
+  (void)state;
+  ps_client *c[3] = {client(), client(), client()};
+  int r[3] = {-5, -5, -5};
+  assert_int_equal(ps_client_join(c[0], 3, -1, "w-a", &r[0]), PS_OK);
+  assert_int_equal(ps_client_join(c[1], 3, 2, "w-b", &r[1]), PS_OK);
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &r[2]), PS_OK);
+  assert_int_equal(r[0], 0);
+  assert_int_equal(r[1], 2);
+  assert_int_equal(r[2], 1);
+  int again = -1;
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &again), PS_OK);
+  assert_int_equal(again, 1);
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-d", &again), PS_ERR_CONFLICT); /* full */
+  assert_int_equal(ps_client_join(c[2], 4, -1, "w-e", &again), PS_ERR_CONFLICT); /* world */
+  for (int i = 0; i < 3; i++) ps_client_destroy(&c[i]);
+}
+
+typedef struct getter {
+  ps_client *c;
+  ps_status st;
+  char val[64];
+} getter;
+
+static void *get_thread(void *arg) {
+  getter *g = arg;
+  void *v = NULL;
+  size_t n = 0;
+  g->st = ps_client_rdv_get(g->c, "nccl/uid", &v, &n, 10000);
+  if (g->st == PS_OK && n < sizeof g->val) memcpy(g->val, v, n);
+  free(v);
+  return NULL;
+}
+
+static void test_kv(void **state) {
+  (void)state;
+  getter g = {.c = client()};
+  pthread_t th;
+  pthread_create(&th, NULL, get_thread, &g);
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  ps_client *c = client();
+  assert_int_equal(ps_client_rdv_set(c, "nccl/uid", "0123456789", 10), PS_OK);
+  pthread_join(th, NULL);
+  assert_int_equal(g.st, PS_OK);
+  assert_string_equal(g.val, "0123456789");
+  void *v = NULL;
+  size_t n = 0;
+  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 200), PS_ERR_TIMEOUT);
+  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 0), PS_ERR_NOT_FOUND);
+  /* Binary values, overwrite. */
+  uint8_t bin[300];
+  for (int i = 0; i < 300; i++) bin[i] = (uint8_t)i;
+  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin, 300), PS_OK);
+  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin + 1, 299), PS_OK);
+  assert_int_equal(ps_client_kv_get(c, "gloo/x", &v, &n, 0), PS_OK);
+  assert_int_equal(n, 299);
+  assert_memory_equal(v, bin + 1, 299);
+  free(v);
+  /* Shard 1 is not the coordinator. */
+  const char *u1[1] = {g_srv[1].url};
+  ps_client *one = NULL;
+  assert_int_equal(ps_client_create(u1, 1, NULL, &one), PS_OK);
+  assert_int_equal(ps_client_kv_set(one, "k", "v", 1), PS_ERR_UNSUPPORTED);
+  ps_client_destroy(&one);
+  ps_client_destroy(&g.c);
+  ps_client_destroy(&c);
+}
+
+typedef struct bw {
+  int rank;
+  ps_status st;
+} bw;
+
+static void *barrier_thread(void *arg) {
+  bw *b = arg;
+  ps_client *c = client();
+  ps_client_set_rank(c, (uint32_t)b->rank);
+  struct timespec ts = {0, (long)b->rank * 100000000L};
+  nanosleep(&ts, NULL);
+  b->st = ps_client_barrier(c, "start", 3, 10000);
+  ps_client_destroy(&c);
+  return NULL;
+}
+
+static void test_barrier(void **state) {
+  (void)state;
+  pthread_t th[3];
+  bw b[3];
+  for (int i = 0; i < 3; i++) {
+    b[i].rank = i;
+    b[i].st = PS_ERR_INTERNAL;
+    pthread_create(&th[i], NULL, barrier_thread, &b[i]);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 3; i++) assert_int_equal(b[i].st, PS_OK);
+  /* Alone at a barrier of 2: times out. */
+  ps_client *c = client();
+  assert_int_equal(ps_client_barrier(c, "lonely", 2, 200), PS_ERR_TIMEOUT);
+  ps_client_destroy(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_join),
+      cmocka_unit_test(test_kv),
+      cmocka_unit_test(test_barrier),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
