@@ -7,9 +7,9 @@
  * - Every loop uses a static schedule over contiguous row ranges, and reductions go through
  *   per-thread partials summed in a fixed order, so results are deterministic for a given
  *   thread count.
- * - Pooling backward inverts the bag->row map into a CSR (row -> entries) and then gathers per
- *   unique row: no atomics, no races, and each gradient row is summed in entry order.
- * - Scratch for those is owned by the backend and grows on demand, so a steady-state step
+ * - Pooling backward partitions the gradient rows among threads (each scans all entries):
+ *   no atomics, no races, and each gradient row is summed in entry order.
+ * - Scratch (interaction buffers, bias partials) is owned by the backend and grows on demand, so a steady-state step
  *   allocates nothing. A backend instance is used by one thread at a time (like a stream).
  * - Small loops run on one thread (the `if` clauses): forking costs more than they do.
  * - Debian's OpenBLAS is a DYNAMIC_ARCH build that picks its kernels from the CPU model. On a
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include "ps_kernels.h"
 #include "ps_log.h"
@@ -207,29 +208,157 @@ static ps_status cpu_bias_act_bwd(ps_kern *k, ps_kern_act act, int m, int n, con
 
 /* ---- dot interaction ---- */
 
-/* T[f] of sample b: f == 0 is the bottom output, f >= 1 the pooled embedding f-1. */
-static inline const float *tvec(const float *bot_b, const float *emb_b, int f, int dim) {
-  return f == 0 ? bot_b : emb_b + (size_t)(f - 1) * dim;
+/* Per sample, T = [F, dim] stacks the bottom output and the pooled embeddings. The dots are
+ * computed as rows of the Gram matrix T T^T with the inner loop running over j (a column of
+ * T^T, padded to 16), not over d: each z[j] accumulates its own products in d order, so the
+ * loop vectorizes without reassociating any sum (a dot-product loop over d would need
+ * -ffast-math to vectorize). Backward is dT = (G + G^T) T with G the strictly-lower gradient
+ * matrix, vectorized over d. Measured at batch 2048 on 2 threads: fwd + bwd from 6.3 ms (naive
+ * per-pair dots) to ~1 ms. */
+static inline void gather_t(float *restrict t, const float *restrict bb, const float *restrict eb,
+                            int S, int D) {
+  memcpy(t, bb, (size_t)D * sizeof(float));
+  memcpy(t + D, eb, (size_t)S * D * sizeof(float));
+}
+
+/* dim == 16 (DLRM's usual width): one AVX-512 register per vector, 4 independent FMA chains
+ * (4 rows of the Gram matrix at a time) to hide FMA latency. Same sums as the generic code,
+ * in the same d order, but fused (FMA). */
+static inline const float *trow(const float *bb, const float *eb, int f) {
+  return f == 0 ? bb : eb + (size_t)(f - 1) * 16;
+}
+
+__attribute__((target("avx512f"))) static void inter_fwd16(const float *bb, const float *eb, int S,
+                                                           float *o, float *tt, float *zb, int Fp) {
+  int F = S + 1;
+  for (int f = 0; f < F; f++) {
+    const float *src = trow(bb, eb, f);
+    for (int d = 0; d < 16; d++) tt[(size_t)d * Fp + f] = src[d];
+  }
+  for (int d = 0; d < 16; d++)
+    for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
+  memcpy(o, bb, 16 * sizeof(float));
+  float *oz = o + 16;
+  for (int i0 = 1; i0 < F; i0 += 4) {
+    int ni = F - i0 < 4 ? F - i0 : 4;
+    const float *r0 = trow(bb, eb, i0);
+    const float *r1 = trow(bb, eb, ni > 1 ? i0 + 1 : i0);
+    const float *r2 = trow(bb, eb, ni > 2 ? i0 + 2 : i0);
+    const float *r3 = trow(bb, eb, ni > 3 ? i0 + 3 : i0);
+    int nblk = (i0 + ni - 1 + 15) / 16;
+    for (int blk = 0; blk < nblk; blk++) {
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int d = 0; d < 16; d++) {
+        __m512 col = _mm512_loadu_ps(tt + (size_t)d * Fp + blk * 16);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(r0[d]), col, a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(r1[d]), col, a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(r2[d]), col, a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(r3[d]), col, a3);
+      }
+      _mm512_storeu_ps(zb + blk * 16, a0);
+      _mm512_storeu_ps(zb + Fp + blk * 16, a1);
+      _mm512_storeu_ps(zb + 2 * Fp + blk * 16, a2);
+      _mm512_storeu_ps(zb + 3 * Fp + blk * 16, a3);
+    }
+    for (int q = 0; q < ni; q++) {
+      int i = i0 + q;
+      memcpy(oz, zb + (size_t)q * Fp, (size_t)i * sizeof(float));
+      oz += i;
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) static void inter_bwd16(const float *bb, const float *eb,
+                                                           const float *gb, int S, float *db,
+                                                           float *de, float *g) {
+  int F = S + 1;
+  const float *gz = gb + 16;
+  for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
+  for (int i = 1; i < F; i++)
+    for (int j = 0; j < i; j++) {
+      float v = *gz++;
+      g[(size_t)i * F + j] = v;
+      g[(size_t)j * F + i] = v;
+    }
+  for (int i0 = 0; i0 < F; i0 += 4) {
+    int ni = F - i0 < 4 ? F - i0 : 4;
+    const float *g0 = g + (size_t)i0 * F;
+    const float *g1 = g + (size_t)(ni > 1 ? i0 + 1 : i0) * F;
+    const float *g2 = g + (size_t)(ni > 2 ? i0 + 2 : i0) * F;
+    const float *g3 = g + (size_t)(ni > 3 ? i0 + 3 : i0) * F;
+    __m512 a[4];
+    a[0] = _mm512_setzero_ps(), a[1] = a[0], a[2] = a[0], a[3] = a[0];
+    for (int j = 0; j < F; j++) {
+      __m512 tj = _mm512_loadu_ps(trow(bb, eb, j));
+      a[0] = _mm512_fmadd_ps(_mm512_set1_ps(g0[j]), tj, a[0]);
+      a[1] = _mm512_fmadd_ps(_mm512_set1_ps(g1[j]), tj, a[1]);
+      a[2] = _mm512_fmadd_ps(_mm512_set1_ps(g2[j]), tj, a[2]);
+      a[3] = _mm512_fmadd_ps(_mm512_set1_ps(g3[j]), tj, a[3]);
+    }
+    for (int q = 0; q < ni; q++) {
+      int i = i0 + q;
+      if (i == 0)
+        _mm512_storeu_ps(db, _mm512_add_ps(_mm512_loadu_ps(gb), a[0]));
+      else
+        _mm512_storeu_ps(de + (size_t)(i - 1) * 16, a[q]);
+    }
+  }
+}
+
+static int have_avx512(void) {
+  static int v = -1;
+  if (v < 0) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  }
+  return v;
 }
 
 static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
                                   const float *emb, float *out) {
   int T = CTX(k)->threads;
-  int F = S + 1, W = ps_kern_interact_width(S, D);
-#pragma omp parallel for schedule(static) num_threads(T) if (batch >= 64)
-  for (int b = 0; b < batch; b++) {
-    const float *bb = bottom + (size_t)b * D;
-    const float *eb = emb + (size_t)b * S * D;
-    float *o = out + (size_t)b * W;
-    memcpy(o, bb, (size_t)D * sizeof(float));
-    float *z = o + D;
-    for (int i = 1; i < F; i++) {
-      const float *ti = tvec(bb, eb, i, D);
-      for (int j = 0; j < i; j++) {
-        const float *tj = tvec(bb, eb, j, D);
-        float s = 0.0f;
-        for (int d = 0; d < D; d++) s += ti[d] * tj[d];
-        *z++ = s;
+  if (batch < 64) T = 1;
+  int F = S + 1, W = ps_kern_interact_width(S, D), Fp = (F + 15) & ~15;
+  size_t per = (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
+  float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
+  if (!scr) return PS_ERR_NOMEM;
+  if (D == 16 && have_avx512()) {
+#pragma omp parallel num_threads(T)
+    {
+      float *tt = scr + (size_t)omp_get_thread_num() * per;
+      float *zb = tt + (size_t)16 * Fp;
+#pragma omp for schedule(static)
+      for (int b = 0; b < batch; b++)
+        inter_fwd16(bottom + (size_t)b * 16, emb + (size_t)b * S * 16, S, out + (size_t)b * W, tt, zb, Fp);
+    }
+    return PS_OK;
+  }
+#pragma omp parallel num_threads(T)
+  {
+    float *restrict t = scr + (size_t)omp_get_thread_num() * per;
+    float *restrict tt = t + (size_t)F * D;
+    float *restrict z = tt + (size_t)D * Fp;
+#pragma omp for schedule(static)
+    for (int b = 0; b < batch; b++) {
+      const float *bb = bottom + (size_t)b * D;
+      gather_t(t, bb, emb + (size_t)b * S * D, S, D);
+      for (int d = 0; d < D; d++) {
+        for (int f = 0; f < F; f++) tt[(size_t)d * Fp + f] = t[(size_t)f * D + d];
+        for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
+      }
+      float *o = out + (size_t)b * W;
+      memcpy(o, bb, (size_t)D * sizeof(float));
+      float *oz = o + D;
+      for (int i = 1; i < F; i++) {
+        int jn = (i + 15) & ~15;
+        for (int j = 0; j < jn; j++) z[j] = 0.0f;
+        for (int d = 0; d < D; d++) {
+          float a = t[(size_t)i * D + d];
+          const float *restrict col = tt + (size_t)d * Fp;
+          for (int j = 0; j < jn; j++) z[j] += a * col[j];
+        }
+        memcpy(oz, z, (size_t)i * sizeof(float));
+        oz += i;
       }
     }
   }
@@ -240,27 +369,52 @@ static ps_status cpu_interact_bwd(ps_kern *k, int batch, int S, int D, const flo
                                   const float *emb, const float *dout, float *dbottom,
                                   float *demb) {
   int T = CTX(k)->threads;
+  if (batch < 64) T = 1;
   int F = S + 1, W = ps_kern_interact_width(S, D);
-#pragma omp parallel for schedule(static) num_threads(T) if (batch >= 64)
-  for (int b = 0; b < batch; b++) {
-    const float *bb = bottom + (size_t)b * D;
-    const float *eb = emb + (size_t)b * S * D;
-    const float *g = dout + (size_t)b * W;
-    float *db = dbottom + (size_t)b * D;
-    float *de = demb + (size_t)b * S * D;
-    memcpy(db, g, (size_t)D * sizeof(float));
-    memset(de, 0, (size_t)S * D * sizeof(float));
-    const float *gz = g + D;
-    for (int i = 1; i < F; i++) {
-      const float *ti = tvec(bb, eb, i, D);
-      float *dti = de + (size_t)(i - 1) * D;
-      for (int j = 0; j < i; j++) {
-        const float *tj = tvec(bb, eb, j, D);
-        float *dtj = j == 0 ? db : de + (size_t)(j - 1) * D;
-        float gij = *gz++;
-        for (int d = 0; d < D; d++) {
-          dti[d] += gij * tj[d];
-          dtj[d] += gij * ti[d];
+  size_t per = (size_t)F * D + (size_t)F * F + (size_t)D;
+  float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
+  if (!scr) return PS_ERR_NOMEM;
+  if (D == 16 && have_avx512()) {
+#pragma omp parallel num_threads(T)
+    {
+      float *g = scr + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(static)
+      for (int b = 0; b < batch; b++)
+        inter_bwd16(bottom + (size_t)b * 16, emb + (size_t)b * S * 16, dout + (size_t)b * W, S,
+                    dbottom + (size_t)b * 16, demb + (size_t)b * S * 16, g);
+    }
+    return PS_OK;
+  }
+#pragma omp parallel num_threads(T)
+  {
+    float *restrict t = scr + (size_t)omp_get_thread_num() * per;
+    float *restrict g = t + (size_t)F * D;
+    float *restrict acc = g + (size_t)F * F;
+#pragma omp for schedule(static)
+    for (int b = 0; b < batch; b++) {
+      gather_t(t, bottom + (size_t)b * D, emb + (size_t)b * S * D, S, D);
+      const float *gb = dout + (size_t)b * W;
+      const float *gz = gb + D;
+      for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
+      for (int i = 1; i < F; i++)
+        for (int j = 0; j < i; j++) {
+          float v = *gz++;
+          g[(size_t)i * F + j] = v;
+          g[(size_t)j * F + i] = v;
+        }
+      for (int i = 0; i < F; i++) {
+        for (int d = 0; d < D; d++) acc[d] = 0.0f;
+        const float *gi = g + (size_t)i * F;
+        for (int j = 0; j < F; j++) {
+          float w = gi[j];
+          const float *restrict tj = t + (size_t)j * D;
+          for (int d = 0; d < D; d++) acc[d] += w * tj[d];
+        }
+        if (i == 0) {
+          float *db = dbottom + (size_t)b * D;
+          for (int d = 0; d < D; d++) db[d] = gb[d] + acc[d];
+        } else {
+          memcpy(demb + ((size_t)b * S + (i - 1)) * D, acc, (size_t)D * sizeof(float));
         }
       }
     }
@@ -280,6 +434,15 @@ static ps_status check_bags(int nbags, int nrows, int nnz, const int32_t *idx,
   return PS_OK;
 }
 
+/* o[0..D) += s * r[0..D); with D == 16 a compile-time loop (one AVX-512 FMA). */
+static inline void axpy_row(float *restrict o, const float *restrict r, float s, int D) {
+  if (D == 16) {
+    for (int d = 0; d < 16; d++) o[d] += s * r[d];
+  } else {
+    for (int d = 0; d < D; d++) o[d] += s * r[d];
+  }
+}
+
 static ps_status cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, int nrows,
                               const float *rows, int nnz, const int32_t *idx,
                               const int32_t *offsets, float *out) {
@@ -289,12 +452,12 @@ static ps_status cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, i
 #pragma omp parallel for schedule(static) num_threads(T) if ((size_t)nnz * D >= PAR_MIN)
   for (int i = 0; i < nbags; i++) {
     float *o = out + (size_t)i * D;
-    for (int d = 0; d < D; d++) o[d] = 0.0f;
+    memset(o, 0, (size_t)D * sizeof(float));
     int lo = offsets[i], hi = offsets[i + 1];
-    for (int j = lo; j < hi; j++) {
-      const float *r = rows + (size_t)idx[j] * D;
-      for (int d = 0; d < D; d++) o[d] += r[d];
-    }
+    /* rows are gathered in key order, bags in sample order: the reads are random, so fetch a
+     * few bags ahead */
+    if (i + 8 < nbags && offsets[i + 8] < nnz) __builtin_prefetch(rows + (size_t)idx[offsets[i + 8]] * D);
+    for (int j = lo; j < hi; j++) axpy_row(o, rows + (size_t)idx[j] * D, 1.0f, D);
     if (mode == PS_KERN_POOL_MEAN && hi - lo > 1) {
       float inv = 1.0f / (float)(hi - lo);
       for (int d = 0; d < D; d++) o[d] *= inv;
@@ -303,40 +466,43 @@ static ps_status cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, i
   return PS_OK;
 }
 
+/* Each thread owns a contiguous range of gradient rows and scans every entry, adding only
+ * those that land in its range: no atomics, no serial inversion pass, and every row is summed
+ * in entry order whatever the thread count (so results do not depend on it). The scan is
+ * O(threads * nnz) int reads, cheap next to the row traffic for the thread counts used.
+ * (Measured at batch 2048, 2 threads: 1.1 ms with a serial CSR inversion, see RESULTS.) */
 static ps_status cpu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, int nrows,
                               int nnz, const int32_t *idx, const int32_t *offsets,
                               const float *dout, float *drows) {
   int T = CTX(k)->threads;
   ps_status st = check_bags(nbags, nrows, nnz, idx, offsets);
   if (st != PS_OK) return st;
-  /* CSR of row -> entries: start [nrows + 1], then the entries' bag ids [nnz] grouped by
-   * row, in entry order within a row (so each gradient row is summed deterministically). */
-  size_t need = ((size_t)nrows + 1 + (size_t)nnz) * sizeof(int32_t);
-  int32_t *start = scratch_get(k, need);
-  if (!start) return PS_ERR_NOMEM;
-  int32_t *ebag = start + nrows + 1;
-  memset(start, 0, ((size_t)nrows + 1) * sizeof(int32_t));
-  for (int j = 0; j < nnz; j++) start[idx[j] + 1]++;
-  for (int r = 0; r < nrows; r++) start[r + 1] += start[r];
-  /* In-place fill: start[r] serves as row r's cursor, ending at the old start[r + 1]; one
-   * shift right restores it. */
-  for (int b = 0; b < nbags; b++)
-    for (int j = offsets[b]; j < offsets[b + 1]; j++) ebag[start[idx[j]]++] = b;
-  for (int r = nrows; r > 0; r--) start[r] = start[r - 1];
-  start[0] = 0;
+  if ((size_t)nnz * D < PAR_MIN) T = 1;
   bool mean = mode == PS_KERN_POOL_MEAN;
-#pragma omp parallel for schedule(static) num_threads(T) if ((size_t)nnz * D >= PAR_MIN)
-  for (int r = 0; r < nrows; r++) {
-    float *o = drows + (size_t)r * D;
-    for (int d = 0; d < D; d++) o[d] = 0.0f;
-    for (int e = start[r]; e < start[r + 1]; e++) {
-      int b = ebag[e];
+  /* one junk row per thread: entries outside a thread's range are added there, branch-free
+   * (a range test mispredicts half the time on random keys and cost more than the add) */
+  float *junk = T > 1 ? scratch_get(k, (size_t)T * D * sizeof(float)) : NULL;
+  if (T > 1 && !junk) return PS_ERR_NOMEM;
+#pragma omp parallel num_threads(T)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int lo = (int)((long long)nrows * t / nt), hi = (int)((long long)nrows * (t + 1) / nt);
+    memset(drows + (size_t)lo * D, 0, (size_t)(hi - lo) * D * sizeof(float));
+    float *mine = nt > 1 ? junk + (size_t)t * D : NULL;
+    unsigned span = (unsigned)(hi - lo);
+    for (int b = 0; b < nbags; b++) {
+      int e0 = offsets[b], e1 = offsets[b + 1];
+      float s = mean && e1 - e0 > 1 ? 1.0f / (float)(e1 - e0) : 1.0f;
       const float *g = dout + (size_t)b * D;
-      if (mean) {
-        float s = 1.0f / (float)(offsets[b + 1] - offsets[b]);
-        for (int d = 0; d < D; d++) o[d] += s * g[d];
-      } else {
-        for (int d = 0; d < D; d++) o[d] += g[d];
+      for (int j = e0; j < e1; j++) {
+        int r = idx[j];
+        if (nt == 1) {
+          axpy_row(drows + (size_t)r * D, g, s, D);
+        } else {
+          bool in = (unsigned)(r - lo) < span;
+          float *o = in ? drows + (size_t)r * D : mine;
+          axpy_row(o, g, s, D);
+        }
       }
     }
   }
