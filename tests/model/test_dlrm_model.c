@@ -1,1 +1,313 @@
-int main(void){return 0;}
+/* test_dlrm_model: ps_dlrm's own checks in C (the PyTorch comparison is dlrm_ref.py).
+ * Config parsing and validation, the flat-buffer layout of the Kaggle shape, the reference
+ * init's statistics, a finite-difference check of the whole model (dense params and
+ * embedding rows), refusal of bad batches, eval vs training probabilities, and that SGD steps
+ * lower the loss. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ps_dlrm.h"
+#include "ps_kernels.h"
+
+static ps_kern *K;
+
+static int setup(void **st) {
+  (void)st;
+  return ps_kern_cpu_create(2, &K) == PS_OK ? 0 : -1;
+}
+static int teardown(void **st) {
+  (void)st;
+  ps_kern_destroy(&K);
+  return 0;
+}
+
+static ps_status make(const char *bot, const char *top, int dim, int S, int maxb, ps_dlrm **m) {
+  ps_dlrm_config c;
+  ps_dlrm_config_default(&c);
+  c.mlp_bot = bot, c.mlp_top = top, c.emb_dim = dim, c.num_sparse = S, c.max_batch = maxb;
+  return ps_dlrm_create(K, &c, m);
+}
+
+static void test_config(void **st) {
+  (void)st;
+  ps_dlrm *m = NULL;
+  int dims[8];
+  assert_int_equal(ps_dlrm_parse_mlp("13-512-256", dims, 8), 3);
+  assert_int_equal(dims[2], 256);
+  assert_int_equal(ps_dlrm_parse_mlp("13--5", dims, 8), -1);
+  assert_int_equal(ps_dlrm_parse_mlp("13-x", dims, 8), -1);
+  assert_int_equal(ps_dlrm_parse_mlp("", dims, 8), -1);
+  assert_int_equal(ps_dlrm_parse_mlp("13-0-1", dims, 8), -1);
+  assert_int_equal(ps_dlrm_parse_mlp("1-2-3", dims, 2), -1);
+  assert_int_equal(ps_dlrm_parse_mlp("13-", dims, 8), -1);
+  assert_int_equal(make("13-512-256-64-8", "512-256-1", 16, 26, 8, &m), PS_ERR_INVALID); /* bottom != dim */
+  assert_null(m);
+  assert_int_equal(make("13-512-256-64-16", "512-256-2", 16, 26, 8, &m), PS_ERR_INVALID); /* not a logit */
+  assert_int_equal(make("13", "1", 16, 26, 8, &m), PS_ERR_INVALID);
+  assert_int_equal(make("13-16", "1", 16, 26, 0, &m), PS_ERR_INVALID);
+  assert_int_equal(make("13-16", "1", 16, 26, 4, &m), PS_OK); /* top = one linear layer 367 -> 1 */
+  ps_dlrm_layer L;
+  assert_int_equal(ps_dlrm_layer_info(m, 1, &L), PS_OK);
+  assert_int_equal(L.in, 367);
+  assert_int_equal(L.relu, 0);
+  ps_dlrm_destroy(&m);
+  assert_null(m);
+  ps_dlrm_opt_kind k;
+  assert_int_equal(ps_dlrm_opt_parse("adam", &k), PS_OK);
+  assert_int_equal(k, PS_DLRM_OPT_ADAM);
+  assert_int_equal(ps_dlrm_opt_parse("rmsprop", &k), PS_ERR_INVALID);
+}
+
+static void test_kaggle_layout_and_init(void **st) {
+  (void)st;
+  ps_dlrm *m = NULL;
+  ps_dlrm_config c;
+  ps_dlrm_config_default(&c);
+  assert_int_equal(ps_dlrm_create(K, &c, &m), PS_OK);
+  int nb, nt;
+  assert_int_equal(ps_dlrm_num_layers(m, &nb, &nt), 7);
+  assert_int_equal(nb, 4);
+  assert_int_equal(nt, 3);
+  assert_int_equal(ps_dlrm_interact_width(m), 16 + 27 * 26 / 2);
+  assert_int_equal(ps_dlrm_num_dense(m), 13);
+  const int ins[7] = {13, 512, 256, 64, 367, 512, 256}, outs[7] = {512, 256, 64, 16, 512, 256, 1};
+  size_t off = 0, macs = 0;
+  for (int l = 0; l < 7; l++) {
+    ps_dlrm_layer L;
+    assert_int_equal(ps_dlrm_layer_info(m, l, &L), PS_OK);
+    assert_int_equal(L.in, ins[l]);
+    assert_int_equal(L.out, outs[l]);
+    assert_int_equal(L.w_off, off); /* W then b, contiguous, bottom then top */
+    assert_int_equal(L.b_off, off + (size_t)ins[l] * outs[l]);
+    assert_int_equal(L.relu, l != 6);
+    off += (size_t)ins[l] * outs[l] + outs[l];
+    macs += (size_t)ins[l] * outs[l];
+  }
+  assert_int_equal(ps_dlrm_num_params(m), off);
+  assert_true(fabs(ps_dlrm_flops_per_sample(m) - 6.0 * macs) < 1);
+  /* init statistics: W ~ N(0, sqrt(2/(in+out))), b ~ N(0, sqrt(1/out)) */
+  size_t n = ps_dlrm_num_params(m);
+  float *p = malloc(n * sizeof(float)), *p2 = malloc(n * sizeof(float));
+  assert_int_equal(ps_dlrm_get_params(m, p, n), PS_OK);
+  for (int l = 0; l < 7; l++) {
+    ps_dlrm_layer L;
+    ps_dlrm_layer_info(m, l, &L);
+    size_t cnt = (size_t)L.in * L.out;
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < cnt; i++) s += p[L.w_off + i], s2 += (double)p[L.w_off + i] * p[L.w_off + i];
+    double sd = sqrt(s2 / cnt - (s / cnt) * (s / cnt)), want = sqrt(2.0 / (L.in + L.out));
+    if (cnt > 5000) {
+      assert_true(fabs(sd / want - 1) < 0.05);
+      assert_true(fabs(s / cnt) < 0.05 * want);
+    }
+    if (L.out >= 256) {
+      double bs2 = 0;
+      for (int i = 0; i < L.out; i++) bs2 += (double)p[L.b_off + i] * p[L.b_off + i];
+      assert_true(fabs(sqrt(bs2 / L.out) / sqrt(1.0 / L.out) - 1) < 0.15);
+    }
+  }
+  /* same seed, same replica; another seed, another model */
+  ps_dlrm *m2 = NULL;
+  assert_int_equal(ps_dlrm_create(K, &c, &m2), PS_OK);
+  ps_dlrm_get_params(m2, p2, n);
+  assert_memory_equal(p, p2, n * sizeof(float));
+  ps_dlrm_destroy(&m2);
+  c.seed = 2;
+  assert_int_equal(ps_dlrm_create(K, &c, &m2), PS_OK);
+  ps_dlrm_get_params(m2, p2, n);
+  assert_true(memcmp(p, p2, n * sizeof(float)) != 0);
+  assert_int_equal(ps_dlrm_set_params(m2, p, n), PS_OK);
+  assert_int_equal(ps_dlrm_set_params(m2, p, n - 1), PS_ERR_INVALID);
+  ps_dlrm_destroy(&m2);
+  ps_dlrm_destroy(&m);
+  free(p), free(p2);
+}
+
+/* A small model with a multi-hot batch for the remaining tests. */
+enum { B = 6, S = 3, D = 4, U = 9 };
+typedef struct fixture {
+  float dense[B * 5], labels[B], rows[U * D];
+  int32_t idx[B * S * 2], off[B * S + 1];
+  ps_dlrm_batch b;
+} fixture;
+
+static void fixture_init(fixture *f) {
+  uint64_t x = 99;
+#define R() (x = x * 6364136223846793005ull + 1442695040888963407ull, (float)((x >> 40) / 16777216.0))
+  for (int i = 0; i < B * 5; i++) f->dense[i] = R() * 2;
+  for (int i = 0; i < B; i++) f->labels[i] = (float)(i % 2);
+  for (int i = 0; i < U * D; i++) f->rows[i] = R() - 0.5f;
+  int n = 0;
+  f->off[0] = 0;
+  for (int g = 0; g < B * S; g++) {
+    int len = g % 3; /* 0, 1, 2: empty, one-hot, multi-hot */
+    for (int j = 0; j < len; j++) f->idx[n++] = (int32_t)((g * 7 + j * 3) % (U - 1)); /* row U-1 unused */
+    f->off[g + 1] = n;
+  }
+#undef R
+  f->b = (ps_dlrm_batch){.batch = B, .dense = f->dense, .labels = f->labels, .nrows = U, .rows = f->rows,
+                         .nnz = n, .idx = f->idx, .offsets = f->off};
+}
+
+static void test_model_fd(void **st) {
+  (void)st;
+  ps_dlrm *m = NULL;
+  assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
+  fixture f;
+  fixture_init(&f);
+  size_t n = ps_dlrm_num_params(m);
+  float *p = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float)), drow[U * D], loss, l1, l2;
+  ps_dlrm_get_params(m, p, n);
+  assert_int_equal(ps_dlrm_forward(m, &f.b, &loss), PS_OK);
+  assert_int_equal(ps_dlrm_backward(m, drow), PS_OK);
+  assert_int_equal(ps_dlrm_get_grads(m, g, n), PS_OK);
+  const float eps = 1e-2f;
+  int checked = 0;
+  for (size_t i = 0; i < n; i += 3) {
+    float p0 = p[i];
+    p[i] = p0 + eps, ps_dlrm_set_params(m, p, n), ps_dlrm_forward(m, &f.b, &l1);
+    p[i] = p0 - eps, ps_dlrm_set_params(m, p, n), ps_dlrm_forward(m, &f.b, &l2);
+    p[i] = p0;
+    double num = ((double)l1 - l2) / (2 * eps);
+    if (fabs(num - g[i]) > 2e-3 * fmax(1, fabs(num)) + 2e-4) fail_msg("dparam[%zu]: %g vs fd %g", i, g[i], num);
+    checked++;
+  }
+  ps_dlrm_set_params(m, p, n);
+  for (int i = 0; i < U * D; i++) {
+    float r0 = f.rows[i];
+    f.rows[i] = r0 + eps, ps_dlrm_forward(m, &f.b, &l1);
+    f.rows[i] = r0 - eps, ps_dlrm_forward(m, &f.b, &l2);
+    f.rows[i] = r0;
+    double num = ((double)l1 - l2) / (2 * eps);
+    if (fabs(num - drow[i]) > 2e-3 * fmax(1, fabs(num)) + 2e-4) fail_msg("drow[%d]: %g vs fd %g", i, drow[i], num);
+  }
+  for (int d = 0; d < D; d++) assert_true(drow[(U - 1) * D + d] == 0.0f); /* unused row */
+  assert_true(checked > 20);
+  ps_dlrm_destroy(&m);
+  free(p), free(g);
+}
+
+static void test_bad_batches_and_eval(void **st) {
+  (void)st;
+  ps_dlrm *m = NULL;
+  assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
+  fixture f;
+  fixture_init(&f);
+  float loss, probs[B], probs2[B], drow[U * D];
+  assert_int_equal(ps_dlrm_backward(m, drow), PS_ERR_INVALID); /* no forward yet */
+  ps_dlrm_batch b = f.b;
+  b.batch = B + 1;
+  assert_int_equal(ps_dlrm_forward(m, &b, &loss), PS_ERR_INVALID);
+  b = f.b;
+  f.idx[0] = U;
+  assert_int_equal(ps_dlrm_forward(m, &b, &loss), PS_ERR_INVALID);
+  f.idx[0] = 0;
+  f.labels[1] = 2.0f;
+  assert_int_equal(ps_dlrm_forward(m, &b, &loss), PS_ERR_INVALID);
+  f.labels[1] = 1.0f;
+  b.labels = NULL;
+  assert_int_equal(ps_dlrm_forward(m, &b, &loss), PS_ERR_INVALID);
+  assert_int_equal(ps_dlrm_predict(m, &b, probs), PS_OK); /* eval needs no labels */
+  assert_int_equal(ps_dlrm_backward(m, drow), PS_ERR_INVALID); /* not after an eval forward */
+  assert_int_equal(ps_dlrm_forward(m, &f.b, &loss), PS_OK);
+  assert_int_equal(ps_dlrm_last_probs(m, probs2), PS_OK);
+  assert_memory_equal(probs, probs2, sizeof(probs));
+  for (int i = 0; i < B; i++) assert_true(probs[i] > 0 && probs[i] < 1);
+  /* batch 1: one sample's bags */
+  b = f.b;
+  b.batch = 1;
+  b.nnz = f.off[S];
+  assert_int_equal(ps_dlrm_forward(m, &b, &loss), PS_OK);
+  assert_int_equal(ps_dlrm_backward(m, drow), PS_OK);
+  ps_dlrm_destroy(&m);
+}
+
+static void test_sgd_learns(void **st) {
+  (void)st;
+  ps_dlrm *m = NULL;
+  assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
+  fixture f;
+  fixture_init(&f);
+  float first = 0, loss = 0, drow[U * D];
+  ps_dlrm_opt o = ps_dlrm_opt_default(PS_DLRM_OPT_SGD, 0.5f);
+  for (int s = 0; s < 100; s++) {
+    assert_int_equal(ps_dlrm_forward(m, &f.b, &loss), PS_OK);
+    if (s == 0) first = loss;
+    assert_int_equal(ps_dlrm_backward(m, drow), PS_OK);
+    assert_int_equal(ps_dlrm_step(m, &o), PS_OK);
+    for (int i = 0; i < U * D; i++) f.rows[i] -= 0.5f * drow[i];
+  }
+  assert_true(loss < 0.5f * first);
+  o = ps_dlrm_opt_default(PS_DLRM_OPT_ADAM, 0.01f); /* switching optimizers starts fresh state */
+  assert_int_equal(ps_dlrm_step(m, &o), PS_OK);
+  o.lr = -1;
+  assert_int_equal(ps_dlrm_step(m, &o), PS_ERR_INVALID);
+  ps_dlrm_destroy(&m);
+}
+
+/* The staging path a device backend takes (copies in and out, buffers that grow for multi-hot
+ * batches) must give the same bits as the in-place host path: run it on the CPU backend with
+ * host_memory turned off. */
+static void test_device_path(void **st) {
+  (void)st;
+  ps_kern dev = *K;
+  dev.host_memory = false;
+  ps_dlrm_config c;
+  ps_dlrm_config_default(&c);
+  c.mlp_bot = "5-8-4", c.mlp_top = "6-1", c.emb_dim = D, c.num_sparse = S, c.max_batch = B;
+  ps_dlrm *mh = NULL, *md = NULL;
+  assert_int_equal(ps_dlrm_create(K, &c, &mh), PS_OK);
+  assert_int_equal(ps_dlrm_create(&dev, &c, &md), PS_OK);
+  fixture f;
+  fixture_init(&f);
+  assert_true(f.b.nnz > 0);
+  /* more entries than one-hot (B * S = 18): the device buffers must grow */
+  static int32_t idx[64], off[B * S + 1];
+  int n = 0;
+  off[0] = 0;
+  for (int g = 0; g < B * S; g++) {
+    for (int j = 0; j < 3; j++) idx[n++] = (int32_t)((g + j * 5) % U);
+    off[g + 1] = n;
+  }
+  ps_dlrm_batch big = f.b;
+  big.idx = idx, big.offsets = off, big.nnz = n;
+  const ps_dlrm_batch *bs[2] = {&f.b, &big};
+  size_t np = ps_dlrm_num_params(mh);
+  float *gh = malloc(np * sizeof(float)), *gd = malloc(np * sizeof(float));
+  ps_dlrm_opt o = ps_dlrm_opt_default(PS_DLRM_OPT_ADAM, 0.01f);
+  for (int q = 0; q < 2; q++) {
+    float lh, ld, rh[U * D], rd[U * D], ph[B], pd[B];
+    assert_int_equal(ps_dlrm_forward(mh, bs[q], &lh), PS_OK);
+    assert_int_equal(ps_dlrm_forward(md, bs[q], &ld), PS_OK);
+    assert_true(lh == ld);
+    assert_int_equal(ps_dlrm_backward(mh, rh), PS_OK);
+    assert_int_equal(ps_dlrm_backward(md, rd), PS_OK);
+    assert_memory_equal(rh, rd, sizeof(rh));
+    ps_dlrm_get_grads(mh, gh, np), ps_dlrm_get_grads(md, gd, np);
+    assert_memory_equal(gh, gd, np * sizeof(float));
+    assert_int_equal(ps_dlrm_step(mh, &o), PS_OK);
+    assert_int_equal(ps_dlrm_step(md, &o), PS_OK);
+    assert_int_equal(ps_dlrm_predict(mh, bs[q], ph), PS_OK);
+    assert_int_equal(ps_dlrm_predict(md, bs[q], pd), PS_OK);
+    assert_memory_equal(ph, pd, sizeof(ph));
+  }
+  free(gh), free(gd);
+  ps_dlrm_destroy(&mh);
+  ps_dlrm_destroy(&md);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_config),   cmocka_unit_test(test_kaggle_layout_and_init),
+      cmocka_unit_test(test_model_fd), cmocka_unit_test(test_bad_batches_and_eval),
+      cmocka_unit_test(test_sgd_learns), cmocka_unit_test(test_device_path),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
