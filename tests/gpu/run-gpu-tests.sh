@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# run-gpu-tests.sh: on a machine with an NVIDIA GPU, runs every GPU test and GPU benchmark of
+# Ember in one go and writes a log, JSON figures and a summary.
+#
+#   tests       test_cuda_ops (every kernel vs its CPU twin), test_cuda_dlrm (a DLRM training
+#               step CUDA vs CPU, loss and all gradients to 1e-4), test_nccl (one rank),
+#               test_nccl --two-rank (two ranks on two GPUs; SKIPPED with one GPU)
+#   benchmarks  ps-gpu-bench (dense step samples/s at batch 2048/16384/65536, FP32 then TF32,
+#               cuBLAS share), ps-dense-bench --device cuda (per-operation breakdown, synced),
+#               bench/gpu/torch_dense_gpu.py (the same step in PyTorch on the same GPU)
+#
+# Such a machine may have no package registry. Build on a Debian 12 machine with CUDA on,
+# then `tests/gpu/pack-gpu-bundle.sh BUILD_DIR` gathers the binaries and the .deb files of
+# the shared libraries they need (libopenblas0-openmp, libgfortran5, libquadmath0, libgomp1,
+# libjansson4, libcmocka0 — see BUNDLE/debs/PACKAGES); this script unpacks them with dpkg -x
+# into a private prefix and puts it on LD_LIBRARY_PATH. The CUDA libraries (cudart 13,
+# cuBLAS/cuBLASLt 13, NCCL 2) are taken from the machine: $CUDA_HOME/lib64, /usr/local/cuda,
+# or the nvidia-* wheels installed beside PyTorch.
+#
+# Usage:
+#   run-gpu-tests.sh [--bundle DIR | --build DIR] [--libs PREFIX] [--debs DIR] [--out DIR]
+#                    [--seconds S] [--python PY] [--batches LIST]
+#   --bundle DIR  a folder made by pack-gpu-bundle.sh (bin/, tests/, debs/, src/)
+#   --build DIR   a build tree instead (bin/, tests/), e.g. one built on this machine
+#   --libs PREFIX an already unpacked prefix (dpkg -x DEB PREFIX for each needed .deb)
+#   --debs DIR    .deb files to unpack into a fresh prefix (default: BUNDLE/debs)
+#   --out DIR     where the log, JSON files and summary go (default: ./gpu-results)
+# Exit status: 0 if no test failed (skips allowed), 1 otherwise, 2 on bad usage.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+bundle="" build="" libs="" debs="" out="$PWD/gpu-results" seconds=2 python=python3
+batches=2048,16384,65536
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --libs) libs=$2; shift 2 ;;
+    --debs) debs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run-gpu-tests: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$bundle" ]; then
+  root=$(cd "$bundle" && pwd)
+  [ -z "$debs" ] && [ -d "$root/debs" ] && debs=$root/debs
+  torch_py=$root/src/torch_dense_gpu.py
+elif [ -n "$build" ]; then
+  root=$(cd "$build" && pwd)
+  torch_py=$here/../../bench/gpu/torch_dense_gpu.py
+else
+  echo "run-gpu-tests: give --bundle DIR or --build DIR" >&2; exit 2
+fi
+mkdir -p "$out"
+log=$out/run-gpu-tests.log
+: >"$log"
+say() { echo "$*" | tee -a "$log"; }
+
+# ---- runtime libraries --------------------------------------------------------------------
+if [ -n "$debs" ] && [ -z "$libs" ]; then
+  libs=$(mktemp -d /tmp/ember-rt.XXXXXX)
+  n=0
+  for f in "$debs"/*.deb; do
+    [ -e "$f" ] || continue
+    dpkg -x "$f" "$libs" && n=$((n + 1))
+  done
+  say "unpacked $n .deb files from $debs into $libs"
+fi
+ldp=""
+add_dir() { [ -d "$1" ] && ldp="${ldp:+$ldp:}$1"; }
+if [ -n "$libs" ]; then
+  for d in usr/lib/x86_64-linux-gnu/openblas-openmp lib/x86_64-linux-gnu/openblas-openmp \
+           usr/lib/x86_64-linux-gnu lib/x86_64-linux-gnu usr/lib lib; do add_dir "$libs/$d"; done
+fi
+[ -n "$bundle" ] && add_dir "$root/lib"
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  add_dir "$d"
+done
+# The nvidia-* wheels beside PyTorch (cublas, nccl, cuda_runtime), if torch is there.
+wheel_dirs=$("$python" - 2>/dev/null <<'EOF'
+import glob, os
+try:
+    import nvidia
+    for base in nvidia.__path__:
+        for d in sorted(glob.glob(os.path.join(base, "*", "lib"))) + sorted(glob.glob(os.path.join(base, "cu*", "lib"))):
+            print(d)
+except Exception:
+    pass
+EOF
+)
+for d in $wheel_dirs; do add_dir "$d"; done
+export LD_LIBRARY_PATH="${ldp}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CMOCKA_MESSAGE_OUTPUT=STDOUT
+
+say "== machine"
+say "date: $(date -u +%FT%TZ)  host: $(hostname)  kernel: $(uname -r)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
+else
+  say "nvidia-smi: not on PATH"
+fi
+say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+bins=()
+for t in test_cuda_ops test_cuda_dlrm test_nccl; do [ -x "$root/tests/$t" ] && bins+=("$root/tests/$t"); done
+for b in ps-gpu-bench ps-dense-bench; do [ -x "$root/bin/$b" ] && bins+=("$root/bin/$b"); done
+missing=0
+for b in "${bins[@]}"; do
+  nf=$(ldd "$b" 2>&1 | grep 'not found' || true)
+  if [ -n "$nf" ]; then
+    say "MISSING libraries for $(basename "$b"):"; say "$nf"; missing=1
+  fi
+done
+[ $missing -eq 0 ] || say "some libraries are missing: carry their .debs (pack-gpu-bundle.sh) or pass --libs"
+
+# ---- tests --------------------------------------------------------------------------------
+pass=0 skip=0 fail=0 results=()
+run_test() { # name, timeout, command...
+  local name=$1 to=$2; shift 2
+  say "== test $name"
+  local t0=$SECONDS
+  timeout "$to" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  local verdict=FAIL
+  case $rc in 0) verdict=PASS; pass=$((pass + 1)) ;; 77) verdict=SKIPPED; skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  results+=("$(printf '%-22s %-8s rc=%-3s %4ss' "$name" "$verdict" "$rc" $((SECONDS - t0)))")
+  say "-- $name: $verdict (rc $rc)"
+}
+for t in test_cuda_ops test_cuda_dlrm test_nccl; do
+  if [ -x "$root/tests/$t" ]; then run_test "$t" 600 "$root/tests/$t"
+  else say "== test $t: not built"; fail=$((fail + 1)); results+=("$(printf '%-22s %-8s' "$t" "ABSENT")"); fi
+done
+[ -x "$root/tests/test_nccl" ] && run_test "test_nccl_two_rank" 300 "$root/tests/test_nccl" --two-rank
+
+# ---- benchmarks ---------------------------------------------------------------------------
+bench() { # name, command...
+  local name=$1; shift
+  say "== bench $name: $*"
+  timeout 900 "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  results+=("$(printf '%-22s %-8s rc=%s' "$name" "$([ "$rc" = 0 ] && echo done || echo "rc $rc")" "$rc")")
+}
+if [ -x "$root/bin/ps-gpu-bench" ]; then
+  bench ps-gpu-bench-fp32 "$root/bin/ps-gpu-bench" --batch "$batches" --seconds "$seconds" --json "$out/ps-gpu-bench-fp32.json"
+  bench ps-gpu-bench-tf32 "$root/bin/ps-gpu-bench" --batch "$batches" --seconds "$seconds" --tf32 1 --json "$out/ps-gpu-bench-tf32.json"
+fi
+if [ -x "$root/bin/ps-dense-bench" ]; then
+  bench ps-dense-bench-cuda "$root/bin/ps-dense-bench" --device cuda --batch "$batches" --seconds "$seconds" --json "$out/ps-dense-bench-cuda.json"
+fi
+if "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  bench torch-fp32 env PYTHONUNBUFFERED=1 "$python" "$torch_py" --batch "$batches" --seconds "$seconds" --json "$out/torch-fp32.json"
+  bench torch-tf32 env PYTHONUNBUFFERED=1 "$python" "$torch_py" --batch "$batches" --seconds "$seconds" --tf32 --variants dense,resident --json "$out/torch-tf32.json"
+else
+  say "== bench torch: $python has no CUDA build of torch; skipped"
+fi
+
+# ---- summary ------------------------------------------------------------------------------
+{
+  echo "== summary: $pass passed, $skip skipped, $fail failed"
+  printf '%s\n' "${results[@]}"
+} | tee "$out/summary.txt" | tee -a "$log"
+[ $fail -eq 0 ]
