@@ -1,0 +1,160 @@
+/* ps-datagen: writes Criteo-format TSV from the planted model of ps_datagen.h and prints
+ * that model's AUC and logloss on the rows it wrote (the ceiling a trained model can
+ * approach). Same seed, same flags: byte-identical files. A name ending in .gz is written
+ * gzip-compressed (zlib's gz* writer stores no timestamp, so it is reproducible too). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "ps_cli.h"
+#include "ps_datagen.h"
+#include "ps_log.h"
+#include "ps_metrics_eval.h"
+#include "ps_time.h"
+
+typedef struct out_file {
+  FILE *f;
+  gzFile gz;
+} out_file;
+
+static int out_open(out_file *o, const char *path) {
+  size_t n = strlen(path);
+  memset(o, 0, sizeof *o);
+  if (n > 3 && strcmp(path + n - 3, ".gz") == 0) {
+    o->gz = gzopen(path, "wb1");
+    if (o->gz) gzbuffer(o->gz, 1 << 20);
+    return o->gz ? 0 : -1;
+  }
+  o->f = fopen(path, "wb");
+  if (o->f) setvbuf(o->f, NULL, _IOFBF, 1 << 20);
+  return o->f ? 0 : -1;
+}
+static int out_write(out_file *o, const char *buf, size_t n) {
+  if (o->gz) return gzwrite(o->gz, buf, (unsigned)n) == (int)n ? 0 : -1;
+  return fwrite(buf, 1, n, o->f) == n ? 0 : -1;
+}
+static int out_close(out_file *o) {
+  if (o->gz) return gzclose(o->gz) == Z_OK ? 0 : -1;
+  return fclose(o->f) == 0 ? 0 : -1;
+}
+
+typedef struct split_stats {
+  double auc, logloss, ctr;
+} split_stats;
+
+/* Writes rows [0, n) of `stream` to path; fills the planted model's metrics. */
+static int write_split(const ps_datagen *g, int stream, int64_t n, const char *path,
+                       const char *probs_path, split_stats *st) {
+  out_file o;
+  if (out_open(&o, path) != 0) {
+    fprintf(stderr, "ps-datagen: %s: cannot create\n", path);
+    return -1;
+  }
+  FILE *pf = probs_path ? fopen(probs_path, "w") : NULL;
+  if (probs_path && !pf) {
+    fprintf(stderr, "ps-datagen: %s: cannot create\n", probs_path);
+    out_close(&o);
+    return -1;
+  }
+  float *p = malloc((size_t)(n ? n : 1) * sizeof(float));
+  float *y = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!p || !y) {
+    fprintf(stderr, "ps-datagen: out of memory\n");
+    return -1;
+  }
+  enum { CHUNK = 1 << 20 };
+  char *buf = malloc(CHUNK + 1024);
+  size_t used = 0;
+  int rc = 0;
+  double pos = 0;
+  for (int64_t i = 0; i < n && rc == 0; i++) {
+    int lab;
+    used += ps_datagen_line(g, stream, (uint64_t)i, buf + used, &p[i], &lab);
+    y[i] = (float)lab;
+    pos += lab;
+    if (pf) fprintf(pf, "%.9g\n", p[i]);
+    if (used >= CHUNK) {
+      rc = out_write(&o, buf, used);
+      used = 0;
+    }
+  }
+  if (rc == 0 && used) rc = out_write(&o, buf, used);
+  if (out_close(&o) != 0) rc = -1;
+  if (pf && fclose(pf) != 0) rc = -1;
+  if (rc) fprintf(stderr, "ps-datagen: %s: write failed\n", path);
+  st->auc = ps_eval_auc(p, y, (size_t)n);
+  st->logloss = ps_eval_logloss(p, y, (size_t)n, 1e-7);
+  st->ctr = n ? pos / (double)n : 0;
+  free(buf), free(p), free(y);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  int64_t rows = 0, test_rows = 0, seed = 1;
+  const char *out = NULL, *test_out = NULL, *json = NULL, *probs = NULL, *level = "info";
+  ps_cli_opt opts[] = {
+      {"rows", 'n', PS_CLI_I64, &rows, "N", "training rows to write", true, 0, 1e12},
+      {"seed", 's', PS_CLI_I64, &seed, "S", "seed of the planted model and the rows", false, 0, 9.2e18},
+      {"out", 'o', PS_CLI_STRING, &out, "FILE", "training TSV (.gz: compressed)", true, 0, 0},
+      {"test-rows", 0, PS_CLI_I64, &test_rows, "M", "test rows (same model, other rows)", false, 0, 1e12},
+      {"test-out", 0, PS_CLI_STRING, &test_out, "FILE2", "test TSV (with --test-rows)", false, 0, 0},
+      {"json", 0, PS_CLI_STRING, &json, "FILE", "write the planted model's metrics as JSON", false, 0, 0},
+      {"probs-out", 0, PS_CLI_STRING, &probs, "FILE", "write each training row's planted probability", false, 0, 0},
+      {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+  };
+  ps_cli cli = {"ps-datagen", "Synthetic Criteo-format data with a planted model.", NULL, opts,
+                sizeof opts / sizeof opts[0]};
+  int first;
+  int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
+  if (rc == PS_CLI_HELP) return 0;
+  if (rc != PS_CLI_OK) return 2;
+  ps_log_level lv;
+  if (ps_log_parse_level(level, &lv) != 0) {
+    fprintf(stderr, "ps-datagen: --log-level: unknown level '%s'\n", level);
+    return 2;
+  }
+  ps_log_set_level(lv);
+  if ((test_rows > 0) != (test_out != NULL)) {
+    fprintf(stderr, "ps-datagen: --test-rows and --test-out go together\n");
+    return 2;
+  }
+  uint64_t t0 = ps_now_ns();
+  ps_datagen *g;
+  if (ps_datagen_create((uint64_t)seed, &g) != PS_OK) {
+    fprintf(stderr, "ps-datagen: out of memory\n");
+    return 1;
+  }
+  split_stats tr = {0}, te = {0};
+  if (write_split(g, 0, rows, out, probs, &tr) != 0) return 1;
+  if (test_out && write_split(g, 1, test_rows, test_out, NULL, &te) != 0) return 1;
+  double secs = (double)(ps_now_ns() - t0) / 1e9;
+  printf("planted model AUC: train %.4f (%lld rows, CTR %.4f, logloss %.4f)", tr.auc,
+         (long long)rows, tr.ctr, tr.logloss);
+  if (test_out)
+    printf(", test %.4f (%lld rows, CTR %.4f, logloss %.4f)", te.auc, (long long)test_rows,
+           te.ctr, te.logloss);
+  printf("\n");
+  PS_INFO("wrote %lld + %lld rows in %.2f s (%.0f rows/s)", (long long)rows, (long long)test_rows,
+          secs, (double)(rows + test_rows) / (secs > 0 ? secs : 1e-9));
+  if (json) {
+    json_t *j = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "seed", (json_int_t)seed, "rows",
+                          (json_int_t)rows, "test_rows", (json_int_t)test_rows, "train_auc",
+                          tr.auc, "train_logloss", tr.logloss, "train_ctr", tr.ctr, "bias",
+                          ps_datagen_bias(g));
+    if (test_out) {
+      json_object_set_new(j, "test_auc", json_real(te.auc));
+      json_object_set_new(j, "test_logloss", json_real(te.logloss));
+      json_object_set_new(j, "test_ctr", json_real(te.ctr));
+    }
+    int bad = json_dump_file(j, json, JSON_INDENT(2) | JSON_SORT_KEYS) != 0;
+    json_decref(j);
+    if (bad) {
+      fprintf(stderr, "ps-datagen: %s: cannot write\n", json);
+      return 1;
+    }
+  }
+  ps_datagen_destroy(&g);
+  return 0;
+}
