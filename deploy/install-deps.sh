@@ -17,6 +17,9 @@ PKGS=(
   libcmocka-dev python3 python3-numpy python3-torch python3-sklearn
   # tools used by tests and benchmarks
   procps psmisc gnuplot-nox
+  # operations tests (tests/ops): a real Prometheus server and promtool, a real single-node
+  # Slurm cluster, YAML parsing for the Kubernetes manifest check
+  prometheus slurmctld slurmd slurm-client munge python3-yaml
 )
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo); fi
