@@ -216,6 +216,39 @@ static void test_value_errors(void **st) {
   assert_true(row.dense[0] == (float)log(8.0));
 }
 
+/* Every byte value at every position of a C1 token: accepted iff it is a hex digit (either
+ * case), with the value a per-character reference computes. */
+static void test_hex_every_byte(void **st) {
+  (void)st;
+  char line[600], tok[9];
+  ps_criteo_row row;
+  char err[200];
+  for (int pos = 0; pos < 8; pos++)
+    for (int c = 1; c < 256; c++) {
+      if (c == '\t' || c == '\n') continue;
+      memcpy(tok, "9a0B3cF7", 9);
+      tok[pos] = (char)c;
+      with_field(line, sizeof line, 14, tok);
+      int hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      ps_status s = ps_criteo_parse_line(line, strlen(line), &row, err, sizeof err);
+      if (!hex) {
+        assert_int_equal(s, PS_ERR_PARSE);
+        assert_non_null(strstr(err, "C1: want 8 hex digits"));
+        continue;
+      }
+      assert_int_equal(s, PS_OK);
+      uint32_t want = 0;
+      for (int k = 0; k < 8; k++) {
+        int ch = (unsigned char)tok[k];
+        int d = ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10;
+        want = want * 16 + (uint32_t)d;
+      }
+      assert_int_equal(row.cat[0], want);
+    }
+  /* and the dense transform's table agrees with libm at its edge */
+  for (int64_t x = 4090; x < 4100; x++) assert_true(ps_criteo_dense_transform(x) == (float)log1p((double)x));
+}
+
 static void test_keys(void **st) {
   (void)st;
   /* Buckets: f*N + v mod N, missing -> v = 0. */
@@ -643,6 +676,7 @@ int main(void) {
       cmocka_unit_test(test_crlf),
       cmocka_unit_test(test_field_count_errors),
       cmocka_unit_test(test_value_errors),
+      cmocka_unit_test(test_hex_every_byte),
       cmocka_unit_test(test_keys),
       cmocka_unit_test(test_reader_values),
       cmocka_unit_test(test_binary_and_gzip_round_trip),
