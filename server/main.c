@@ -1,6 +1,7 @@
 /* ps-server: one shard of the Ember parameter server (a thin main over ps_server.h).
  * SIGTERM/SIGINT: graceful shutdown (finish in-flight work, flush, mark the data dir clean);
  * a second signal exits at once. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   ps_log_set_level(lv);
+  /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
+   * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   char tag[32];
   snprintf(tag, sizeof tag, "server/%d", shard);
   ps_log_set_tag(tag);

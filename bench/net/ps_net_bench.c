@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +391,9 @@ int main(int argc, char **argv) {
   c.tmp = tmp;
   ps_log_set_level(PS_LOG_WARN);
   signal(SIGPIPE, SIG_IGN);
+  /* As in ps-server: large reply frames must not be fresh mmaps (page faults per request). */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   json_t *all = json_array();
   printf("%-6s %-5s %4s %4s %4s %12s %10s %10s %10s\n", "impl", "op", "dim", "srv", "q",
          "Mkeys/s", "MB/s", "p50_us", "p99_us");
