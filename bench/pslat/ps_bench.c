@@ -1,0 +1,860 @@
+/* ps-bench: a tail-latency load generator for ps-server (open-loop, no coordinated omission).
+ *
+ * Open loop: each thread owns a schedule of INTENDED send times (constant spacing or Poisson
+ * gaps) fixed before the run, and a request's latency is measured from its intended time, not
+ * from when it actually left. A sender that falls behind (a stalled server, a full in-flight
+ * window, a slow client) therefore still charges the whole delay to the requests it should have
+ * sent, so a 200 ms stall at 500 req/s shows up as ~100 requests with 0..200 ms latency instead
+ * of one slow request (the "coordinated omission" of closed-loop tools). Closed loop
+ * (--closed-loop --inflight Q) keeps Q requests outstanding for maximum throughput and measures
+ * from the actual send, which is the right number for throughput and the wrong one for tails.
+ *
+ * One ps_client per thread (the client is single-threaded); replies are reaped by polling the
+ * client (ps_client_ready) and sleeping at most ~50 us when a send is due soon, so the
+ * completion time is seen within tens of microseconds. Per-thread HDR histograms (ps_hist) are
+ * merged at the end. Besides the total latency, each request records its client queue time
+ * (intended -> sent) and its round trip (sent -> reply seen); with the servers' STATS (per-op
+ * receipt-to-reply latency, queue depths) that says where the time went. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ps_cli.h"
+#include "ps_client.h"
+#include "ps_hash.h"
+#include "ps_hist.h"
+#include "ps_keydist.h"
+#include "ps_log.h"
+#include "ps_time.h"
+
+enum { OP_PULL, OP_PUSH, OP_MIXED };
+#define MAX_SWEEP 64
+#define SPIN_NS 60000ull /* busy-wait this long before an intended send */
+
+typedef struct cfg {
+  const char *servers, *op_s, *dist_s, *arrivals_s, *sweep_s, *json, *plot, *level;
+  double mix, rate, duration, warmup;
+  int64_t keys, dim, key_space, requests, seed;
+  int tables, table_id, threads, connections, inflight, timeout_ms;
+  bool closed, prepopulate, poisson, unique;
+  int op;
+  double zipf_a;
+} cfg;
+
+/* One request in flight. */
+typedef struct slot {
+  ps_client_req *r;
+  uint64_t intended, sent;
+  bool measured;
+} slot;
+
+typedef struct result {
+  double target_rate; /* < 0: closed loop */
+  double achieved_rate, keys_per_s, elapsed_s;
+  uint64_t requests, errors, timeouts, keys, late;
+  ps_hist *lat, *cq, *rtt;
+  char first_error[256];
+} result;
+
+typedef struct worker {
+  const cfg *c;
+  int idx;
+  ps_client *cl;
+  ps_keydist kd;
+  ps_rng rng;
+  double rate;    /* this thread's share (open loop) */
+  int cap;        /* in-flight window */
+  int64_t quota;  /* measured requests to send (--requests), or -1 */
+  uint64_t t_start, t_measure, t_end; /* schedule: start, end of warm-up, end (0 = by quota) */
+  slot *slots;
+  int nin;
+  uint64_t *keybuf;
+  float *out, *grads;
+  /* results */
+  ps_hist *lat, *cq, *rtt;
+  uint64_t requests, errors, timeouts, keys, last_done, late;
+  char first_error[256];
+  ps_status fatal;
+} worker;
+
+/* ------------------------------------------------------------------ requests */
+
+static void fill_keys(worker *w, size_t n) {
+  for (size_t i = 0; i < n; i++) w->keybuf[i] = ps_keydist_key(ps_keydist_rank(&w->kd, &w->rng));
+}
+
+static void note_error(worker *w, ps_status st) {
+  if (!w->first_error[0])
+    snprintf(w->first_error, sizeof w->first_error, "%s: %s", ps_status_str(st),
+             ps_client_error(w->cl));
+}
+
+/* Sends one request with the given intended time into a free slot. */
+static void issue(worker *w, uint64_t intended) {
+  const cfg *c = w->c;
+  bool pull = c->op == OP_PULL || (c->op == OP_MIXED && ps_rng_unit(&w->rng) < c->mix);
+  uint32_t table = (uint32_t)c->table_id +
+                   (c->tables > 1 ? (uint32_t)(ps_rng_next(&w->rng) % (uint64_t)c->tables) : 0);
+  size_t n = (size_t)c->keys;
+  fill_keys(w, n);
+  slot *s = &w->slots[w->nin];
+  s->intended = intended;
+  s->measured = intended >= w->t_measure;
+  s->sent = ps_now_ns();
+  ps_status st = pull ? ps_client_pull_start(w->cl, table, 0, w->keybuf, n, c->unique, w->out,
+                                             &s->r)
+                      : ps_client_push_start(w->cl, table, 0, w->keybuf, n, c->unique,
+                                             w->grads, &s->r);
+  if (st != PS_OK) {
+    s->r = NULL;
+    if (s->measured) {
+      w->requests++;
+      w->errors++;
+      note_error(w, st);
+    }
+    return;
+  }
+  w->nin++;
+}
+
+/* Completes the requests whose replies are in; returns how many. */
+static int reap(worker *w) {
+  int got = 0;
+  for (int i = 0; i < w->nin;) {
+    slot *s = &w->slots[i];
+    bool done = false;
+    ps_client_ready(w->cl, s->r, 0, &done);
+    if (!done) {
+      i++;
+      continue;
+    }
+    ps_status st = ps_client_wait(w->cl, &s->r);
+    uint64_t now = ps_now_ns();
+    if (s->measured) {
+      w->requests++;
+      w->keys += (uint64_t)w->c->keys;
+      if (st == PS_ERR_TIMEOUT) w->timeouts++;
+      else if (st != PS_OK) w->errors++;
+      if (st != PS_OK) note_error(w, st);
+      /* Timed-out requests stay in the histogram at what they cost (>= the timeout): a tail
+       * that hides them would flatter the server. Other errors are counted, not timed. */
+      if (st == PS_OK || st == PS_ERR_TIMEOUT) {
+        ps_hist_record(w->lat, now - s->intended);
+        ps_hist_record(w->cq, s->sent - s->intended);
+        ps_hist_record(w->rtt, now - s->sent);
+      }
+      if (s->sent - s->intended > 1000000) w->late++;
+      if (now > w->last_done) w->last_done = now;
+    }
+    w->slots[i] = w->slots[--w->nin];
+    got++;
+  }
+  return got;
+}
+
+/* Handles replies: blocks up to ~1 ms for one to arrive when `block`, else just takes what is
+ * there. (ps_client_ready pumps every socket, for every request; wait 2 ms = one 1 ms poll.) */
+static void pump(worker *w, bool block) {
+  if (!w->nin) return;
+  bool done;
+  ps_client_ready(w->cl, w->slots[0].r, block ? 2 : 1, &done);
+}
+
+static uint64_t next_gap(worker *w) {
+  double mean_ns = 1e9 / w->rate;
+  if (!w->c->poisson) return (uint64_t)mean_ns;
+  double u = ps_rng_unit(&w->rng);
+  return (uint64_t)(-log1p(-u) * mean_ns);
+}
+
+static void run_open(worker *w) {
+  /* Threads interleave their constant schedules instead of sending in lock-step. */
+  double phase = w->c->threads > 1 ? (double)w->idx / w->c->threads : 0.0;
+  uint64_t base = w->t_start;
+  uint64_t k = 0;
+  uint64_t next = w->c->poisson ? base + next_gap(w) : base + (uint64_t)(phase * 1e9 / w->rate);
+  int64_t sent_measured = 0;
+  bool sched_done = false;
+  for (;;) {
+    uint64_t now = ps_now_ns();
+    while (!sched_done && next <= now && w->nin < w->cap) {
+      if (next >= w->t_measure) sent_measured++;
+      issue(w, next);
+      k++;
+      next = w->c->poisson ? next + next_gap(w)
+                           : base + (uint64_t)(((double)k + phase) * 1e9 / w->rate);
+      if ((w->t_end && next >= w->t_end) || (w->quota >= 0 && sent_measured >= w->quota))
+        sched_done = true;
+      now = ps_now_ns();
+    }
+    reap(w);
+    if (sched_done && w->nin == 0) break;
+    now = ps_now_ns();
+    if (w->nin == 0) {
+      /* Sleep to just before the send, then spin the last stretch: on a busy machine a wake-up
+       * comes tens of microseconds late, and that lateness would be charged to the request. */
+      if (next > now + SPIN_NS) ps_sleep_until_ns(next - SPIN_NS);
+    } else if (sched_done || w->nin >= w->cap || next > now + 1500000) {
+      pump(w, true);
+    } else {
+      pump(w, false);
+      reap(w);
+      if (next > now + SPIN_NS) {
+        uint64_t d = next - now - SPIN_NS;
+        ps_sleep_ns(d < 50000 ? d : 50000);
+      }
+    }
+  }
+}
+
+static void run_closed(worker *w) {
+  int64_t sent_measured = 0;
+  bool stop = false;
+  for (;;) {
+    uint64_t now = ps_now_ns();
+    while (!stop && w->nin < w->cap) {
+      if (now >= w->t_measure) sent_measured++;
+      issue(w, now);
+      if ((w->t_end && now >= w->t_end) || (w->quota >= 0 && sent_measured >= w->quota)) stop = true;
+      now = ps_now_ns();
+    }
+    reap(w);
+    if (stop && w->nin == 0) break;
+    if (w->nin >= w->cap || stop) pump(w, true);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  if (w->c->closed) run_closed(w);
+  else run_open(w);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ one point */
+
+static void result_init(result *r) {
+  memset(r, 0, sizeof *r);
+  r->lat = ps_hist_create();
+  r->cq = ps_hist_create();
+  r->rtt = ps_hist_create();
+}
+
+static void result_free(result *r) {
+  ps_hist_destroy(&r->lat);
+  ps_hist_destroy(&r->cq);
+  ps_hist_destroy(&r->rtt);
+}
+
+static ps_status run_point(const cfg *c, ps_client **clients, double rate, result *res) {
+  int T = c->threads;
+  worker *ws = calloc((size_t)T, sizeof *ws);
+  pthread_t *th = calloc((size_t)T, sizeof *th);
+  if (!ws || !th) {
+    free(ws);
+    free(th);
+    return PS_ERR_NOMEM;
+  }
+  uint64_t start = ps_now_ns() + 20000000; /* 20 ms for the threads to get going */
+  uint64_t meas = start + (uint64_t)(c->warmup * 1e9);
+  uint64_t end = c->requests > 0 ? 0 : meas + (uint64_t)(c->duration * 1e9);
+  int total_cap = c->inflight;
+  ps_status st = PS_OK;
+  int started = 0;
+  for (int i = 0; i < T; i++) {
+    worker *w = &ws[i];
+    w->c = c;
+    w->idx = i;
+    w->cl = clients[i];
+    ps_keydist_init(&w->kd, (uint64_t)c->key_space, c->zipf_a);
+    w->rng.s = ps_mix64((uint64_t)c->seed * 1000003u + (uint64_t)i * 7919u + (uint64_t)rate);
+    w->rate = rate / T;
+    w->cap = total_cap / T + (i < total_cap % T ? 1 : 0);
+    if (w->cap < 1) w->cap = 1;
+    w->quota = c->requests > 0 ? c->requests / T + (i < c->requests % T ? 1 : 0) : -1;
+    w->t_start = start;
+    w->t_measure = meas;
+    w->t_end = end;
+    w->slots = calloc((size_t)w->cap, sizeof *w->slots);
+    w->keybuf = malloc((size_t)c->keys * sizeof *w->keybuf);
+    w->out = malloc((size_t)c->keys * (size_t)c->dim * sizeof(float));
+    w->grads = malloc((size_t)c->keys * (size_t)c->dim * sizeof(float));
+    w->lat = ps_hist_create();
+    w->cq = ps_hist_create();
+    w->rtt = ps_hist_create();
+    if (!w->slots || !w->keybuf || !w->out || !w->grads || !w->lat || !w->cq || !w->rtt) {
+      st = PS_ERR_NOMEM;
+      break;
+    }
+    for (size_t j = 0; j < (size_t)c->keys * (size_t)c->dim; j++) w->grads[j] = 1e-4f;
+  }
+  if (st == PS_OK) {
+    for (; started < T; started++)
+      if (pthread_create(&th[started], NULL, worker_main, &ws[started]) != 0) {
+        st = PS_ERR_INTERNAL;
+        break;
+      }
+  }
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  uint64_t last = 0;
+  for (int i = 0; i < T; i++) {
+    worker *w = &ws[i];
+    if (st == PS_OK) {
+      ps_hist_merge(res->lat, w->lat);
+      ps_hist_merge(res->cq, w->cq);
+      ps_hist_merge(res->rtt, w->rtt);
+      res->requests += w->requests;
+      res->errors += w->errors;
+      res->timeouts += w->timeouts;
+      res->keys += w->keys;
+      res->late += w->late;
+      if (w->last_done > last) last = w->last_done;
+      if (!res->first_error[0] && w->first_error[0])
+        snprintf(res->first_error, sizeof res->first_error, "%s", w->first_error);
+    }
+    free(w->slots);
+    free(w->keybuf);
+    free(w->out);
+    free(w->grads);
+    ps_hist_destroy(&w->lat);
+    ps_hist_destroy(&w->cq);
+    ps_hist_destroy(&w->rtt);
+  }
+  free(ws);
+  free(th);
+  if (st != PS_OK) return st;
+  /* The window runs from the end of warm-up to the last measured reply: a server that cannot
+   * keep up stretches it (the backlog drains after the schedule ends), so achieved < target. */
+  res->target_rate = c->closed ? -1.0 : rate;
+  res->elapsed_s = last > meas ? ps_ns_to_s(last - meas) : 0.0;
+  if (end && !c->closed && res->elapsed_s < c->duration) res->elapsed_s = c->duration;
+  res->achieved_rate = res->elapsed_s > 0 ? (double)res->requests / res->elapsed_s : 0.0;
+  res->keys_per_s = res->elapsed_s > 0 ? (double)res->keys / res->elapsed_s : 0.0;
+  return PS_OK;
+}
+
+/* ------------------------------------------------------------------ reporting */
+
+static double us(uint64_t ns) { return (double)ns / 1e3; }
+
+static json_t *lat_json(const ps_hist *h) {
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "p50", us(ps_hist_percentile(h, 50)), "p90",
+                   us(ps_hist_percentile(h, 90)), "p99", us(ps_hist_percentile(h, 99)), "p999",
+                   us(ps_hist_percentile(h, 99.9)), "p9999", us(ps_hist_percentile(h, 99.99)),
+                   "max", us(ps_hist_max(h)));
+}
+
+/* The servers' own view: per-op receipt-to-reply latency (cumulative since each server
+ * started) and queue depths at the moment of the query. */
+typedef struct srv_view {
+  bool ok;
+  double p50, p99, p999;
+  int64_t inflight, deferred;
+} srv_view;
+
+static void server_view(const cfg *c, ps_client *cl, srv_view *v, json_t **shards_out) {
+  memset(v, 0, sizeof *v);
+  json_t *arr = json_array();
+  size_t n = ps_client_servers(cl);
+  const char *opname = c->op == OP_PUSH ? "push" : "pull";
+  for (size_t i = 0; i < n; i++) {
+    char *js = NULL;
+    if (ps_client_stats(cl, i, &js) != PS_OK) continue;
+    json_error_t jerr;
+    json_t *doc = json_loads(js, 0, &jerr);
+    free(js);
+    if (!doc) continue;
+    json_t *lat = json_object_get(json_object_get(json_object_get(doc, "ops"), opname),
+                                  "latency_us");
+    json_t *q = json_object_get(doc, "queue");
+    json_t *e = json_object();
+    json_object_set_new(e, "shard", json_integer((json_int_t)i));
+    if (lat) {
+      double p50 = json_number_value(json_object_get(lat, "p50"));
+      double p99 = json_number_value(json_object_get(lat, "p99"));
+      double p999 = json_number_value(json_object_get(lat, "p999"));
+      json_object_set(e, "latency_us", lat);
+      /* Across shards, report the slowest shard: a sharded request waits for all of them. */
+      if (p50 > v->p50) v->p50 = p50;
+      if (p99 > v->p99) v->p99 = p99;
+      if (p999 > v->p999) v->p999 = p999;
+      v->ok = true;
+    }
+    if (q) {
+      json_object_set(e, "queue", q);
+      v->inflight += json_integer_value(json_object_get(q, "inflight"));
+      v->deferred += json_integer_value(json_object_get(q, "deferred"));
+    }
+    json_array_append_new(arr, e);
+    json_decref(doc);
+  }
+  if (shards_out) *shards_out = arr;
+  else json_decref(arr);
+}
+
+static json_t *result_json(const cfg *c, const result *r, ps_client *statcl) {
+  json_t *j = json_pack("{s:f, s:I, s:I, s:I, s:f, s:o}", "achieved_rate", r->achieved_rate,
+                        "requests", (json_int_t)r->requests, "errors", (json_int_t)r->errors,
+                        "timeouts", (json_int_t)r->timeouts, "keys_per_s", r->keys_per_s,
+                        "latency_us", lat_json(r->lat));
+  if (r->target_rate >= 0) json_object_set_new(j, "target_rate", json_real(r->target_rate));
+  else json_object_set_new(j, "inflight", json_integer(c->inflight));
+  json_object_set_new(j, "mode", json_string(c->closed ? "closed-loop" : "open-loop"));
+  json_object_set_new(j, "elapsed_s", json_real(r->elapsed_s));
+  json_object_set_new(j, "late_sends", json_integer((json_int_t)r->late));
+  json_t *bd = json_object();
+  json_object_set_new(bd, "client_queue", lat_json(r->cq));
+  json_object_set_new(bd, "round_trip", lat_json(r->rtt));
+  if (statcl) {
+    json_t *shards = NULL;
+    srv_view v;
+    server_view(c, statcl, &v, &shards);
+    json_object_set_new(bd, "servers", shards);
+  }
+  json_object_set_new(j, "breakdown_us", bd);
+  return j;
+}
+
+static void print_header(FILE *f) {
+  fprintf(f, "%10s %11s %9s %6s %8s %12s %9s %9s %9s %9s %9s %9s\n", "target/s", "achieved/s",
+          "requests", "errors", "timeouts", "keys/s", "p50 us", "p90 us", "p99 us", "p99.9 us",
+          "p99.99 us", "max us");
+}
+
+static void print_row(FILE *f, const result *r) {
+  char tgt[32];
+  if (r->target_rate >= 0) snprintf(tgt, sizeof tgt, "%.0f", r->target_rate);
+  else snprintf(tgt, sizeof tgt, "closed");
+  const ps_hist *h = r->lat;
+  fprintf(f, "%10s %11.1f %9" PRIu64 " %6" PRIu64 " %8" PRIu64 " %12.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
+          tgt, r->achieved_rate, r->requests, r->errors, r->timeouts, r->keys_per_s,
+          us(ps_hist_percentile(h, 50)), us(ps_hist_percentile(h, 90)),
+          us(ps_hist_percentile(h, 99)), us(ps_hist_percentile(h, 99.9)),
+          us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)));
+}
+
+static void print_breakdown(const cfg *c, const result *r, ps_client *statcl) {
+  double cq50 = us(ps_hist_percentile(r->cq, 50)), cq99 = us(ps_hist_percentile(r->cq, 99));
+  double rt50 = us(ps_hist_percentile(r->rtt, 50)), rt99 = us(ps_hist_percentile(r->rtt, 99));
+  printf("  where time went (p50 / p99 us): client queue (intended -> sent) %.1f / %.1f; "
+         "round trip (sent -> reply) %.1f / %.1f",
+         cq50, cq99, rt50, rt99);
+  srv_view v;
+  server_view(c, statcl, &v, NULL);
+  if (v.ok)
+    printf(";\n    of which server (receipt -> reply, since server start, slowest shard) %.1f / "
+           "%.1f, so network + client stack ~%.1f at p50; server queues now: inflight %" PRId64
+           ", deferred %" PRId64,
+           v.p50, v.p99, rt50 > v.p50 ? rt50 - v.p50 : 0.0, v.inflight, v.deferred);
+  printf("\n");
+  if (r->late)
+    printf("  %" PRIu64 " requests left more than 1 ms after their intended time (charged)\n",
+           r->late);
+  if (r->first_error[0]) printf("  first error: %s\n", r->first_error);
+}
+
+/* The knee: the highest target rate the servers sustain (achieved >= 95% of target, no
+ * errors or timeouts) with p99 at most 5x the p99 of the lightest such point. */
+static int find_knee(result *rs, int n) {
+  double base = -1;
+  int knee = -1;
+  for (int i = 0; i < n; i++) {
+    result *r = &rs[i];
+    bool ok = r->achieved_rate >= 0.95 * r->target_rate && r->errors == 0 && r->timeouts == 0;
+    if (!ok) continue;
+    double p99 = (double)ps_hist_percentile(r->lat, 99);
+    if (base < 0) base = p99;
+    if (p99 <= 5.0 * base && (knee < 0 || r->target_rate > rs[knee].target_rate)) knee = i;
+  }
+  return knee;
+}
+
+static int write_plot(const cfg *c, result *rs, int n) {
+  char dat[] = "/tmp/ps-bench-plot-XXXXXX";
+  int fd = mkstemp(dat);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(dat);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    const ps_hist *h = rs[i].lat;
+    fprintf(f, "%.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", rs[i].achieved_rate,
+            us(ps_hist_percentile(h, 50)), us(ps_hist_percentile(h, 90)),
+            us(ps_hist_percentile(h, 99)), us(ps_hist_percentile(h, 99.9)),
+            us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)) > 0 ? us(ps_hist_max(h)) : 1.0);
+  }
+  fclose(f);
+  size_t L = strlen(c->plot);
+  bool svg = L >= 4 && strcasecmp(c->plot + L - 4, ".svg") == 0;
+  char title[256];
+  snprintf(title, sizeof title, "ps-bench %s, %" PRId64 " keys x dim %" PRId64 ", %s, %s",
+           c->op_s, c->keys, c->dim, c->dist_s, c->servers);
+  FILE *g = popen("gnuplot", "w");
+  if (!g) {
+    unlink(dat);
+    return -1;
+  }
+  fprintf(g, "set terminal %s size 1000,650\n", svg ? "svg" : "png");
+  fprintf(g, "set output '%s'\n", c->plot);
+  fprintf(g, "set title \"%s\" noenhanced\n", title);
+  fprintf(g, "set xlabel 'achieved rate (requests/s)'\nset ylabel 'latency (us, log)'\n");
+  fprintf(g, "set logscale y\nset grid\nset key top left\n");
+  fprintf(g, "plot '%s' u 1:2 w lp t 'p50', '' u 1:3 w lp t 'p90', '' u 1:4 w lp t 'p99', "
+             "'' u 1:5 w lp t 'p99.9', '' u 1:6 w lp t 'p99.99', '' u 1:7 w lp t 'max'\n",
+          dat);
+  int rc = pclose(g);
+  unlink(dat);
+  return rc == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+static int declare_tables(const cfg *c, ps_client *cl) {
+  for (int i = 0; i < c->tables; i++) {
+    ps_client_table t;
+    char name[64];
+    uint32_t id = (uint32_t)(c->table_id + i);
+    snprintf(name, sizeof name, "pslat_%u", id);
+    ps_client_table_default(&t, id, name, (uint32_t)c->dim);
+    t.consistency = PS_CONS_ASYNC; /* no step barrier: the bench has no workers */
+    t.num_workers = 1;
+    ps_status st = ps_client_declare(cl, &t);
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-bench: declaring table %u (dim %" PRId64 ") failed: %s: %s\n", id,
+              c->dim, ps_status_str(st), ps_client_error(cl));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Pulls every key of the key space once, so rows exist before the measurement (a first pull
+ * of a key creates it). Eight requests in flight. */
+static int prepopulate(const cfg *c, ps_client *cl) {
+  uint64_t K = (uint64_t)c->key_space, B = (uint64_t)c->keys;
+  if (K > 50000000ull)
+    PS_WARN("--prepopulate of %" PRIu64 " keys per table will take a while", K);
+  enum { DEPTH = 8 };
+  uint64_t *keys = malloc(B * sizeof *keys);
+  float *out = malloc(B * (size_t)c->dim * sizeof(float));
+  ps_client_req *rq[DEPTH] = {0};
+  if (!keys || !out) {
+    free(keys);
+    free(out);
+    return -1;
+  }
+  uint64_t t0 = ps_now_ns();
+  int rc = 0;
+  for (int t = 0; t < c->tables && rc == 0; t++) {
+    uint32_t table = (uint32_t)(c->table_id + t);
+    uint64_t pos = 0;
+    for (size_t it = 0; rc == 0; it++) {
+      ps_client_req **slot = &rq[it % DEPTH];
+      if (*slot && ps_client_wait(cl, slot) != PS_OK) {
+        fprintf(stderr, "ps-bench: --prepopulate: %s\n", ps_client_error(cl));
+        rc = -1;
+        break;
+      }
+      if (pos >= K) break;
+      uint64_t n = K - pos < B ? K - pos : B;
+      for (uint64_t i = 0; i < n; i++) keys[i] = ps_keydist_key(pos + i);
+      pos += n;
+      if (ps_client_pull_start(cl, table, 0, keys, n, true, out, slot) != PS_OK) {
+        fprintf(stderr, "ps-bench: --prepopulate: %s\n", ps_client_error(cl));
+        rc = -1;
+      }
+    }
+    for (int i = 0; i < DEPTH; i++)
+      if (rq[i]) ps_client_wait(cl, &rq[i]);
+  }
+  if (rc == 0)
+    PS_INFO("prepopulated %" PRIu64 " keys x %d tables in %.1f s", K, c->tables,
+            ps_ns_to_s(ps_now_ns() - t0));
+  free(keys);
+  free(out);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  cfg c = {.servers = NULL,
+           .op_s = "pull",
+           .dist_s = "uniform",
+           .arrivals_s = "constant",
+           .level = "warn",
+           .mix = 0.9,
+           .rate = 0,
+           .duration = 10,
+           .warmup = 1,
+           .keys = 512,
+           .dim = 16,
+           .key_space = 1000000,
+           .requests = 0,
+           .seed = 1,
+           .tables = 1,
+           .table_id = 1,
+           .threads = 1,
+           .connections = 0,
+           .inflight = 0,
+           .timeout_ms = 10000};
+  bool unique = false;
+  ps_cli_opt opts[] = {
+      {"servers", 's', PS_CLI_STRING, &c.servers, "URL,...", "ps-server endpoints, shard order",
+       true, 0, 0},
+      {"op", 0, PS_CLI_STRING, &c.op_s, "OP", "pull|push|mixed", false, 0, 0},
+      {"mix", 0, PS_CLI_DOUBLE, &c.mix, "F", "read fraction of --op mixed (0..1)", false, 0, 1},
+      {"keys", 'k', PS_CLI_I64, &c.keys, "N", "keys per request", false, 1, 1 << 22},
+      {"dim", 0, PS_CLI_I64, &c.dim, "D", "embedding dimension", false, 1, 4096},
+      {"key-space", 0, PS_CLI_I64, &c.key_space, "K", "distinct keys (ranks 0..K-1)", false, 1,
+       9007199254740992.0},
+      {"dist", 0, PS_CLI_STRING, &c.dist_s, "DIST", "uniform|zipf:A (A > 0, e.g. zipf:1.1)",
+       false, 0, 0},
+      {"rate", 'r', PS_CLI_DOUBLE, &c.rate, "R", "open loop: target requests/s (all threads)",
+       false, 0, 1e9},
+      {"arrivals", 0, PS_CLI_STRING, &c.arrivals_s, "A", "constant|poisson (open loop)", false, 0,
+       0},
+      {"closed-loop", 0, PS_CLI_FLAG, &c.closed, NULL,
+       "keep --inflight requests outstanding instead of a rate", false, 0, 0},
+      {"inflight", 'q', PS_CLI_INT, &c.inflight, "Q",
+       "closed loop: requests in flight (default 1); open loop: window cap (default 1000)", false,
+       1, 1 << 20},
+      {"duration", 'd', PS_CLI_DOUBLE, &c.duration, "S", "measured seconds per point", false, 0.001,
+       1e6},
+      {"warmup", 0, PS_CLI_DOUBLE, &c.warmup, "S", "unmeasured seconds before each point", false,
+       0, 1e6},
+      {"requests", 'n', PS_CLI_I64, &c.requests, "N",
+       "measured requests per point instead of --duration", false, 0, 1e15},
+      {"sweep", 0, PS_CLI_STRING, &c.sweep_s, "R1,R2,...",
+       "open loop at each rate in turn; prints the latency-throughput table and the knee", false,
+       0, 0},
+      {"tables", 0, PS_CLI_INT, &c.tables, "N", "tables, requests spread uniformly", false, 1, 1024},
+      {"table-id", 0, PS_CLI_INT, &c.table_id, "ID", "first table id", false, 1, 65535},
+      {"threads", 't', PS_CLI_INT, &c.threads, "T", "sender threads, one connection set each",
+       false, 1, 256},
+      {"connections", 'c', PS_CLI_INT, &c.connections, "C", "same as --threads", false, 0, 256},
+      {"prepopulate", 0, PS_CLI_FLAG, &c.prepopulate, NULL, "pull every key once before the run",
+       false, 0, 0},
+      {"unique", 0, PS_CLI_FLAG, &unique, NULL,
+       "skip client-side de-duplication (keys are sent as drawn)", false, 0, 0},
+      {"timeout-ms", 0, PS_CLI_INT, &c.timeout_ms, "MS", "per-request timeout", false, 1,
+       86400000},
+      {"json", 'j', PS_CLI_STRING, &c.json, "FILE", "write results as JSON", false, 0, 0},
+      {"plot", 0, PS_CLI_STRING, &c.plot, "FILE", "latency vs throughput plot (.png or .svg)",
+       false, 0, 0},
+      {"seed", 0, PS_CLI_I64, &c.seed, "S", "random seed", false, 0, 0},
+      {"log-level", 0, PS_CLI_STRING, &c.level, "L", "debug|info|warn|error|off", false, 0, 0},
+  };
+  ps_cli cli = {"ps-bench",
+                "Open-loop tail-latency load generator for ps-server (latency measured from each "
+                "request's intended send time).",
+                NULL, opts, sizeof opts / sizeof *opts};
+  int prc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
+  if (prc == PS_CLI_HELP) return 0;
+  if (prc != PS_CLI_OK) return 2;
+  c.unique = unique;
+  ps_log_level lv;
+  if (ps_log_parse_level(c.level, &lv) != 0) {
+    fprintf(stderr, "ps-bench: --log-level: '%s' is not debug|info|warn|error|off\n", c.level);
+    return 2;
+  }
+  ps_log_set_level(lv);
+  ps_log_set_tag("bench");
+  if (!strcmp(c.op_s, "pull")) c.op = OP_PULL;
+  else if (!strcmp(c.op_s, "push")) c.op = OP_PUSH;
+  else if (!strcmp(c.op_s, "mixed")) c.op = OP_MIXED;
+  else {
+    fprintf(stderr, "ps-bench: --op: '%s' is not pull|push|mixed\n", c.op_s);
+    return 2;
+  }
+  if (!strcmp(c.dist_s, "uniform")) c.zipf_a = 0;
+  else if (!strncmp(c.dist_s, "zipf:", 5)) {
+    if (ps_parse_double(c.dist_s + 5, &c.zipf_a) != 0 || !(c.zipf_a > 0) || c.zipf_a > 100) {
+      fprintf(stderr, "ps-bench: --dist: '%s': the Zipf exponent must be a number in (0, 100]\n",
+              c.dist_s);
+      return 2;
+    }
+  } else {
+    fprintf(stderr, "ps-bench: --dist: '%s' is not uniform|zipf:A\n", c.dist_s);
+    return 2;
+  }
+  if (!strcmp(c.arrivals_s, "constant")) c.poisson = false;
+  else if (!strcmp(c.arrivals_s, "poisson")) c.poisson = true;
+  else {
+    fprintf(stderr, "ps-bench: --arrivals: '%s' is not constant|poisson\n", c.arrivals_s);
+    return 2;
+  }
+  if (c.connections) c.threads = c.connections;
+  if (c.table_id + c.tables - 1 > 65535) {
+    fprintf(stderr, "ps-bench: --table-id %d + --tables %d goes past table id 65535\n", c.table_id,
+            c.tables);
+    return 2;
+  }
+  double rates[MAX_SWEEP];
+  int nrates = 0;
+  if (c.sweep_s) {
+    if (c.closed || c.rate > 0) {
+      fprintf(stderr, "ps-bench: --sweep is open loop and takes the rates itself (no --rate or "
+                      "--closed-loop)\n");
+      return 2;
+    }
+    char *items[MAX_SWEEP];
+    int n = ps_split_list(c.sweep_s, ',', items, MAX_SWEEP);
+    if (n <= 0) {
+      fprintf(stderr, "ps-bench: --sweep: '%s' is not a list of at most %d rates\n", c.sweep_s,
+              MAX_SWEEP);
+      return 2;
+    }
+    for (int i = 0; i < n; i++) {
+      if (ps_parse_double(items[i], &rates[i]) != 0 || !(rates[i] > 0)) {
+        fprintf(stderr, "ps-bench: --sweep: '%s' is not a positive rate\n", items[i]);
+        free(items[0]);
+        return 2;
+      }
+    }
+    free(items[0]);
+    nrates = n;
+  } else if (c.closed) {
+    if (c.rate > 0) {
+      fprintf(stderr, "ps-bench: --rate and --closed-loop exclude each other\n");
+      return 2;
+    }
+    if (!c.inflight) c.inflight = 1;
+    if (c.inflight < c.threads) {
+      fprintf(stderr, "ps-bench: --inflight %d is below --threads %d\n", c.inflight, c.threads);
+      return 2;
+    }
+    rates[0] = -1;
+    nrates = 1;
+  } else {
+    if (!(c.rate > 0)) {
+      fprintf(stderr, "ps-bench: give --rate R (open loop), --closed-loop, or --sweep\n");
+      return 2;
+    }
+    rates[0] = c.rate;
+    nrates = 1;
+  }
+  if (!c.inflight) c.inflight = 1000;
+  if (c.inflight < c.threads) c.inflight = c.threads;
+  if ((double)c.keys * (double)c.dim * 4.0 > 256.0 * 1048576.0) {
+    fprintf(stderr, "ps-bench: --keys x --dim is over 256 MiB per request\n");
+    return 2;
+  }
+  /* Sleeps of tens of microseconds must be that long, not the default 50 us slack more. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+  ps_client_options co;
+  ps_client_options_default(&co);
+  co.timeout_ms = (uint32_t)c.timeout_ms;
+  ps_client **clients = calloc((size_t)c.threads + 1, sizeof *clients);
+  if (!clients) return 1;
+  int rc = 0;
+  for (int i = 0; i <= c.threads; i++) {
+    ps_status st = ps_client_create_list(c.servers, &co, &clients[i]);
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-bench: --servers '%s': %s\n", c.servers, ps_status_str(st));
+      rc = 2;
+      goto out;
+    }
+  }
+  /* clients[threads] is the control connection: declare, prepopulate, STATS. Every sender
+   * declares too (idempotent), since a client learns a table's dim from its declaration. */
+  for (int i = 0; i <= c.threads; i++)
+    if (declare_tables(&c, clients[i]) != 0) {
+      rc = 1;
+      goto out;
+    }
+  if (c.prepopulate && prepopulate(&c, clients[c.threads]) != 0) {
+    rc = 1;
+    goto out;
+  }
+  ps_client *statcl = clients[c.threads];
+  result res[MAX_SWEEP];
+  int nres = 0;
+  printf("ps-bench: %s, %" PRId64 " keys x dim %" PRId64 ", %s over %" PRId64
+         " keys, %d table(s), %d thread(s), %zu server(s), %s%s\n",
+         c.op_s, c.keys, c.dim, c.dist_s, c.key_space, c.tables, c.threads,
+         ps_client_servers(statcl), c.closed ? "closed loop" : "open loop",
+         c.closed ? "" : (c.poisson ? " (poisson)" : " (constant)"));
+  if (c.closed) printf("  %d request(s) in flight\n", c.inflight);
+  bool header = false;
+  for (int i = 0; i < nrates; i++) {
+    result_init(&res[i]);
+    ps_status st = run_point(&c, clients, rates[i], &res[i]);
+    nres = i + 1;
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-bench: run failed: %s\n", ps_status_str(st));
+      rc = 1;
+      goto report;
+    }
+    if (!header) print_header(stdout);
+    header = true;
+    print_row(stdout, &res[i]);
+    print_breakdown(&c, &res[i], statcl);
+    fflush(stdout);
+  }
+  if (nrates > 1 || c.sweep_s) {
+    printf("\nlatency vs throughput:\n");
+    print_header(stdout);
+    for (int i = 0; i < nres; i++) print_row(stdout, &res[i]);
+    int k = find_knee(res, nres);
+    if (k >= 0) {
+      printf("knee: %.0f requests/s (%.0f keys/s): the highest rate sustained (>= 95%% achieved, "
+             "no errors) with p99 <= 5x the lightest point's p99\n",
+             res[k].target_rate, res[k].keys_per_s);
+      /* The point closest to half the knee: is the tail tight there? */
+      int h = -1;
+      for (int i = 0; i < nres; i++)
+        if (h < 0 || fabs(res[i].target_rate - res[k].target_rate / 2) <
+                         fabs(res[h].target_rate - res[k].target_rate / 2))
+          h = i;
+      double p50 = (double)ps_hist_percentile(res[h].lat, 50);
+      double p99 = (double)ps_hist_percentile(res[h].lat, 99);
+      printf("at %.0f requests/s (nearest half the knee): p99/p50 = %.2f (%s)\n",
+             res[h].target_rate, p50 > 0 ? p99 / p50 : 0.0,
+             p50 > 0 && p99 <= 2 * p50 ? "within 2x" : "over 2x");
+    } else {
+      printf("knee: none of the rates was sustained\n");
+    }
+  }
+report:
+  for (int i = 0; i < nres; i++)
+    if (res[i].errors || res[i].timeouts) rc = rc ? rc : 3;
+  if (c.json && nres) {
+    json_t *doc;
+    if (c.sweep_s) {
+      doc = json_array();
+      for (int i = 0; i < nres; i++) json_array_append_new(doc, result_json(&c, &res[i], statcl));
+    } else {
+      doc = result_json(&c, &res[0], statcl);
+    }
+    if (json_dump_file(doc, c.json, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+      fprintf(stderr, "ps-bench: --json: cannot write '%s': %s\n", c.json, strerror(errno));
+      rc = 1;
+    }
+    json_decref(doc);
+  }
+  if (c.plot && nres) {
+    if (write_plot(&c, res, nres) != 0) {
+      fprintf(stderr, "ps-bench: --plot: gnuplot failed to write '%s'\n", c.plot);
+      rc = rc ? rc : 1;
+    }
+  }
+  for (int i = 0; i < nres; i++) result_free(&res[i]);
+out:
+  for (int i = 0; i <= c.threads; i++) ps_client_destroy(&clients[i]);
+  free(clients);
+  return rc;
+}
