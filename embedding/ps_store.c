@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,7 +76,7 @@ static size_t row_class(size_t n) { return nallocx(n, 0); }
 #define F_MASK ((uintptr_t)3)
 #define CMS_DEPTH 4
 #define MAX_TABLES 4096
-#define PREFETCH_DIST 16
+#define PREFETCH_DIST 32
 
 typedef struct row_meta {
   uint64_t last_step;
@@ -102,6 +103,8 @@ typedef struct partition {
   size_t hand_tab, hand_slot;
   rocksdb_writebatch_t *wb;
   uint64_t hits, misses, evictions, writebacks, admitted, pending, expired;
+  uintptr_t *huge;   /* 2 MB regions of row memory already madvise(MADV_HUGEPAGE)d */
+  size_t nhuge, huge_cap;
   char pad[64];
 } partition;
 
@@ -355,9 +358,21 @@ static void idx_insert_raw(hentry *slots, size_t cap, uint64_t key, uintptr_t p)
   slots[i].p = p;
 }
 
+/* Index arrays of 2 MB and more are 2 MB-aligned and madvise(MADV_HUGEPAGE)d: every probe is
+ * a random access, and with 4 KB pages each one would also miss the TLB. */
+static hentry *idx_alloc(size_t cap) {
+  const size_t bytes = cap * sizeof(hentry), huge = (size_t)2 << 20;
+  if (bytes < huge) return calloc(cap, sizeof(hentry));
+  hentry *p = aligned_alloc(huge, bytes);
+  if (!p) return NULL;
+  (void)madvise(p, bytes, MADV_HUGEPAGE);
+  memset(p, 0, bytes);
+  return p;
+}
+
 static ps_status idx_grow(partition *pa, ptable *pt) {
   size_t ncap = pt->cap ? pt->cap * 2 : 64;
-  hentry *ns = calloc(ncap, sizeof(hentry));
+  hentry *ns = idx_alloc(ncap);
   if (!ns) return PS_ERR_NOMEM;
   for (size_t i = 0; i < pt->cap; i++)
     if (pt->slots[i].p) idx_insert_raw(ns, ncap, pt->slots[i].key, pt->slots[i].p);
@@ -419,6 +434,31 @@ static bool clock_evict_one(ps_store *s, partition *pa) {
   }
 }
 
+/* Row memory comes from jemalloc in 4 KB pages; random row reads then miss the TLB on
+ * nearly every access. Before a row is first touched, its 2 MB region is hinted
+ * MADV_HUGEPAGE once (a handful of syscalls per GB), so the first touch faults in a huge
+ * page where the kernel can. Measured: bench/RESULTS-embedding.md. */
+static void hugepage_hint(partition *pa, const void *row) {
+#ifndef PS_STORE_PLAIN_MALLOC
+  const uintptr_t base = (uintptr_t)row & ~(((uintptr_t)2 << 20) - 1);
+  for (size_t i = pa->nhuge; i-- > 0;)
+    if (pa->huge[i] == base) return;
+  if (pa->nhuge == pa->huge_cap) {
+    if (pa->huge_cap >= 65536) return;
+    size_t nc = pa->huge_cap ? 2 * pa->huge_cap : 16;
+    uintptr_t *nh = realloc(pa->huge, nc * sizeof(uintptr_t));
+    if (!nh) return;
+    pa->huge = nh;
+    pa->huge_cap = nc;
+  }
+  pa->huge[pa->nhuge++] = base;
+  (void)madvise((void *)base, (size_t)2 << 20, MADV_HUGEPAGE);
+#else
+  (void)pa;
+  (void)row;
+#endif
+}
+
 /* Inserts a new row for key (not present) and returns its memory; evicts to stay in budget. */
 static void *hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
                         uintptr_t flags) {
@@ -430,6 +470,7 @@ static void *hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uin
   void *row = row_alloc(t->row_bytes);
   if (!row) return NULL;
   pa->used += t->alloc_bytes;
+  hugepage_hint(pa, row);
   const size_t mask = pt->cap - 1;
   size_t i = h & mask;
   while (pt->slots[i].p) i = (i + 1) & mask;
@@ -583,8 +624,13 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
       if (i + PREFETCH_DIST < n) __builtin_prefetch(&pt->slots[hs[i + PREFETCH_DIST] & mask]);
       hentry *e = idx_find(pt, keys[ord[i]], hs[i]);
       ents[i] = e;
-      if (e) __builtin_prefetch((char *)ent_row(e) + ROW_META);
-      else nmiss++;
+      if (e) {
+        const char *r = (const char *)ent_row(e) + ROW_META;
+        __builtin_prefetch(r);
+        __builtin_prefetch(r + vb - 1); /* values may straddle two lines */
+      } else {
+        nmiss++;
+      }
     }
   } else {
     for (size_t i = 0; i < n; i++) ents[i] = NULL;
@@ -725,21 +771,28 @@ static size_t dedup(const uint64_t *keys, const uint32_t *ord, const uint64_t *h
 }
 
 static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t *uk,
-                           const uint64_t *uh, const float *ug, size_t u, size_t *miss_i) {
+                           const uint64_t *uh, const float *ug, size_t u, size_t *miss_i,
+                           hentry **ents) {
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
   const uint32_t dim = t->spec.dim;
   const uint64_t step = atomic_load_explicit(&s->step, memory_order_relaxed);
   size_t nmiss = 0;
   ps_status st = PS_OK;
+  /* Stage 1: probe with index prefetch; stage 2: update hits with row prefetch (the same
+   * two-stage pipeline as pull: a push is a read-modify-write of the row). */
+  for (size_t i = 0; i < u; i++) ents[i] = NULL;
   if (pt->cap) {
     const size_t mask = pt->cap - 1;
     for (size_t i = 0; i < u && i < PREFETCH_DIST; i++) __builtin_prefetch(&pt->slots[uh[i] & mask]);
+    for (size_t i = 0; i < u; i++) {
+      if (i + PREFETCH_DIST < u) __builtin_prefetch(&pt->slots[uh[i + PREFETCH_DIST] & mask]);
+      ents[i] = idx_find(pt, uk[i], uh[i]);
+      if (ents[i]) __builtin_prefetch(ent_row(ents[i]), 1);
+    }
   }
   for (size_t i = 0; i < u; i++) {
-    if (pt->cap && i + PREFETCH_DIST < u)
-      __builtin_prefetch(&pt->slots[uh[i + PREFETCH_DIST] & (pt->cap - 1)]);
-    hentry *e = idx_find(pt, uk[i], uh[i]);
+    hentry *e = ents[i];
     if (!e) {
       miss_i[nmiss++] = i;
       continue;
@@ -828,16 +881,18 @@ ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, si
   float *ug = malloc(n * dim * sizeof(float));
   uint32_t *tab = malloc(tcap * sizeof(uint32_t));
   size_t *mi = malloc(n * sizeof(size_t));
-  st = (uk && uh && ug && tab && mi) ? split_keys(s, keys, n, &sp) : PS_ERR_NOMEM;
+  hentry **ents = malloc(n * sizeof(hentry *));
+  st = (uk && uh && ug && tab && mi && ents) ? split_keys(s, keys, n, &sp) : PS_ERR_NOMEM;
   for (uint32_t p = 0; st == PS_OK && p < s->nparts; p++) {
     size_t b = sp.start[p], e = sp.start[p + 1];
     if (b == e) continue;
     size_t u = dedup(keys, sp.order + b, sp.hash + b, e - b, grads, dim, uk, uh, ug, tab, tcap);
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
-    st = push_part(s, pa, ti, uk, uh, ug, u, mi);
+    st = push_part(s, pa, ti, uk, uh, ug, u, mi, ents);
     pthread_mutex_unlock(&pa->mu);
   }
+  free(ents);
   free(uk);
   free(uh);
   free(ug);
@@ -1353,6 +1408,7 @@ void ps_store_close(ps_store **sp) {
   hot_drop(s);
   for (uint32_t p = 0; s->parts && p < s->nparts; p++) {
     pthread_mutex_destroy(&s->parts[p].mu);
+    free(s->parts[p].huge);
     if (s->parts[p].wb) rocksdb_writebatch_destroy(s->parts[p].wb);
   }
   opts_destroy(s);
