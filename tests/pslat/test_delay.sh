@@ -1,29 +1,48 @@
 #!/usr/bin/env bash
-# ps-bench against a server with an injected fixed service delay D: every reported percentile
-# must be >= D (latency cannot be below the service time) and p50 within D + a generous margin.
-# Needs a ps-server option that delays each data op by a fixed time; none exists yet, so this
-# test SKIPs until one does (it looks for --inject-delay-us in ps-server --help).
+# ps-bench against a fixed service delay D: every reported percentile must be >= D (a reply
+# cannot come sooner) and p50 within D + a generous margin; the breakdown must put the delay in
+# the round trip, not in the client queue. ps-server has no delay option (it would be
+# --inject-delay-us US; used when its --help lists it), so the delay comes from
+# pslat_delay_proxy, which holds each request D before passing it to a real ps-server.
 . "$(dirname "$0")/lib.sh"
-if ! "$EMBER_BIN/ps-server" --help 2>&1 | grep -q -- '--inject-delay-us'; then
-  echo "SKIP: ps-server has no injected service delay (expected a flag --inject-delay-us US" \
-       "that delays every pull/push reply by US microseconds); nothing to measure against"
-  exit 77
-fi
 D=20000 # 20 ms
-start_server s0 0 1 --inject-delay-us $D
-"$EMBER_BIN/ps-bench" --servers "$SRV_URL" --keys 16 --dim 8 --key-space 1000 --rate 100 \
-  --warmup 0.3 --duration 2 --json "$TMP/d.json" || fail "ps-bench exited $?"
-$PY - "$TMP/d.json" $D <<'PYEOF' || fail "delay assertions"
+if "$EMBER_BIN/ps-server" --help 2>&1 | grep -q -- '--inject-delay-us'; then
+  start_server s0 0 1 --inject-delay-us $D
+  URL=$SRV_URL
+  echo "delay injected by ps-server --inject-delay-us $D"
+else
+  PROXY="${EMBER_TESTS:-$EMBER_BIN/../tests}/pslat_delay_proxy"
+  [ -x "$PROXY" ] || { echo "SKIP: no ps-server --inject-delay-us and no $PROXY"; exit 77; }
+  start_server s0 0 1
+  URL="tcp://127.0.0.1:$(free_port)"
+  "$PROXY" "$URL" "$SRV_URL" $D >"$TMP/proxy.out" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do grep -q listening "$TMP/proxy.out" && break; sleep 0.1; done
+  grep -q listening "$TMP/proxy.out" || fail "delay proxy did not start: $(cat "$TMP/proxy.out")"
+  echo "delay injected by pslat_delay_proxy ($D us) in front of ps-server"
+fi
+for mode in open closed; do
+  if [ $mode = open ]; then args=(--rate 100); else args=(--closed-loop --inflight 2); fi
+  "$EMBER_BIN/ps-bench" --servers "$URL" --keys 16 --dim 8 --key-space 1000 "${args[@]}" \
+    --warmup 0.3 --duration 2 --json "$TMP/$mode.json" || fail "ps-bench $mode exited $?"
+  $PY - "$TMP/$mode.json" $D $mode <<'PYEOF' || fail "delay assertions ($mode)"
 import json, sys
-d = json.load(open(sys.argv[1])); D = float(sys.argv[2]); L = d["latency_us"]
+d = json.load(open(sys.argv[1])); D = float(sys.argv[2]); mode = sys.argv[3]; L = d["latency_us"]
 ok = True
-for k in ("p50", "p90", "p99", "p999", "max"):
-    c = L[k] >= D * 0.99  # histogram midpoints are within 1%
-    print(("ok   " if c else "FAIL ") + f"{k} {L[k]:.0f} us >= delay {D:.0f} us"); ok &= c
-c = L["p50"] <= D + 10000
-print(("ok   " if c else "FAIL ") + f"p50 {L['p50']:.0f} us <= delay + 10 ms"); ok &= c
-c = d["errors"] == 0 and d["timeouts"] == 0 and d["requests"] >= 190
-print(("ok   " if c else "FAIL ") + f"{d['requests']} requests, no errors"); ok &= c
+def check(c, m):
+    global ok
+    print(("ok   " if c else "FAIL ") + f"{mode}: " + m); ok &= bool(c)
+for k in ("p50", "p90", "p99", "p999", "p9999", "max"):
+    check(L[k] >= D * 0.99, f"{k} {L[k]:.0f} us >= delay {D:.0f} us")  # buckets are within 1%
+check(L["p50"] <= D + 10000, f"p50 {L['p50']:.0f} us <= delay + 10 ms")
+want = 190 if mode == "open" else 150  # 2 s at 100/s; closed: 2 in flight / ~20 ms each
+check(d["errors"] == 0 and d["timeouts"] == 0 and d["requests"] >= want,
+      f"{d['requests']} requests (>= {want}), no errors")
+rt = d["breakdown_us"]["round_trip"]["p50"]; cq = d["breakdown_us"]["client_queue"]["p50"]
+check(rt >= D * 0.99 and cq < D / 4, f"breakdown: round trip p50 {rt:.0f} us holds the delay, client queue p50 {cq:.0f} us")
+if mode == "closed":
+    check(d["achieved_rate"] <= 2 / (D / 1e6) * 1.05, f"closed: {d['achieved_rate']:.1f}/s <= 2 in flight / delay")
 sys.exit(0 if ok else 1)
 PYEOF
+done
 echo PASS
