@@ -15,7 +15,13 @@
  *   is materialised. Shapes too large for shared memory fall back to a global-memory kernel.
  * - Bad pooling offsets or indices are skipped and reported through a device flag rather than
  *   read out of bounds; the backend turns the flag into PS_ERR_INVALID at the next sync. */
+#ifdef PS_CU_EMULATE
+#include "ps_cuda_emu.h" /* tests/cuda/emu: the same kernels run on CPU threads */
+#else
 #include <cuda_runtime.h>
+#define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) k<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define PS_CU_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
 #include <math.h>
 #include <stdint.h>
 
@@ -126,7 +132,7 @@ __device__ __forceinline__ void load_sample(float *T, int ld, int b, int S, int 
 __global__ void interact_fwd_smem_k(int batch, int S, int dim, int ld, int spb,
                                     const float *__restrict__ bottom,
                                     const float *__restrict__ emb, float *__restrict__ out) {
-  extern __shared__ float sm[];
+  PS_CU_DYN_SMEM(float, sm);
   const int F = S + 1, P = F * (F - 1) / 2, W = dim + P;
   const int b0 = blockIdx.x * spb;
   for (int s = 0; s < spb && b0 + s < batch; s++)
@@ -183,7 +189,7 @@ __global__ void interact_bwd_smem_k(int batch, int S, int dim, int ld, int spb,
                                     const float *__restrict__ emb,
                                     const float *__restrict__ dout, float *__restrict__ dbottom,
                                     float *__restrict__ demb) {
-  extern __shared__ float sm[];
+  PS_CU_DYN_SMEM(float, sm);
   const int F = S + 1, P = F * (F - 1) / 2, W = dim + P;
   const int per = F * ld + F * F;
   const int b0 = blockIdx.x * spb;
@@ -414,10 +420,10 @@ cudaError_t ps_cu_bias_act_fwd(cudaStream_t s, int act, int m, int n, const floa
   const size_t total = (size_t)m * n;
   const bool vec = n % 4 == 0 && ((uintptr_t)x | (uintptr_t)bias | (uintptr_t)y) % 16 == 0;
   if (vec)
-    bias_act_fwd4_k<<<grid_for(total / 4), kThreads, 0, s>>>(
+    PS_CU_LAUNCH(bias_act_fwd4_k, (grid_for(total / 4)), (kThreads), (0), (s), 
         act, total / 4, n / 4, (const float4 *)x, (const float4 *)bias, (float4 *)y);
   else
-    bias_act_fwd_k<<<grid_for(total), kThreads, 0, s>>>(act, total, n, x, bias, y);
+    PS_CU_LAUNCH(bias_act_fwd_k, (grid_for(total)), (kThreads), (0), (s), act, total, n, x, bias, y);
   return cudaGetLastError();
 }
 
@@ -427,8 +433,8 @@ cudaError_t ps_cu_bias_act_bwd(cudaStream_t s, int act, int m, int n, const floa
                                const float *dy, float *dx, float *dbias, float *ws) {
   const int chunks = colsum_chunks(m);
   dim3 grid((unsigned)((n + kColX - 1) / kColX), (unsigned)chunks), block(kColX, kColY);
-  bias_act_bwd_k<<<grid, block, 0, s>>>(act, m, n, y, dy, dx, ws);
-  colsum_finish_k<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(chunks, n, ws,
+  PS_CU_LAUNCH(bias_act_bwd_k, (grid), (block), (0), (s), act, m, n, y, dy, dx, ws);
+  PS_CU_LAUNCH(colsum_finish_k, ((unsigned)((n + kThreads - 1) / kThreads)), (kThreads), (0), (s), chunks, n, ws,
                                                                                   dbias);
   return cudaGetLastError();
 }
@@ -440,11 +446,11 @@ cudaError_t ps_cu_interact_fwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    interact_fwd_smem_k<<<grid, 128, per * spb, s>>>(batch, num_sparse, dim, ld, spb, bottom,
+    PS_CU_LAUNCH(interact_fwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
                                                      emb, out);
   } else {
     const size_t total = (size_t)batch * (size_t)(dim + F * (F - 1) / 2);
-    interact_fwd_gmem_k<<<grid_for(total), kThreads, 0, s>>>(batch, num_sparse, dim, bottom,
+    PS_CU_LAUNCH(interact_fwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse, dim, bottom,
                                                              emb, out);
   }
   return cudaGetLastError();
@@ -458,11 +464,11 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    interact_bwd_smem_k<<<grid, 128, per * spb, s>>>(batch, num_sparse, dim, ld, spb, bottom,
+    PS_CU_LAUNCH(interact_bwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
                                                      emb, dout, dbottom, demb);
   } else {
     const size_t total = (size_t)batch * F * dim;
-    interact_bwd_gmem_k<<<grid_for(total), kThreads, 0, s>>>(batch, num_sparse, dim, bottom, emb,
+    PS_CU_LAUNCH(interact_bwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse, dim, bottom, emb,
                                                              dout, dbottom, demb);
   }
   return cudaGetLastError();
@@ -471,7 +477,7 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
 cudaError_t ps_cu_pool_fwd(cudaStream_t s, int mode, int nbags, int dim, int nrows,
                            const float *rows, int nnz, const int32_t *idx,
                            const int32_t *offsets, float *out, int *err) {
-  pool_fwd_k<<<grid_for((size_t)nbags * dim), kThreads, 0, s>>>(mode, nbags, dim, nrows, rows,
+  PS_CU_LAUNCH(pool_fwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim, nrows, rows,
                                                                  nnz, idx, offsets, out, err);
   return cudaGetLastError();
 }
@@ -481,7 +487,7 @@ cudaError_t ps_cu_pool_bwd(cudaStream_t s, int mode, int nbags, int dim, int nro
                            float *drows, int *err) {
   cudaError_t e = cudaMemsetAsync(drows, 0, (size_t)nrows * dim * sizeof(float), s);
   if (e != cudaSuccess) return e;
-  pool_bwd_k<<<grid_for((size_t)nbags * dim), kThreads, 0, s>>>(mode, nbags, dim, nrows, nnz,
+  PS_CU_LAUNCH(pool_bwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim, nrows, nnz,
                                                                  idx, offsets, dout, drows, err);
   return cudaGetLastError();
 }
@@ -490,37 +496,37 @@ size_t ps_cu_bce_ws_floats(int n) { return (size_t)bce_blocks(n); }
 
 cudaError_t ps_cu_bce_fwd(cudaStream_t s, int n, const float *logits, const float *labels,
                           float *probs, float *loss, float *ws, unsigned int *counter) {
-  bce_fwd_k<<<(unsigned)bce_blocks(n), kBceThreads, 0, s>>>(n, logits, labels, probs, loss, ws,
+  PS_CU_LAUNCH(bce_fwd_k, ((unsigned)bce_blocks(n)), (kBceThreads), (0), (s), n, logits, labels, probs, loss, ws,
                                                             counter);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_bce_bwd(cudaStream_t s, int n, const float *logits, const float *labels,
                           float scale, float *dlogits) {
-  bce_bwd_k<<<grid_for((size_t)n), kThreads, 0, s>>>(n, logits, labels, scale, dlogits);
+  PS_CU_LAUNCH(bce_bwd_k, (grid_for((size_t)n)), (kThreads), (0), (s), n, logits, labels, scale, dlogits);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_scale(cudaStream_t s, size_t n, float alpha, float *x) {
-  scale_k<<<grid_for(n), kThreads, 0, s>>>(n, alpha, x);
+  PS_CU_LAUNCH(scale_k, (grid_for(n)), (kThreads), (0), (s), n, alpha, x);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_sgd(cudaStream_t s, size_t n, float *w, const float *g, float lr, float wd) {
-  sgd_k<<<grid_for(n), kThreads, 0, s>>>(n, w, g, lr, wd);
+  PS_CU_LAUNCH(sgd_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, lr, wd);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, float *sum,
                           float clr, float eps, float wd) {
-  adagrad_k<<<grid_for(n), kThreads, 0, s>>>(n, w, g, sum, clr, eps, wd);
+  PS_CU_LAUNCH(adagrad_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, sum, clr, eps, wd);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_adam(cudaStream_t s, size_t n, float *w, const float *g, float *m, float *v,
                        float beta1, float beta2, float eps, float wd, float step_size,
                        float bc2_sqrt) {
-  adam_k<<<grid_for(n), kThreads, 0, s>>>(n, w, g, m, v, beta1, beta2, eps, wd, step_size,
+  PS_CU_LAUNCH(adam_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, m, v, beta1, beta2, eps, wd, step_size,
                                           bc2_sqrt);
   return cudaGetLastError();
 }

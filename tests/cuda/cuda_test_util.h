@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifndef CT_NO_GPU
 #include "ps_kernels_cuda.h"
+#endif
 
 #define CT_SKIP 77
 
@@ -46,6 +48,7 @@ static inline double ct_norm_err(const float *a, const float *b, size_t n) {
   return den > 0.0 ? num / den : num;
 }
 
+#ifndef CT_NO_GPU
 /* Exit 77 unless a GPU is usable; prints why, so ctest's log says it. */
 static inline void ct_require_gpu(const char *test) {
   if (!ps_cuda_available()) {
@@ -57,5 +60,6 @@ static inline void ct_require_gpu(const char *test) {
   char desc[160];
   if (ps_cuda_device_describe(0, desc, sizeof desc) == 0) printf("%s: device 0: %s\n", test, desc);
 }
+#endif
 
 #endif

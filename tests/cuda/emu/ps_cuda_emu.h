@@ -1,0 +1,117 @@
+/* ps_cuda_emu: just enough of CUDA to run kernels/cuda/ps_cuda_kernels.cu on CPU threads.
+ *
+ * Why: the CUDA tests need a GPU, and the machines that build Ember often have none. With
+ * this header the very same kernel source is compiled by g++ and executed — every block in
+ * turn, each block's threads as real threads that meet at a barrier for __syncthreads() — so
+ * the kernels' index arithmetic, shared-memory staging, reductions and atomics are checked
+ * against the CPU backend on every build (and under ASan/UBSan). It says nothing about
+ * speed, warps, memory coalescing or the real memory model; the GPU tests cover those.
+ *
+ * Included instead of the CUDA headers when PS_CU_EMULATE is defined. The declarations part
+ * is C (so ps_cuda_kernels.h can be included from C tests); the emulation is C++17. */
+#ifndef PS_CUDA_EMU_H
+#define PS_CUDA_EMU_H
+
+#include <stddef.h>
+#include <string.h>
+
+typedef void *cudaStream_t;
+typedef enum cudaError { cudaSuccess = 0, cudaErrorLaunchFailure = 719 } cudaError_t;
+
+#ifdef __cplusplus
+#include <math.h>
+#include <pthread.h>
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+  unsigned x, y, z;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+inline pthread_barrier_t *ps_emu_barrier;
+inline std::vector<unsigned char> ps_emu_smem;
+inline cudaError_t ps_emu_error = cudaSuccess;
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+/* One block runs at a time, so function-static storage is the block's shared memory. */
+#define __shared__ static
+#define PS_CU_DYN_SMEM(type, name) type *name = (type *)ps_emu_smem.data()
+
+inline void __syncthreads() { pthread_barrier_wait(ps_emu_barrier); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+inline float atomicAdd(float *p, float v) {
+  float old, want;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do {
+    want = old + v;
+  } while (!__atomic_compare_exchange(p, &old, &want, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+  return old;
+}
+inline int atomicOr(int *p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicInc(unsigned *p, unsigned val) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), want;
+  do {
+    want = old >= val ? 0u : old + 1u;
+  } while (!__atomic_compare_exchange(p, &old, &want, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+  return old;
+}
+
+inline cudaError_t cudaGetLastError() {
+  cudaError_t e = ps_emu_error;
+  ps_emu_error = cudaSuccess;
+  return e;
+}
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+  memset(p, v, n);
+  return cudaSuccess;
+}
+
+/* Runs fn for every thread of every block, synchronously. */
+inline void ps_emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &fn) {
+  const unsigned nt = block.x * block.y * block.z;
+  if (nt == 0 || nt > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || smem > 49152) {
+    ps_emu_error = cudaErrorLaunchFailure; /* what a GPU would refuse */
+    return;
+  }
+  ps_emu_smem.assign(smem ? smem : 1, 0xA5); /* garbage, as uninitialised shared memory is */
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, nullptr, nt);
+  ps_emu_barrier = &bar;
+  std::vector<std::thread> th;
+  th.reserve(nt);
+  for (unsigned t = 0; t < nt; t++)
+    th.emplace_back([&, t] {
+      threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+      blockDim = block;
+      gridDim = grid;
+      for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+          for (unsigned bx = 0; bx < grid.x; bx++) {
+            blockIdx = uint3{bx, by, bz};
+            fn();
+            pthread_barrier_wait(&bar); /* the block ends before the next one reuses smem */
+          }
+    });
+  for (auto &x : th) x.join();
+  pthread_barrier_destroy(&bar);
+}
+
+#define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) \
+  ((void)(stream), ps_emu_launch(dim3(grid), dim3(block), (smem), [&] { k(__VA_ARGS__); }))
+
+#endif /* __cplusplus */
+#endif
