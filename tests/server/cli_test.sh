@@ -1,0 +1,36 @@
+#!/bin/bash
+# ps-server's command line: --help exits 0 and lists the contract's flags; bad arguments exit
+# non-zero with a one-line reason naming the option; SIGTERM shuts down cleanly (exit 0) and a
+# second signal during shutdown is not needed. Bounded waits, the child killed by PID.
+set -u
+BIN="${EMBER_BIN:?}/ps-server"
+fail() { echo "FAIL: $*"; exit 1; }
+out=$("$BIN" --help) || fail "--help exited non-zero"
+for f in --listen --shard --shards --data-dir --cache-mb --threads --metrics-port --log-level; do
+  grep -q -- "$f" <<<"$out" || fail "--help does not mention $f"
+done
+check_bad() {
+  local err
+  err=$("$BIN" "$@" 2>&1 >/dev/null) && fail "accepted: $*"
+  [ "$(wc -l <<<"$err")" -eq 1 ] || fail "more than one line for: $* -> $err"
+  echo "ok: $* -> $err"
+}
+check_bad --data-dir /tmp/x
+check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --shard 2 --shards 2
+check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --threads lots
+check_bad --listen http://x --data-dir /tmp/x
+check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --log-level loud
+dir=$(mktemp -d /tmp/ember-cli-XXXXXX)
+port=$(( 30000 + RANDOM % 20000 ))
+"$BIN" --listen "tcp://127.0.0.1:$port" --data-dir "$dir/d" --threads 1 > "$dir/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q listening "$dir/log" && break; sleep 0.05; done
+grep -q listening "$dir/log" || { kill -9 $pid; fail "did not start: $(cat "$dir/log")"; }
+kill -TERM $pid
+for _ in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+if kill -0 $pid 2>/dev/null; then kill -9 $pid; fail "did not stop on SIGTERM"; fi
+wait $pid; rc=$?
+[ $rc -eq 0 ] || fail "exit $rc after SIGTERM"
+grep -q '"clean": true' "$dir/d/ember-server.json" || fail "data dir not marked clean"
+rm -rf "$dir"
+echo "1 passed, 0 failed"
