@@ -35,9 +35,10 @@ def check(c, m):
 for k in ("p50", "p90", "p99", "p999", "p9999", "max"):
     check(L[k] >= D * 0.99, f"{k} {L[k]:.0f} us >= delay {D:.0f} us")  # buckets are within 1%
 check(L["p50"] <= D + 10000, f"p50 {L['p50']:.0f} us <= delay + 10 ms")
-want = 190 if mode == "open" else 150  # 2 s at 100/s; closed: 2 in flight / ~20 ms each
-check(d["errors"] == 0 and d["timeouts"] == 0 and d["requests"] >= want,
-      f"{d['requests']} requests (>= {want}), no errors")
+want = 200 if mode == "open" else 20  # open: exactly the schedule (2 s at 100/s)
+check(d["errors"] == 0 and d["timeouts"] == 0 and
+      (d["requests"] == want if mode == "open" else d["requests"] >= want),
+      f"{d['requests']} requests ({'==' if mode == 'open' else '>='} {want}), no errors")
 rt = d["breakdown_us"]["round_trip"]["p50"]; cq = d["breakdown_us"]["client_queue"]["p50"]
 check(rt >= D * 0.99 and cq < D / 4, f"breakdown: round trip p50 {rt:.0f} us holds the delay, client queue p50 {cq:.0f} us")
 if mode == "closed":

@@ -51,8 +51,8 @@ check(1450 <= oreq <= 1550, f"open loop measured {oreq:.0f} of 1500 scheduled re
 check(omax >= 150e3, f"open loop max {omax/1e3:.1f} ms >= 150 ms (the stall)")
 check(o999 >= 100e3, f"open loop p99.9 {o999/1e3:.1f} ms >= 100 ms")
 check(cmax >= 150e3, f"closed loop max {cmax/1e3:.1f} ms >= 150 ms (it did see the stall, once)")
-check(c999 < 50e3, f"closed loop p99.9 {c999/1e3:.1f} ms < 50 ms (coordinated omission hides it)")
-check(o999 >= 4 * c999, f"open p99.9 >= 4x closed p99.9 ({o999/max(c999,1):.1f}x)")
+check(c999 < 100e3, f"closed loop p99.9 {c999/1e3:.1f} ms < 100 ms (coordinated omission hides it)")
+check(o999 >= 2 * c999, f"open p99.9 >= 2x closed p99.9 ({o999/max(c999,1):.1f}x)")
 sys.exit(0 if ok else 1)
 PYEOF
 echo PASS
