@@ -111,5 +111,11 @@ int main(int argc, char **argv) {
   puts(s);
   free(s);
   json_decref(j);
+  for (int k = 0; k < K; k++) ps_eval_destroy(&part[k]);
+  ps_eval_destroy(&all);
+  ps_eval_destroy(&merged);
+  free(w.sum), free(p), free(y);
+  pthread_barrier_destroy(&w.bar);
+  pthread_mutex_destroy(&w.mu);
   return 0;
 }

@@ -49,6 +49,7 @@ static ps_status reserve(ps_eval *e, size_t n) {
 ps_status ps_eval_add(ps_eval *e, const float *p, const float *y, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!(p[i] >= 0.0f && p[i] <= 1.0f) || (y[i] != 0.0f && y[i] != 1.0f)) return PS_ERR_INVALID;
+  if (n == 0) return PS_OK;
   ps_status st = reserve(e, e->n + n);
   if (st) return st;
   memcpy(e->p + e->n, p, n * sizeof(float));
@@ -58,6 +59,7 @@ ps_status ps_eval_add(ps_eval *e, const float *p, const float *y, size_t n) {
 }
 
 ps_status ps_eval_merge(ps_eval *dst, const ps_eval *src) {
+  if (src->n == 0) return PS_OK;
   ps_status st = reserve(dst, dst->n + src->n);
   if (st) return st;
   memcpy(dst->p + dst->n, src->p, src->n * sizeof(float));
@@ -163,13 +165,15 @@ ps_status ps_eval_allgather(ps_eval *e, ps_eval_allreduce_fn allreduce, void *ct
   if (st) return st;
   float *buf = calloc(2 * total + 1, sizeof(float));
   if (!buf) return PS_ERR_NOMEM;
-  memcpy(buf + off, e->p, e->n * sizeof(float));
-  memcpy(buf + total + off, e->y, e->n * sizeof(float));
+  if (e->n) {
+    memcpy(buf + off, e->p, e->n * sizeof(float));
+    memcpy(buf + total + off, e->y, e->n * sizeof(float));
+  }
   st = allreduce(ctx, buf, 2 * total);
   if (!st) {
     e->n = 0;
     st = reserve(e, total);
-    if (!st) {
+    if (!st && total) {
       memcpy(e->p, buf, total * sizeof(float));
       memcpy(e->y, buf + total, total * sizeof(float));
       e->n = total;
