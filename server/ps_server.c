@@ -472,6 +472,25 @@ static void issue_applies(ps_server *s, srv_table *t) {
   }
 }
 
+/* Advances the store's clock (row metadata, TTL) and runs TTL expiry once the clock moved by
+ * the smallest ttl_steps of any table since the last run. Expiry scans the cold tier under the
+ * store's write lock, so it is rare by construction. */
+static void advance_clock(ps_server *s, uint64_t step) {
+  if (step <= s->step_max) return;
+  s->step_max = step;
+  ps_store_set_step(s->store, step);
+  uint64_t ttl = 0;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (t && t->spec.ttl_steps && (!ttl || t->spec.ttl_steps < ttl)) ttl = t->spec.ttl_steps;
+  }
+  if (ttl && step - s->expired_at >= ttl) {
+    s->expired_at = step;
+    uint64_t n = ps_store_expire(s->store);
+    if (n) PS_INFO("TTL: expired %" PRIu64 " rows at step %" PRIu64, n, step);
+  }
+}
+
 /* Records that `worker` finished `step` in table t. */
 static ps_status table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t step,
                             char *err, size_t errlen) {
@@ -490,6 +509,7 @@ static ps_status table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_
     return PS_ERR_INVALID;
   }
   if (step + 1 > t->clock[worker]) t->clock[worker] = step + 1;
+  advance_clock(s, step + 1);
   if (t->consistency == SRV_CONS_SYNC) {
     issue_applies(s, t);
   } else {
@@ -595,7 +615,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   if (h->table_id) {
     st = table_step(s, r->tab, h->worker, h->step, err, sizeof err);
   } else {
-    for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE && st == PS_OK; id++)
+    for (uint32_t id = 1; id <= s->max_table && st == PS_OK; id++)
       if (s->tables[id]) st = table_step(s, s->tables[id], h->worker, h->step, err, sizeof err);
   }
   if (st != PS_OK) srv_reply_error(s, r, st, "%s", err);
@@ -664,6 +684,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
     }
     if (t) srv_table_free(t);
     s->tables[p->id] = nt;
+    if (p->id > s->max_table) s->max_table = p->id;
     if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not persist the table metadata");
     PS_INFO("declared table %u '%s' dim %u, %s%s for %u workers", p->id, spec.name, spec.dim,
             cons_name(cons), cons == SRV_CONS_SSP ? ":K" : "", nw);
@@ -693,7 +714,7 @@ static void handle_stats(ps_server *s, srv_req *r) {
 static bool excl_ready(ps_server *s, srv_req *r) {
   if (r->h->op != EMBER__OP__OP_CHECKPOINT) return true;
   uint64_t step = r->h->step;
-  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t || t->consistency != SRV_CONS_SYNC || !t->step_init) continue;
     if (r->h->table_id && r->h->table_id != id) continue;
@@ -718,7 +739,7 @@ static void run_exclusive(ps_server *s, srv_req *r) {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, &step, err, sizeof err);
     rh.step = step;
-    for (uint32_t id = 1; st == PS_OK && id <= PS_WIRE_MAX_TABLE; id++)
+    for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
   }
   if (st != PS_OK) srv_reply_error(s, r, st, "%s", err);
@@ -999,6 +1020,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     if (!t) goto fail;
     t->meta_unknown = true;
     s->tables[ids[i]] = t;
+    if (ids[i] > s->max_table) s->max_table = ids[i];
   }
   if (!clean && s->have_ckpt) {
     /* The last run died without a flush: the database holds an arbitrary mix of flushed
@@ -1061,7 +1083,7 @@ fail:
 }
 
 static void drain_waiters(ps_server *s) {
-  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t) continue;
     srv_req *r = t->wait_head;

@@ -123,6 +123,7 @@ struct ps_server {
   srv_part inline_part;
   ps_store *store;
   srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
+  uint32_t max_table;  /* highest declared id: loops over tables stop there */
   srv_req *free_reqs;
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
@@ -137,6 +138,8 @@ struct ps_server {
   char ckpt_path[4096];
   srv_coord *coord;
   bool stopping;       /* shutting down: new requests are refused */
+  uint64_t step_max;     /* the highest step any table reached (the store's clock) */
+  uint64_t expired_at;   /* step_max at the last TTL expiry */
   bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
   /* stats */
   srv_opstat ops[SRV_NOPS];

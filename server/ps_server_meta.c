@@ -68,7 +68,7 @@ void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *o) {
 
 static json_t *tables_json(ps_server *s) {
   json_t *a = json_array();
-  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t || t->meta_unknown) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
@@ -143,6 +143,7 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
       srv_table_free(old);
     }
     s->tables[id] = t;
+    if ((uint32_t)id > s->max_table) s->max_table = (uint32_t)id;
   }
 }
 
@@ -254,7 +255,7 @@ ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *er
 }
 
 void srv_tables_reset_steps(ps_server *s, uint64_t step) {
-  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t) continue;
     t->step_init = true;
@@ -315,6 +316,7 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err,
     if (!t) continue;
     t->meta_unknown = true;
     s->tables[ids[i]] = t;
+    if (ids[i] > s->max_table) s->max_table = ids[i];
   }
   if (json_is_array(tables)) apply_tables_meta(s, tables);
   json_decref(j);

@@ -52,7 +52,7 @@ char *srv_stats_build(ps_server *s) {
   json_object_set_new(j, "queue", q);
   json_t *tabs = json_array();
   static const char *cons[] = {"sync", "async", "ssp"};
-  for (uint32_t id = 1; id <= PS_WIRE_MAX_TABLE; id++) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t) continue;
     json_array_append_new(
