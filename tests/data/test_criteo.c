@@ -249,6 +249,44 @@ static void test_hex_every_byte(void **st) {
   for (int64_t x = 4090; x < 4100; x++) assert_true(ps_criteo_dense_transform(x) == (float)log1p((double)x));
 }
 
+/* Random mutations of good lines (replace, insert, delete bytes; truncate): the parser
+ * answers OK or PARSE and never reads outside the line (ASan build checks the bounds: the
+ * line is copied into an exactly-sized heap buffer). */
+static void test_mutations(void **st) {
+  (void)st;
+  uint64_t s = 12345;
+  char base[600], line[700];
+  int ok = 0, bad = 0;
+  for (int it = 0; it < 20000; it++) {
+    good_line(base, sizeof base, it & 1);
+    size_t n = strlen(base);
+    memcpy(line, base, n);
+    int muts = 1 + (int)(ps_mix64(++s) % 3);
+    for (int m = 0; m < muts; m++) {
+      uint64_t r = ps_mix64(++s);
+      size_t pos = n ? (size_t)(r % n) : 0;
+      static const char alphabet[] = "\t\r\n-0129afAFgxz \x80\xff";
+      char c = alphabet[(r >> 32) % (sizeof alphabet - 1)];
+      switch ((r >> 48) % 4) {
+        case 0: if (n) line[pos] = c; break;
+        case 1: if (n < 690) { memmove(line + pos + 1, line + pos, n - pos); line[pos] = c; n++; } break;
+        case 2: if (n) { memmove(line + pos, line + pos + 1, n - pos - 1); n--; } break;
+        default: n = pos; break;
+      }
+    }
+    char *heap = malloc(n ? n : 1);
+    memcpy(heap, line, n);
+    ps_criteo_row row;
+    char err[200];
+    ps_status r = ps_criteo_parse_line(heap, n, &row, err, sizeof err);
+    assert_true(r == PS_OK || r == PS_ERR_PARSE);
+    if (r == PS_OK) ok++;
+    else bad++, assert_true(strlen(err) > 0);
+    free(heap);
+  }
+  assert_true(ok > 100 && bad > 10000);
+}
+
 static void test_keys(void **st) {
   (void)st;
   /* Buckets: f*N + v mod N, missing -> v = 0. */
@@ -677,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_field_count_errors),
       cmocka_unit_test(test_value_errors),
       cmocka_unit_test(test_hex_every_byte),
+      cmocka_unit_test(test_mutations),
       cmocka_unit_test(test_keys),
       cmocka_unit_test(test_reader_values),
       cmocka_unit_test(test_binary_and_gzip_round_trip),
