@@ -50,6 +50,8 @@ typedef struct cfg {
   bool closed, prepopulate, poisson, unique;
   int op;
   double zipf_a;
+  int64_t pool_n;          /* --key-pool: pre-drawn keys (0 = draw per request) */
+  uint64_t *pool;
 } cfg;
 
 /* One request in flight. */
@@ -65,6 +67,9 @@ typedef struct result {
   uint64_t requests, errors, timeouts, keys, late;
   ps_hist *lat, *cq, *rtt;
   char first_error[256];
+  double srv_mean_us;                       /* < 0: unknown */
+  json_t *srv;                              /* per-shard server view */
+  int64_t *q_inflight_max, *q_deferred_max; /* per shard, sampled during the run */
 } result;
 
 typedef struct worker {
@@ -85,12 +90,23 @@ typedef struct worker {
   ps_hist *lat, *cq, *rtt;
   uint64_t requests, errors, timeouts, keys, last_done, late;
   char first_error[256];
-  ps_status fatal;
+  int *finished; /* threads done (atomic) */
 } worker;
 
 /* ------------------------------------------------------------------ requests */
 
+/* A request's keys: a window at a random offset of the pre-drawn pool (each window is a run of
+ * independent draws, so every request has exactly the chosen distribution; requests share
+ * draws, which only matters for pools not much larger than a request), or fresh draws. The
+ * pool exists because a Zipf draw costs ~50-100 ns, i.e. ~0.3 ms of client time for a
+ * 4096-key request, which would sit in every request's latency (as client queue time). */
 static void fill_keys(worker *w, size_t n) {
+  const cfg *c = w->c;
+  if (c->pool) {
+    uint64_t off = ps_rng_next(&w->rng) % ((uint64_t)c->pool_n - n + 1);
+    memcpy(w->keybuf, c->pool + off, n * sizeof *w->keybuf);
+    return;
+  }
   for (size_t i = 0; i < n; i++) w->keybuf[i] = ps_keydist_key(ps_keydist_rank(&w->kd, &w->rng));
 }
 
@@ -239,25 +255,43 @@ static void *worker_main(void *arg) {
   worker *w = arg;
   if (w->c->closed) run_closed(w);
   else run_open(w);
+  __atomic_fetch_add(w->finished, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
 /* ------------------------------------------------------------------ one point */
 
-static void result_init(result *r) {
+/* The servers' STATS, per shard (see stats_snap). */
+typedef struct srv_snap {
+  bool ok;
+  double count, sum_us;
+  int64_t inflight, deferred;
+  json_t *lat; /* cumulative latency_us of the main op (borrowed into the result's JSON) */
+} srv_snap;
+static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n);
+static void snaps_free(srv_snap *v, size_t n);
+
+static void result_init(result *r, size_t nsrv) {
   memset(r, 0, sizeof *r);
   r->lat = ps_hist_create();
   r->cq = ps_hist_create();
   r->rtt = ps_hist_create();
+  r->q_inflight_max = calloc(nsrv, sizeof *r->q_inflight_max);
+  r->q_deferred_max = calloc(nsrv, sizeof *r->q_deferred_max);
+  r->srv_mean_us = -1;
 }
 
 static void result_free(result *r) {
   ps_hist_destroy(&r->lat);
   ps_hist_destroy(&r->cq);
   ps_hist_destroy(&r->rtt);
+  free(r->q_inflight_max);
+  free(r->q_deferred_max);
+  json_decref(r->srv);
 }
 
-static ps_status run_point(const cfg *c, ps_client **clients, double rate, result *res) {
+static ps_status run_point(const cfg *c, ps_client **clients, ps_client *statcl, double rate,
+                           result *res) {
   int T = c->threads;
   worker *ws = calloc((size_t)T, sizeof *ws);
   pthread_t *th = calloc((size_t)T, sizeof *th);
@@ -271,7 +305,7 @@ static ps_status run_point(const cfg *c, ps_client **clients, double rate, resul
   uint64_t end = c->requests > 0 ? 0 : meas + (uint64_t)(c->duration * 1e9);
   int total_cap = c->inflight;
   ps_status st = PS_OK;
-  int started = 0;
+  int started = 0, finished = 0;
   for (int i = 0; i < T; i++) {
     worker *w = &ws[i];
     w->c = c;
@@ -286,6 +320,7 @@ static ps_status run_point(const cfg *c, ps_client **clients, double rate, resul
     w->t_start = start;
     w->t_measure = meas;
     w->t_end = end;
+    w->finished = &finished;
     w->slots = calloc((size_t)w->cap, sizeof *w->slots);
     w->keybuf = malloc((size_t)c->keys * sizeof *w->keybuf);
     w->out = malloc((size_t)c->keys * (size_t)c->dim * sizeof(float));
@@ -305,6 +340,23 @@ static ps_status run_point(const cfg *c, ps_client **clients, double rate, resul
         st = PS_ERR_INTERNAL;
         break;
       }
+  }
+  /* Meanwhile, sample the servers' queue depths (STATS is answered by the server's socket
+   * thread, so a backlog there delays the sample too; it is a coarse view). */
+  size_t nsrv = ps_client_servers(statcl);
+  if (!res->q_inflight_max || !res->q_deferred_max) nsrv = 0;
+  while (started == T && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
+    ps_sleep_ns(100000000);
+    if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) >= T) break;
+    srv_snap *sn = calloc(nsrv ? nsrv : 1, sizeof *sn);
+    if (!sn) break;
+    stats_snap(c, statcl, sn, nsrv);
+    for (size_t i = 0; i < nsrv; i++) {
+      if (sn[i].inflight > res->q_inflight_max[i]) res->q_inflight_max[i] = sn[i].inflight;
+      if (sn[i].deferred > res->q_deferred_max[i]) res->q_deferred_max[i] = sn[i].deferred;
+    }
+    snaps_free(sn, nsrv);
+    free(sn);
   }
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
   uint64_t last = 0;
@@ -355,55 +407,64 @@ static json_t *lat_json(const ps_hist *h) {
                    "max", us(ps_hist_max(h)));
 }
 
-/* The servers' own view: per-op receipt-to-reply latency (cumulative since each server
- * started) and queue depths at the moment of the query. */
-typedef struct srv_view {
-  bool ok;
-  double p50, p99, p999;
-  int64_t inflight, deferred;
-} srv_view;
+/* The servers' own view, from STATS: per-op count and mean receipt-to-reply latency are
+ * cumulative since each server started, so the mean over one point is the difference of two
+ * snapshots (count x mean before and after); queue depths are sampled during the run. */
 
-static void server_view(const cfg *c, ps_client *cl, srv_view *v, json_t **shards_out) {
-  memset(v, 0, sizeof *v);
-  json_t *arr = json_array();
-  size_t n = ps_client_servers(cl);
-  const char *opname = c->op == OP_PUSH ? "push" : "pull";
+static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n) {
   for (size_t i = 0; i < n; i++) {
+    memset(&v[i], 0, sizeof v[i]);
     char *js = NULL;
     if (ps_client_stats(cl, i, &js) != PS_OK) continue;
     json_error_t jerr;
     json_t *doc = json_loads(js, 0, &jerr);
     free(js);
     if (!doc) continue;
-    json_t *lat = json_object_get(json_object_get(json_object_get(doc, "ops"), opname),
-                                  "latency_us");
+    json_t *ops = json_object_get(doc, "ops");
+    const char *names[] = {"pull", "push"};
+    for (int k = 0; k < 2; k++) {
+      json_t *o = json_object_get(ops, names[k]);
+      if (!o) continue;
+      double cnt = (double)json_integer_value(json_object_get(o, "count"));
+      double mean = json_number_value(json_object_get(json_object_get(o, "latency_us"), "mean"));
+      v[i].count += cnt;
+      v[i].sum_us += cnt * mean;
+      v[i].ok = true;
+      if ((c->op == OP_PUSH) == (k == 1)) v[i].lat = json_incref(json_object_get(o, "latency_us"));
+    }
     json_t *q = json_object_get(doc, "queue");
-    json_t *e = json_object();
-    json_object_set_new(e, "shard", json_integer((json_int_t)i));
-    if (lat) {
-      double p50 = json_number_value(json_object_get(lat, "p50"));
-      double p99 = json_number_value(json_object_get(lat, "p99"));
-      double p999 = json_number_value(json_object_get(lat, "p999"));
-      json_object_set(e, "latency_us", lat);
-      /* Across shards, report the slowest shard: a sharded request waits for all of them. */
-      if (p50 > v->p50) v->p50 = p50;
-      if (p99 > v->p99) v->p99 = p99;
-      if (p999 > v->p999) v->p999 = p999;
-      v->ok = true;
-    }
-    if (q) {
-      json_object_set(e, "queue", q);
-      v->inflight += json_integer_value(json_object_get(q, "inflight"));
-      v->deferred += json_integer_value(json_object_get(q, "deferred"));
-    }
-    json_array_append_new(arr, e);
+    v[i].inflight = json_integer_value(json_object_get(q, "inflight"));
+    v[i].deferred = json_integer_value(json_object_get(q, "deferred"));
     json_decref(doc);
   }
-  if (shards_out) *shards_out = arr;
-  else json_decref(arr);
 }
 
-static json_t *result_json(const cfg *c, const result *r, ps_client *statcl) {
+static void snaps_free(srv_snap *v, size_t n) {
+  for (size_t i = 0; i < n; i++) json_decref(v[i].lat);
+}
+
+/* Fills r's server fields from snapshots before and after the point. */
+static void server_window(result *r, const srv_snap *b, const srv_snap *a, size_t n) {
+  r->srv_mean_us = -1;
+  r->srv = json_array();
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = json_pack("{s:I}", "shard", (json_int_t)i);
+    if (a[i].ok) {
+      double cnt = a[i].count - b[i].count;
+      double mean = cnt > 0 ? (a[i].sum_us - b[i].sum_us) / cnt : 0.0;
+      json_object_set_new(e, "requests", json_integer((json_int_t)cnt));
+      json_object_set_new(e, "mean_us", json_real(mean));
+      if (a[i].lat) json_object_set(e, "latency_us_since_start", a[i].lat);
+      /* A sharded request waits for every shard: report the slowest. */
+      if (cnt > 0 && mean > r->srv_mean_us) r->srv_mean_us = mean;
+    }
+    json_object_set_new(e, "max_inflight_sampled", json_integer(r->q_inflight_max[i]));
+    json_object_set_new(e, "max_deferred_sampled", json_integer(r->q_deferred_max[i]));
+    json_array_append_new(r->srv, e);
+  }
+}
+
+static json_t *result_json(const cfg *c, const result *r) {
   json_t *j = json_pack("{s:f, s:I, s:I, s:I, s:f, s:o}", "achieved_rate", r->achieved_rate,
                         "requests", (json_int_t)r->requests, "errors", (json_int_t)r->errors,
                         "timeouts", (json_int_t)r->timeouts, "keys_per_s", r->keys_per_s,
@@ -416,12 +477,9 @@ static json_t *result_json(const cfg *c, const result *r, ps_client *statcl) {
   json_t *bd = json_object();
   json_object_set_new(bd, "client_queue", lat_json(r->cq));
   json_object_set_new(bd, "round_trip", lat_json(r->rtt));
-  if (statcl) {
-    json_t *shards = NULL;
-    srv_view v;
-    server_view(c, statcl, &v, &shards);
-    json_object_set_new(bd, "servers", shards);
-  }
+  json_object_set_new(bd, "round_trip_mean", json_real(us((uint64_t)ps_hist_mean(r->rtt))));
+  json_object_set_new(bd, "server_mean", json_real(r->srv_mean_us));
+  if (r->srv) json_object_set(bd, "servers", r->srv);
   json_object_set_new(j, "breakdown_us", bd);
   return j;
 }
@@ -444,20 +502,24 @@ static void print_row(FILE *f, const result *r) {
           us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)));
 }
 
-static void print_breakdown(const cfg *c, const result *r, ps_client *statcl) {
+static void print_breakdown(const result *r, size_t nsrv) {
   double cq50 = us(ps_hist_percentile(r->cq, 50)), cq99 = us(ps_hist_percentile(r->cq, 99));
   double rt50 = us(ps_hist_percentile(r->rtt, 50)), rt99 = us(ps_hist_percentile(r->rtt, 99));
-  printf("  where time went (p50 / p99 us): client queue (intended -> sent) %.1f / %.1f; "
-         "round trip (sent -> reply) %.1f / %.1f",
-         cq50, cq99, rt50, rt99);
-  srv_view v;
-  server_view(c, statcl, &v, NULL);
-  if (v.ok)
-    printf(";\n    of which server (receipt -> reply, since server start, slowest shard) %.1f / "
-           "%.1f, so network + client stack ~%.1f at p50; server queues now: inflight %" PRId64
-           ", deferred %" PRId64,
-           v.p50, v.p99, rt50 > v.p50 ? rt50 - v.p50 : 0.0, v.inflight, v.deferred);
-  printf("\n");
+  double cqm = ps_hist_mean(r->cq) / 1e3, rtm = ps_hist_mean(r->rtt) / 1e3;
+  printf("  where time went: client queue (intended -> sent) p50 %.1f p99 %.1f mean %.1f us; "
+         "round trip (sent -> reply) p50 %.1f p99 %.1f mean %.1f us\n",
+         cq50, cq99, cqm, rt50, rt99, rtm);
+  if (r->srv_mean_us >= 0) {
+    int64_t qi = 0, qd = 0;
+    for (size_t i = 0; i < nsrv; i++) {
+      if (r->q_inflight_max[i] > qi) qi = r->q_inflight_max[i];
+      if (r->q_deferred_max[i] > qd) qd = r->q_deferred_max[i];
+    }
+    printf("    server receipt -> reply mean %.1f us (slowest shard, this point), so network, socket "
+           "queues and client handling ~%.1f us of the mean round trip; server queue (sampled every "
+           "100 ms) max inflight %" PRId64 ", deferred %" PRId64 "\n",
+           r->srv_mean_us, rtm > r->srv_mean_us ? rtm - r->srv_mean_us : 0.0, qi, qd);
+  }
   if (r->late)
     printf("  %" PRIu64 " requests left more than 1 ms after their intended time (charged)\n",
            r->late);
@@ -609,7 +671,8 @@ int main(int argc, char **argv) {
            .threads = 1,
            .connections = 0,
            .inflight = 0,
-           .timeout_ms = 10000};
+           .timeout_ms = 10000,
+           .pool_n = 1 << 22};
   bool unique = false;
   ps_cli_opt opts[] = {
       {"servers", 's', PS_CLI_STRING, &c.servers, "URL,...", "ps-server endpoints, shard order",
@@ -649,6 +712,9 @@ int main(int argc, char **argv) {
        false, 0, 0},
       {"unique", 0, PS_CLI_FLAG, &unique, NULL,
        "skip client-side de-duplication (keys are sent as drawn)", false, 0, 0},
+      {"key-pool", 0, PS_CLI_I64, &c.pool_n, "N",
+       "keys drawn before the run; each request copies a random window (0 = draw per request)",
+       false, 0, 1 << 28},
       {"timeout-ms", 0, PS_CLI_INT, &c.timeout_ms, "MS", "per-request timeout", false, 1,
        86400000},
       {"json", 'j', PS_CLI_STRING, &c.json, "FILE", "write results as JSON", false, 0, 0},
@@ -752,6 +818,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-bench: --keys x --dim is over 256 MiB per request\n");
     return 2;
   }
+  if (c.pool_n) {
+    if (c.pool_n < 4 * c.keys) c.pool_n = 4 * c.keys;
+    c.pool = malloc((size_t)c.pool_n * sizeof *c.pool);
+    ps_keydist kd;
+    ps_rng rng = {ps_mix64((uint64_t)c.seed ^ 0x706f6f6cull)};
+    if (!c.pool || ps_keydist_init(&kd, (uint64_t)c.key_space, c.zipf_a) != 0) {
+      fprintf(stderr, "ps-bench: cannot allocate a key pool of %" PRId64 " keys\n", c.pool_n);
+      return 1;
+    }
+    for (int64_t i = 0; i < c.pool_n; i++) c.pool[i] = ps_keydist_key(ps_keydist_rank(&kd, &rng));
+  }
   /* Sleeps of tens of microseconds must be that long, not the default 50 us slack more. */
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
@@ -790,10 +867,23 @@ int main(int argc, char **argv) {
          c.closed ? "" : (c.poisson ? " (poisson)" : " (constant)"));
   if (c.closed) printf("  %d request(s) in flight\n", c.inflight);
   bool header = false;
+  size_t nsrv = ps_client_servers(statcl);
+  srv_snap *before = calloc(nsrv, sizeof *before), *after = calloc(nsrv, sizeof *after);
+  if (!before || !after) {
+    free(before);
+    free(after);
+    rc = 1;
+    goto out;
+  }
   for (int i = 0; i < nrates; i++) {
-    result_init(&res[i]);
-    ps_status st = run_point(&c, clients, rates[i], &res[i]);
+    result_init(&res[i], nsrv);
+    stats_snap(&c, statcl, before, nsrv);
+    ps_status st = run_point(&c, clients, statcl, rates[i], &res[i]);
     nres = i + 1;
+    stats_snap(&c, statcl, after, nsrv);
+    server_window(&res[i], before, after, nsrv);
+    snaps_free(before, nsrv);
+    snaps_free(after, nsrv);
     if (st != PS_OK) {
       fprintf(stderr, "ps-bench: run failed: %s\n", ps_status_str(st));
       rc = 1;
@@ -802,7 +892,7 @@ int main(int argc, char **argv) {
     if (!header) print_header(stdout);
     header = true;
     print_row(stdout, &res[i]);
-    print_breakdown(&c, &res[i], statcl);
+    print_breakdown(&res[i], nsrv);
     fflush(stdout);
   }
   if (nrates > 1 || c.sweep_s) {
@@ -836,9 +926,9 @@ report:
     json_t *doc;
     if (c.sweep_s) {
       doc = json_array();
-      for (int i = 0; i < nres; i++) json_array_append_new(doc, result_json(&c, &res[i], statcl));
+      for (int i = 0; i < nres; i++) json_array_append_new(doc, result_json(&c, &res[i]));
     } else {
-      doc = result_json(&c, &res[0], statcl);
+      doc = result_json(&c, &res[0]);
     }
     if (json_dump_file(doc, c.json, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
       fprintf(stderr, "ps-bench: --json: cannot write '%s': %s\n", c.json, strerror(errno));
@@ -853,8 +943,11 @@ report:
     }
   }
   for (int i = 0; i < nres; i++) result_free(&res[i]);
+  free(before);
+  free(after);
 out:
   for (int i = 0; i <= c.threads; i++) ps_client_destroy(&clients[i]);
   free(clients);
+  free(c.pool);
   return rc;
 }
