@@ -499,3 +499,40 @@ double ps_dlrm_flops_per_sample(const ps_dlrm *m) {
   for (int l = 0; m && l < m->nl; l++) f += 6.0 * m->L[l].in * m->L[l].out;
   return f;
 }
+
+/* ---- optimizer state (checkpoints) ---- */
+
+size_t ps_dlrm_opt_state_len(const ps_dlrm *m) {
+  if (!m) return 0;
+  return m->opt_kind == PS_DLRM_OPT_ADAM ? 2 * m->nparams
+         : m->opt_kind == PS_DLRM_OPT_ADAGRAD ? m->nparams : 0;
+}
+
+ps_status ps_dlrm_get_opt_state(ps_dlrm *m, int *kind, int64_t *step, float *host, size_t n) {
+  if (!m || !kind || !step || n != ps_dlrm_opt_state_len(m) || (n && !host)) return PS_ERR_INVALID;
+  *kind = m->opt_kind;
+  *step = m->step;
+  return n ? ps_kern_to_host(m->k, host, m->opt_state, n * sizeof(float)) : PS_OK;
+}
+
+ps_status ps_dlrm_set_opt_state(ps_dlrm *m, int kind, int64_t step, const float *host, size_t n) {
+  if (!m || step < 0) return PS_ERR_INVALID;
+  if (kind < 0) { /* no optimizer step taken yet */
+    ps_kern_free(m->k, m->opt_state);
+    m->opt_state = NULL;
+    m->opt_kind = -1;
+    m->step = 0;
+    return n == 0 ? PS_OK : PS_ERR_INVALID;
+  }
+  size_t want = kind == PS_DLRM_OPT_ADAM ? 2 * m->nparams : kind == PS_DLRM_OPT_ADAGRAD ? m->nparams : 0;
+  if (kind > PS_DLRM_OPT_ADAM || n != want || (n && !host)) return PS_ERR_INVALID;
+  ps_kern_free(m->k, m->opt_state);
+  m->opt_state = NULL;
+  if (n) {
+    TRY(kalloc(m->k, &m->opt_state, n));
+    TRY(ps_kern_to_device(m->k, m->opt_state, host, n * sizeof(float)));
+  }
+  m->opt_kind = kind;
+  m->step = step;
+  return PS_OK;
+}

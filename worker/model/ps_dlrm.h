@@ -133,4 +133,12 @@ double ps_dlrm_flops_per_sample(const ps_dlrm *m);
 /* Parses "13-512-256" into dims (at most max); returns the count, or -1 on a bad string. */
 int ps_dlrm_parse_mlp(const char *s, int *dims, int max);
 
+
+/* Optimizer state, for checkpoints: kind (-1 before the first ps_dlrm_step, else a
+ * ps_dlrm_opt_kind), its step count, and opt_state_len floats (Adagrad's sums; Adam's m then
+ * v). set restores exactly what get returned, so a resumed run continues bit-identically. */
+size_t ps_dlrm_opt_state_len(const ps_dlrm *m);
+ps_status ps_dlrm_get_opt_state(ps_dlrm *m, int *kind, int64_t *step, float *host, size_t n);
+ps_status ps_dlrm_set_opt_state(ps_dlrm *m, int kind, int64_t step, const float *host, size_t n);
+
 #endif

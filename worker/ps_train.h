@@ -1,0 +1,57 @@
+/* ps_train: the ps-worker training loop — data → dedup → pull → DLRM forward/backward →
+ * dense allreduce → sparse push → step → dense optimizer — plus evaluation, progress,
+ * checkpoints and the JSON summary. ps-worker's main only parses flags into ps_train_config.
+ *
+ * Sync equivalence: worker r's gradients are of the mean loss over its n_r samples; both the
+ * dense gradients (through the allreduce) and the sparse ones (before the push) are rescaled
+ * by n_r / N with N = the samples of the step over all workers, so W workers with batch B
+ * train the model one worker trains with batch W·B (up to float summation order). N travels
+ * in the same allreduce as the dense gradients (one extra float), which therefore runs before
+ * the push. */
+#ifndef PS_TRAIN_H
+#define PS_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ps_status.h"
+
+typedef struct ps_train_config {
+  const char *servers;      /* "URL,URL,..." (shard order) */
+  const char *train;        /* Criteo TSV, TSV.gz or binary */
+  const char *test;         /* NULL: evaluate on a held-out tail of train (holdout lines) */
+  int64_t holdout;          /* lines at the end of train held out when test is NULL */
+  int rank, world;          /* rank -1: assigned by the coordinator */
+  const char *device;       /* "cpu", "cuda", "cuda:N" */
+  const char *consistency;  /* "sync", "async", "ssp:K" */
+  int epochs;
+  int batch;
+  double lr;                /* dense optimizer */
+  const char *dense_opt;    /* sgd | adagrad | adam */
+  double sparse_lr;
+  const char *sparse_opt;   /* sgd | adagrad | rowwise-adagrad | adam | ftrl */
+  double emb_init;          /* embedding rows start in U(-emb_init, emb_init) */
+  int emb_dim;
+  const char *mlp_bot, *mlp_top;
+  int threads;
+  const char *bad_lines;    /* skip | fail */
+  int64_t hash_buckets;
+  int64_t admit_threshold;
+  int64_t ttl_steps;
+  const char *checkpoint_dir;
+  int64_t checkpoint_every; /* steps; 0 = only with --checkpoint-dir at the end */
+  bool resume;
+  const char *summary;
+  int64_t eval_every;       /* steps; 0 = only at the end */
+  int64_t max_steps;        /* stop after this many steps (0 = no limit): tests, benchmarks */
+  double progress_every;    /* seconds between progress lines */
+  int64_t seed;
+  const char *run_id;       /* rendezvous namespace; NULL = agreed through the coordinator */
+  uint32_t timeout_ms;
+} ps_train_config;
+
+void ps_train_config_default(ps_train_config *c);
+/* Runs the whole job; returns PS_OK or an error after logging its reason. */
+ps_status ps_train_run(const ps_train_config *c);
+
+#endif

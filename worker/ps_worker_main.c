@@ -1,0 +1,95 @@
+/* ps-worker: trains DLRM against Ember's parameter servers (DESIGN.md's contract). Parses
+ * flags into a ps_train_config and runs ps_train_run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cli.h"
+#include "ps_log.h"
+#include "ps_train.h"
+
+int main(int argc, char **argv) {
+  ps_train_config c;
+  ps_train_config_default(&c);
+  int64_t timeout_ms = c.timeout_ms;
+  const char *log_level = "info";
+  int64_t metrics_port = 0;
+  ps_cli_opt opts[] = {
+      {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
+      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
+      {"test", 0, PS_CLI_STRING, &c.test, "FILE", "evaluation data (AUC, logloss, accuracy)", false, 0, 0},
+      {"holdout", 0, PS_CLI_I64, &c.holdout, "LINES", "without --test: evaluate on the last LINES lines of --train", false, 0, 1e15},
+      {"rank", 0, PS_CLI_INT, &c.rank, "R", "this worker's rank (-1: assigned by the coordinator)", false, -1, 65535},
+      {"world", 0, PS_CLI_INT, &c.world, "W", "number of workers", false, 1, 65536},
+      {"device", 0, PS_CLI_STRING, &c.device, "cpu|cuda[:N]", "where the dense towers run", false, 0, 0},
+      {"consistency", 0, PS_CLI_STRING, &c.consistency, "sync|async|ssp:K", "consistency mode", false, 0, 0},
+      {"epochs", 0, PS_CLI_INT, &c.epochs, "E", "passes over the training data", false, 1, 1000},
+      {"batch", 0, PS_CLI_INT, &c.batch, "B", "samples per step per worker", false, 1, 1 << 20},
+      {"lr", 0, PS_CLI_DOUBLE, &c.lr, "LR", "dense optimizer learning rate", false, 0, 100},
+      {"dense-opt", 0, PS_CLI_STRING, &c.dense_opt, "sgd|adagrad|adam", "dense optimizer", false, 0, 0},
+      {"sparse-lr", 0, PS_CLI_DOUBLE, &c.sparse_lr, "LR", "embedding optimizer learning rate", false, 0, 100},
+      {"sparse-opt", 0, PS_CLI_STRING, &c.sparse_opt, "NAME", "embedding optimizer: sgd, adagrad, rowwise-adagrad, adam, ftrl", false, 0, 0},
+      {"emb-init", 0, PS_CLI_DOUBLE, &c.emb_init, "A", "embedding rows start in U(-A, A)", false, 0, 10},
+      {"emb-dim", 0, PS_CLI_INT, &c.emb_dim, "D", "embedding dimension (= last --mlp-bot width)", false, 1, 4096},
+      {"mlp-bot", 0, PS_CLI_STRING, &c.mlp_bot, "W-W-...", "bottom MLP widths, input (13) first", false, 0, 0},
+      {"mlp-top", 0, PS_CLI_STRING, &c.mlp_top, "W-...-1", "top MLP output widths (the interaction width is prepended)", false, 0, 0},
+      {"threads", 0, PS_CLI_INT, &c.threads, "T", "CPU threads for the dense towers (0: all cores)", false, 0, 1024},
+      {"bad-lines", 0, PS_CLI_STRING, &c.bad_lines, "skip|fail", "what a malformed input line does", false, 0, 0},
+      {"hash-buckets", 0, PS_CLI_I64, &c.hash_buckets, "N", "categorical value -> one of N rows per feature (0: open vocabulary)", false, 0, 1e15},
+      {"admit-threshold", 0, PS_CLI_I64, &c.admit_threshold, "N", "a key gets its own row after N sightings (0: at once)", false, 0, 1e9},
+      {"ttl-steps", 0, PS_CLI_I64, &c.ttl_steps, "N", "rows untouched for N steps expire (0: never)", false, 0, 1e15},
+      {"checkpoint-dir", 0, PS_CLI_STRING, &c.checkpoint_dir, "DIR", "where checkpoints go (dense state + every shard's snapshot)", false, 0, 0},
+      {"checkpoint-every", 0, PS_CLI_I64, &c.checkpoint_every, "N", "checkpoint every N steps (0: once, at the end)", false, 0, 1e15},
+      {"resume", 0, PS_CLI_FLAG, &c.resume, NULL, "continue from the latest checkpoint in --checkpoint-dir", false, 0, 0},
+      {"summary", 0, PS_CLI_STRING, &c.summary, "FILE", "JSON summary (rank 0)", false, 0, 0},
+      {"eval-every", 0, PS_CLI_I64, &c.eval_every, "N", "also evaluate every N steps", false, 0, 1e15},
+      {"max-steps", 0, PS_CLI_I64, &c.max_steps, "N", "stop after N steps (0: no limit)", false, 0, 1e15},
+      {"progress-every", 0, PS_CLI_DOUBLE, &c.progress_every, "S", "seconds between progress lines", false, 0.01, 1e6},
+      {"seed", 0, PS_CLI_I64, &c.seed, "S", "seed of the dense and embedding initialization", false, 0, 0},
+      {"run-id", 0, PS_CLI_STRING, &c.run_id, "ID", "rendezvous namespace (default: agreed through the coordinator)", false, 0, 0},
+      {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
+      {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
+      {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
+  };
+  ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
+                NULL, opts, sizeof opts / sizeof opts[0]};
+  int rc = ps_cli_parse(&cli, argc, argv, NULL, NULL);
+  if (rc == PS_CLI_HELP) return 0;
+  if (rc != PS_CLI_OK) return 2;
+  ps_log_level lvl;
+  if (ps_log_parse_level(log_level, &lvl) != 0) {
+    fprintf(stderr, "ps-worker: --log-level: '%s' is not debug, info, warn or error\n", log_level);
+    return 2;
+  }
+  ps_log_set_level(lvl);
+  c.timeout_ms = (uint32_t)timeout_ms;
+  if (c.rank >= c.world) {
+    fprintf(stderr, "ps-worker: --rank %d must be below --world %d\n", c.rank, c.world);
+    return 2;
+  }
+  if (strcmp(c.bad_lines, "skip") && strcmp(c.bad_lines, "fail")) {
+    fprintf(stderr, "ps-worker: --bad-lines: '%s' is not skip or fail\n", c.bad_lines);
+    return 2;
+  }
+  if (c.resume && !c.checkpoint_dir) {
+    fprintf(stderr, "ps-worker: --resume needs --checkpoint-dir\n");
+    return 2;
+  }
+  if (strcmp(c.consistency, "sync") && strcmp(c.consistency, "async") && strncmp(c.consistency, "ssp:", 4)) {
+    fprintf(stderr, "ps-worker: --consistency: '%s' is not sync, async or ssp:K\n", c.consistency);
+    return 2;
+  }
+  const char *sparse[] = {"sgd", "adagrad", "rowwise-adagrad", "adam", "ftrl"};
+  int ok = 0;
+  for (int i = 0; i < 5; i++) ok |= !strcmp(c.sparse_opt, sparse[i]);
+  if (!ok) {
+    fprintf(stderr, "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n", c.sparse_opt);
+    return 2;
+  }
+  if (strcmp(c.dense_opt, "sgd") && strcmp(c.dense_opt, "adagrad") && strcmp(c.dense_opt, "adam")) {
+    fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c.dense_opt);
+    return 2;
+  }
+  if (metrics_port) PS_WARN("--metrics-port: metrics are not served by this build of ps-worker");
+  return ps_train_run(&c) == PS_OK ? 0 : 1;
+}
