@@ -20,6 +20,8 @@
 #else
 #include <cuda_runtime.h>
 #define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) k<<<grid, block, smem, stream>>>(__VA_ARGS__)
+/* the same launch, marking a kernel that uses __syncthreads (the emulator needs to know) */
+#define PS_CU_LAUNCH_SYNC PS_CU_LAUNCH
 #define PS_CU_DYN_SMEM(type, name) extern __shared__ type name[]
 #endif
 #include <math.h>
@@ -433,7 +435,7 @@ cudaError_t ps_cu_bias_act_bwd(cudaStream_t s, int act, int m, int n, const floa
                                const float *dy, float *dx, float *dbias, float *ws) {
   const int chunks = colsum_chunks(m);
   dim3 grid((unsigned)((n + kColX - 1) / kColX), (unsigned)chunks), block(kColX, kColY);
-  PS_CU_LAUNCH(bias_act_bwd_k, (grid), (block), (0), (s), act, m, n, y, dy, dx, ws);
+  PS_CU_LAUNCH_SYNC(bias_act_bwd_k, (grid), (block), (0), (s), act, m, n, y, dy, dx, ws);
   PS_CU_LAUNCH(colsum_finish_k, ((unsigned)((n + kThreads - 1) / kThreads)), (kThreads), (0), (s), chunks, n, ws,
                                                                                   dbias);
   return cudaGetLastError();
@@ -446,7 +448,7 @@ cudaError_t ps_cu_interact_fwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    PS_CU_LAUNCH(interact_fwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
+    PS_CU_LAUNCH_SYNC(interact_fwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
                                                      emb, out);
   } else {
     const size_t total = (size_t)batch * (size_t)(dim + F * (F - 1) / 2);
@@ -464,7 +466,7 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    PS_CU_LAUNCH(interact_bwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
+    PS_CU_LAUNCH_SYNC(interact_bwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
                                                      emb, dout, dbottom, demb);
   } else {
     const size_t total = (size_t)batch * F * dim;
@@ -496,7 +498,7 @@ size_t ps_cu_bce_ws_floats(int n) { return (size_t)bce_blocks(n); }
 
 cudaError_t ps_cu_bce_fwd(cudaStream_t s, int n, const float *logits, const float *labels,
                           float *probs, float *loss, float *ws, unsigned int *counter) {
-  PS_CU_LAUNCH(bce_fwd_k, ((unsigned)bce_blocks(n)), (kBceThreads), (0), (s), n, logits, labels, probs, loss, ws,
+  PS_CU_LAUNCH_SYNC(bce_fwd_k, ((unsigned)bce_blocks(n)), (kBceThreads), (0), (s), n, logits, labels, probs, loss, ws,
                                                             counter);
   return cudaGetLastError();
 }

@@ -6,7 +6,8 @@
  * Batches are multi-hot with empty bags and rows shared between bags and samples, so the
  * pooling backward's per-unique-row aggregation is exercised; sizes include batch 1 and an
  * odd batch. The CPU model was itself checked against PyTorch (tests/model), so agreement
- * here ties the CUDA backend to the reference too. Exits 77 (SKIPPED) without a GPU. */
+ * here ties the CUDA backend to the reference too. Exits 77 (SKIPPED) without a GPU.
+ * Also built as test_cuda_dlrm_emu over tests/cuda/emu (runs everywhere, smaller batch). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,6 +94,12 @@ static void run_shape(const shape *sh) {
   int nd = ps_dlrm_num_dense(mc);
   int nl = ps_dlrm_num_layers(mc, NULL, NULL);
   ps_dlrm_opt opt = ps_dlrm_opt_default(sh->opt, sh->opt == PS_DLRM_OPT_ADAM ? 1e-3f : 0.05f);
+  /* Adagrad's first step is w -= clr * g / (|g| + eps): with torch's eps = 1e-10, a gradient
+   * that is a rounding residual (~1e-11 on one backend, ~0 on the other, as dW of a column
+   * the batch never activates) moves w by a sizeable fraction of clr on one side only. The
+   * step itself is checked exactly in test_cuda_ops; here eps = 1e-6 keeps the comparison
+   * about the backends rather than about that amplification. */
+  if (sh->opt == PS_DLRM_OPT_ADAGRAD) opt.eps = 1e-6f;
   ct_rng r = {(uint64_t)sh->B * 131 + (uint64_t)sh->S};
   for (int step = 0; step < 3; step++) {
     host_batch h = make_batch(&r, sh->B, nd, sh->S, sh->D, sh->nrows, sh->maxlen);
@@ -124,12 +131,21 @@ static void run_shape(const shape *sh) {
         fail_msg("B=%d step %d layer %d (%dx%d): dW err %.3g, db err %.3g", sh->B, step, l, L.out,
                  L.in, we, be);
     }
+    float *gc = malloc(np * sizeof(float));
+    memcpy(gc, pc, np * sizeof(float)); /* the CPU gradients, for the message below */
     assert_int_equal(ps_dlrm_step(mc, &opt), PS_OK);
     assert_int_equal(ps_dlrm_step(mg, &opt), PS_OK);
     assert_int_equal(ps_dlrm_get_params(mc, pc, np), PS_OK);
     assert_int_equal(ps_dlrm_get_params(mg, pg, np), PS_OK);
     double we = ct_norm_err(pg, pc, np);
-    if (!(we <= TOL)) fail_msg("B=%d step %d: parameters after the update differ by %.3g", sh->B, step, we);
+    if (!(we <= TOL)) {
+      size_t worst = 0;
+      for (size_t i = 0; i < np; i++)
+        if (fabsf(pg[i] - pc[i]) > fabsf(pg[worst] - pc[worst])) worst = i;
+      fail_msg("B=%d step %d: parameters after the update differ by %.3g (param %zu: cpu %g cuda "
+               "%g, cpu grad %g)", sh->B, step, we, worst, pc[worst], pg[worst], gc[worst]);
+    }
+    free(gc);
     printf("  %s | %s S=%d D=%d B=%d pool=%d opt=%d step %d: loss %.6f/%.6f, grads ok\n", sh->bot,
            sh->top, sh->S, sh->D, sh->B, (int)sh->pool, (int)sh->opt, step, lc, lg);
     free(prc);
@@ -149,7 +165,11 @@ static void test_kaggle_shape(void **st) {
   const shape s[] = {
       {"13-512-256-64-16", "512-256-1", 26, 16, 1, 20, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_SGD},
       {"13-512-256-64-16", "512-256-1", 26, 16, 67, 500, 3, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAGRAD},
+#ifdef PS_CU_EMULATE /* tests/cuda/emu: kernels on CPU threads, a smaller batch */
+      {"13-512-256-64-16", "512-256-1", 26, 16, 200, 3000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM},
+#else
       {"13-512-256-64-16", "512-256-1", 26, 16, 1024, 20000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM},
+#endif
   };
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
 }
@@ -165,8 +185,8 @@ static void test_odd_shapes(void **st) {
 
 static int setup(void **st) {
   (void)st;
-  if (ps_kern_create("cpu", 0, &CPU) != PS_OK) return -1;
-  if (ps_kern_create("cuda", 0, &GPU) != PS_OK) return -1;
+  if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
+  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
   return 0;
 }
 static int teardown(void **st) {

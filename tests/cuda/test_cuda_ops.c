@@ -8,7 +8,11 @@
  * Also: memory semantics (to_device returns when the source may be reused, through the
  * staging ring; to_host into pageable and pinned memory), deferred error reporting for bad
  * pooling indices, and the GEMM timer. Without a GPU it checks that the CUDA backend reports
- * PS_ERR_UNSUPPORTED, then exits 77 (SKIPPED). */
+ * PS_ERR_UNSUPPORTED, then exits 77 (SKIPPED).
+ *
+ * Built a second time as test_cuda_ops_emu against tests/cuda/emu (the kernels on CPU threads,
+ * a fake CUDA runtime and cuBLAS over tracked host memory), where it runs on every machine
+ * and checks the backend's host code; EMU_SMALL then trims the sizes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +29,11 @@
 #include "ps_kernels_cuda.h"
 
 #define TOL 1e-4
+#ifdef PS_CU_EMULATE
+#define EMU_SMALL 1 /* each emulated block with barriers costs a few hundred thread switches */
+#else
+#define EMU_SMALL 0
+#endif
 
 static ps_kern *CPU, *GPU;
 
@@ -129,7 +138,7 @@ static void test_sgemm(void **st) {
 static void test_bias_act(void **st) {
   (void)st;
   ct_rng r = {2};
-  const int ms[] = {1, 3, 1000, 4099}, ns[] = {1, 5, 16, 64, 513};
+  const int ms[] = {1, 3, EMU_SMALL ? 130 : 1000, EMU_SMALL ? 301 : 4099}, ns[] = {1, 5, 16, 64, 513};
   for (size_t a = 0; a < 4; a++)
     for (size_t b = 0; b < 5; b++)
       for (int act = 0; act < 2; act++)
@@ -318,7 +327,7 @@ static void test_pool_bad_index(void **st) {
 static void test_bce(void **st) {
   (void)st;
   ct_rng r = {6};
-  const int ns[] = {1, 255, 256, 257, 100000, 300001};
+  const int ns[] = {1, 255, 256, 257, EMU_SMALL ? 3000 : 100000, EMU_SMALL ? 20001 : 300001};
   for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
     int n = ns[c];
     buf z = buf_rand(&r, (size_t)n, -8, 8), y = buf_new((size_t)n), p = buf_new((size_t)n);
@@ -456,8 +465,8 @@ static void test_gemm_timer(void **st) {
 
 static int setup(void **st) {
   (void)st;
-  if (ps_kern_create("cpu", 0, &CPU) != PS_OK) return -1;
-  if (ps_kern_create("cuda", 0, &GPU) != PS_OK) return -1;
+  if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
+  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
   return 0;
 }
 static int teardown(void **st) {
@@ -468,6 +477,9 @@ static int teardown(void **st) {
 }
 
 /* What must hold on a machine without a GPU (checked before exiting 77). */
+#ifdef PS_CU_EMULATE
+static int check_no_gpu(void) { return 1; } /* the emulated device is always there */
+#else
 static int check_no_gpu(void) {
   ps_kern *k = (ps_kern *)1;
   if (ps_kern_cuda_create(0, &k) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
@@ -477,6 +489,7 @@ static int check_no_gpu(void) {
   if (ps_cuda_device_count() != 0) return 1;
   return 0;
 }
+#endif
 
 int main(void) {
   if (!ps_cuda_available()) {
