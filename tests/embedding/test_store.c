@@ -71,11 +71,11 @@ static float grad_of(uint64_t key, uint32_t j, uint32_t pass) {
 }
 
 /* The SGD row after one push of grad_of(key, ., pass) per pass, computed as the store must:
- * w = w + (-lr) * g in float. */
+ * w = fma(-lr, g, w) in float (what torch.optim.SGD computes). */
 static void expected_sgd(const ps_table_spec *sp, uint64_t key, uint32_t passes, float *w) {
   ps_store_init_row(sp, key, w);
   for (uint32_t p = 0; p < passes; p++)
-    for (uint32_t j = 0; j < sp->dim; j++) w[j] = w[j] + (-sp->lr) * grad_of(key, j, p);
+    for (uint32_t j = 0; j < sp->dim; j++) w[j] = fmaf(-sp->lr, grad_of(key, j, p), w[j]);
 }
 
 static size_t rss_bytes(void) {
