@@ -1,5 +1,5 @@
 /* Integration: durability and recovery. 2 servers; a global checkpoint at step 5; more
- * pushes; kill -9 of shard 1 with a pull outstanding; restart on the same data dir and port:
+ * pushes; kill -9 of shard 1 with a pull and a push outstanding (the push fails clearly); restart on the same data dir and port:
  * the client reconnects by itself, re-sends the pull, and shard 1 serves the checkpoint's rows
  * while shard 0 keeps its newer rows. SIGTERM of shard 0 is a clean shutdown (exit 0, rows
  * kept as they were, not rolled back); RESTORE brings every shard back to the checkpoint. */
@@ -70,11 +70,23 @@ static void test_restart(void **state) {
   assert_int_equal(ps_client_pull(c, 5, 6, k, N, after), PS_OK);
   assert_true(fabsf(after[0] - at_ckpt[0]) > 1e-3f);
 
-  /* kill -9 shard 1, pull while it is down, bring it back on the same port and dir. */
-  assert_int_equal(pt_stop(&s[1], SIGKILL, 5000), 128 + SIGKILL);
-  ps_client_req *r = NULL;
+  /* Freeze shard 1 so that a pull and a push are outstanding on it, then kill -9 it: the
+   * push fails at once, clearly (it may or may not have been applied); the pull waits. */
+  uint64_t k1[8];
+  int n1 = 0;
+  for (int i = 0; i < N && n1 < 8; i++)
+    if (ps_shard_of(k[i], 2) == 1) k1[n1++] = k[i];
+  kill(s[1].pid, SIGSTOP);
+  ps_client_req *r = NULL, *pr = NULL;
   assert_int_equal(ps_client_pull_start(c, 5, 6, k, N, false, got, &r), PS_OK);
+  assert_int_equal(ps_client_push_start(c, 5, 6, k1, (size_t)n1, false, g, &pr), PS_OK);
   bool done = true;
+  assert_int_equal(ps_client_ready(c, r, 200, &done), PS_OK);
+  assert_false(done);
+  assert_int_equal(pt_stop(&s[1], SIGKILL, 5000), 128 + SIGKILL);
+  assert_int_equal(ps_client_wait(c, &pr), PS_ERR_UNAVAILABLE);
+  assert_non_null(strstr(ps_client_error(c), "may or may not"));
+  assert_non_null(strstr(ps_client_error(c), s[1].url));
   assert_int_equal(ps_client_ready(c, r, 300, &done), PS_OK);
   assert_false(done);
   assert_true(pt_start(&s[1], 1, 2, d1, s[1].port, 2));
