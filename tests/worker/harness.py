@@ -1,0 +1,66 @@
+"""Shared helpers for ps-worker integration tests: real ps-server / ps-worker processes on
+127.0.0.1 started through deploy/ember-local (free ports, cleanup by PID), every wait bounded."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ.get("EMBER_BIN", "build/bin")
+SRC = os.environ.get("EMBER_SRC", ".")
+LOCAL = os.path.join(SRC, "deploy", "ember-local")
+
+
+def run(cmd, timeout, **kw):
+    """Runs cmd in its own process group; kills the whole group on timeout."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, **kw)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        raise AssertionError(f"timed out after {timeout}s: {' '.join(cmd)}\n{out[-3000:]}")
+    return p.returncode, out
+
+
+def datagen(dirname, rows, test_rows, seed=1):
+    train = os.path.join(dirname, "train.tsv")
+    test = os.path.join(dirname, "test.tsv")
+    planted = os.path.join(dirname, "planted.json")
+    rc, out = run([f"{BIN}/ps-datagen", "--rows", str(rows), "--seed", str(seed), "--out", train,
+                   "--test-rows", str(test_rows), "--test-out", test, "--json", planted], 120)
+    assert rc == 0, out
+    return train, test, json.load(open(planted))
+
+
+def train(servers, workers, args, timeout=600, data_dir=None):
+    """ember-local with N servers and W workers; returns (summary dict, output)."""
+    with tempfile.TemporaryDirectory() as d:
+        summary = os.path.join(d, "summary.json")
+        cmd = [LOCAL, "--bin", BIN, "--servers", str(servers), "--workers", str(workers)]
+        if data_dir:
+            cmd += ["--data-dir", data_dir]
+        cmd += ["--", "--summary", summary, "--progress-every", "30"] + args
+        rc, out = run(cmd, timeout)
+        assert rc == 0, f"ember-local exited {rc}:\n{out[-4000:]}"
+        return json.load(open(summary)), out
+
+
+class Results:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name, cond, detail=""):
+        if cond:
+            self.passed += 1
+            print(f"ok   {name} {detail}")
+        else:
+            self.failed += 1
+            print(f"FAIL {name} {detail}")
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
