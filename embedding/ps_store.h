@@ -53,6 +53,12 @@ typedef enum ps_durability {
   PS_DURABILITY_SYNC = 2    /* WAL synced on every write batch */
 } ps_durability;
 
+/* Memory: cache_bytes bounds the hot tier (row allocations at their jemalloc size class plus
+ * the index arrays; split evenly over partitions). Beyond it a store uses the RocksDB block
+ * cache (block_cache_bytes), up to 2 memtables of write_buffer_bytes per table plus one for
+ * metadata, table readers' bloom filters and indexes (~1.3 bytes per cold row), and for
+ * tables with admit_threshold > 1 a 2 MB count-min sketch each. tests/embedding/test_store.c
+ * checks RSS growth <= cache_bytes + block cache + memtables + 24 MB. */
 typedef struct ps_store_options {
   const char *path;          /* RocksDB directory (created if absent) */
   size_t cache_bytes;        /* hot-tier budget for row memory + index, all tables */
