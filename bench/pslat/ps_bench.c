@@ -173,14 +173,20 @@ static int reap(worker *w) {
       if (s->sent - s->intended > 1000000) w->late++;
       if (now > w->last_done) w->last_done = now;
     }
-    w->slots[i] = w->slots[--w->nin];
+    /* Keep send order: slot 0 is the oldest, the one pump() waits on (replies mostly come
+     * back in order, so waiting on it rarely delays seeing another's reply). */
+    memmove(&w->slots[i], &w->slots[i + 1], (size_t)(w->nin - i - 1) * sizeof *w->slots);
+    w->nin--;
     got++;
   }
   return got;
 }
 
-/* Handles replies: blocks up to ~1 ms for one to arrive when `block`, else just takes what is
- * there. (ps_client_ready pumps every socket, for every request; wait 2 ms = one 1 ms poll.) */
+/* Handles replies: when `block`, waits up to 2 ms for the oldest request (replies to others
+ * that arrive meanwhile are taken in too), else just takes what is there. ps_client_ready
+ * pumps every socket for every request; its waits have millisecond granularity, so the open
+ * loop blocks only when the next send is more than 2.5 ms away and otherwise polls with
+ * sleeps of at most 50 us. */
 static void pump(worker *w, bool block) {
   if (!w->nin) return;
   bool done;
@@ -221,7 +227,7 @@ static void run_open(worker *w) {
       /* Sleep to just before the send, then spin the last stretch: on a busy machine a wake-up
        * comes tens of microseconds late, and that lateness would be charged to the request. */
       if (next > now + SPIN_NS) ps_sleep_until_ns(next - SPIN_NS);
-    } else if (sched_done || w->nin >= w->cap || next > now + 1500000) {
+    } else if (sched_done || w->nin >= w->cap || next > now + 2500000) {
       pump(w, true);
     } else {
       pump(w, false);
@@ -526,18 +532,27 @@ static void print_breakdown(const result *r, size_t nsrv) {
   if (r->first_error[0]) printf("  first error: %s\n", r->first_error);
 }
 
-/* The knee: the highest target rate the servers sustain (achieved >= 95% of target, no
- * errors or timeouts) with p99 at most 5x the p99 of the lightest such point. */
+/* The knee: going up in rate, the last point before the first one that is not sustained
+ * (achieved < 95% of target, errors or timeouts) or whose p99 exceeds 5x the lightest point's
+ * p99. Stopping at the first failure keeps a lucky point above a failed one from counting. */
 static int find_knee(result *rs, int n) {
+  int ord[MAX_SWEEP];
+  for (int i = 0; i < n; i++) ord[i] = i;
+  for (int i = 1; i < n; i++) /* insertion sort by target rate */
+    for (int j = i; j > 0 && rs[ord[j]].target_rate < rs[ord[j - 1]].target_rate; j--) {
+      int t = ord[j];
+      ord[j] = ord[j - 1];
+      ord[j - 1] = t;
+    }
   double base = -1;
   int knee = -1;
-  for (int i = 0; i < n; i++) {
-    result *r = &rs[i];
+  for (int k = 0; k < n; k++) {
+    result *r = &rs[ord[k]];
     bool ok = r->achieved_rate >= 0.95 * r->target_rate && r->errors == 0 && r->timeouts == 0;
-    if (!ok) continue;
     double p99 = (double)ps_hist_percentile(r->lat, 99);
     if (base < 0) base = p99;
-    if (p99 <= 5.0 * base && (knee < 0 || r->target_rate > rs[knee].target_rate)) knee = i;
+    if (!ok || p99 > 5.0 * base) break;
+    knee = ord[k];
   }
   return knee;
 }
@@ -901,8 +916,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nres; i++) print_row(stdout, &res[i]);
     int k = find_knee(res, nres);
     if (k >= 0) {
-      printf("knee: %.0f requests/s (%.0f keys/s): the highest rate sustained (>= 95%% achieved, "
-             "no errors) with p99 <= 5x the lightest point's p99\n",
+      printf("knee: %.0f requests/s (%.0f keys/s): the last rate, going up, sustained (>= 95%% "
+             "achieved, no errors) with p99 <= 5x the lightest point's p99\n",
              res[k].target_rate, res[k].keys_per_s);
       /* The point closest to half the knee: is the tail tight there? */
       int h = -1;
