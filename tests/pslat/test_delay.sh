@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # ps-bench against a fixed service delay D: every reported percentile must be >= D (a reply
-# cannot come sooner) and p50 within D + a generous margin; the breakdown must put the delay in
+# cannot come sooner) and p50 below 2 D (generous: a loaded
+# 2-core CI box adds tens of ms); the breakdown must put the delay in
 # the round trip, not in the client queue. ps-server has no delay option (it would be
 # --inject-delay-us US; used when its --help lists it), so the delay comes from
 # pslat_delay_proxy, which holds each request D before passing it to a real ps-server.
 . "$(dirname "$0")/lib.sh"
-D=20000 # 20 ms
+D=50000 # 50 ms
 if "$EMBER_BIN/ps-server" --help 2>&1 | grep -q -- '--inject-delay-us'; then
   start_server s0 0 1 --inject-delay-us $D
   URL=$SRV_URL
@@ -22,7 +23,7 @@ else
   echo "delay injected by pslat_delay_proxy ($D us) in front of ps-server"
 fi
 for mode in open closed; do
-  if [ $mode = open ]; then args=(--rate 100); else args=(--closed-loop --inflight 2); fi
+  if [ $mode = open ]; then args=(--rate 50); else args=(--closed-loop --inflight 2); fi
   "$EMBER_BIN/ps-bench" --servers "$URL" --keys 16 --dim 8 --key-space 1000 "${args[@]}" \
     --warmup 0.3 --duration 2 --json "$TMP/$mode.json" || fail "ps-bench $mode exited $?"
   $PY - "$TMP/$mode.json" $D $mode <<'PYEOF' || fail "delay assertions ($mode)"
@@ -34,8 +35,8 @@ def check(c, m):
     print(("ok   " if c else "FAIL ") + f"{mode}: " + m); ok &= bool(c)
 for k in ("p50", "p90", "p99", "p999", "p9999", "max"):
     check(L[k] >= D * 0.99, f"{k} {L[k]:.0f} us >= delay {D:.0f} us")  # buckets are within 1%
-check(L["p50"] <= D + 10000, f"p50 {L['p50']:.0f} us <= delay + 10 ms")
-want = 200 if mode == "open" else 20  # open: exactly the schedule (2 s at 100/s)
+check(L["p50"] < 2 * D, f"p50 {L['p50']:.0f} us < 2 x delay")
+want = 100 if mode == "open" else 10  # open: exactly the schedule (2 s at 50/s)
 check(d["errors"] == 0 and d["timeouts"] == 0 and
       (d["requests"] == want if mode == "open" else d["requests"] >= want),
       f"{d['requests']} requests ({'==' if mode == 'open' else '>='} {want}), no errors")
