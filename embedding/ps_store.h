@@ -43,7 +43,11 @@ typedef struct ps_table_spec {
   ps_init init;
   float init_a, init_b;
   uint64_t seed;
-  uint32_t admit_threshold; /* 0 or 1: every key is stored on first push */
+  uint32_t admit_threshold; /* 0 or 1: every key is stored on first push. N > 1: a key
+                             * without a stored row is counted once per push call that
+                             * carries it (count-min sketch, conservative update); the first
+                             * N-1 such pushes are dropped, the N-th creates the row and
+                             * applies its gradient. Pulls do not count. */
   uint64_t ttl_steps;       /* 0: rows never expire */
 } ps_table_spec;
 
