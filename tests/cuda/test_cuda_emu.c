@@ -30,6 +30,14 @@ static float *fdup(const float *x, size_t n) {
   if (n) memcpy(p, x, n * sizeof(float));
   return p;
 }
+/* "Device" memory of the fake runtime (emu/fake_cudart.c): the one kind that the kernels'
+ * own cudaMemsetAsync accepts. */
+static float *drand_(ct_rng *r, size_t n, float lo, float hi) {
+  float *p = NULL;
+  assert_int_equal(cudaMalloc((void **)&p, (n ? n : 1) * sizeof(float)), cudaSuccess);
+  ct_fill(r, p, n, lo, hi);
+  return p;
+}
 static float *frand(ct_rng *r, size_t n, float lo, float hi) {
   float *p = malloc((n ? n : 1) * sizeof(float));
   assert_non_null(p);
@@ -119,12 +127,12 @@ static void test_pool(void **st) {
       assert_int_equal(err, 0);
       CLOSE(og, oc, (size_t)nb * D, 1e-6, "pool_fwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
       float *dout = frand(&r, (size_t)nb * D, -1, 1);
-      float *drc = malloc((size_t)nr * D * sizeof(float)), *drg = frand(&r, (size_t)nr * D, 7, 8);
+      float *drc = malloc((size_t)nr * D * sizeof(float)), *drg = drand_(&r, (size_t)nr * D, 7, 8);
       assert_int_equal(ps_kern_pool_bwd(CPU, mode, nb, D, nr, nnz, idx, off, dout, drc), PS_OK);
       assert_int_equal(ps_cu_pool_bwd(NULL, mode, nb, D, nr, nnz, idx, off, dout, drg, &err), cudaSuccess);
       assert_int_equal(err, 0);
       CLOSE(drg, drc, (size_t)nr * D, 1e-5, "pool_bwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
-      free(oc), free(og), free(dout), free(drc), free(drg);
+      free(oc), free(og), free(dout), free(drc), cudaFree(drg);
     }
     /* an out-of-range row raises the flag and is skipped, never read */
     if (nnz > 0) {
@@ -135,7 +143,9 @@ static void test_pool(void **st) {
       assert_int_equal(err, PS_CU_ERR_INDEX);
       err = 0;
       off[nb] = nnz + 1; /* past nnz */
-      assert_int_equal(ps_cu_pool_bwd(NULL, 0, nb, D, nr, nnz, idx, off, og, rows, &err), cudaSuccess);
+      float *drows = drand_(&r, (size_t)nr * D, 0, 1);
+      assert_int_equal(ps_cu_pool_bwd(NULL, 0, nb, D, nr, nnz, idx, off, og, drows, &err), cudaSuccess);
+      cudaFree(drows);
       assert_int_equal(err, PS_CU_ERR_INDEX);
       idx[0] = keep;
       free(og);
