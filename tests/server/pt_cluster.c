@@ -16,6 +16,39 @@
 
 #include "ps_client.h"
 
+/* Every server started and not yet stopped: killed at exit, so a failed assertion (which
+ * leaves the test function early) never leaves a process behind. */
+static pid_t g_live[64];
+static int g_nlive;
+
+static void kill_live(void) {
+  for (int i = 0; i < g_nlive; i++) {
+    if (g_live[i] <= 0) continue;
+    kill(g_live[i], SIGKILL);
+    waitpid(g_live[i], NULL, 0);
+  }
+  g_nlive = 0;
+}
+
+static void track(pid_t pid) {
+  static int registered;
+  if (!registered) {
+    atexit(kill_live);
+    registered = 1;
+  }
+  for (int i = 0; i < g_nlive; i++)
+    if (g_live[i] <= 0) {
+      g_live[i] = pid;
+      return;
+    }
+  if (g_nlive < 64) g_live[g_nlive++] = pid;
+}
+
+static void untrack(pid_t pid) {
+  for (int i = 0; i < g_nlive; i++)
+    if (g_live[i] == pid) g_live[i] = 0;
+}
+
 int pt_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
@@ -80,6 +113,7 @@ bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, in
     _exit(127);
   }
   s->pid = pid;
+  track(pid);
   const char *urls[1] = {s->url};
   ps_client_options o;
   ps_client_options_default(&o);
@@ -91,6 +125,7 @@ bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, in
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) {
       fprintf(stderr, "ps-server exited early (see %s)\n", logf);
+      untrack(pid);
       s->pid = 0;
       break;
     }
@@ -108,6 +143,7 @@ int pt_stop(pt_server *s, int sig, int timeout_ms) {
     int st;
     pid_t r = waitpid(s->pid, &st, WNOHANG);
     if (r == s->pid) {
+      untrack(s->pid);
       s->pid = 0;
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
@@ -116,6 +152,7 @@ int pt_stop(pt_server *s, int sig, int timeout_ms) {
   }
   kill(s->pid, SIGKILL);
   waitpid(s->pid, NULL, 0);
+  untrack(s->pid);
   s->pid = 0;
   return -1;
 }
