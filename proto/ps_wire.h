@@ -24,6 +24,11 @@
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "Ember's wire format is little-endian; a big-endian port needs byte swaps in ps_wire.c"
+/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, with inf/NaN kept and
+ * subnormals handled; F16C instructions where the build has them. */
+void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
+void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+
 #endif
 
 #define PS_WIRE_VERSION 1u
@@ -72,5 +77,10 @@ uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size);
  * cannot be packed or the bulk sizes do not match the layout. */
 size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
                       ps_frame frames[PS_WIRE_MAX_FRAMES]);
+
+/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, with inf/NaN kept and
+ * subnormals handled; F16C instructions where the build has them. */
+void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
+void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
 
 #endif
