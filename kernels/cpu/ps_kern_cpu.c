@@ -149,43 +149,79 @@ static ps_status gemm_nt_small_k(ps_kern *k, int m, int n, int kk, float alpha, 
     } else if (beta != 1.0f) {
       for (int j = 0; j < n; j++) ci[j] *= beta;
     }
+    /* 64-column blocks held in registers across the kk products (the row's partial sums
+     * never go back to memory between them) */
+    int j0 = 0;
+    for (; j0 + 64 <= n; j0 += 64) {
+      float acc[64];
+      for (int jj = 0; jj < 64; jj++) acc[jj] = ci[j0 + jj];
+      for (int p = 0; p < kk; p++) {
+        float s = alpha * ai[p];
+        const float *restrict bp = bt + (size_t)p * n + j0;
+        for (int jj = 0; jj < 64; jj++) acc[jj] += s * bp[jj];
+      }
+      for (int jj = 0; jj < 64; jj++) ci[j0 + jj] = acc[jj];
+    }
     for (int p = 0; p < kk; p++) {
       float s = alpha * ai[p];
       const float *restrict bp = bt + (size_t)p * n;
-      for (int j = 0; j < n; j++) ci[j] += s * bp[j];
+      for (int j = j0; j < n; j++) ci[j] += s * bp[j];
     }
   }
   return PS_OK;
 }
 
-/* C[m, n] = alpha * A[kk, m]^T * B[kk, n] + beta * C, n <= THIN: accumulate C^T [n, m] over
- * the kk rows, threads split m. */
+static int have_avx512(void);
+
+/* acc[j][ii] = sum_p b16[p][j] * a[p][ii] for a 16-wide column block of A: 16 accumulators in
+ * registers, one broadcast-FMA per (p, j). */
+__attribute__((target("avx512f"))) static void tn_tile16(const float *a, int lda, const float *b16,
+                                                         int kk, float *acc_out) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+  for (int p = 0; p < kk; p++) {
+    __m512 av = _mm512_loadu_ps(a + (size_t)p * lda);
+    const float *bj = b16 + (size_t)p * 16;
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(bj[j]), av, acc[j]);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) _mm512_storeu_ps(acc_out + j * 16, acc[j]);
+}
+
+/* C[m, n] = alpha * A[kk, m]^T * B[kk, n] + beta * C, n <= THIN. B is copied zero-padded to
+ * [kk, 16]; then for each block of 16 columns of A^T (rows of C) a 16 x 16 tile of C^T stays in
+ * 16 registers over all kk products. Threads split the blocks. */
 static ps_status gemm_tn_small_n(ps_kern *k, int m, int n, int kk, float alpha, const float *a,
                                  int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  float *ct = scratch_get(k, (size_t)n * m * sizeof(float));
-  if (!ct) return PS_ERR_NOMEM;
+  float *bp = scratch_get(k, (size_t)kk * THIN * sizeof(float));
+  if (!bp) return PS_ERR_NOMEM;
+  for (int p = 0; p < kk; p++)
+    for (int j = 0; j < THIN; j++) bp[(size_t)p * THIN + j] = j < n ? b[(size_t)p * ldb + j] : 0.0f;
   int T = CTX(k)->threads;
-  if ((size_t)m * n * kk < 8 * PAR_MIN) T = 1;
-#pragma omp parallel num_threads(T)
-  {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int per = ((m + nt - 1) / nt + 15) & ~15;
-    int lo = t * per < m ? t * per : m, hi = lo + per < m ? lo + per : m;
-    int w = hi - lo;
-    for (int j = 0; j < n; j++) memset(ct + (size_t)j * m + lo, 0, (size_t)w * sizeof(float));
-    for (int p = 0; p < kk; p++) {
-      const float *restrict ap = a + (size_t)p * lda + lo;
-      const float *bp = b + (size_t)p * ldb;
-      for (int j = 0; j < n; j++) {
-        float bj = bp[j];
-        float *restrict cj = ct + (size_t)j * m + lo;
-        for (int i = 0; i < w; i++) cj[i] += bj * ap[i];
+  int nblk = (m + 15) / 16;
+#pragma omp parallel for schedule(static) num_threads(T) if ((size_t)m * n * kk >= 8 * PAR_MIN)
+  for (int blk = 0; blk < nblk; blk++) {
+    int i0 = blk * 16, w = m - i0 < 16 ? m - i0 : 16;
+    float acc[THIN][16];
+    for (int j = 0; j < THIN; j++)
+      for (int ii = 0; ii < 16; ii++) acc[j][ii] = 0.0f;
+    if (w == 16 && have_avx512()) {
+      tn_tile16(a + i0, lda, bp, kk, &acc[0][0]);
+    } else {
+      for (int p = 0; p < kk; p++) {
+        const float *ap = a + (size_t)p * lda + i0;
+        const float *bj = bp + (size_t)p * THIN;
+        for (int j = 0; j < n; j++)
+          for (int ii = 0; ii < w; ii++) acc[j][ii] += bj[j] * ap[ii];
       }
     }
-    for (int i = lo; i < hi; i++)
+    for (int ii = 0; ii < w; ii++)
       for (int j = 0; j < n; j++) {
-        float v = alpha * ct[(size_t)j * m + i];
-        c[(size_t)i * ldc + j] = beta == 0.0f ? v : v + beta * c[(size_t)i * ldc + j];
+        float v = alpha * acc[j][ii];
+        float *cij = c + (size_t)(i0 + ii) * ldc + j;
+        *cij = beta == 0.0f ? v : v + beta * *cij;
       }
   }
   return PS_OK;
@@ -374,7 +410,7 @@ __attribute__((target("avx512f"))) static void inter_bwd16(const float *bb, cons
 }
 
 static int have_avx512(void) {
-  static int v = -1;
+  static int v = -1; /* races are benign: every thread computes the same value */
   if (v < 0) {
     __builtin_cpu_init();
     v = __builtin_cpu_supports("avx512f") ? 1 : 0;
