@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""torch_dlrm: the PyTorch yardstick for ps-worker — the same DLRM on the same Criteo TSV.
+
+Model and data exactly as ps-worker with --hash-buckets N (worker/data/ps_criteo.h,
+worker/model/ps_dlrm.h): dense d = log(1 + max(x, 0)) with missing = 0; categorical key
+f*N + (int(token, 16) mod N), missing -> bucket 0 of its feature; ONE embedding table of 26*N
+rows (so the keys are the parameter server's keys), dim 16, U(-A, A) init, sparse gradients
+with torch.optim.Adagrad (eps 1e-10, accumulator 0: the server's adagrad); bottom MLP
+13-512-256-64-16 (ReLU everywhere), dot interaction (strict lower triangle of the 27x27 Gram
+matrix, concatenated with the bottom output: 16 + 351 = 367), top MLP 367-512-256-1 (ReLU but
+the last), BCEWithLogits, dense Adam. Dense init as the DLRM reference (and ps_dlrm.c):
+W ~ N(0, sqrt(2/(in+out))), b ~ N(0, sqrt(1/out)). One epoch in file order, no shuffling.
+
+Key design decision: the whole file is parsed into tensors BEFORE the clock starts, so
+samples/s is training compute only (ps-worker's figure includes its pipelined reader).
+
+The optimizer defaults below are ps-worker's (--lr 0.001, --sparse-lr 0.02, --emb-init 0.01);
+run.sh reads them from `ps-worker --help` and passes them explicitly so the two stay in sync.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+from sklearn.metrics import log_loss, roc_auc_score
+
+NDENSE, NCAT = 13, 26
+
+
+def parse_tsv(path, n_buckets):
+    """Criteo TSV -> (dense float32 [n,13], keys int64 [n,26], labels float32 [n])."""
+    labels, dense, keys = [], [], []
+    offs = [f * n_buckets for f in range(NCAT)]
+    with open(path, "r") as fh:
+        for ln, line in enumerate(fh, 1):
+            p = line.rstrip("\r\n").split("\t")
+            if len(p) != 1 + NDENSE + NCAT:
+                sys.exit(f"{path}:{ln}: {len(p)} fields, want 40")
+            labels.append(float(p[0]))
+            dense.append([math.log1p(max(int(x), 0)) if x else 0.0 for x in p[1:14]])
+            keys.append([offs[f] + (int(t, 16) % n_buckets if t else 0)
+                         for f, t in enumerate(p[14:])])
+    # log1p in double, rounded to float once (as ps_criteo_dense_transform)
+    return (torch.tensor(np.asarray(dense, dtype=np.float64).astype(np.float32)),
+            torch.tensor(np.asarray(keys, dtype=np.int64)),
+            torch.tensor(np.asarray(labels, dtype=np.float32)))
+
+
+def mlp(widths, last_relu):
+    layers = []
+    for i in range(len(widths) - 1):
+        lin = nn.Linear(widths[i], widths[i + 1])
+        with torch.no_grad():
+            lin.weight.normal_(0.0, math.sqrt(2.0 / (widths[i] + widths[i + 1])))
+            lin.bias.normal_(0.0, math.sqrt(1.0 / widths[i + 1]))
+        layers.append(lin)
+        if i < len(widths) - 2 or last_relu:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRM(nn.Module):
+    def __init__(self, rows, dim, bot, top, emb_init):
+        super().__init__()
+        self.emb = nn.Embedding(rows, dim, sparse=True)
+        with torch.no_grad():
+            self.emb.weight.uniform_(-emb_init, emb_init)
+        self.bot = mlp(bot, last_relu=True)
+        f = 1 + NCAT
+        self.top = mlp([dim + f * (f - 1) // 2] + top, last_relu=False)
+        li, lj = torch.tril_indices(f, f, offset=-1)
+        self.register_buffer("li", li)
+        self.register_buffer("lj", lj)
+
+    def forward(self, dense, keys):
+        x = self.bot(dense)                                   # [B, d]
+        t = torch.cat([x.unsqueeze(1), self.emb(keys)], 1)    # [B, 27, d]
+        z = torch.bmm(t, t.transpose(1, 2))[:, self.li, self.lj]
+        return self.top(torch.cat([x, z], 1)).squeeze(1)      # logits [B]
+
+
+def blas_loaded():
+    libs = set()
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            lib = line.split()[-1]
+            # torch's own BLAS, not the copies scipy/sklearn bring along in dist-packages
+            if ("blas" in lib.lower() or "mkl" in lib.lower()) and "dist-packages" not in lib:
+                libs.add(lib)
+    return sorted(libs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--test", required=True)
+    ap.add_argument("--hash-buckets", type=int, default=100000)
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=0.001, help="dense Adam (ps-worker --lr)")
+    ap.add_argument("--sparse-lr", type=float, default=0.02, help="sparse Adagrad (ps-worker --sparse-lr)")
+    ap.add_argument("--emb-init", type=float, default=0.01, help="U(-A, A) (ps-worker --emb-init)")
+    ap.add_argument("--emb-dim", type=int, default=16)
+    ap.add_argument("--mlp-bot", default="13-512-256-64-16")
+    ap.add_argument("--mlp-top", default="512-256-1")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    t0 = time.time()
+    xtr, ktr, ytr = parse_tsv(a.train, a.hash_buckets)
+    xte, kte, yte = parse_tsv(a.test, a.hash_buckets)
+    parse_s = time.time() - t0
+
+    model = DLRM(NCAT * a.hash_buckets, a.emb_dim, [int(w) for w in a.mlp_bot.split("-")],
+                 [int(w) for w in a.mlp_top.split("-")], a.emb_init)
+    dense_params = list(model.bot.parameters()) + list(model.top.parameters())
+    opt_d = torch.optim.Adam(dense_params, lr=a.lr)
+    opt_s = torch.optim.Adagrad([model.emb.weight], lr=a.sparse_lr, eps=1e-10,
+                                initial_accumulator_value=0.0)
+    lossf = nn.BCEWithLogitsLoss()
+
+    n = len(ytr)
+    t1 = time.time()
+    model.train()
+    for i in range(0, n, a.batch):
+        logits = model(xtr[i:i + a.batch], ktr[i:i + a.batch])
+        loss = lossf(logits, ytr[i:i + a.batch])
+        opt_d.zero_grad()
+        opt_s.zero_grad()
+        loss.backward()
+        opt_d.step()
+        opt_s.step()
+    train_s = time.time() - t1
+
+    model.eval()
+    with torch.no_grad():
+        p = torch.cat([torch.sigmoid(model(xte[i:i + 8192], kte[i:i + 8192]))
+                       for i in range(0, len(yte), 8192)]).double().numpy()
+    y = yte.numpy()
+    res = {
+        "trainer": "torch", "torch": torch.__version__, "blas": blas_loaded(),
+        "threads": a.threads, "batch": a.batch, "hash_buckets": a.hash_buckets,
+        "lr": a.lr, "sparse_lr": a.sparse_lr, "emb_init": a.emb_init,
+        "samples": n, "train_seconds": train_s, "samples_per_s": n / train_s,
+        "parse_seconds": parse_s, "eval_samples": len(y),
+        "auc": float(roc_auc_score(y, p)),
+        "logloss": float(log_loss(y, np.clip(p, 1e-7, 1 - 1e-7), labels=[0, 1])),
+        "accuracy": float(np.mean((p > 0.5) == (y > 0.5))),
+    }
+    print(f"torch_dlrm: {n} samples in {train_s:.1f} s ({res['samples_per_s']:.0f} samples/s, "
+          f"{a.threads} threads; parse {parse_s:.1f} s); test AUC {res['auc']:.4f} logloss "
+          f"{res['logloss']:.4f} accuracy {res['accuracy']:.4f}; BLAS: {', '.join(res['blas']) or 'none found'}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(res, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
