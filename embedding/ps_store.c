@@ -1440,6 +1440,9 @@ uint64_t ps_store_expire(ps_store *s) {
   pthread_rwlock_wrlock(&s->lock);
   const uint64_t step = atomic_load(&s->step);
   uint64_t removed = 0;
+  bool any_ttl = false;
+  for (size_t ti = 0; ti < s->ntables; ti++) any_ttl |= s->tables[ti].spec.ttl_steps > 0;
+  if (!any_ttl) goto done; /* cheap to call every step when no table uses TTL */
   /* After write_dirty every hot row has an identical cold copy, so one scan of the cold
    * tier decides; expired keys are dropped from the hot index too. */
   if (write_dirty(s) != PS_OK) goto done;

@@ -109,7 +109,9 @@ void ps_store_set_step(ps_store *s, uint64_t step);
 /* Expires rows not touched for ttl_steps (per table); returns how many were removed.
  * "Touched" means pushed (a row's last-touch step is the step of its last update or of its
  * creation); a row last touched at step t survives while step <= t + ttl_steps and is removed
- * from both tiers by an expire at a later step; it then reads as its initial value again. */
+ * from both tiers by an expire at a later step; it then reads as its initial value again.
+ * Cost: writes back dirty rows and scans the cold tier of every TTL table (O(rows)), so call
+ * it every few hundred steps, not every step (a no-op when no table has a TTL). */
 uint64_t ps_store_expire(ps_store *s);
 
 /* Writes every dirty hot row to RocksDB and flushes its memtables. */
