@@ -246,29 +246,42 @@ static ps_status part_run(srv_part *p, srv_req *r) {
     pos = p->pbuf;
   }
   switch (r->task_kind) {
-    case TK_PULL:
-      if (!split) return ps_store_pull(s->store, id, keys, n, r->outp);
+    case TK_PULL: {
+      if (!split && !r->f16) return ps_store_pull(s->store, id, keys, n, r->outp);
       if (m == 0) return PS_OK;
       if (!grow((void **)&p->vbuf, &p->vcap, m * dim, sizeof(float))) return PS_ERR_NOMEM;
       st = ps_store_pull(s->store, id, keys, m, p->vbuf);
       if (st != PS_OK) return st;
-      for (size_t i = 0; i < m; i++)
-        memcpy(r->outp + (size_t)pos[i] * dim, p->vbuf + i * dim, dim * sizeof(float));
+      uint16_t *o16 = (uint16_t *)r->outp;
+      if (!split) ps_wire_f32_to_f16(p->vbuf, o16, m * dim);
+      else if (r->f16)
+        for (size_t i = 0; i < m; i++)
+          ps_wire_f32_to_f16(p->vbuf + i * dim, o16 + (size_t)pos[i] * dim, dim);
+      else
+        for (size_t i = 0; i < m; i++)
+          memcpy(r->outp + (size_t)pos[i] * dim, p->vbuf + i * dim, dim * sizeof(float));
       return PS_OK;
-    case TK_PUSH: {
-      const float *g = r->msg.values;
-      if (!split) return ps_store_push(s->store, id, keys, n, g);
-      if (m == 0) return PS_OK;
-      if (!grow((void **)&p->vbuf, &p->vcap, m * dim, sizeof(float))) return PS_ERR_NOMEM;
-      for (size_t i = 0; i < m; i++)
-        memcpy(p->vbuf + i * dim, g + (size_t)pos[i] * dim, dim * sizeof(float));
-      return ps_store_push(s->store, id, keys, m, p->vbuf);
     }
+    case TK_PUSH:
     case TK_BUFFER: {
+      /* Gradients of this thread's keys, as f32 rows: the frame itself when it can be used
+       * as is (one thread, f32), else gathered (and widened from f16) into vbuf. */
+      const float *g = r->msg.values;
       if (m == 0) return PS_OK;
+      if (split || r->f16) {
+        if (!grow((void **)&p->vbuf, &p->vcap, m * dim, sizeof(float))) return PS_ERR_NOMEM;
+        const uint16_t *g16 = r->msg.values;
+        for (size_t i = 0; i < m; i++) {
+          size_t src = pos ? pos[i] : i;
+          if (r->f16) ps_wire_f16_to_f32(g16 + src * dim, p->vbuf + i * dim, dim);
+          else memcpy(p->vbuf + i * dim, g + src * dim, dim * sizeof(float));
+        }
+        g = p->vbuf;
+      }
+      if (r->task_kind == TK_PUSH) return ps_store_push(s->store, id, keys, m, g);
       sync_slot *sl = sync_slot_of(p, id, dim, r->step);
       if (!sl) return PS_ERR_INTERNAL;
-      return sync_append(sl, dim, keys, r->msg.values, pos, m);
+      return sync_append(sl, dim, keys, g, NULL, m);
     }
     case TK_APPLY: {
       sync_tab *t = p->sync;
@@ -382,6 +395,7 @@ static void finish(ps_server *s, srv_req *r) {
     rh.count = r->msg.nkeys;
     rh.dim = r->tab->spec.dim;
     rh.step = r->h->step;
+    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
     r->has_out = false;
     zmq_msg_t out;
     zmq_msg_init(&out);
@@ -425,7 +439,7 @@ static bool pull_ready(const srv_table *t, uint64_t step) {
 }
 
 static void start_pull(ps_server *s, srv_req *r) {
-  size_t bytes = r->msg.nkeys * (size_t)r->tab->spec.dim * sizeof(float);
+  size_t bytes = r->msg.nkeys * (size_t)r->tab->spec.dim * (r->f16 ? 2 : sizeof(float));
   if (zmq_msg_init_size(&r->out, bytes) != 0) {
     srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a %zu-byte reply", bytes);
     return;
@@ -546,6 +560,11 @@ static void handle_pull(ps_server *s, srv_req *r) {
                     t->spec.id, t->spec.dim);
     return;
   }
+  if (h->value_type != EMBER__VALUE_TYPE__VT_F32 && h->value_type != EMBER__VALUE_TYPE__VT_F16) {
+    srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "value type %d (f32 or f16)", (int)h->value_type);
+    return;
+  }
+  r->f16 = h->value_type == EMBER__VALUE_TYPE__VT_F16;
   if (r->msg.nkeys * (size_t)t->spec.dim * sizeof(float) > SRV_MAX_REPLY_BYTES) {
     srv_reply_error(s, r, PS_ERR_INVALID, "pull of %zu keys x dim %u exceeds the reply limit",
                     r->msg.nkeys, t->spec.dim);
@@ -576,10 +595,11 @@ static void handle_push(ps_server *s, srv_req *r) {
                     t->spec.id, t->spec.dim);
     return;
   }
-  if (r->msg.value_size != sizeof(float)) {
-    srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "push gradients must be f32");
+  if (r->msg.value_size != sizeof(float) && r->msg.value_size != 2) {
+    srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "push gradients must be f32 or f16");
     return;
   }
+  r->f16 = r->msg.value_size == 2;
   if (needs_worker(t) && h->worker >= t->num_workers) {
     srv_reply_error(s, r, PS_ERR_INVALID, "worker %u out of range: table %u has %u workers",
                     h->worker, t->spec.id, t->num_workers);

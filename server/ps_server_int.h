@@ -66,6 +66,7 @@ struct srv_req {
   zmq_msg_t out;
   bool has_out;
   float *outp;
+  bool f16;           /* bulk values travel as f16 (request's value_type) */
   uint32_t pending;
   srv_task *tasks;
   ps_status st;

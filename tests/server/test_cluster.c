@@ -13,6 +13,8 @@
 #include <cmocka.h>
 
 #include "ps_client.h"
+#include "ps_dedup.h"
+#include "ps_wire.h"
 #include "ps_hash.h"
 #include "ps_store.h"
 #include "pt_cluster.h"
@@ -221,11 +223,63 @@ static void test_stats(void **state) {
   ps_client_destroy(&c);
 }
 
+/* f16 on the wire: rows are the store's rows rounded to f16; gradients are summed in f32 per
+ * unique key by the client, rounded to f16, and applied as such. Checked bit-exactly. */
+static void test_f16_wire(void **state) {
+  (void)state;
+  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.wire_f16 = true;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  ps_client_table t;
+  table_of(&t, 0);
+  t.id = 4;
+  snprintf(t.name, sizeof t.name, "half");
+  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  char rdir[600];
+  snprintf(rdir, sizeof rdir, "%s/ref16", g_dir);
+  ps_store_options so = {.path = rdir, .cache_bytes = 16 << 20, .partitions = 1};
+  ps_store *ref = NULL;
+  assert_int_equal(ps_store_open(&so, &ref), PS_OK);
+  ps_table_spec sp;
+  spec_of(&t, &sp);
+  assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
+  enum { N = 500 };
+  uint64_t keys[N], uk[N];
+  uint32_t inv[N];
+  float g[N * DIM], got[N * DIM], want[N * DIM], sum[N * DIM];
+  uint16_t h16[N * DIM];
+  for (int i = 0; i < N; i++) keys[i] = (uint64_t)(i % 300) * 7919u + 3; /* duplicates */
+  for (int i = 0; i < N * DIM; i++) g[i] = 0.001f * (float)((i * 37) % 200 - 100);
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(ps_client_pull(c, 4, 0, keys, N, got), PS_OK);
+    assert_int_equal(ps_store_pull(ref, 4, keys, N, want), PS_OK);
+    ps_wire_f32_to_f16(want, h16, N * DIM);
+    ps_wire_f16_to_f32(h16, want, N * DIM);
+    assert_memory_equal(got, want, sizeof got);
+    assert_int_equal(ps_client_push(c, 4, 0, keys, N, g), PS_OK);
+    ps_dedup *d = NULL;
+    size_t nu = 0;
+    assert_int_equal(ps_dedup_create(&d), PS_OK);
+    assert_int_equal(ps_dedup_keys(d, keys, N, uk, inv, &nu), PS_OK);
+    ps_dedup_sum_rows(inv, N, nu, g, DIM, sum);
+    ps_wire_f32_to_f16(sum, h16, nu * DIM);
+    ps_wire_f16_to_f32(h16, sum, nu * DIM);
+    assert_int_equal(ps_store_push(ref, 4, uk, nu, sum), PS_OK);
+    ps_dedup_destroy(&d);
+  }
+  ps_store_close(&ref);
+  ps_client_destroy(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_equal_to_store),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_stats),
+      cmocka_unit_test(test_f16_wire),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -86,6 +86,8 @@ struct ps_client {
   uint64_t disconnects, resent, stale;
   size_t *cnt; /* per-shard scratch */
   char **vbase;
+  float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
+  size_t acc_cap;
 };
 
 static const char *op_name(int op) {
@@ -261,6 +263,7 @@ void ps_client_destroy(ps_client **cp) {
   free(c->pend);
   free(c->cnt);
   free(c->vbase);
+  free(c->acc);
   free(c);
 }
 
@@ -440,14 +443,23 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
                                                               : PS_ERR_INTERNAL;
     sub_fail(s, st, "%s refused: %s", op_name(r->op), h->message ? h->message : "");
   } else if (r->op == EMBER__OP__OP_PULL) {
-    size_t want = s->nkeys * (size_t)r->dim * sizeof(float);
-    if (nfr != 2 || h->count != s->nkeys || h->dim != r->dim || zmq_msg_size(&fr[1]) != want) {
+    size_t vs = c->opt.wire_f16 ? 2 : sizeof(float);
+    Ember__ValueType vt = c->opt.wire_f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
+    size_t want = s->nkeys * (size_t)r->dim * vs;
+    if (nfr != 2 || h->count != s->nkeys || h->dim != r->dim || zmq_msg_size(&fr[1]) != want ||
+        h->value_type != vt) {
       sub_fail(s, PS_ERR_PROTO, "PULL reply does not match the request (%" PRIu64
                " keys of dim %u, %zu bytes; expected %zu keys of dim %u)",
                h->count, h->dim, nfr == 2 ? zmq_msg_size(&fr[1]) : 0, s->nkeys, r->dim);
     } else {
       zmq_msg_init(&s->vals);
-      zmq_msg_move(&s->vals, &fr[1]);
+      if (c->opt.wire_f16 && ((uintptr_t)zmq_msg_data(&fr[1]) & 1)) {
+        /* f16 rows are read as uint16_t: give an odd-addressed frame an aligned copy. */
+        zmq_msg_init_size(&s->vals, want);
+        memcpy(zmq_msg_data(&s->vals), zmq_msg_data(&fr[1]), want);
+      } else {
+        zmq_msg_move(&s->vals, &fr[1]);
+      }
       s->has_vals = true;
       sub_done(s);
     }
@@ -559,7 +571,22 @@ static void pump(ps_client *c, long timeout_ms) {
   }
 }
 
+static void scatter_pull_f16(ps_client *c, struct ps_client_req *r) {
+  const size_t dim = r->dim;
+  for (size_t i = 0; i < c->nsrv; i++)
+    c->vbase[i] = r->subs[i].has_vals ? zmq_msg_data(&r->subs[i].vals) : NULL;
+  for (size_t k = 0; k < r->n; k++) {
+    uint32_t u = r->unique ? (uint32_t)k : r->inv[k];
+    uint32_t sh = c->nsrv == 1 ? 0 : r->ush[u], idx = c->nsrv == 1 ? u : r->uidx[u];
+    ps_wire_f16_to_f32((const uint16_t *)c->vbase[sh] + (size_t)idx * dim, r->out + k * dim, dim);
+  }
+}
+
 static void scatter_pull(ps_client *c, struct ps_client_req *r) {
+  if (c->opt.wire_f16) {
+    scatter_pull_f16(c, r);
+    return;
+  }
   const size_t row = (size_t)r->dim * sizeof(float);
   if (c->nsrv == 1) {
     const char *v = zmq_msg_data(&r->subs[0].vals);
@@ -694,11 +721,23 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     for (size_t u = 0; u < nu; u++) ((uint64_t *)c->vbase[r->ush[u]])[r->uidx[u]] = uk[u];
   }
   if (op == EMBER__OP__OP_PUSH) {
+    const bool f16 = c->opt.wire_f16;
+    if (f16 && nu * dim > c->acc_cap) {
+      float *a = realloc(c->acc, nu * dim * sizeof(float));
+      if (!a) {
+        req_release(c, r);
+        return set_err(c, PS_ERR_NOMEM, "out of memory");
+      }
+      c->acc = a;
+      c->acc_cap = nu * dim;
+    }
+    size_t off = 0;
     for (size_t i = 0; i < S; i++) {
       cl_sub *s = &r->subs[i];
       if (s->nparts != 2) continue;
-      zmq_msg_init_size(&s->part[2], s->nkeys * row);
-      c->vbase[i] = zmq_msg_data(&s->part[2]);
+      zmq_msg_init_size(&s->part[2], s->nkeys * dim * (f16 ? 2 : sizeof(float)));
+      c->vbase[i] = f16 ? (char *)(c->acc + off * dim) : zmq_msg_data(&s->part[2]);
+      off += s->nkeys;
       s->nparts = 3;
     }
     /* Sum duplicates straight into the frames: the first occurrence of a key is copied, later
@@ -716,6 +755,11 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
         for (uint32_t j = 0; j < dim; j++) dst[j] += src[j];
       }
     }
+    if (f16)
+      for (size_t i = 0; i < S; i++)
+        if (r->subs[i].nparts == 3)
+          ps_wire_f32_to_f16((const float *)c->vbase[i], zmq_msg_data(&r->subs[i].part[2]),
+                             r->subs[i].nkeys * dim);
   }
   for (size_t i = 0; i < S; i++) {
     cl_sub *s = &r->subs[i];
@@ -727,6 +771,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     h.worker = c->opt.rank;
     h.count = s->nkeys;
     h.dim = dim;
+    if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
     int nbulk = s->nparts - 1;
     sub_start(c, s, &h, nbulk);
   }

@@ -54,6 +54,8 @@ typedef struct ps_client_options {
   uint32_t timeout_ms;      /* bound on each request (default 30000) */
   uint32_t ckpt_timeout_ms; /* bound on CHECKPOINT / RESTORE (default 600000) */
   uint32_t rank;            /* this worker's rank, sent with pulls/pushes/steps (default 0) */
+  bool wire_f16;            /* rows and gradients travel as f16 (half the bytes); the API stays
+                               f32 and gradients are summed in f32 before the conversion */
 } ps_client_options;
 
 void ps_client_options_default(ps_client_options *o);
