@@ -57,6 +57,7 @@ struct ps_metric {
   size_t nlabels;
   char *labels[PS_METRICS_MAX_LABELS];
   uint64_t *edges;
+  char (*edge_labels)[32]; /* the edges formatted once, as `le` values */
   size_t nedges;
   ps_series **series;
   size_t nseries, cap;
@@ -143,6 +144,19 @@ static void buf_help(buf *b, const char *s) {
   }
 }
 
+/* " %llu\n" without printf: bucket lines are most of a scrape. */
+static void buf_count_line(buf *b, uint64_t v) {
+  char tmp[24];
+  size_t n = sizeof tmp;
+  tmp[--n] = '\n';
+  do {
+    tmp[--n] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  tmp[--n] = ' ';
+  buf_put(b, tmp + n, sizeof tmp - n);
+}
+
 static void buf_double(buf *b, double v) {
   if (isnan(v)) buf_puts(b, "NaN");
   else if (isinf(v)) buf_puts(b, v > 0 ? "+Inf" : "-Inf");
@@ -222,6 +236,7 @@ static void family_free(ps_metric *f) {
   free(f->series);
   for (size_t i = 0; i < f->nlabels; i++) free(f->labels[i]);
   free(f->edges);
+  free(f->edge_labels);
   free(f->name);
   free(f->help);
   free(f);
@@ -303,8 +318,11 @@ static ps_status family_register(ps_metrics *m, ps_metric_type type, const char 
     }
     if (ok && type == PS_METRIC_HISTOGRAM) {
       f->edges = malloc(nedges * sizeof *f->edges);
-      if (f->edges) {
+      f->edge_labels = malloc(nedges * sizeof *f->edge_labels);
+      if (f->edges && f->edge_labels) {
         memcpy(f->edges, edges, nedges * sizeof *edges);
+        for (size_t i = 0; i < nedges; i++)
+          ps_metrics_format_seconds(edges[i], f->edge_labels[i], sizeof f->edge_labels[i]);
         f->nedges = nedges;
       } else {
         ok = false;
@@ -513,17 +531,30 @@ static void render_value(buf *b, const ps_metric *f, const char *const *values, 
 
 static void render_hist(buf *b, const ps_metric *f, const char *const *values, const ps_hist *h) {
   uint64_t total = ps_hist_count(h);
-  char le[32];
+  /* One merge pass over ps_hist's buckets and the edges (the buckets are ordered by value):
+   * the count for edge e takes in every bucket whose lowest value is <= e, i.e. up to and
+   * including the bucket that holds e — exactly ps_hist_count_le(h, e), without its scan
+   * from bucket 0 per edge (71 edges x ~4000 buckets per series made a server-sized scrape
+   * cost over a millisecond). */
+  const uint64_t *counts = ps_hist_buckets(h);
+  size_t nb = ps_hist_nbuckets(), bi = 0;
+  uint64_t acc = 0;
   for (size_t i = 0; i < f->nedges; i++) {
+    for (; bi < nb; bi++) {
+      uint64_t lo, hi;
+      ps_hist_bucket_range(bi, &lo, &hi);
+      if (lo > f->edges[i]) break;
+      acc += counts[bi];
+    }
     buf_puts(b, f->name);
     buf_puts(b, "_bucket");
-    put_labels(b, f, values, ps_metrics_format_seconds(f->edges[i], le, sizeof le));
-    buf_printf(b, " %llu\n", (unsigned long long)ps_hist_count_le(h, f->edges[i]));
+    put_labels(b, f, values, f->edge_labels[i]);
+    buf_count_line(b, acc);
   }
   buf_puts(b, f->name);
   buf_puts(b, "_bucket");
   put_labels(b, f, values, "+Inf");
-  buf_printf(b, " %llu\n", (unsigned long long)total);
+  buf_count_line(b, total);
   buf_puts(b, f->name);
   buf_puts(b, "_sum");
   put_labels(b, f, values, NULL);
@@ -533,7 +564,7 @@ static void render_hist(buf *b, const ps_metric *f, const char *const *values, c
   buf_puts(b, f->name);
   buf_puts(b, "_count");
   put_labels(b, f, values, NULL);
-  buf_printf(b, " %llu\n", (unsigned long long)total);
+  buf_count_line(b, total);
 }
 
 void ps_metrics_emit(ps_metrics_sink *sink, const char *const *values, double v) {

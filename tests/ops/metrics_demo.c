@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ps_cli.h"
 #include "ps_hist.h"
@@ -49,11 +50,17 @@ int main(int argc, char **argv) {
   int port = 0;
   double rate = 1000;
   bool print_expected = false;
+  int extra_ops = 0, bench_render = 0;
   const ps_cli_opt opts[] = {
       {"bind", 0, PS_CLI_STRING, &bind, "ADDR", "address to serve /metrics on", false, 0, 0},
       {"port", 0, PS_CLI_INT, &port, "P", "port (0 = ephemeral)", false, 0, 65535},
       {"port-file", 0, PS_CLI_STRING, &port_file, "FILE", "write the bound port here", false, 0, 0},
       {"rate", 0, PS_CLI_DOUBLE, &rate, "R", "synthetic pull requests per second", false, 1, 1e6},
+      {"extra-ops", 0, PS_CLI_INT, &extra_ops, "N",
+       "N more op label values with populated histograms (a server-sized scrape, for measuring its cost)",
+       false, 0, 1000},
+      {"bench-render", 0, PS_CLI_INT, &bench_render, "N",
+       "render /metrics N times in-process, print the CPU time per render as JSON, and exit", false, 0, 1000000},
       {"print-expected", 0, PS_CLI_FLAG, &print_expected, NULL, "print expected figures as JSON and exit", false, 0, 0},
   };
   const ps_cli cli = {"metrics_demo", "Serves synthetic Ember metrics with a known workload.", NULL,
@@ -86,6 +93,35 @@ int main(int argc, char **argv) {
   ps_metric_series(lat, (const char *[]){"pull"}, &pull_lat);
   ps_metric_series(lat, (const char *[]){"push"}, &push_lat);
   ps_series *depth = ps_metric_single(inflight);
+  for (int k = 0; k < extra_ops; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "op%d", k);
+    ps_series *c = NULL, *h = NULL;
+    ps_metric_series(req, (const char *[]){name}, &c);
+    ps_metric_series(lat, (const char *[]){name}, &h);
+    ps_counter_add(c, 1000);
+    for (uint64_t v = 1000; v < 20000000000ull; v += v / 8) ps_hist_series_observe_ns(h, v);
+  }
+
+  if (bench_render) {
+    /* Thread CPU time, so that other load on the machine does not count. */
+    struct timespec a, b;
+    size_t bytes = 0, lines = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (int k = 0; k < bench_render; k++) {
+      char *text = NULL;
+      if (ps_metrics_render(m, &text, &bytes) != PS_OK) return 1;
+      if (k == 0)
+        for (const char *p = text; *p; p++) lines += *p == '\n';
+      free(text);
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    double us = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / 1e3 / bench_render;
+    printf("{\"extra_ops\": %d, \"lines\": %zu, \"bytes\": %zu, \"renders\": %d, \"cpu_us_per_render\": %.1f}\n",
+           extra_ops, lines, bytes, bench_render, us);
+    ps_metrics_destroy(&m);
+    return 0;
+  }
 
   ps_http *http = NULL;
   ps_status st = ps_http_create(bind, port, m, healthy, NULL, &http);

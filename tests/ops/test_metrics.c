@@ -173,6 +173,8 @@ static void test_histogram_vs_exact(void **st) {
   ps_hist_series_merge(s, local); /* a per-thread histogram flushed in */
   ps_hist_destroy(&local);
   char *text = render(m);
+  ps_hist *ref = ps_hist_create();
+  for (int i = 0; i < N; i++) ps_hist_record(ref, vals[i]);
   for (size_t k = 0; k < ps_metrics_fine_nedges; k++) {
     uint64_t e = ps_metrics_fine_edges_ns[k];
     uint64_t lo = 0, hi = 0;
@@ -184,10 +186,13 @@ static void test_histogram_vs_exact(void **st) {
     snprintf(labels, sizeof labels, "op=\"pull\",le=\"%s\"", ps_metrics_format_seconds(e, le, sizeof le));
     double got = -1;
     assert_true(prom_value(text, "ember_request_duration_seconds_bucket", labels, &got));
+    /* the renderer's merge pass must agree with ps_hist_count_le exactly */
+    assert_true(got == (double)ps_hist_count_le(ref, e));
     if (!(got >= (double)lo && got <= (double)hi))
       fail_msg("edge %s: rendered %.0f, exact %llu..%llu", le, got, (unsigned long long)lo,
                (unsigned long long)hi);
   }
+  ps_hist_destroy(&ref);
   double cnt = 0, inf = 0, rsum = 0;
   assert_true(prom_value(text, "ember_request_duration_seconds_count", "op=\"pull\"", &cnt));
   assert_true(prom_value(text, "ember_request_duration_seconds_bucket", "op=\"pull\",le=\"+Inf\"", &inf));
