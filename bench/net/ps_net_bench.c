@@ -9,7 +9,8 @@
  * with a reply of the PS reply's size, and drives them the same way (keys split per server).
  * Prints one line per run and, with --json, a list of
  *   {"impl", "op", "dim", "servers", "inflight", "batch", "requests", "keys_per_s",
- *    "mb_per_s", "p50_us", "p99_us"}. */
+ *    "mb_per_s", "p50_us", "p99_us"}. MB/s counts the bytes on the wire (8 per key plus 4, or 2
+ * with --f16, per value). */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -38,6 +39,7 @@ typedef struct cfg {
   int64_t key_space;
   double duration, warmup;
   const char *tmp;
+  bool f16;
 } cfg;
 
 typedef struct result {
@@ -110,6 +112,7 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   ps_client_options o;
   ps_client_options_default(&o);
   o.timeout_ms = 30000;
+  o.wire_f16 = c->f16;
   ps_client *cl = NULL;
   if (ps_client_create(up, (size_t)ns, &o, &cl) != PS_OK) return -1;
   for (int i = 0; i < ns; i++) {
@@ -184,7 +187,7 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   double secs = (double)(now - measure_from) / 1e9;
   res->requests = nreq;
   res->keys_per_s = (double)nreq * B / secs;
-  res->mb_per_s = (double)nreq * B * (8.0 + 4.0 * dim) / secs / 1e6;
+  res->mb_per_s = (double)nreq * B * (8.0 + (c->f16 ? 2.0 : 4.0) * dim) / secs / 1e6;
   res->p50_us = ps_hist_percentile(h, 50) / 1e3;
   res->p99_us = ps_hist_percentile(h, 99) / 1e3;
   ps_hist_destroy(&h);
@@ -232,8 +235,9 @@ static void echo_main(const char *url, size_t reply_bytes) {
 static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *res) {
   int B = c->batch;
   size_t per = (size_t)(B / ns);
-  size_t req_bytes = per * 8 + (op_push ? per * dim * 4 : 0);
-  size_t rep_bytes = op_push ? 0 : per * dim * 4;
+  size_t vb = c->f16 ? 2 : 4;
+  size_t req_bytes = per * 8 + (op_push ? per * dim * vb : 0);
+  size_t rep_bytes = op_push ? 0 : per * dim * vb;
   pid_t pid[MAXS];
   char urls[MAXS][64];
   for (int i = 0; i < ns; i++) {
@@ -310,7 +314,7 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
   double secs = (double)(now - measure_from) / 1e9;
   res->requests = nreq;
   res->keys_per_s = (double)nreq * B / secs;
-  res->mb_per_s = (double)nreq * B * (8.0 + 4.0 * dim) / secs / 1e6;
+  res->mb_per_s = (double)nreq * B * (8.0 + (c->f16 ? 2.0 : 4.0) * dim) / secs / 1e6;
   res->p50_us = ps_hist_percentile(h, 50) / 1e3;
   res->p99_us = ps_hist_percentile(h, 99) / 1e3;
   ps_hist_destroy(&h);
@@ -356,6 +360,7 @@ int main(int argc, char **argv) {
       {"warmup", 0, PS_CLI_DOUBLE, &c.warmup, "S", "unmeasured seconds per run", false, 0, 60},
       {"server-bin", 0, PS_CLI_STRING, &bin, "PATH", "ps-server (default: beside this binary)",
        false, 0, 0},
+      {"f16", 0, PS_CLI_FLAG, &c.f16, NULL, "rows and gradients as f16 on the wire", false, 0, 0},
       {"no-raw", 0, PS_CLI_FLAG, &no_raw, NULL, "skip the raw ZeroMQ floor", false, 0, 0},
       {"no-ember", 0, PS_CLI_FLAG, &no_ember, NULL, "only the raw ZeroMQ floor", false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write the results as JSON", false, 0, 0},
