@@ -68,8 +68,14 @@ static void synth_free(synth *s) {
 }
 
 static ps_status one_step(ps_dlrm *m, synth *s, const ps_dlrm_opt *opt, bool rowgrads) {
-  ps_dlrm_batch b = {.batch = s->B, .dense = s->dense, .labels = s->labels, .nrows = s->B * s->S,
-                     .rows = s->rows, .nnz = s->B * s->S, .idx = s->idx, .offsets = s->off};
+  ps_dlrm_batch b = {.batch = s->B,
+                     .dense = s->dense,
+                     .labels = s->labels,
+                     .nrows = s->B * s->S,
+                     .rows = s->rows,
+                     .nnz = s->B * s->S,
+                     .idx = s->idx,
+                     .offsets = s->off};
   ps_status st = ps_dlrm_forward(m, &b, NULL);
   if (st == PS_OK) st = ps_dlrm_backward(m, rowgrads ? s->drows : NULL);
   if (st == PS_OK) st = ps_dlrm_step(m, opt);
@@ -107,19 +113,24 @@ int main(int argc, char **argv) {
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cuda or cuda:N", false, 0, 0},
       {"batch", 'b', PS_CLI_STRING, &batches, "LIST", "comma-separated batch sizes", false, 0, 0},
-      {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size and mode", false, 0.01, 3600},
+      {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size and mode", false,
+       0.01, 3600},
       {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
       {"gemm-steps", 0, PS_CLI_INT, &gemm_steps, "N", "steps for the cuBLAS share", false, 1, 1000},
       {"mlp-bot", 0, PS_CLI_STRING, &mlp_bot, "DIMS", "bottom MLP widths", false, 0, 0},
-      {"mlp-top", 0, PS_CLI_STRING, &mlp_top, "DIMS", "top MLP widths (input prepended)", false, 0, 0},
+      {"mlp-top", 0, PS_CLI_STRING, &mlp_top, "DIMS", "top MLP widths (input prepended)", false, 0,
+       0},
       {"emb-dim", 0, PS_CLI_INT, &emb_dim, "D", "embedding dimension", false, 1, 4096},
       {"num-sparse", 0, PS_CLI_INT, &num_sparse, "N", "sparse features (tables)", false, 0, 1024},
-      {"opt", 0, PS_CLI_STRING, &opt_name, "NAME", "dense optimizer: sgd, adagrad, adam", false, 0, 0},
-      {"tf32", 0, PS_CLI_INT, &tf32, "0|1", "TF32 tensor-core GEMMs (default 0: plain FP32)", false, 0, 1},
+      {"opt", 0, PS_CLI_STRING, &opt_name, "NAME", "dense optimizer: sgd, adagrad, adam", false, 0,
+       0},
+      {"tf32", 0, PS_CLI_INT, &tf32, "0|1", "TF32 tensor-core GEMMs (default 0: plain FP32)", false,
+       0, 1},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
   };
-  ps_cli cli = {"ps-gpu-bench", "Dense DLRM step throughput on the CUDA backend, with the cuBLAS share",
-                NULL, opts, sizeof(opts) / sizeof(opts[0])};
+  ps_cli cli = {"ps-gpu-bench",
+                "Dense DLRM step throughput on the CUDA backend, with the cuBLAS share", NULL, opts,
+                sizeof(opts) / sizeof(opts[0])};
   int first = 0, rc = ps_cli_parse(&cli, argc, argv, &first, NULL);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
@@ -150,7 +161,8 @@ int main(int argc, char **argv) {
   }
   free(items[0]);
   if (!ps_cuda_available()) {
-    fprintf(stderr, "ps-gpu-bench: no usable CUDA device (cudaGetDeviceCount failed or found none)\n");
+    fprintf(stderr,
+            "ps-gpu-bench: no usable CUDA device (cudaGetDeviceCount failed or found none)\n");
     return 77;
   }
   ps_kern *k = NULL;
@@ -182,7 +194,8 @@ int main(int argc, char **argv) {
     synth s;
     if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
         synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
-      fprintf(stderr, "ps-gpu-bench: batch %d: %s\n", bs[i], st != PS_OK ? ps_status_str(st) : "out of memory");
+      fprintf(stderr, "ps-gpu-bench: batch %d: %s\n", bs[i],
+              st != PS_OK ? ps_status_str(st) : "out of memory");
       ret = 1;
       if (st == PS_OK) synth_free(&s);
       ps_dlrm_destroy(&m);
@@ -208,10 +221,11 @@ int main(int argc, char **argv) {
       ret = 1;
     } else {
       double gflops = ps_dlrm_flops_per_sample(m) * sps_dense * 1e-9;
-      printf("batch %6d: train %11.0f samples/s (%7.3f ms/step) | dense %11.0f samples/s (%7.3f "
-             "ms/step, %.0f GFLOP/s) | cuBLAS %.1f%% (%.3f of %.3f ms/step, %ld GEMMs/step)\n",
-             bs[i], sps_train, ms_train, sps_dense, ms_dense, gflops, 100.0 * share,
-             gemm_ms / gemm_steps, wall_ms / gemm_steps, calls / gemm_steps);
+      printf(
+          "batch %6d: train %11.0f samples/s (%7.3f ms/step) | dense %11.0f samples/s (%7.3f "
+          "ms/step, %.0f GFLOP/s) | cuBLAS %.1f%% (%.3f of %.3f ms/step, %ld GEMMs/step)\n",
+          bs[i], sps_train, ms_train, sps_dense, ms_dense, gflops, 100.0 * share,
+          gemm_ms / gemm_steps, wall_ms / gemm_steps, calls / gemm_steps);
       json_t *r = json_object();
       json_object_set_new(r, "batch", json_integer(bs[i]));
       json_object_set_new(r, "train_samples_per_s", json_real(sps_train));
@@ -228,7 +242,8 @@ int main(int argc, char **argv) {
     synth_free(&s);
   }
   json_object_set_new(root, "results", res);
-  if (json_path && ret == 0 && json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
+  if (json_path && ret == 0 &&
+      json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
     fprintf(stderr, "ps-gpu-bench: cannot write %s\n", json_path);
     ret = 1;
   }

@@ -26,24 +26,23 @@ const char *ps_cublas_status_str(cublasStatus_t s);
 }
 #endif
 
-#define PS_CUDA_TRY(call)                                                             \
-  do {                                                                                \
-    cudaError_t ps_e_ = (call);                                                       \
-    if (ps_e_ != cudaSuccess) return ps_cuda_fail(ps_e_, #call, __FILE__, __LINE__);  \
+#define PS_CUDA_TRY(call)                                                            \
+  do {                                                                               \
+    cudaError_t ps_e_ = (call);                                                      \
+    if (ps_e_ != cudaSuccess) return ps_cuda_fail(ps_e_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define PS_CUBLAS_TRY(call)                                                           \
-  do {                                                                                \
-    cublasStatus_t ps_s_ = (call);                                                    \
-    if (ps_s_ != CUBLAS_STATUS_SUCCESS)                                               \
-      return ps_cublas_fail(ps_s_, #call, __FILE__, __LINE__);                        \
+#define PS_CUBLAS_TRY(call)                                                                      \
+  do {                                                                                           \
+    cublasStatus_t ps_s_ = (call);                                                               \
+    if (ps_s_ != CUBLAS_STATUS_SUCCESS) return ps_cublas_fail(ps_s_, #call, __FILE__, __LINE__); \
   } while (0)
 
 /* For cleanup paths that cannot return: log and go on. */
-#define PS_CUDA_WARN(call)                                                            \
-  do {                                                                                \
-    cudaError_t ps_e_ = (call);                                                       \
-    if (ps_e_ != cudaSuccess) (void)ps_cuda_fail(ps_e_, #call, __FILE__, __LINE__);   \
+#define PS_CUDA_WARN(call)                                                          \
+  do {                                                                              \
+    cudaError_t ps_e_ = (call);                                                     \
+    if (ps_e_ != cudaSuccess) (void)ps_cuda_fail(ps_e_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #endif

@@ -19,7 +19,8 @@
 #include "ps_cuda_emu.h" /* tests/cuda/emu: the same kernels run on CPU threads */
 #else
 #include <cuda_runtime.h>
-#define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) k<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) \
+  k<<<grid, block, smem, stream>>>(__VA_ARGS__)
 /* the same launch, marking a kernel that uses __syncthreads (the emulator needs to know) */
 #define PS_CU_LAUNCH_SYNC PS_CU_LAUNCH
 #define PS_CU_DYN_SMEM(type, name) extern __shared__ type name[]
@@ -77,8 +78,8 @@ constexpr int kColX = 32, kColY = 8;
 
 /* Block (32, 8) covers 32 columns; chunk blockIdx.y takes rows by*8+ty, stride chunks*8.
  * Writes the masked gradient and one partial column sum per chunk into ws[chunk, n]. */
-__global__ void bias_act_bwd_k(int act, int m, int n, const float *__restrict__ y,
-                               const float *dy, float *dx, float *__restrict__ ws) {
+__global__ void bias_act_bwd_k(int act, int m, int n, const float *__restrict__ y, const float *dy,
+                               float *dx, float *__restrict__ ws) {
   __shared__ float part[kColY][kColX + 1];
   const int col = blockIdx.x * kColX + threadIdx.x;
   float acc = 0.0f;
@@ -126,14 +127,13 @@ __device__ __forceinline__ void load_sample(float *T, int ld, int b, int S, int 
   const int F = S + 1;
   for (int e = tid; e < F * dim; e += nt) {
     int f = e / dim, k = e - f * dim;
-    T[f * ld + k] = f == 0 ? bottom[(size_t)b * dim + k]
-                           : emb[((size_t)b * S + (f - 1)) * dim + k];
+    T[f * ld + k] = f == 0 ? bottom[(size_t)b * dim + k] : emb[((size_t)b * S + (f - 1)) * dim + k];
   }
 }
 
 __global__ void interact_fwd_smem_k(int batch, int S, int dim, int ld, int spb,
-                                    const float *__restrict__ bottom,
-                                    const float *__restrict__ emb, float *__restrict__ out) {
+                                    const float *__restrict__ bottom, const float *__restrict__ emb,
+                                    float *__restrict__ out) {
   PS_CU_DYN_SMEM(float, sm);
   const int F = S + 1, P = F * (F - 1) / 2, W = dim + P;
   const int b0 = blockIdx.x * spb;
@@ -158,8 +158,8 @@ __global__ void interact_fwd_smem_k(int batch, int S, int dim, int ld, int spb,
   }
 }
 
-__device__ __forceinline__ const float *feat_ptr(int b, int f, int S, int dim,
-                                                 const float *bottom, const float *emb) {
+__device__ __forceinline__ const float *feat_ptr(int b, int f, int S, int dim, const float *bottom,
+                                                 const float *emb) {
   return f == 0 ? bottom + (size_t)b * dim : emb + ((size_t)b * S + (f - 1)) * dim;
 }
 
@@ -176,7 +176,8 @@ __global__ void interact_fwd_gmem_k(int batch, int S, int dim, const float *__re
     } else {
       int i, j;
       pair_of(w - dim, &i, &j);
-      const float *ti = feat_ptr(b, i, S, dim, bottom, emb), *tj = feat_ptr(b, j, S, dim, bottom, emb);
+      const float *ti = feat_ptr(b, i, S, dim, bottom, emb),
+                  *tj = feat_ptr(b, j, S, dim, bottom, emb);
       float acc = 0.0f;
       for (int k = 0; k < dim; k++) acc = fmaf(ti[k], tj[k], acc);
       out[e] = acc;
@@ -187,8 +188,7 @@ __global__ void interact_fwd_gmem_k(int batch, int S, int dim, const float *__re
 /* dT[i, k] = sum_{j != i} G[i, j] T[j, k] with G symmetric, G[i, j] = dout dot-part of pair
  * (max(i,j), min(i,j)). Feature 0 also gets the pass-through gradient dout[b, k]. */
 __global__ void interact_bwd_smem_k(int batch, int S, int dim, int ld, int spb,
-                                    const float *__restrict__ bottom,
-                                    const float *__restrict__ emb,
+                                    const float *__restrict__ bottom, const float *__restrict__ emb,
                                     const float *__restrict__ dout, float *__restrict__ dbottom,
                                     float *__restrict__ demb) {
   PS_CU_DYN_SMEM(float, sm);
@@ -203,8 +203,10 @@ __global__ void interact_bwd_smem_k(int batch, int S, int dim, int ld, int spb,
     for (int e = threadIdx.x; e < F * F; e += blockDim.x) {
       int i = e / F, j = e - i * F;
       float g = 0.0f;
-      if (i > j) g = dz[i * (i - 1) / 2 + j];
-      else if (j > i) g = dz[j * (j - 1) / 2 + i];
+      if (i > j)
+        g = dz[i * (i - 1) / 2 + j];
+      else if (j > i)
+        g = dz[j * (j - 1) / 2 + i];
       G[e] = g;
     }
   }
@@ -225,9 +227,8 @@ __global__ void interact_bwd_smem_k(int batch, int S, int dim, int ld, int spb,
 }
 
 __global__ void interact_bwd_gmem_k(int batch, int S, int dim, const float *__restrict__ bottom,
-                                    const float *__restrict__ emb,
-                                    const float *__restrict__ dout, float *__restrict__ dbottom,
-                                    float *__restrict__ demb) {
+                                    const float *__restrict__ emb, const float *__restrict__ dout,
+                                    float *__restrict__ dbottom, float *__restrict__ demb) {
   const int F = S + 1, P = F * (F - 1) / 2, W = dim + P;
   const size_t total = (size_t)batch * F * dim;
   for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
@@ -321,9 +322,9 @@ inline int bce_blocks(int n) {
 
 /* Block partials into ws; the last block to finish (ticket from an atomicInc that wraps the
  * counter back to zero) sums them in block order, so the loss is deterministic. */
-__global__ void bce_fwd_k(int n, const float *__restrict__ logits,
-                          const float *__restrict__ labels, float *__restrict__ probs,
-                          float *loss, float *ws, unsigned int *counter) {
+__global__ void bce_fwd_k(int n, const float *__restrict__ logits, const float *__restrict__ labels,
+                          float *__restrict__ probs, float *loss, float *ws,
+                          unsigned int *counter) {
   __shared__ float red[kBceThreads];
   __shared__ bool last;
   float acc = 0.0f;
@@ -354,22 +355,19 @@ __global__ void bce_fwd_k(int n, const float *__restrict__ logits,
   }
 }
 
-__global__ void bce_bwd_k(int n, const float *__restrict__ logits,
-                          const float *__restrict__ labels, float scale,
-                          float *__restrict__ dlogits) {
+__global__ void bce_bwd_k(int n, const float *__restrict__ logits, const float *__restrict__ labels,
+                          float scale, float *__restrict__ dlogits) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     dlogits[i] = scale * (sigmoid_f(logits[i]) - labels[i]);
 }
 
 /* ---- element-wise updates -------------------------------------------------------------- */
 
-#define GRID_STRIDE(i, n)                                                                  \
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                  \
+#define GRID_STRIDE(i, n)                                                 \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
        i += (size_t)gridDim.x * blockDim.x)
 
-__global__ void scale_k(size_t n, float alpha, float *x) {
-  GRID_STRIDE(i, n) x[i] *= alpha;
-}
+__global__ void scale_k(size_t n, float alpha, float *x) { GRID_STRIDE(i, n) x[i] *= alpha; }
 
 __global__ void sgd_k(size_t n, float *w, const float *__restrict__ g, float lr, float wd) {
   GRID_STRIDE(i, n) {
@@ -411,7 +409,7 @@ inline int pick_spb(size_t per_sample_bytes) {
 
 inline int odd_ld(int dim) { return dim % 2 == 0 ? dim + 1 : dim; }
 
-} // namespace
+}  // namespace
 
 /* ---- launchers ----------------------------------------------------------------------------- */
 
@@ -422,10 +420,11 @@ cudaError_t ps_cu_bias_act_fwd(cudaStream_t s, int act, int m, int n, const floa
   const size_t total = (size_t)m * n;
   const bool vec = n % 4 == 0 && ((uintptr_t)x | (uintptr_t)bias | (uintptr_t)y) % 16 == 0;
   if (vec)
-    PS_CU_LAUNCH(bias_act_fwd4_k, (grid_for(total / 4)), (kThreads), (0), (s), 
-        act, total / 4, n / 4, (const float4 *)x, (const float4 *)bias, (float4 *)y);
+    PS_CU_LAUNCH(bias_act_fwd4_k, (grid_for(total / 4)), (kThreads), (0), (s), act, total / 4,
+                 n / 4, (const float4 *)x, (const float4 *)bias, (float4 *)y);
   else
-    PS_CU_LAUNCH(bias_act_fwd_k, (grid_for(total)), (kThreads), (0), (s), act, total, n, x, bias, y);
+    PS_CU_LAUNCH(bias_act_fwd_k, (grid_for(total)), (kThreads), (0), (s), act, total, n, x, bias,
+                 y);
   return cudaGetLastError();
 }
 
@@ -436,8 +435,8 @@ cudaError_t ps_cu_bias_act_bwd(cudaStream_t s, int act, int m, int n, const floa
   const int chunks = colsum_chunks(m);
   dim3 grid((unsigned)((n + kColX - 1) / kColX), (unsigned)chunks), block(kColX, kColY);
   PS_CU_LAUNCH_SYNC(bias_act_bwd_k, (grid), (block), (0), (s), act, m, n, y, dy, dx, ws);
-  PS_CU_LAUNCH(colsum_finish_k, ((unsigned)((n + kThreads - 1) / kThreads)), (kThreads), (0), (s), chunks, n, ws,
-                                                                                  dbias);
+  PS_CU_LAUNCH(colsum_finish_k, ((unsigned)((n + kThreads - 1) / kThreads)), (kThreads), (0), (s),
+               chunks, n, ws, dbias);
   return cudaGetLastError();
 }
 
@@ -448,12 +447,12 @@ cudaError_t ps_cu_interact_fwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    PS_CU_LAUNCH_SYNC(interact_fwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
-                                                     emb, out);
+    PS_CU_LAUNCH_SYNC(interact_fwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim,
+                      ld, spb, bottom, emb, out);
   } else {
     const size_t total = (size_t)batch * (size_t)(dim + F * (F - 1) / 2);
-    PS_CU_LAUNCH(interact_fwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse, dim, bottom,
-                                                             emb, out);
+    PS_CU_LAUNCH(interact_fwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse,
+                 dim, bottom, emb, out);
   }
   return cudaGetLastError();
 }
@@ -466,21 +465,21 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
   if (per <= kSmemMax) {
     const int spb = pick_spb(per);
     const unsigned grid = (unsigned)((batch + spb - 1) / spb);
-    PS_CU_LAUNCH_SYNC(interact_bwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim, ld, spb, bottom,
-                                                     emb, dout, dbottom, demb);
+    PS_CU_LAUNCH_SYNC(interact_bwd_smem_k, (grid), (128), (per * spb), (s), batch, num_sparse, dim,
+                      ld, spb, bottom, emb, dout, dbottom, demb);
   } else {
     const size_t total = (size_t)batch * F * dim;
-    PS_CU_LAUNCH(interact_bwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse, dim, bottom, emb,
-                                                             dout, dbottom, demb);
+    PS_CU_LAUNCH(interact_bwd_gmem_k, (grid_for(total)), (kThreads), (0), (s), batch, num_sparse,
+                 dim, bottom, emb, dout, dbottom, demb);
   }
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_pool_fwd(cudaStream_t s, int mode, int nbags, int dim, int nrows,
-                           const float *rows, int nnz, const int32_t *idx,
-                           const int32_t *offsets, float *out, int *err) {
-  PS_CU_LAUNCH(pool_fwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim, nrows, rows,
-                                                                 nnz, idx, offsets, out, err);
+                           const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
+                           float *out, int *err) {
+  PS_CU_LAUNCH(pool_fwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim,
+               nrows, rows, nnz, idx, offsets, out, err);
   return cudaGetLastError();
 }
 
@@ -489,8 +488,8 @@ cudaError_t ps_cu_pool_bwd(cudaStream_t s, int mode, int nbags, int dim, int nro
                            float *drows, int *err) {
   cudaError_t e = cudaMemsetAsync(drows, 0, (size_t)nrows * dim * sizeof(float), s);
   if (e != cudaSuccess) return e;
-  PS_CU_LAUNCH(pool_bwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim, nrows, nnz,
-                                                                 idx, offsets, dout, drows, err);
+  PS_CU_LAUNCH(pool_bwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim,
+               nrows, nnz, idx, offsets, dout, drows, err);
   return cudaGetLastError();
 }
 
@@ -498,14 +497,15 @@ size_t ps_cu_bce_ws_floats(int n) { return (size_t)bce_blocks(n); }
 
 cudaError_t ps_cu_bce_fwd(cudaStream_t s, int n, const float *logits, const float *labels,
                           float *probs, float *loss, float *ws, unsigned int *counter) {
-  PS_CU_LAUNCH_SYNC(bce_fwd_k, ((unsigned)bce_blocks(n)), (kBceThreads), (0), (s), n, logits, labels, probs, loss, ws,
-                                                            counter);
+  PS_CU_LAUNCH_SYNC(bce_fwd_k, ((unsigned)bce_blocks(n)), (kBceThreads), (0), (s), n, logits,
+                    labels, probs, loss, ws, counter);
   return cudaGetLastError();
 }
 
 cudaError_t ps_cu_bce_bwd(cudaStream_t s, int n, const float *logits, const float *labels,
                           float scale, float *dlogits) {
-  PS_CU_LAUNCH(bce_bwd_k, (grid_for((size_t)n)), (kThreads), (0), (s), n, logits, labels, scale, dlogits);
+  PS_CU_LAUNCH(bce_bwd_k, (grid_for((size_t)n)), (kThreads), (0), (s), n, logits, labels, scale,
+               dlogits);
   return cudaGetLastError();
 }
 
@@ -519,8 +519,8 @@ cudaError_t ps_cu_sgd(cudaStream_t s, size_t n, float *w, const float *g, float 
   return cudaGetLastError();
 }
 
-cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, float *sum,
-                          float clr, float eps, float wd) {
+cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, float *sum, float clr,
+                          float eps, float wd) {
   PS_CU_LAUNCH(adagrad_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, sum, clr, eps, wd);
   return cudaGetLastError();
 }
@@ -528,9 +528,9 @@ cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, fl
 cudaError_t ps_cu_adam(cudaStream_t s, size_t n, float *w, const float *g, float *m, float *v,
                        float beta1, float beta2, float eps, float wd, float step_size,
                        float bc2_sqrt) {
-  PS_CU_LAUNCH(adam_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, m, v, beta1, beta2, eps, wd, step_size,
-                                          bc2_sqrt);
+  PS_CU_LAUNCH(adam_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, m, v, beta1, beta2, eps, wd,
+               step_size, bc2_sqrt);
   return cudaGetLastError();
 }
 
-} // extern "C"
+}  // extern "C"

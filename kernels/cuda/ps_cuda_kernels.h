@@ -46,8 +46,8 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
  * PS_CU_ERR_INDEX in *err (device-visible memory). pool_bwd zeroes drows itself and
  * aggregates repeated rows with atomicAdd. nnz may be 0. */
 cudaError_t ps_cu_pool_fwd(cudaStream_t s, int mode, int nbags, int dim, int nrows,
-                           const float *rows, int nnz, const int32_t *idx,
-                           const int32_t *offsets, float *out, int *err);
+                           const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
+                           float *out, int *err);
 cudaError_t ps_cu_pool_bwd(cudaStream_t s, int mode, int nbags, int dim, int nrows, int nnz,
                            const int32_t *idx, const int32_t *offsets, const float *dout,
                            float *drows, int *err);
@@ -64,8 +64,8 @@ cudaError_t ps_cu_bce_bwd(cudaStream_t s, int n, const float *logits, const floa
 /* Element-wise updates over n floats (torch.optim's rules, see ps_kernels.h). */
 cudaError_t ps_cu_scale(cudaStream_t s, size_t n, float alpha, float *x);
 cudaError_t ps_cu_sgd(cudaStream_t s, size_t n, float *w, const float *g, float lr, float wd);
-cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, float *sum,
-                          float clr, float eps, float wd);
+cudaError_t ps_cu_adagrad(cudaStream_t s, size_t n, float *w, const float *g, float *sum, float clr,
+                          float eps, float wd);
 /* step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t), computed by the caller in double. */
 cudaError_t ps_cu_adam(cudaStream_t s, size_t n, float *w, const float *g, float *m, float *v,
                        float beta1, float beta2, float eps, float wd, float step_size,

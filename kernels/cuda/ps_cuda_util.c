@@ -16,27 +16,27 @@ ps_status ps_cuda_fail(cudaError_t e, const char *expr, const char *file, int li
   ps_log_write(PS_LOG_ERROR, file, line, "%s: CUDA error %d %s (%s)", expr, (int)e,
                cudaGetErrorName(e), cudaGetErrorString(e));
   switch (e) {
-  case cudaErrorMemoryAllocation: return PS_ERR_NOMEM;
-  case cudaErrorNoDevice:
-  case cudaErrorInsufficientDriver: return PS_ERR_UNSUPPORTED;
-  case cudaErrorInvalidValue: return PS_ERR_INVALID;
-  default: return PS_ERR_INTERNAL;
+    case cudaErrorMemoryAllocation: return PS_ERR_NOMEM;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver: return PS_ERR_UNSUPPORTED;
+    case cudaErrorInvalidValue: return PS_ERR_INVALID;
+    default: return PS_ERR_INTERNAL;
   }
 }
 
 const char *ps_cublas_status_str(cublasStatus_t s) {
   switch (s) {
-  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-  case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-  case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-  case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-  case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-  case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-  case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-  case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-  default: return "CUBLAS_STATUS_UNKNOWN";
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
   }
 }
 
@@ -44,11 +44,11 @@ ps_status ps_cublas_fail(cublasStatus_t s, const char *expr, const char *file, i
   ps_log_write(PS_LOG_ERROR, file, line, "%s: cuBLAS error %d (%s)", expr, (int)s,
                ps_cublas_status_str(s));
   switch (s) {
-  case CUBLAS_STATUS_ALLOC_FAILED: return PS_ERR_NOMEM;
-  case CUBLAS_STATUS_INVALID_VALUE: return PS_ERR_INVALID;
-  case CUBLAS_STATUS_ARCH_MISMATCH:
-  case CUBLAS_STATUS_NOT_SUPPORTED: return PS_ERR_UNSUPPORTED;
-  default: return PS_ERR_INTERNAL;
+    case CUBLAS_STATUS_ALLOC_FAILED: return PS_ERR_NOMEM;
+    case CUBLAS_STATUS_INVALID_VALUE: return PS_ERR_INVALID;
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+    case CUBLAS_STATUS_NOT_SUPPORTED: return PS_ERR_UNSUPPORTED;
+    default: return PS_ERR_INTERNAL;
   }
 }
 
@@ -72,8 +72,8 @@ ps_status ps_cuda_device_describe(int device, char *buf, size_t len) {
   int drv = 0, rt = 0;
   (void)cudaDriverGetVersion(&drv);
   (void)cudaRuntimeGetVersion(&rt);
-  snprintf(buf, len, "%s (sm_%d%d, %d SMs, %.0f GiB, driver %d.%d, runtime %d.%d)", p.name,
-           p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1u << 30),
-           drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+  snprintf(buf, len, "%s (sm_%d%d, %d SMs, %.0f GiB, driver %d.%d, runtime %d.%d)", p.name, p.major,
+           p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1u << 30), drv / 1000,
+           (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
   return PS_OK;
 }

@@ -39,7 +39,7 @@
 #define RING_ALIGN 256
 #define CUBLAS_WS_BYTES ((size_t)32 << 20)
 #define SCRATCH_INIT_FLOATS ((size_t)1 << 17) /* 128 chunks x 1024 columns */
-#define TIMING_EVENTS 8192                   /* 4096 bracketed GEMMs between reads */
+#define TIMING_EVENTS 8192                    /* 4096 bracketed GEMMs between reads */
 
 /* A region of the staging ring still used by an enqueued copy. */
 typedef struct ring_rec {
@@ -174,8 +174,8 @@ static ps_status ring_commit(cuda_ctx *c) {
 
 /* Reads and clears the device error flag; call only right after a stream synchronisation. */
 static ps_status check_err_flag(cuda_ctx *c) {
-  PS_CUDA_TRY(cudaMemcpyAsync(c->err_host, c->err_dev, sizeof(int), cudaMemcpyDeviceToHost,
-                              c->stream));
+  PS_CUDA_TRY(
+      cudaMemcpyAsync(c->err_host, c->err_dev, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
   PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
   if (*c->err_host == 0) return PS_OK;
   int flags = *c->err_host;
@@ -265,10 +265,10 @@ static ps_status cu_sync(ps_kern *k) {
 
 /* ---- compute ----------------------------------------------------------------------------- */
 
-#define LAUNCH(call)                                                                       \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) return ps_cuda_fail(e_, #call, __FILE__, __LINE__);             \
+#define LAUNCH(call)                                                           \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess) return ps_cuda_fail(e_, #call, __FILE__, __LINE__); \
   } while (0)
 
 static ps_status cu_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha,
@@ -326,8 +326,8 @@ static ps_status cu_interact_bwd(ps_kern *k, int batch, int num_sparse, int dim,
 }
 
 static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
-                             const float *rows, int nnz, const int32_t *idx,
-                             const int32_t *offsets, float *out) {
+                             const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
+                             float *out) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   LAUNCH(ps_cu_pool_fwd(c->stream, (int)mode, nbags, dim, nrows, rows, nnz, idx, offsets, out,
@@ -335,9 +335,9 @@ static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, 
   return PS_OK;
 }
 
-static ps_status cu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
-                             int nnz, const int32_t *idx, const int32_t *offsets,
-                             const float *dout, float *drows) {
+static ps_status cu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows, int nnz,
+                             const int32_t *idx, const int32_t *offsets, const float *dout,
+                             float *drows) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   LAUNCH(ps_cu_pool_bwd(c->stream, (int)mode, nbags, dim, nrows, nnz, idx, offsets, dout, drows,
@@ -379,8 +379,8 @@ static ps_status cu_sgd(ps_kern *k, size_t n, float *w, const float *g, float lr
   return PS_OK;
 }
 
-static ps_status cu_adagrad(ps_kern *k, size_t n, float *w, const float *g, float *sum,
-                            float clr, float eps, float wd) {
+static ps_status cu_adagrad(ps_kern *k, size_t n, float *w, const float *g, float *sum, float clr,
+                            float eps, float wd) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   LAUNCH(ps_cu_adagrad(c->stream, n, w, g, sum, clr, eps, wd));
@@ -431,7 +431,8 @@ static void cu_destroy(ps_kern *k) {
 }
 
 static ps_status set_math(cuda_ctx *c, bool tf32) {
-  PS_CUBLAS_TRY(cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  PS_CUBLAS_TRY(
+      cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return PS_OK;
 }
 
@@ -491,7 +492,8 @@ ps_status ps_kern_cuda_create(int device, ps_kern **out) {
   k->name = "cuda";
   k->host_memory = false;
   char desc[160];
-  if (ps_cuda_device_describe(device, desc, sizeof desc) == PS_OK) PS_INFO("cuda: backend on %s", desc);
+  if (ps_cuda_device_describe(device, desc, sizeof desc) == PS_OK)
+    PS_INFO("cuda: backend on %s", desc);
   *out = k;
   return PS_OK;
 }

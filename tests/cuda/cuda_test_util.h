@@ -52,8 +52,7 @@ static inline double ct_norm_err(const float *a, const float *b, size_t n) {
 /* Exit 77 unless a GPU is usable; prints why, so ctest's log says it. */
 static inline void ct_require_gpu(const char *test) {
   if (!ps_cuda_available()) {
-    printf("%s: SKIPPED: no usable CUDA device (cudaGetDeviceCount failed or found none)\n",
-           test);
+    printf("%s: SKIPPED: no usable CUDA device (cudaGetDeviceCount failed or found none)\n", test);
     fflush(stdout);
     exit(CT_SKIP);
   }

@@ -45,13 +45,13 @@ static float *frand(ct_rng *r, size_t n, float lo, float hi) {
   return p;
 }
 
-#define CLOSE(a, b, n, tol, ...)                                                   \
-  do {                                                                             \
-    double e_ = ct_norm_err((a), (b), (n));                                        \
-    if (!(e_ <= (tol))) {                                                          \
-      print_error(__VA_ARGS__);                                                    \
-      fail_msg(": normalised error %.3g > %.1g", e_, (double)(tol));               \
-    }                                                                              \
+#define CLOSE(a, b, n, tol, ...)                                     \
+  do {                                                               \
+    double e_ = ct_norm_err((a), (b), (n));                          \
+    if (!(e_ <= (tol))) {                                            \
+      print_error(__VA_ARGS__);                                      \
+      fail_msg(": normalised error %.3g > %.1g", e_, (double)(tol)); \
+    }                                                                \
   } while (0)
 
 static void test_bias_act(void **st) {
@@ -83,7 +83,8 @@ static void test_interact(void **st) {
   ct_rng r = {12};
   /* smem path with several samples per block, one sample per block (dim 128), the global
    * fallback (dim 512), no sparse features, odd dims */
-  const int cases[][3] = {{1, 0, 1}, {3, 26, 16}, {10, 26, 16}, {2, 3, 33}, {1, 26, 128}, {2, 26, 512}, {9, 2, 7}};
+  const int cases[][3] = {{1, 0, 1},    {3, 26, 16},  {10, 26, 16}, {2, 3, 33},
+                          {1, 26, 128}, {2, 26, 512}, {9, 2, 7}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int B = cases[c][0], S = cases[c][1], D = cases[c][2], W = ps_kern_interact_width(S, D);
     float *bot = frand(&r, (size_t)B * D, -1, 1), *emb = frand(&r, (size_t)B * S * D, -1, 1);
@@ -93,20 +94,24 @@ static void test_interact(void **st) {
     CLOSE(og, oc, (size_t)B * W, 1e-5, "interact_fwd B=%d S=%d D=%d", B, S, D);
     float *dout = frand(&r, (size_t)B * W, -1, 1);
     size_t ne = (size_t)B * S * D;
-    float *dbc = malloc((size_t)B * D * sizeof(float)), *dbg = malloc((size_t)B * D * sizeof(float));
-    float *dec = malloc((ne ? ne : 1) * sizeof(float)), *deg = malloc((ne ? ne : 1) * sizeof(float));
+    float *dbc = malloc((size_t)B * D * sizeof(float)),
+          *dbg = malloc((size_t)B * D * sizeof(float));
+    float *dec = malloc((ne ? ne : 1) * sizeof(float)),
+          *deg = malloc((ne ? ne : 1) * sizeof(float));
     assert_int_equal(ps_kern_interact_bwd(CPU, B, S, D, bot, emb, dout, dbc, dec), PS_OK);
     assert_int_equal(ps_cu_interact_bwd(NULL, B, S, D, bot, emb, dout, dbg, deg), cudaSuccess);
     CLOSE(dbg, dbc, (size_t)B * D, 1e-5, "interact_bwd dbottom B=%d S=%d D=%d", B, S, D);
     CLOSE(deg, dec, ne, 1e-5, "interact_bwd demb B=%d S=%d D=%d", B, S, D);
-    free(bot), free(emb), free(oc), free(og), free(dout), free(dbc), free(dbg), free(dec), free(deg);
+    free(bot), free(emb), free(oc), free(og), free(dout), free(dbc), free(dbg), free(dec),
+        free(deg);
   }
 }
 
 static void test_pool(void **st) {
   (void)st;
   ct_rng r = {13};
-  const int cases[][4] = {{1, 1, 1, 1}, {13, 16, 5, 3}, {300, 16, 40, 4}, {50, 16, 10, 0}, {7, 33, 2, 6}};
+  const int cases[][4] = {
+      {1, 1, 1, 1}, {13, 16, 5, 3}, {300, 16, 40, 4}, {50, 16, 10, 0}, {7, 33, 2, 6}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int nb = cases[c][0], D = cases[c][1], nr = cases[c][2], ml = cases[c][3];
     int32_t *off = malloc(((size_t)nb + 1) * sizeof(int32_t));
@@ -123,13 +128,15 @@ static void test_pool(void **st) {
       int err = 0;
       float *oc = malloc((size_t)nb * D * sizeof(float)), *og = frand(&r, (size_t)nb * D, 7, 8);
       assert_int_equal(ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows, nnz, idx, off, oc), PS_OK);
-      assert_int_equal(ps_cu_pool_fwd(NULL, mode, nb, D, nr, rows, nnz, idx, off, og, &err), cudaSuccess);
+      assert_int_equal(ps_cu_pool_fwd(NULL, mode, nb, D, nr, rows, nnz, idx, off, og, &err),
+                       cudaSuccess);
       assert_int_equal(err, 0);
       CLOSE(og, oc, (size_t)nb * D, 1e-6, "pool_fwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
       float *dout = frand(&r, (size_t)nb * D, -1, 1);
       float *drc = malloc((size_t)nr * D * sizeof(float)), *drg = drand_(&r, (size_t)nr * D, 7, 8);
       assert_int_equal(ps_kern_pool_bwd(CPU, mode, nb, D, nr, nnz, idx, off, dout, drc), PS_OK);
-      assert_int_equal(ps_cu_pool_bwd(NULL, mode, nb, D, nr, nnz, idx, off, dout, drg, &err), cudaSuccess);
+      assert_int_equal(ps_cu_pool_bwd(NULL, mode, nb, D, nr, nnz, idx, off, dout, drg, &err),
+                       cudaSuccess);
       assert_int_equal(err, 0);
       CLOSE(drg, drc, (size_t)nr * D, 1e-5, "pool_bwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
       free(oc), free(og), free(dout), free(drc), cudaFree(drg);
@@ -139,12 +146,14 @@ static void test_pool(void **st) {
       int err = 0, keep = idx[0];
       idx[0] = nr;
       float *og = malloc((size_t)nb * D * sizeof(float));
-      assert_int_equal(ps_cu_pool_fwd(NULL, 0, nb, D, nr, rows, nnz, idx, off, og, &err), cudaSuccess);
+      assert_int_equal(ps_cu_pool_fwd(NULL, 0, nb, D, nr, rows, nnz, idx, off, og, &err),
+                       cudaSuccess);
       assert_int_equal(err, PS_CU_ERR_INDEX);
       err = 0;
       off[nb] = nnz + 1; /* past nnz */
       float *drows = drand_(&r, (size_t)nr * D, 0, 1);
-      assert_int_equal(ps_cu_pool_bwd(NULL, 0, nb, D, nr, nnz, idx, off, og, drows, &err), cudaSuccess);
+      assert_int_equal(ps_cu_pool_bwd(NULL, 0, nb, D, nr, nnz, idx, off, og, drows, &err),
+                       cudaSuccess);
       cudaFree(drows);
       assert_int_equal(err, PS_CU_ERR_INDEX);
       idx[0] = keep;
@@ -170,7 +179,8 @@ static void test_bce(void **st) {
     for (int rep = 0; rep < 2; rep++) { /* the ticket counter must be back at zero */
       assert_int_equal(ps_cu_bce_fwd(NULL, n, z, y, pg, &lg, ws, &counter), cudaSuccess);
       assert_int_equal(counter, 0);
-      if (!(fabs((double)lg - lc) <= 1e-5 * fabs((double)lc))) fail_msg("bce loss n=%d: %g vs %g", n, lg, lc);
+      if (!(fabs((double)lg - lc) <= 1e-5 * fabs((double)lc)))
+        fail_msg("bce loss n=%d: %g vs %g", n, lg, lc);
     }
     CLOSE(pg, pc, (size_t)n, 1e-6, "bce probs n=%d", n);
     float sentinel = 5.0f;
@@ -202,9 +212,11 @@ static void test_optimizers(void **st) {
       assert_int_equal(ps_cu_sgd(NULL, n, wg, g, 0.1f, 0.01f), cudaSuccess);
       assert_int_equal(ps_kern_adagrad(CPU, n, wc, g, hc, 0.05f, 1e-10f, 0.001f), PS_OK);
       assert_int_equal(ps_cu_adagrad(NULL, n, wg, g, hg, 0.05f, 1e-10f, 0.001f), cudaSuccess);
-      assert_int_equal(ps_kern_adam(CPU, n, wc, g, mc, vc, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step), PS_OK);
+      assert_int_equal(ps_kern_adam(CPU, n, wc, g, mc, vc, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step),
+                       PS_OK);
       float ss = (float)(1e-3 / (1.0 - pow(0.9, step))), bc2 = (float)sqrt(1.0 - pow(0.999, step));
-      assert_int_equal(ps_cu_adam(NULL, n, wg, g, mg, vg, 0.9f, 0.999f, 1e-8f, 0.0f, ss, bc2), cudaSuccess);
+      assert_int_equal(ps_cu_adam(NULL, n, wg, g, mg, vg, 0.9f, 0.999f, 1e-8f, 0.0f, ss, bc2),
+                       cudaSuccess);
       free(g);
     }
     CLOSE(wg, wc, n, 1e-6, "optimizers w n=%zu", n);
@@ -227,8 +239,8 @@ static int teardown(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact),
-      cmocka_unit_test(test_pool),     cmocka_unit_test(test_bce),
+      cmocka_unit_test(test_bias_act),   cmocka_unit_test(test_interact),
+      cmocka_unit_test(test_pool),       cmocka_unit_test(test_bce),
       cmocka_unit_test(test_optimizers),
   };
   return cmocka_run_group_tests_name("cuda_emu", tests, setup, teardown);

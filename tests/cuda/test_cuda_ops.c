@@ -83,14 +83,14 @@ static double buf_err_at(const buf *b, size_t off, size_t n) {
 }
 static double buf_err(const buf *b) { return buf_err_at(b, 0, b->n); }
 
-#define EXPECT_CLOSE(err, tol, ...)                                               \
-  do {                                                                            \
-    double e_ = (err);                                                            \
-    if (!(e_ <= (tol))) {                                                         \
-      print_error(__VA_ARGS__);                                                   \
-      print_error(": normalised error %.3g > %.1g\n", e_, (double)(tol));         \
-      fail();                                                                     \
-    }                                                                             \
+#define EXPECT_CLOSE(err, tol, ...)                                       \
+  do {                                                                    \
+    double e_ = (err);                                                    \
+    if (!(e_ <= (tol))) {                                                 \
+      print_error(__VA_ARGS__);                                           \
+      print_error(": normalised error %.3g > %.1g\n", e_, (double)(tol)); \
+      fail();                                                             \
+    }                                                                     \
   } while (0)
 
 /* ---- GEMM --------------------------------------------------------------------------------- */
@@ -98,8 +98,8 @@ static double buf_err(const buf *b) { return buf_err_at(b, 0, b->n); }
 static void test_sgemm(void **st) {
   (void)st;
   ct_rng r = {1};
-  const int shapes[][3] = {{1, 1, 1}, {1, 7, 3}, {5, 1, 9}, {33, 17, 65}, {64, 16, 13},
-                           {257, 129, 367}, {4, 3, 0}, {2048, 1, 256}};
+  const int shapes[][3] = {{1, 1, 1},    {1, 7, 3},       {5, 1, 9}, {33, 17, 65},
+                           {64, 16, 13}, {257, 129, 367}, {4, 3, 0}, {2048, 1, 256}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     int m = shapes[s][0], n = shapes[s][1], kk = shapes[s][2];
     for (int ta = 0; ta < 2; ta++)
@@ -119,13 +119,15 @@ static void test_sgemm(void **st) {
             for (int i = 0; i < m; i++)
               for (int j = 0; j < n; j++) C.host[(size_t)i * ldc + j] = NAN;
           buf_upload(&C);
-          assert_int_equal(ps_kern_sgemm(CPU, ta, tb, m, n, kk, 1.25f, A.c, lda, B.c, ldb, beta,
-                                         C.c, ldc), PS_OK);
-          assert_int_equal(ps_kern_sgemm(GPU, ta, tb, m, n, kk, 1.25f, A.g, lda, B.g, ldb, beta,
-                                         C.g, ldc), PS_OK);
+          assert_int_equal(
+              ps_kern_sgemm(CPU, ta, tb, m, n, kk, 1.25f, A.c, lda, B.c, ldb, beta, C.c, ldc),
+              PS_OK);
+          assert_int_equal(
+              ps_kern_sgemm(GPU, ta, tb, m, n, kk, 1.25f, A.g, lda, B.g, ldb, beta, C.g, ldc),
+              PS_OK);
           /* The padding columns are compared too: they must be left alone. */
-          EXPECT_CLOSE(buf_err(&C), TOL, "sgemm m=%d n=%d k=%d ta=%d tb=%d beta=%g", m, n, kk,
-                       ta, tb, beta);
+          EXPECT_CLOSE(buf_err(&C), TOL, "sgemm m=%d n=%d k=%d ta=%d tb=%d beta=%g", m, n, kk, ta,
+                       tb, beta);
           buf_free(&A);
           buf_free(&B);
           buf_free(&C);
@@ -138,7 +140,8 @@ static void test_sgemm(void **st) {
 static void test_bias_act(void **st) {
   (void)st;
   ct_rng r = {2};
-  const int ms[] = {1, 3, EMU_SMALL ? 130 : 1000, EMU_SMALL ? 301 : 4099}, ns[] = {1, 5, 16, 64, 513};
+  const int ms[] = {1, 3, EMU_SMALL ? 130 : 1000, EMU_SMALL ? 301 : 4099},
+            ns[] = {1, 5, 16, 64, 513};
   for (size_t a = 0; a < 4; a++)
     for (size_t b = 0; b < 5; b++)
       for (int act = 0; act < 2; act++)
@@ -185,7 +188,7 @@ static void test_interact(void **st) {
   ct_rng r = {3};
   /* (batch, num_sparse, dim): tiny, Kaggle (shared-memory path), odd, dim 128 (one sample per
    * block), dim 512 (global-memory fallback). */
-  const int cases[][3] = {{1, 0, 1},  {1, 1, 3},  {7, 26, 16}, {300, 26, 16},
+  const int cases[][3] = {{1, 0, 1},  {1, 1, 3},    {7, 26, 16},  {300, 26, 16},
                           {5, 3, 33}, {3, 26, 128}, {2, 26, 512}, {64, 8, 7}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int B = cases[c][0], S = cases[c][1], D = cases[c][2];
@@ -217,7 +220,7 @@ static void test_interact(void **st) {
 
 typedef struct bags {
   int nbags, nnz;
-  int32_t *idx, *off;         /* host */
+  int32_t *idx, *off; /* host */
   int32_t *idx_c, *off_c, *idx_g, *off_g;
 } bags;
 
@@ -257,8 +260,8 @@ static void test_pool(void **st) {
   ct_rng r = {4};
   /* (nbags, dim, nrows, maxlen): one bag, DLRM-like one-hot-ish, many repeats, wide odd dim,
    * every bag empty (nnz = 0), a large batch (grid-stride loop). */
-  const int cases[][4] = {{1, 1, 1, 1},      {13, 16, 5, 3},    {2000, 16, 300, 4},
-                          {100, 33, 1000, 2}, {50, 16, 10, 0},   {26 * 4096, 16, 50000, 1},
+  const int cases[][4] = {{1, 1, 1, 1},       {13, 16, 5, 3},  {2000, 16, 300, 4},
+                          {100, 33, 1000, 2}, {50, 16, 10, 0}, {26 * 4096, 16, 50000, 1},
                           {7, 5, 2, 6}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int nb = cases[c][0], D = cases[c][1], nr = cases[c][2], ml = cases[c][3];
@@ -266,22 +269,22 @@ static void test_pool(void **st) {
     buf rows = buf_rand(&r, (size_t)nr * D, -1, 1);
     for (int mode = 0; mode < 2; mode++) {
       buf out = buf_new((size_t)nb * D);
-      assert_int_equal(ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows.c, b.nnz, b.idx_c, b.off_c,
-                                        out.c), PS_OK);
-      assert_int_equal(ps_kern_pool_fwd(GPU, mode, nb, D, nr, rows.g, b.nnz, b.idx_g, b.off_g,
-                                        out.g), PS_OK);
+      assert_int_equal(
+          ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows.c, b.nnz, b.idx_c, b.off_c, out.c), PS_OK);
+      assert_int_equal(
+          ps_kern_pool_fwd(GPU, mode, nb, D, nr, rows.g, b.nnz, b.idx_g, b.off_g, out.g), PS_OK);
       EXPECT_CLOSE(buf_err(&out), TOL, "pool_fwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb, D,
                    nr, b.nnz, mode);
       buf dout = buf_rand(&r, (size_t)nb * D, -1, 1), drows = buf_new((size_t)nr * D);
       /* drows starts as garbage: pool_bwd must overwrite every row, used or not */
       ct_fill(&r, drows.host, drows.n, 5, 6);
       buf_upload(&drows);
-      assert_int_equal(ps_kern_pool_bwd(CPU, mode, nb, D, nr, b.nnz, b.idx_c, b.off_c, dout.c,
-                                        drows.c), PS_OK);
-      assert_int_equal(ps_kern_pool_bwd(GPU, mode, nb, D, nr, b.nnz, b.idx_g, b.off_g, dout.g,
-                                        drows.g), PS_OK);
-      EXPECT_CLOSE(buf_err(&drows), TOL, "pool_bwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb,
-                   D, nr, b.nnz, mode);
+      assert_int_equal(
+          ps_kern_pool_bwd(CPU, mode, nb, D, nr, b.nnz, b.idx_c, b.off_c, dout.c, drows.c), PS_OK);
+      assert_int_equal(
+          ps_kern_pool_bwd(GPU, mode, nb, D, nr, b.nnz, b.idx_g, b.off_g, dout.g, drows.g), PS_OK);
+      EXPECT_CLOSE(buf_err(&drows), TOL, "pool_bwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb, D,
+                   nr, b.nnz, mode);
       buf_free(&out);
       buf_free(&dout);
       buf_free(&drows);
@@ -383,10 +386,10 @@ static void test_optimizers(void **st) {
       assert_int_equal(ps_kern_sgd(GPU, n, w.g, g.g, 0.1f, 0.01f), PS_OK);
       assert_int_equal(ps_kern_adagrad(CPU, n, w.c, g.c, h.c, 0.05f, 1e-10f, 0.001f), PS_OK);
       assert_int_equal(ps_kern_adagrad(GPU, n, w.g, g.g, h.g, 0.05f, 1e-10f, 0.001f), PS_OK);
-      assert_int_equal(ps_kern_adam(CPU, n, w.c, g.c, m.c, v.c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f,
-                                    step), PS_OK);
-      assert_int_equal(ps_kern_adam(GPU, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f,
-                                    step), PS_OK);
+      assert_int_equal(
+          ps_kern_adam(CPU, n, w.c, g.c, m.c, v.c, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step), PS_OK);
+      assert_int_equal(
+          ps_kern_adam(GPU, n, w.g, g.g, m.g, v.g, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step), PS_OK);
     }
     EXPECT_CLOSE(buf_err(&w), 1e-5, "optimizers w n=%zu", n);
     EXPECT_CLOSE(buf_err(&h), 1e-5, "adagrad state n=%zu", n);
@@ -446,8 +449,9 @@ static void test_gemm_timer(void **st) {
   buf A = buf_rand(&r, 256 * 256, -1, 1), C = buf_new(256 * 256);
   assert_int_equal(ps_kern_cuda_gemm_timing(GPU, true), PS_OK);
   for (int i = 0; i < 3; i++)
-    assert_int_equal(ps_kern_sgemm(GPU, false, true, 256, 256, 256, 1.0f, A.g, 256, A.g, 256, 0.0f,
-                                   C.g, 256), PS_OK);
+    assert_int_equal(
+        ps_kern_sgemm(GPU, false, true, 256, 256, 256, 1.0f, A.g, 256, A.g, 256, 0.0f, C.g, 256),
+        PS_OK);
   double ms = -1;
   long calls = -1;
   assert_int_equal(ps_kern_cuda_gemm_time(GPU, &ms, &calls), PS_OK);

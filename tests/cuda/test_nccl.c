@@ -136,7 +136,8 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, char *why, size_t
      * allreduce is enqueued on: ordering, not a host sync, keeps them correct. */
     if (ps_kern_to_device(k, d, h, n * sizeof(float)) != PS_OK ||
         ps_kern_scale(k, n, 2.0f, d) != PS_OK || ps_coll_allreduce_sum(c, d, n) != PS_OK ||
-        ps_kern_scale(k, n, 0.5f, d) != PS_OK || ps_kern_to_host(k, h, d, n * sizeof(float)) != PS_OK) {
+        ps_kern_scale(k, n, 0.5f, d) != PS_OK ||
+        ps_kern_to_host(k, h, d, n * sizeof(float)) != PS_OK) {
       res = "allreduce sequence failed";
       break;
     }
@@ -159,7 +160,8 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, char *why, size_t
       if (h[i] != (float)((w - 1) * 1000 + (int)i)) res = "broadcast: wrong value";
   }
   if (!res && ps_coll_barrier(c) != PS_OK) res = "barrier failed";
-  if (!res && ps_coll_broadcast(c, d, 4, w) != PS_ERR_INVALID) res = "broadcast root out of range accepted";
+  if (!res && ps_coll_broadcast(c, d, 4, w) != PS_ERR_INVALID)
+    res = "broadcast root out of range accepted";
   if (!res && ps_coll_allreduce_sum(c, d, 0) != PS_OK) res = "empty allreduce failed";
 out:
   ps_coll_destroy(&c);
@@ -270,8 +272,10 @@ int main(int argc, char **argv) {
   if (two) {
     int n = ps_cuda_device_count();
     if (n < 2) {
-      printf("test_nccl --two-rank: SKIPPED: %d GPU(s); NCCL needs one device per rank "
-             "(two ranks on one GPU are refused as 'Duplicate GPU detected')\n", n);
+      printf(
+          "test_nccl --two-rank: SKIPPED: %d GPU(s); NCCL needs one device per rank "
+          "(two ranks on one GPU are refused as 'Duplicate GPU detected')\n",
+          n);
       return CT_SKIP;
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_ranks)};

@@ -45,23 +45,23 @@ static ps_status nccl_fail(ncclResult_t r, ncclComm_t comm, const char *what, co
   ps_log_write(PS_LOG_ERROR, file, line, "%s: NCCL error %d (%s)%s%s", what, (int)r,
                ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
   switch (r) {
-  case ncclInvalidArgument:
-  case ncclInvalidUsage: return PS_ERR_INVALID;
-  case ncclRemoteError:
-  case ncclSystemError: return PS_ERR_UNAVAILABLE;
-  default: return PS_ERR_INTERNAL;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage: return PS_ERR_INVALID;
+    case ncclRemoteError:
+    case ncclSystemError: return PS_ERR_UNAVAILABLE;
+    default: return PS_ERR_INTERNAL;
   }
 }
 
-#define CUDA_TRY(call)                                                       \
-  do {                                                                       \
-    cudaError_t e_ = (call);                                                 \
-    if (e_ != cudaSuccess) return cuda_fail(e_, #call, __FILE__, __LINE__);  \
+#define CUDA_TRY(call)                                                      \
+  do {                                                                      \
+    cudaError_t e_ = (call);                                                \
+    if (e_ != cudaSuccess) return cuda_fail(e_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define NCCL_TRY(comm, call)                                                 \
-  do {                                                                       \
-    ncclResult_t r_ = (call);                                                \
+#define NCCL_TRY(comm, call)                                                        \
+  do {                                                                              \
+    ncclResult_t r_ = (call);                                                       \
     if (r_ != ncclSuccess) return nccl_fail(r_, (comm), #call, __FILE__, __LINE__); \
   } while (0)
 
@@ -85,8 +85,8 @@ static ps_status nccl_broadcast(ps_coll *c, void *buf, size_t bytes, int root) {
 static ps_status nccl_barrier(ps_coll *c) {
   nccl_impl *im = c->impl;
   CUDA_TRY(cudaSetDevice(im->device));
-  NCCL_TRY(im->comm, ncclAllReduce(im->scratch, im->scratch, 1, ncclFloat32, ncclSum, im->comm,
-                                   im->stream));
+  NCCL_TRY(im->comm,
+           ncclAllReduce(im->scratch, im->scratch, 1, ncclFloat32, ncclSum, im->comm, im->stream));
   CUDA_TRY(cudaStreamSynchronize(im->stream));
   return PS_OK;
 }

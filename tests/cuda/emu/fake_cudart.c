@@ -46,7 +46,8 @@ static int inside(const void *p, size_t n, int pinned) {
 }
 
 static cudaError_t bad(const char *what, const void *p, size_t n) {
-  fprintf(stderr, "fake_cudart: %s: %p + %zu bytes is not inside a suitable allocation\n", what, p, n);
+  fprintf(stderr, "fake_cudart: %s: %p + %zu bytes is not inside a suitable allocation\n", what, p,
+          n);
   return cudaErrorInvalidValue;
 }
 
@@ -91,11 +92,11 @@ cudaError_t cudaGetLastError(void) {
 }
 const char *cudaGetErrorName(cudaError_t e) {
   switch (e) {
-  case cudaSuccess: return "cudaSuccess";
-  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-  case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-  default: return "cudaErrorUnknown";
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaErrorUnknown";
   }
 }
 const char *cudaGetErrorString(cudaError_t e) { return cudaGetErrorName(e); }
@@ -141,8 +142,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   int src_dev = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
   if (dst_dev && !inside(dst, n, 0)) return bad("cudaMemcpyAsync dst", dst, n);
   if (src_dev && !inside(src, n, 0)) return bad("cudaMemcpyAsync src", src, n);
-  if (!dst_dev && inside(dst, n, 0)) return bad("cudaMemcpyAsync dst (device, kind says host)", dst, n);
-  if (!src_dev && inside(src, n, 0)) return bad("cudaMemcpyAsync src (device, kind says host)", src, n);
+  if (!dst_dev && inside(dst, n, 0))
+    return bad("cudaMemcpyAsync dst (device, kind says host)", dst, n);
+  if (!src_dev && inside(src, n, 0))
+    return bad("cudaMemcpyAsync src (device, kind says host)", src, n);
   memmove(dst, src, n);
   return cudaSuccess;
 }
@@ -150,7 +153,8 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
   memset(a, 0, sizeof *a);
   pthread_mutex_lock(&mu);
   const alloc *x = find(p, 0);
-  a->type = !x ? cudaMemoryTypeUnregistered : (x->pinned ? cudaMemoryTypeHost : cudaMemoryTypeDevice);
+  a->type =
+      !x ? cudaMemoryTypeUnregistered : (x->pinned ? cudaMemoryTypeHost : cudaMemoryTypeDevice);
   pthread_mutex_unlock(&mu);
   return cudaSuccess;
 }
@@ -160,8 +164,12 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
   *s = &stream_token;
   return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return s == &stream_token ? cudaSuccess : cudaErrorInvalidValue; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return s == &stream_token || !s ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  return s == &stream_token ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return s == &stream_token || !s ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
   (void)flags;
@@ -219,8 +227,9 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
   int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
   int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
   if (lda < imax(1, arows) || ldb < imax(1, brows) || ldc < imax(1, m)) {
-    fprintf(stderr, "fake cublasSgemm: bad leading dimension (m %d n %d k %d lda %d ldb %d ldc %d)\n",
-            m, n, k, lda, ldb, ldc);
+    fprintf(stderr,
+            "fake cublasSgemm: bad leading dimension (m %d n %d k %d lda %d ldb %d ldc %d)\n", m, n,
+            k, lda, ldb, ldc);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
@@ -234,7 +243,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
   }
   if (k == 0) { /* C = beta C; C not read when beta == 0 */
     for (int j = 0; j < n; j++)
-      for (int i = 0; i < m; i++) c[(size_t)j * ldc + i] = *beta == 0.0f ? 0.0f : *beta * c[(size_t)j * ldc + i];
+      for (int i = 0; i < m; i++)
+        c[(size_t)j * ldc + i] = *beta == 0.0f ? 0.0f : *beta * c[(size_t)j * ldc + i];
     return CUBLAS_STATUS_SUCCESS;
   }
   cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,

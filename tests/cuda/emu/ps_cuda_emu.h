@@ -123,7 +123,8 @@ inline std::vector<unsigned char> ps_emu_smem;
 
 inline void __syncthreads() {
   if (!ps_emu_barrier) { /* a kernel launched with PS_CU_LAUNCH must not use barriers */
-    fprintf(stderr, "ps_cuda_emu: __syncthreads() in a kernel launched without PS_CU_LAUNCH_SYNC\n");
+    fprintf(stderr,
+            "ps_cuda_emu: __syncthreads() in a kernel launched without PS_CU_LAUNCH_SYNC\n");
     abort();
   }
   pthread_barrier_wait(ps_emu_barrier);
@@ -195,9 +196,11 @@ inline void ps_emu_launch(dim3 grid, dim3 block, size_t smem, const std::functio
 /* Kernels without __syncthreads run their threads one after another (fast); kernels with
  * barriers get one OS thread per GPU thread of a block. */
 #define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) \
-  ((void)(stream), ps_emu_launch(dim3(grid), dim3(block), (smem), [&] { k(__VA_ARGS__); }, false))
+  ((void)(stream), ps_emu_launch(                       \
+                       dim3(grid), dim3(block), (smem), [&] { k(__VA_ARGS__); }, false))
 #define PS_CU_LAUNCH_SYNC(k, grid, block, smem, stream, ...) \
-  ((void)(stream), ps_emu_launch(dim3(grid), dim3(block), (smem), [&] { k(__VA_ARGS__); }, true))
+  ((void)(stream), ps_emu_launch(                            \
+                       dim3(grid), dim3(block), (smem), [&] { k(__VA_ARGS__); }, true))
 
 #endif /* __cplusplus */
 #endif
