@@ -52,7 +52,7 @@ void ps_train_config_default(ps_train_config *c) {
   c->batch = 2048;
   c->lr = 0.001;
   c->dense_opt = "adam";
-  c->sparse_lr = 0.02;
+  c->sparse_lr = 0.1;
   c->sparse_opt = "adagrad";
   c->emb_init = 0.01;
   c->emb_dim = 16;
