@@ -132,6 +132,9 @@ static void test_equal_to_store(void **state) {
   assert_int_equal(ps_store_pull(ref, TABLE, keys, N, want), PS_OK);
   expect_close(got, want, (size_t)N * DIM, 1e-5f);
 
+  /* Empty requests complete at once. */
+  assert_int_equal(ps_client_pull(c[0], TABLE, 0, keys, 0, got), PS_OK);
+  assert_int_equal(ps_client_push(c[0], TABLE, 0, keys, 0, g), PS_OK);
   /* Unique-key API gives the same rows. */
   uint64_t uk[5] = {1, 2, 3, 1000003ull * 5, 99};
   float a[5 * DIM], b[5 * DIM];

@@ -625,7 +625,7 @@ static ps_status req_wait(ps_client *c, struct ps_client_req *r) {
     snprintf(c->err, sizeof c->err, "%s", r->err);
     return r->st;
   }
-  if (r->op == EMBER__OP__OP_PULL && r->out) scatter_pull(c, r);
+  if (r->op == EMBER__OP__OP_PULL && r->out && r->n) scatter_pull(c, r);
   return PS_OK;
 }
 
