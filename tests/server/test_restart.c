@@ -63,6 +63,11 @@ static void test_restart(void **state) {
   assert_non_null(strstr(vs, "\"step\":5"));
   free(vs);
   free(v);
+  uint64_t lstep = 0;
+  char lpath[64];
+  assert_int_equal(ps_client_latest_checkpoint(c, &lstep, lpath, sizeof lpath), PS_OK);
+  assert_int_equal(lstep, 5);
+  assert_string_equal(lpath, "ck5");
   /* A second checkpoint into the same place is refused, clearly. */
   assert_int_equal(ps_client_checkpoint(c, 5, "ck5"), PS_ERR_CONFLICT);
 

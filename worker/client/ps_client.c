@@ -990,6 +990,27 @@ ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path) {
   return st;
 }
 
+ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path,
+                                      size_t pathlen) {
+  void *v = NULL;
+  size_t n = 0;
+  ps_status st = ps_client_kv_get(c, "ember/checkpoint/latest", &v, &n, 0);
+  if (st != PS_OK) return st;
+  json_error_t jerr;
+  json_t *j = json_loadb(v, n, 0, &jerr);
+  free(v);
+  json_int_t s = 0;
+  const char *p = NULL;
+  if (!j || json_unpack(j, "{s:I, s:s}", "step", &s, "path", &p) != 0 || s < 0) {
+    json_decref(j);
+    return set_err(c, PS_ERR_CORRUPT, "the coordinator's checkpoint record does not parse");
+  }
+  if (step) *step = (uint64_t)s;
+  if (path && pathlen) snprintf(path, pathlen, "%s", p);
+  json_decref(j);
+  return PS_OK;
+}
+
 ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step) {
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_RESTORE);

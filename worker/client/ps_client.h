@@ -132,6 +132,8 @@ ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *l
  * snapshots into path/shard-I (relative paths live under each server's data dir), then the
  * coordinator records {"step", "path"} under "ember/checkpoint/latest". */
 ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path);
+/* The last committed global checkpoint (from the coordinator): PS_ERR_NOT_FOUND if none. */
+ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path, size_t pathlen);
 /* Every shard restores path (NULL/"" = its last checkpoint); *step = the checkpoint's step. */
 ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step);
 /* The STATS document of one shard (malloc'ed JSON). */
