@@ -106,13 +106,17 @@ static const size_t SIZES[] = {1, 4099, (size_t)1 << 22};
 
 /* Rank r of w: allreduce x[i] = (r + 1) * (i % 97) and check the exact sum, broadcast from
  * the last rank, barrier. Returns a description of the first failure, or NULL. */
-static const char *rank_work(ps_rendezvous *rdv, int r, int w, char *why, size_t whylen) {
+static const char *rank_work(ps_rendezvous *rdv, int r, int w, bool null_stream, char *why,
+                             size_t whylen) {
   ps_kern *k = NULL;
   ps_coll *c = NULL;
   const char *res = NULL;
   float *h = NULL, *d = NULL;
   if (ps_kern_cuda_create(r, &k) != PS_OK) return "CUDA backend creation failed";
-  ps_status st = ps_coll_create_nccl(rdv, "test", r, w, r, ps_kern_cuda_stream(k), &c);
+  /* On the backend's stream (asynchronous, stream-ordered), or on the default stream (the
+   * collective then waits, since the backend's stream does not order after it). */
+  ps_status st = ps_coll_create_nccl(rdv, null_stream ? "test-null" : "test", r, w, r,
+                                     null_stream ? NULL : ps_kern_cuda_stream(k), &c);
   if (st != PS_OK) {
     snprintf(why, whylen, "ps_coll_create_nccl: %s", ps_status_str(st));
     res = why;
@@ -133,9 +137,11 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, char *why, size_t
     size_t n = SIZES[s];
     for (size_t i = 0; i < n; i++) h[i] = (float)(r + 1) * (float)(i % 97);
     /* to_device and a backend kernel (scale by 2, then by 0.5) run on the stream the
-     * allreduce is enqueued on: ordering, not a host sync, keeps them correct. */
+     * allreduce is enqueued on: ordering, not a host sync, keeps them correct. On the default
+     * stream the caller syncs the backend first (as ps-worker does); the collective waits. */
     if (ps_kern_to_device(k, d, h, n * sizeof(float)) != PS_OK ||
-        ps_kern_scale(k, n, 2.0f, d) != PS_OK || ps_coll_allreduce_sum(c, d, n) != PS_OK ||
+        ps_kern_scale(k, n, 2.0f, d) != PS_OK ||
+        (null_stream && ps_kern_sync(k) != PS_OK) || ps_coll_allreduce_sum(c, d, n) != PS_OK ||
         ps_kern_scale(k, n, 0.5f, d) != PS_OK ||
         ps_kern_to_host(k, h, d, n * sizeof(float)) != PS_OK) {
       res = "allreduce sequence failed";
@@ -153,6 +159,7 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, char *why, size_t
     size_t n = 4099;
     for (size_t i = 0; i < n; i++) h[i] = (float)(r * 1000 + (int)i);
     if (ps_kern_to_device(k, d, h, n * sizeof(float)) != PS_OK ||
+        (null_stream && ps_kern_sync(k) != PS_OK) ||
         ps_coll_broadcast(c, d, n * sizeof(float), w - 1) != PS_OK ||
         ps_kern_to_host(k, h, d, n * sizeof(float)) != PS_OK)
       res = "broadcast sequence failed";
@@ -219,21 +226,24 @@ static void test_single_rank(void **st) {
   store_init(&s);
   ps_rendezvous rdv = rdv_of(&s);
   char why[256];
-  const char *res = rank_work(&rdv, 0, 1, why, sizeof why);
-  if (res) fail_msg("rank 0 of 1: %s", res);
+  for (int ns = 0; ns < 2; ns++) {
+    const char *res = rank_work(&rdv, 0, 1, ns, why, sizeof why);
+    if (res) fail_msg("rank 0 of 1 (%s stream): %s", ns ? "default" : "backend", res);
+  }
   store_fini(&s);
 }
 
 typedef struct thr {
   ps_rendezvous *rdv;
   int rank, world;
+  bool null_stream;
   const char *res;
   char why[256];
 } thr;
 
 static void *thr_main(void *p) {
   thr *t = p;
-  t->res = rank_work(t->rdv, t->rank, t->world, t->why, sizeof t->why);
+  t->res = rank_work(t->rdv, t->rank, t->world, t->null_stream, t->why, sizeof t->why);
   return NULL;
 }
 
@@ -242,15 +252,17 @@ static void test_two_ranks(void **st) {
   store s;
   store_init(&s);
   ps_rendezvous rdv = rdv_of(&s);
-  thr t[2];
-  pthread_t id[2];
-  for (int r = 0; r < 2; r++) {
-    t[r] = (thr){.rdv = &rdv, .rank = r, .world = 2};
-    assert_int_equal(pthread_create(&id[r], NULL, thr_main, &t[r]), 0);
+  for (int ns = 0; ns < 2; ns++) {
+    thr t[2];
+    pthread_t id[2];
+    for (int r = 0; r < 2; r++) {
+      t[r] = (thr){.rdv = &rdv, .rank = r, .world = 2, .null_stream = ns};
+      assert_int_equal(pthread_create(&id[r], NULL, thr_main, &t[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(id[r], NULL);
+    for (int r = 0; r < 2; r++)
+      if (t[r].res) fail_msg("rank %d of 2 (%s stream): %s", r, ns ? "default" : "backend", t[r].res);
   }
-  for (int r = 0; r < 2; r++) pthread_join(id[r], NULL);
-  for (int r = 0; r < 2; r++)
-    if (t[r].res) fail_msg("rank %d of 2: %s", r, t[r].res);
   store_fini(&s);
 }
 

@@ -9,6 +9,10 @@
  * without waiting, so the model's backward, the allreduce and the optimizer run in stream
  * order with no host synchronisation in a step. barrier() is the one call that blocks: it
  * allreduces a one-element scratch buffer and synchronises the stream.
+ * With cuda_stream NULL (the legacy default stream) allreduce and broadcast also wait for
+ * completion: the CUDA backend's stream is non-blocking, so its next copy or kernel would
+ * NOT wait for work on the default stream, and the caller could read a half-reduced buffer.
+ * Pass the backend's stream (ps_kern_cuda_stream) to keep the allreduce asynchronous.
  *
  * Every CUDA and NCCL call is checked; a failure is logged with file and line and returned
  * as a ps_status, never an abort. No GPU (cudaGetDeviceCount fails or reports 0) gives
@@ -70,6 +74,7 @@ static ps_status nccl_allreduce(ps_coll *c, float *buf, size_t n) {
   if (n == 0) return PS_OK;
   if (!buf) return PS_ERR_INVALID;
   NCCL_TRY(im->comm, ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, im->comm, im->stream));
+  if (!im->stream) CUDA_TRY(cudaStreamSynchronize(NULL));
   return PS_OK;
 }
 
@@ -79,6 +84,7 @@ static ps_status nccl_broadcast(ps_coll *c, void *buf, size_t bytes, int root) {
   if (bytes == 0) return PS_OK;
   if (!buf) return PS_ERR_INVALID;
   NCCL_TRY(im->comm, ncclBroadcast(buf, buf, bytes, ncclUint8, root, im->comm, im->stream));
+  if (!im->stream) CUDA_TRY(cudaStreamSynchronize(NULL));
   return PS_OK;
 }
 
