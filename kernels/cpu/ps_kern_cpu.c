@@ -410,7 +410,7 @@ __attribute__((target("avx512f"))) static void inter_bwd16(const float *bb, cons
 }
 
 static int have_avx512(void) {
-  static int v = -1; /* races are benign: every thread computes the same value */
+  static int v = -1; /* set by ps_kern_cpu_create before any kernel runs */
   if (v < 0) {
     __builtin_cpu_init();
     v = __builtin_cpu_supports("avx512f") ? 1 : 0;
@@ -720,6 +720,7 @@ ps_status ps_kern_cpu_create(int threads, ps_kern **out) {
     return PS_ERR_NOMEM;
   }
   pthread_once(&blas_once, blas_core_fixup);
+  (void)have_avx512(); /* settle the CPU-feature flag before any parallel region reads it */
   c->threads = threads > 0 ? threads : omp_get_max_threads();
   openblas_set_num_threads(c->threads);
   k->iface = &cpu_iface;
