@@ -4,6 +4,7 @@
  *   reader  - ps_reader with prefetch 0: read + parse + keys + batch on the calling thread
  *             (= rows/s per core),
  *   prefetch- ps_reader with its own thread, the consumer only touching each batch,
+ * (with --world W: as rank 0 of W, which skips the other ranks' lines unparsed),
  * each as the best of --repeat runs (page cache warm after the first), and prints rows/s and
  * MB/s (of the input file) and optional JSON. */
 #include <jansson.h>
@@ -18,11 +19,13 @@
 #include "ps_reader.h"
 #include "ps_time.h"
 
+static int g_world = 1;
+
 static double run_reader(const char *path, int batch, int prefetch, uint64_t hb, uint64_t *rows,
                          uint64_t *sink) {
   ps_reader_opts o;
   ps_reader_opts_default(&o);
-  o.batch = batch, o.prefetch = prefetch, o.hash_buckets = hb;
+  o.batch = batch, o.prefetch = prefetch, o.hash_buckets = hb, o.world = g_world;
   ps_reader *r;
   char err[512];
   if (ps_reader_create(path, &o, &r, err, sizeof err) != PS_OK) {
@@ -74,6 +77,7 @@ int main(int argc, char **argv) {
       {"batch", 'b', PS_CLI_INT, &batch, "B", "batch size", false, 1, 1 << 20},
       {"repeat", 'r', PS_CLI_INT, &repeat, "R", "runs per measurement (best is kept)", false, 1, 100},
       {"hash-buckets", 0, PS_CLI_I64, &buckets, "N", "key mode (0: open vocabulary)", false, 0, 1e15},
+      {"world", 'w', PS_CLI_INT, &g_world, "W", "read as rank 0 of W (rows/s of one shard)", false, 1, 1024},
       {"json", 0, PS_CLI_STRING, &json, "FILE", "write the figures as JSON", false, 0, 0},
   };
   ps_cli cli = {"ps-data-bench", "Criteo parsing/reading throughput per core.", NULL, opts,
@@ -92,7 +96,7 @@ int main(int argc, char **argv) {
   const char *fname = fmt == PS_INPUT_BIN ? "binary" : fmt == PS_INPUT_TSV_GZ ? "tsv.gz" : "tsv";
   uint64_t sink = 0, rows = 0;
   double best_parse = 0, best_sync = 1e30, best_pf = 1e30;
-  if (fmt == PS_INPUT_TSV) {
+  if (fmt == PS_INPUT_TSV && g_world == 1) {
     best_parse = 1e30;
     for (int i = 0; i < repeat; i++) {
       double s = run_parse(file, &rows, &sink);
@@ -105,7 +109,8 @@ int main(int argc, char **argv) {
     s = run_reader(file, batch, 4, (uint64_t)buckets, &rows, &sink);
     if (s < best_pf) best_pf = s;
   }
-  printf("file %s (%s, %.1f MB, %llu rows)\n", file, fname, mb, (unsigned long long)rows);
+  printf("file %s (%s, %.1f MB, %llu rows read as rank 0 of %d)\n", file, fname, mb,
+         (unsigned long long)rows, g_world);
   if (best_parse > 0)
     printf("  parse only (1 core):        %10.0f rows/s  %7.1f MB/s\n", rows / best_parse, mb / best_parse);
   printf("  reader, caller thread:      %10.0f rows/s  %7.1f MB/s\n", rows / best_sync, mb / best_sync);
@@ -114,6 +119,7 @@ int main(int argc, char **argv) {
     json_t *j = json_pack("{s:s, s:s, s:I, s:f, s:f, s:f}", "file", file, "format", fname, "rows",
                           (json_int_t)rows, "mb", mb, "reader_rows_per_s", rows / best_sync,
                           "prefetch_rows_per_s", rows / best_pf);
+    json_object_set_new(j, "world", json_integer(g_world));
     if (best_parse > 0) json_object_set_new(j, "parse_rows_per_s", json_real(rows / best_parse));
     json_dump_file(j, json, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(j);

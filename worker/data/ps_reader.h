@@ -91,7 +91,7 @@ void ps_reader_destroy(ps_reader **r);
 ps_input_format ps_reader_format(const ps_reader *r);
 /* Bad lines counted so far (this rank's lines only; sum over ranks for a total). */
 uint64_t ps_reader_bad_lines(const ps_reader *r);
-/* Rows delivered so far (all epochs). */
+/* Rows put into batches so far, all epochs (with prefetch, may run ahead of the consumer). */
 uint64_t ps_reader_rows(const ps_reader *r);
 /* Data lines in the file (after row_begin/row_end) when known: from the binary header, or
  * after the first epoch of a text file; -1 before that. */
