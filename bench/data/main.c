@@ -28,11 +28,12 @@ static double run_reader(const char *path, int batch, int prefetch, uint64_t hb,
   o.batch = batch, o.prefetch = prefetch, o.hash_buckets = hb, o.world = g_world;
   ps_reader *r;
   char err[512];
+  uint64_t t0 = ps_now_ns(); /* before create: the prefetch thread starts there */
   if (ps_reader_create(path, &o, &r, err, sizeof err) != PS_OK) {
     fprintf(stderr, "ps-data-bench: %s\n", err);
     exit(1);
   }
-  uint64_t t0 = ps_now_ns(), n = 0;
+  uint64_t n = 0;
   ps_batch *b;
   while (ps_reader_next(r, &b) == PS_OK && b) {
     n += b->n;
