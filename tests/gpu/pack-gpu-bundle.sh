@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pack-gpu-bundle.sh: on the BUILD machine (Debian 12, with a CUDA-on build), gathers what
 # tests/gpu/run-gpu-tests.sh needs on a GPU machine that has no package registry:
-#   BUNDLE/bin, BUNDLE/tests   the GPU test and benchmark binaries (our libraries are static)
+#   BUNDLE/bin, BUNDLE/tests   the GPU test and benchmark binaries (our libraries are static),
+#                              and ps-datagen/ps-server/ps-worker for an end-to-end run
 #   BUNDLE/debs                the Debian packages of every shared library they load that is
 #                              not glibc/libstdc++ or CUDA (found with ldd + dpkg -S, fetched
 #                              with apt-get download: the .debs, compressed, are far smaller
@@ -28,7 +29,7 @@ bins=()
 for t in test_cuda_ops test_cuda_dlrm test_nccl; do
   [ -x "$build/tests/$t" ] && cp "$build/tests/$t" "$bundle/tests/" && bins+=("$bundle/tests/$t")
 done
-for b in ps-gpu-bench ps-dense-bench; do
+for b in ps-gpu-bench ps-dense-bench ps-datagen ps-server ps-worker; do
   [ -x "$build/bin/$b" ] && cp "$build/bin/$b" "$bundle/bin/" && bins+=("$bundle/bin/$b")
 done
 cp "$src/bench/gpu/torch_dense_gpu.py" "$src/tests/gpu/run-gpu-tests.sh" "$bundle/src/"
@@ -48,6 +49,7 @@ for b in "${bins[@]}"; do
       mkdir -p "$bundle/lib" && cp -L "$lib" "$bundle/lib/"
       continue
     fi
+    case "${owner%%:*}" in libc6|libgcc-s1|libstdc++6) continue ;; esac # never shadow the system's
     pkgs[${owner%%:*}]=1
   done < <(ldd "$b" | awk '/=> \//{print $3}')
 done

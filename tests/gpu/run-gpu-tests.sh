@@ -5,6 +5,7 @@
 #   tests       test_cuda_ops (every kernel vs its CPU twin), test_cuda_dlrm (a DLRM training
 #               step CUDA vs CPU, loss and all gradients to 1e-4), test_nccl (one rank),
 #               test_nccl --two-rank (two ranks on two GPUs; SKIPPED with one GPU)
+#   end to end  ps-datagen, one ps-server, ps-worker --device cuda then --device cpu (AUC of both)
 #   benchmarks  ps-gpu-bench (dense step samples/s at batch 2048/16384/65536, FP32 then TF32,
 #               cuBLAS share), ps-dense-bench --device cuda (per-operation breakdown, synced),
 #               bench/gpu/torch_dense_gpu.py (the same step in PyTorch on the same GPU)
@@ -19,7 +20,7 @@
 #
 # Usage:
 #   run-gpu-tests.sh [--bundle DIR | --build DIR] [--libs PREFIX] [--debs DIR] [--out DIR]
-#                    [--seconds S] [--python PY] [--batches LIST]
+#                    [--seconds S] [--python PY] [--batches LIST] [--e2e-rows N]
 #   --bundle DIR  a folder made by pack-gpu-bundle.sh (bin/, tests/, debs/, src/)
 #   --build DIR   a build tree instead (bin/, tests/), e.g. one built on this machine
 #   --libs PREFIX an already unpacked prefix (dpkg -x DEB PREFIX for each needed .deb)
@@ -30,7 +31,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 bundle="" build="" libs="" debs="" out="$PWD/gpu-results" seconds=2 python=python3
-batches=2048,16384,65536
+batches=2048,16384,65536 e2e_rows=400000
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle=$2; shift 2 ;;
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
+    --e2e-rows) e2e_rows=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run-gpu-tests: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -129,9 +131,13 @@ run_test() { # name, timeout, command...
   case $rc in 0) verdict=PASS; pass=$((pass + 1)) ;; 77) verdict=SKIPPED; skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
   results+=("$(printf '%-22s %-8s rc=%-3s %4ss' "$name" "$verdict" "$rc" $((SECONDS - t0)))")
   say "-- $name: $verdict (rc $rc)"
+  last_rc=$rc
 }
+gpu_ok=0 last_rc=77
 for t in test_cuda_ops test_cuda_dlrm test_nccl; do
-  if [ -x "$root/tests/$t" ]; then run_test "$t" 600 "$root/tests/$t"
+  if [ -x "$root/tests/$t" ]; then
+    run_test "$t" 600 "$root/tests/$t"
+    [ "$t" = test_cuda_ops ] && [ "$last_rc" != 77 ] && gpu_ok=1
   else say "== test $t: not built"; fail=$((fail + 1)); results+=("$(printf '%-22s %-8s' "$t" "ABSENT")"); fi
 done
 [ -x "$root/tests/test_nccl" ] && run_test "test_nccl_two_rank" 300 "$root/tests/test_nccl" --two-rank
@@ -156,6 +162,36 @@ if "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else
   bench torch-tf32 env PYTHONUNBUFFERED=1 "$python" "$torch_py" --batch "$batches" --seconds "$seconds" --tf32 --variants dense,resident --json "$out/torch-tf32.json"
 else
   say "== bench torch: $python has no CUDA build of torch; skipped"
+fi
+
+# ---- end to end: ps-worker --device cuda against a real ps-server, then --device cpu ------
+# Same data, same seeds: the two summaries' AUC/logloss should agree closely (the dense math
+# matches to ~1e-6; the sparse side is identical).
+e2e() { # device
+  local dev=$1 dir=$out/e2e port=$((20000 + RANDOM % 20000))
+  mkdir -p "$dir"
+  rm -rf "$dir/data-$dev"
+  "$root/bin/ps-server" --listen "tcp://127.0.0.1:$port" --shard 0 --shards 1 \
+    --data-dir "$dir/data-$dev" >"$dir/server-$dev.log" 2>&1 &
+  local spid=$!
+  sleep 2
+  say "== e2e $dev: ps-worker --device $dev (server pid $spid, port $port)"
+  timeout 600 "$root/bin/ps-worker" --servers "tcp://127.0.0.1:$port" --train "$dir/train.tsv" \
+    --test "$dir/test.tsv" --batch 2048 --device "$dev" --summary "$out/e2e-$dev.json" 2>&1 |
+    grep -vE ' step [0-9]+ ' | tail -5 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  results+=("$(printf '%-22s %-8s rc=%s %s' "e2e-$dev" "$([ "$rc" = 0 ] && echo done || echo "rc $rc")" "$rc" \
+    "$(grep -oE '"(auc|logloss|samples_per_s)": [0-9.e+-]+' "$out/e2e-$dev.json" 2>/dev/null | tr '\n' ' ')")")
+  [ "$rc" = 0 ] || [ "$dev" = cpu ] || fail=$((fail + 1))
+}
+if [ -x "$root/bin/ps-worker" ] && [ -x "$root/bin/ps-server" ] && [ -x "$root/bin/ps-datagen" ]; then
+  mkdir -p "$out/e2e"
+  "$root/bin/ps-datagen" --rows "$e2e_rows" --seed 7 --out "$out/e2e/train.tsv" --test-rows $((e2e_rows / 8)) \
+    --test-out "$out/e2e/test.tsv" 2>&1 | tail -1 | tee -a "$log"
+  if [ $gpu_ok = 1 ]; then e2e cuda; else say "== e2e cuda: SKIPPED (no usable GPU)"; fi
+  e2e cpu
+  rm -f "$out/e2e/train.tsv" "$out/e2e/test.tsv"
 fi
 
 # ---- summary ------------------------------------------------------------------------------
