@@ -19,7 +19,7 @@ def check(cond, msg):
     if not cond:
         fails.append(msg)
 
-def gen(d, tag, seed, rows=30000, test=5000, ext=""):
+def gen(d, tag, seed, rows=20000, test=4000, ext=""):
     out, tout, js, pr = (os.path.join(d, "%s%s" % (tag, s)) for s in (".tsv" + ext, "_test.tsv" + ext, ".json", ".probs"))
     r = subprocess.run([BIN + "/ps-datagen", "--rows", str(rows), "--seed", str(seed), "--out", out,
                         "--test-rows", str(test), "--test-out", tout, "--json", js, "--probs-out", pr,
@@ -42,7 +42,7 @@ with tempfile.TemporaryDirectory() as d:
     check(sa == sb and "planted model AUC: train" in sa, "printed summary: " + sa.strip())
 
     lines = open(a).read().split("\n")
-    check(lines[-1] == "" and len(lines) == 30001, "30000 LF-terminated lines")
+    check(lines[-1] == "" and len(lines) == 20001, "20000 LF-terminated lines")
     rows = [l.split("\t") for l in lines[:-1]]
     check(all(len(r) == 40 for r in rows), "40 fields per line")
     y = np.array([int(r[0]) for r in rows])
@@ -55,18 +55,18 @@ with tempfile.TemporaryDirectory() as d:
 
     r = subprocess.run([BIN + "/ps-convert", "--in", a, "--out", os.path.join(d, "a.bin"), "--bad-lines", "fail", "--log-level", "warn"],
                        capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0 and "rows 30000 bad_lines 0" in r.stdout, "ps-convert --bad-lines fail reads every line: " + r.stdout.strip())
+    check(r.returncode == 0 and "rows 20000 bad_lines 0" in r.stdout, "ps-convert --bad-lines fail reads every line: " + r.stdout.strip())
 
     cats = [[r[14 + j] for r in rows] for j in range(26)]
     distinct = [len(set(v for v in col if v)) for col in cats]
     miss = [sum(1 for v in col if not v) / len(col) for col in cats]
     check(distinct[8] == 3 and distinct[19] <= 4, "tiny vocabularies: C9 %d, C20 %d distinct" % (distinct[8], distinct[19]))
-    check(distinct[2] > 5000 and distinct[11] > 5000, "large vocabularies: C3 %d, C12 %d distinct in 30k rows" % (distinct[2], distinct[11]))
-    top = max(cats[2].count(v) for v in set(cats[2]) if v) / 30000
+    check(distinct[2] > 5000 and distinct[11] > 5000, "large vocabularies: C3 %d, C12 %d distinct in 20k rows" % (distinct[2], distinct[11]))
+    top = max(cats[2].count(v) for v in set(cats[2]) if v) / 20000
     check(top > 0.02, "Zipf head: most frequent C3 value in %.3f of rows" % top)
     check(abs(miss[21] - 0.8) < 0.02 and abs(miss[18] - 0.45) < 0.02 and miss[0] == 0, "missing rates C22 %.3f C19 %.3f C1 %.3f" % (miss[21], miss[18], miss[0]))
     dense = [[r[1 + k] for r in rows] for k in range(13)]
-    check(abs(sum(1 for v in dense[0] if not v) / 30000 - 0.45) < 0.02, "I1 empty in ~45% of rows")
+    check(abs(sum(1 for v in dense[0] if not v) / 20000 - 0.45) < 0.02, "I1 empty in ~45% of rows")
     check(all(int(v) >= -2 for col in dense for v in col if v) and any(v.startswith("-") for v in dense[1]), "count-like integers (I2 has small negatives)")
 
     # Learnable: one-hot logistic regression, train on a, evaluate on a's test file.
