@@ -726,7 +726,7 @@ int main(int argc, char **argv) {
       {"prepopulate", 0, PS_CLI_FLAG, &c.prepopulate, NULL, "pull every key once before the run",
        false, 0, 0},
       {"unique", 0, PS_CLI_FLAG, &unique, NULL,
-       "skip client-side de-duplication (keys are sent as drawn)", false, 0, 0},
+       "skip client-side de-duplication (only for keys known distinct, e.g. uniform over a huge space)", false, 0, 0},
       {"key-pool", 0, PS_CLI_I64, &c.pool_n, "N",
        "keys drawn before the run; each request copies a random window (0 = draw per request)",
        false, 0, 1 << 28},
@@ -740,7 +740,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-bench",
                 "Open-loop tail-latency load generator for ps-server (latency measured from each "
-                "request's intended send time).",
+                "request's intended send time). Exit 0; 3 if any request failed or timed out; 2 "
+                "bad arguments; 1 set-up failure.",
                 NULL, opts, sizeof opts / sizeof *opts};
   int prc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
   if (prc == PS_CLI_HELP) return 0;
