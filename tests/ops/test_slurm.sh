@@ -113,7 +113,8 @@ port0="$(_slurm_free_port)"
 node_tmp="$tmp/nodelocal"
 mkdir -p "$node_tmp"
 submit "$tmp/submit-stub" 90 EMBER_BIN="$stubs" EMBER_SERVERS=2 EMBER_WORKERS=2 \
-  EMBER_PORT="$port0" TMPDIR="$node_tmp" STUB_RECORDS="$records" -- --train /data/train.tsv --epochs 1
+  EMBER_PORT="$port0" EMBER_METRICS_PORT=9400 EMBER_WORKER_METRICS_PORT=9500 \
+  TMPDIR="$node_tmp" STUB_RECORDS="$records" -- --train /data/train.tsv --epochs 1
 [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = "0:0" ] || fail "stub job ended $JOB_STATE $JOB_EXIT"
 /usr/bin/python3 - "$records" "$tmp/submit-stub/ember-$JOB_ID.json" "$node_tmp/ember-$JOB_ID" "$port0" <<'PY' || fail "stub job records wrong"
 import json, os, sys
@@ -128,6 +129,7 @@ for i, s in enumerate(servers):
     assert s["--shard"] == str(i) and s["--shards"] == "2", s
     assert s["--data-dir"] == f"{data_root}/shard-{i}", (s, data_root)
     assert load(f"server-{i}.json")["terminated"], f"server {i} was not stopped with SIGTERM"
+    assert s["--metrics-port"] == str(9400 + i), s  # 2 shards on one node: ports 9400, 9401
     urls.append(s["--listen"])
 assert urls == [f"tcp://127.0.0.1:{port0}", f"tcp://127.0.0.1:{port0 + 1}"], urls
 for r in range(2):
@@ -136,6 +138,7 @@ for r in range(2):
     assert w["--servers"] == ",".join(urls), (w, urls)
     assert w["--train"] == "/data/train.tsv" and w["--epochs"] == "1", w
     assert w["--summary"] == summary, (w, summary)
+    assert w["--metrics-port"] == str(9500 + r), w
 with open(summary) as f: js = json.load(f)
 assert js["stub"] and js["auc"] == 0.75
 assert not os.path.exists(data_root), f"{data_root} left behind"
