@@ -89,7 +89,7 @@ static void naive_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const
 static void test_sgemm(void **st) {
   (void)st;
   /* {128, 64, 13} and {70, 13, 100} take the thin-GEMM paths (small K for NT, small N for TN) */
-  const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {128, 64, 13}, {2048, 512, 13}, {70, 13, 100}, {512, 13, 2048}, {5, 1, 256}, {3, 4, 0}};
+  const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {128, 64, 13}, {300, 512, 13}, {70, 13, 100}, {130, 13, 700}, {5, 1, 256}, {3, 4, 0}};
   for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++)
