@@ -1335,7 +1335,9 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
   s->opt.path = s->path;
   s->nparts = s->opt.partitions;
   s->idmap = calloc(65536, sizeof(uint16_t));
-  s->parts = aligned_alloc(64, sizeof(partition) * s->nparts);
+  /* aligned_alloc wants a size that is a multiple of the alignment (ASan enforces it). */
+  size_t parts_bytes = (sizeof(partition) * s->nparts + 63) & ~(size_t)63;
+  s->parts = aligned_alloc(64, parts_bytes);
   if (!s->path || !s->idmap || !s->parts) {
     free(s->path);
     free(s->idmap);

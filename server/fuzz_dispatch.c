@@ -20,17 +20,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Workaround, fuzz binary only: ps_store_open calls aligned_alloc with a size that is not a
- * multiple of the alignment (undefined in C11; ASan aborts on it). Until that is fixed in
- * embedding/, round the size up here (ASan's interceptor is a weak symbol). */
-void *aligned_alloc(size_t align, size_t size);
-void *aligned_alloc(size_t align, size_t size) {
-  void *p = NULL;
-  size_t r = align ? (size + align - 1) / align * align : size;
-  return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, r ? r : 1) == 0 ? p
-                                                                                            : NULL;
-}
-
 static ps_server *g_srv;
 
 static void sink(void *ctx, const void *const *frames, const size_t *sizes, size_t n) {
