@@ -2,8 +2,11 @@
 # The point of ps-bench: a 200 ms SIGSTOP of the server in the middle of an open-loop run at
 # 500 req/s must appear in the tail (p99.9 >= 100 ms: ~100 requests were due during the stall
 # and each is charged from its intended send time), while a closed-loop run with one request in
-# flight under the same stall sees it as ONE slow request (its max shows the stall, its p99.9
-# does not). The difference is asserted, not just printed.
+# flight under the same stall sees it as ONE slow request (its max shows the stall, its p99
+# does not). The difference is asserted, not just printed. The comparison uses p99 (open:
+# ~7% of requests fell in the stall; closed: 1 of thousands), which a loaded machine's own
+# scheduling hiccups — a few closed-loop requests of ~100 ms at load 10+ — cannot blur the way
+# they blur p99.9.
 . "$(dirname "$0")/lib.sh"
 start_server s0 0 1
 B="$EMBER_BIN/ps-bench"
@@ -34,13 +37,15 @@ o999=$(jget "$TMP/open.json" 'd["latency_us"]["p999"]')
 omax=$(jget "$TMP/open.json" 'd["latency_us"]["max"]')
 oreq=$(jget "$TMP/open.json" 'd["requests"]')
 c999=$(jget "$TMP/closed.json" 'd["latency_us"]["p999"]')
+o99=$(jget "$TMP/open.json" 'd["latency_us"]["p99"]')
+c99=$(jget "$TMP/closed.json" 'd["latency_us"]["p99"]')
 cmax=$(jget "$TMP/closed.json" 'd["latency_us"]["max"]')
 creq=$(jget "$TMP/closed.json" 'd["requests"]')
 echo "open loop:   requests $oreq p99.9 ${o999} us max ${omax} us"
 echo "closed loop: requests $creq p99.9 ${c999} us max ${cmax} us"
-$PY - "$o999" "$omax" "$oreq" "$c999" "$cmax" <<'PYEOF' || fail "stall assertions"
+$PY - "$o999" "$omax" "$oreq" "$c999" "$cmax" "$o99" "$c99" <<'PYEOF' || fail "stall assertions"
 import sys
-o999, omax, oreq, c999, cmax = map(float, sys.argv[1:])
+o999, omax, oreq, c999, cmax, o99, c99 = map(float, sys.argv[1:])
 ok = True
 def check(cond, msg):
     global ok
@@ -51,8 +56,9 @@ check(1450 <= oreq <= 1550, f"open loop measured {oreq:.0f} of 1500 scheduled re
 check(omax >= 150e3, f"open loop max {omax/1e3:.1f} ms >= 150 ms (the stall)")
 check(o999 >= 100e3, f"open loop p99.9 {o999/1e3:.1f} ms >= 100 ms")
 check(cmax >= 150e3, f"closed loop max {cmax/1e3:.1f} ms >= 150 ms (it did see the stall, once)")
-check(c999 < 100e3, f"closed loop p99.9 {c999/1e3:.1f} ms < 100 ms (coordinated omission hides it)")
-check(o999 >= 2 * c999, f"open p99.9 >= 2x closed p99.9 ({o999/max(c999,1):.1f}x)")
+check(o99 >= 100e3, f"open loop p99 {o99/1e3:.1f} ms >= 100 ms")
+check(c99 < 100e3, f"closed loop p99 {c99/1e3:.1f} ms < 100 ms (coordinated omission hides it)")
+check(o99 >= 2 * c99, f"open p99 >= 2x closed p99 ({o99/max(c99,1):.1f}x)")
 sys.exit(0 if ok else 1)
 PYEOF
 echo PASS
