@@ -10,7 +10,10 @@
 
 #include "ps_cli.h"
 #include "ps_log.h"
+#include "ps_http.h"
+#include "ps_metrics.h"
 #include "ps_server.h"
+#include "ps_server_metrics.h"
 
 static ps_server *g_server;
 static volatile sig_atomic_t g_signals;
@@ -65,9 +68,6 @@ int main(int argc, char **argv) {
   char tag[32];
   snprintf(tag, sizeof tag, "server/%d", shard);
   ps_log_set_tag(tag);
-  if (metrics_port)
-    PS_WARN("--metrics-port %d: the metrics endpoint is not built into this binary yet; stats "
-            "are available through the STATS op", metrics_port);
 
   ps_server_options o = {.listen = listen,
                          .shard = (uint32_t)shard,
@@ -91,7 +91,23 @@ int main(int argc, char **argv) {
   /* A line on stdout that launchers and tests can wait for. */
   printf("ps-server shard %d listening on %s\n", shard, ps_server_endpoint(g_server));
   fflush(stdout);
+  ps_metrics *reg = NULL;
+  ps_http *http = NULL;
+  if (metrics_port) {
+    st = ps_metrics_create(&reg);
+    if (st == PS_OK) st = ps_metrics_add_process(reg);
+    if (st == PS_OK) st = ps_server_metrics_register(reg, g_server);
+    if (st == PS_OK) st = ps_server_metrics_register_latency(reg);
+    if (st == PS_OK) st = ps_http_create(NULL, metrics_port, reg, NULL, NULL, &http);
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-server: --metrics-port %d: %s\n", metrics_port, ps_status_str(st));
+      ps_server_destroy(&g_server);
+      return 1;
+    }
+  }
   st = ps_server_run(g_server);
+  ps_http_destroy(&http); /* before the server: scrapes read its stats */
+  ps_metrics_destroy(&reg);
   ps_server_destroy(&g_server);
   PS_INFO("stopped");
   return st == PS_OK ? 0 : 1;

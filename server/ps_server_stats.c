@@ -16,6 +16,16 @@ const char *srv_op_name(int op) {
   return op >= 0 && op < (int)(sizeof names / sizeof *names) ? names[op] : "unknown";
 }
 
+static json_t *lat_buckets(const ps_hist *h) {
+  /* Non-empty ps_hist buckets as [index, count] pairs: what the metrics endpoint turns back
+   * into a histogram (ps_hist_add_buckets) for Prometheus's cumulative buckets. */
+  json_t *a = json_array();
+  const uint64_t *c = ps_hist_buckets(h);
+  for (size_t i = 0; a && i < ps_hist_nbuckets(); i++)
+    if (c[i]) json_array_append_new(a, json_pack("[I,I]", (json_int_t)i, (json_int_t)c[i]));
+  return a;
+}
+
 static json_t *lat_json(const ps_hist *h) {
   /* Microseconds with ns resolution: the histogram records nanoseconds. */
   return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "p50",
@@ -39,6 +49,7 @@ char *srv_stats_build(ps_server *s) {
     json_t *e = json_pack("{s:I, s:I, s:I, s:o}", "count", (json_int_t)o->count, "errors",
                           (json_int_t)o->errors, "keys", (json_int_t)o->keys, "latency_us",
                           lat_json(o->lat));
+    json_object_set_new(e, "latency_buckets", lat_buckets(o->lat));
     json_object_set_new(ops, srv_op_name(i), e);
   }
   json_object_set_new(j, "ops", ops);

@@ -1,0 +1,16 @@
+/* ps_server_metrics: ps-server's Prometheus metrics, read at scrape time from the STATS
+ * snapshot (ps_server_stats_json). Names: see deploy/README.md and
+ * deploy/prometheus/grafana-ember.json. */
+#ifndef PS_SERVER_METRICS_H
+#define PS_SERVER_METRICS_H
+
+#include "ps_metrics.h"
+#include "ps_server.h"
+
+/* Counters and gauges (requests/errors/keys per op, queues, store rows/bytes/hits/misses/
+ * evictions, bytes in/out); s must outlive the registry's scrapes. Register before ps_http. */
+ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s);
+/* ember_server_request_duration_seconds{op} from ops.<op>.latency_buckets. */
+ps_status ps_server_metrics_register_latency(ps_metrics *m);
+
+#endif
