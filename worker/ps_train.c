@@ -30,6 +30,8 @@
 #include "ps_collectives.h"
 #include "ps_dedup.h"
 #include "ps_dlrm.h"
+#include "ps_http.h"
+#include "ps_metrics.h"
 #include "ps_hash.h"
 #include "ps_kernels.h"
 #include "ps_log.h"
@@ -100,8 +102,14 @@ typedef struct trainer {
   uint64_t samples;   /* this rank's training samples */
   double loss_sum;
   uint64_t loss_n;
+  float last_loss;
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
   uint64_t bad_lines;
+  /* --metrics-port: Prometheus series updated once per step */
+  ps_metrics *reg;
+  ps_http *http;
+  ps_series *m_samples, *m_loss, *m_step, *m_phase[6];
+  double phase_last[6];
 } trainer;
 
 static double since(uint64_t t0) { return ps_ns_to_s(ps_now_ns() - t0); }
@@ -284,6 +292,8 @@ static void free_trainer(trainer *t) {
   free(t->probs);
   free(t->host_grads);
   if (t->red_d) ps_kern_free(t->kern, t->red_d);
+  ps_http_destroy(&t->http);
+  ps_metrics_destroy(&t->reg);
   ps_coll_destroy(&t->coll);
   ps_dlrm_destroy(&t->model);
   ps_kern_destroy(&t->kern);
@@ -350,6 +360,7 @@ static ps_status train_step(trainer *t, slot *s, ps_client_req **push, ps_client
     TRY(ps_dlrm_forward(t->model, &mb, &loss));
     TRY(ps_dlrm_backward(t->model, t->emb_grad));
     t->loss_sum += (double)loss * (double)n;
+    t->last_loss = loss;
     t->loss_n += n;
   }
   /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot, summed over
@@ -644,6 +655,54 @@ static ps_status check_replicas(trainer *t, uint64_t *hash_out) {
   return st;
 }
 
+/* ------------------------------------------------------------------ metrics */
+
+static const char *const k_phases[6] = {"data", "pull", "compute", "allreduce", "push", "optimizer"};
+
+static ps_status metrics_start(trainer *t) {
+  if (!t->cfg->metrics_port) return PS_OK;
+  TRY(ps_metrics_create(&t->reg));
+  const char *rank_l[] = {"rank"}, *phase_l[] = {"rank", "phase"};
+  char rank[16];
+  snprintf(rank, sizeof rank, "%d", t->rank);
+  const char *rv[] = {rank};
+  ps_metric *f;
+  TRY(ps_metrics_counter(t->reg, "ember_worker_samples_total", "training samples processed",
+                         rank_l, 1, &f));
+  TRY(ps_metric_series(f, rv, &t->m_samples));
+  TRY(ps_metrics_gauge(t->reg, "ember_worker_loss", "mean training loss of the last step",
+                       rank_l, 1, &f));
+  TRY(ps_metric_series(f, rv, &t->m_loss));
+  TRY(ps_metrics_gauge(t->reg, "ember_worker_step", "training steps done", rank_l, 1, &f));
+  TRY(ps_metric_series(f, rv, &t->m_step));
+  TRY(ps_metrics_counter(t->reg, "ember_worker_phase_seconds_total",
+                         "wall time per phase of the training step", phase_l, 2, &f));
+  for (int i = 0; i < 6; i++) {
+    const char *pv[] = {rank, k_phases[i]};
+    TRY(ps_metric_series(f, pv, &t->m_phase[i]));
+  }
+  TRY(ps_metrics_add_process(t->reg));
+  ps_status st = ps_http_create(NULL, t->cfg->metrics_port, t->reg, NULL, NULL, &t->http);
+  if (st != PS_OK) {
+    PS_ERROR("--metrics-port %d: cannot serve /metrics (%s)", t->cfg->metrics_port, ps_status_str(st));
+    return st;
+  }
+  PS_INFO("metrics on http://0.0.0.0:%d/metrics", ps_http_port(t->http));
+  return PS_OK;
+}
+
+static void metrics_update(trainer *t, size_t n, double loss) {
+  if (!t->reg) return;
+  ps_counter_add(t->m_samples, n);
+  if (n) ps_gauge_set(t->m_loss, loss);
+  ps_gauge_set(t->m_step, (double)t->step);
+  const double now[6] = {t->t_data, t->t_pull, t->t_compute, t->t_allreduce, t->t_push, t->t_opt};
+  for (int i = 0; i < 6; i++) {
+    ps_counter_add_f(t->m_phase[i], now[i] - t->phase_last[i]);
+    t->phase_last[i] = now[i];
+  }
+}
+
 /* ------------------------------------------------------------------ the loop */
 
 static ps_status next_batch(trainer *t, ps_reader *r, ps_batch **b) {
@@ -721,10 +780,12 @@ static ps_status train_loop(trainer *t, ps_reader *r, uint64_t skip, uint64_t to
     st = ps_client_wait(t->cl, &stepreq);
     if (st != PS_OK) return client_fail(t, "step", st);
     t->t_push += since(t0);
+    size_t done_n = s->b ? s->b->n : 0;
     ps_reader_release(r, s->b);
     s->b = NULL;
     t->step++;
     t->step_this_run++;
+    metrics_update(t, done_n, t->last_loss);
 
     if (ckpt) TRY(checkpoint(t));
     if (eval) {
@@ -847,6 +908,7 @@ static ps_status run(trainer *t) {
   TRY(alloc_slots(t));
   TRY(declare_table(t));
   TRY(setup_collectives(t));
+  TRY(metrics_start(t));
 
   /* train / eval split */
   uint64_t train_end = 0, eval_begin = 0, eval_end = 0;

@@ -48,6 +48,7 @@ typedef struct ps_train_config {
   int64_t seed;
   const char *run_id;       /* rendezvous namespace; NULL = agreed through the coordinator */
   uint32_t timeout_ms;
+  int metrics_port;         /* Prometheus /metrics (0: off) */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

@@ -90,6 +90,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c.dense_opt);
     return 2;
   }
-  if (metrics_port) PS_WARN("--metrics-port: metrics are not served by this build of ps-worker");
+  c.metrics_port = (int)metrics_port;
   return ps_train_run(&c) == PS_OK ? 0 : 1;
 }
