@@ -202,9 +202,11 @@ static ps_status setup_collectives(trainer *t) {
   ps_rendezvous rdv = {t->cl, ps_client_rdv_set, ps_client_rdv_get};
   ps_status st;
   if (t->kern->host_memory) {
-    st = ps_coll_create_gloo(&rdv, t->run_id, t->rank, t->world, "127.0.0.1", &t->coll);
-    /* Gloo needs this host's address as its peers see it; loopback serves one machine.
-     * EMBER_GLOO_HOST overrides it for multi-machine runs. */
+    /* Gloo needs this host's address as its peers see it: loopback serves one machine;
+     * EMBER_GLOO_HOST (an address of this host the other workers reach) serves several. */
+    const char *host = getenv("EMBER_GLOO_HOST");
+    if (!host || !*host) host = "127.0.0.1";
+    st = ps_coll_create_gloo(&rdv, t->run_id, t->rank, t->world, host, &t->coll);
   } else {
     int dev = 0;
     if (!strncmp(t->cfg->device, "cuda:", 5)) dev = atoi(t->cfg->device + 5);

@@ -67,8 +67,15 @@ def run_cmd(c, extra_env, fake_bin, out):
     """Runs container c's command with the manifest env plus extra_env, PATH = fake_bin;
     returns the argv the stand-in binary recorded."""
     env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "RECORD": out}
+    # the downward API a kubelet would fill in: fieldRefs the manifests use
+    downward = {"status.podIP": "127.0.0.1", "metadata.name": "ember-pod"}
     for e in c.get("env", []):
-        env[e["name"]] = e["value"]
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            check(path in downward, f"{c['name']}: env {e['name']}: unexpected fieldRef {path}")
+            env[e["name"]] = downward.get(path, "")
     env.update(extra_env)
     cmd = c.get("command", []) + c.get("args", [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20)
