@@ -24,6 +24,9 @@ echo "== generating $rows training rows and $test_rows test rows"
 build/bin/ps-datagen --rows "$rows" --seed 1 --out "$out/train.tsv" \
   --test-rows "$test_rows" --test-out "$out/test.tsv" --json "$out/planted.json"
 
+# Servers persist their tables: a data dir left by an earlier run would start this one from
+# already-trained rows (a second epoch), so the job starts from a fresh one.
+rm -rf "$out/servers"
 echo "== training: 2 servers x 2 workers (sync)"
 deploy/ember-local --servers 2 --workers 2 --data-dir "$out/servers" -- \
   --train "$out/train.tsv" --test "$out/test.tsv" --summary "$out/summary.json"
