@@ -156,3 +156,21 @@ int pt_stop(pt_server *s, int sig, int timeout_ms) {
   s->pid = 0;
   return -1;
 }
+
+void pt_spec_of(const ps_client_table *t, ps_table_spec *s) {
+  memset(s, 0, sizeof *s);
+  s->id = t->id;
+  snprintf(s->name, sizeof s->name, "%s", t->name);
+  s->dim = t->dim;
+  s->optimizer = (ps_optimizer)t->optimizer;
+  s->lr = t->lr;
+  s->beta1 = t->beta1;
+  s->beta2 = t->beta2;
+  s->eps = t->eps;
+  s->lr_power = t->lr_power;
+  s->initial_accumulator = t->initial_accumulator;
+  s->init = (ps_init)t->init;
+  s->init_a = t->init_a;
+  s->init_b = t->init_b;
+  s->seed = t->seed;
+}

@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "ps_client.h"
+#include "ps_store.h"
+
 typedef struct pt_server {
   pid_t pid;
   int port;
@@ -24,6 +27,8 @@ void pt_rmrf(const char *dir);
 bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1). */
 int pt_stop(pt_server *s, int sig, int timeout_ms);
+/* The store spec a client's table declaration stands for (to replay it in-process). */
+void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 

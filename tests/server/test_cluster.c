@@ -25,24 +25,6 @@
 static pt_server g_srv[2];
 static char g_dir[512];
 
-static void spec_of(ps_client_table *t, ps_table_spec *s) {
-  memset(s, 0, sizeof *s);
-  s->id = t->id;
-  snprintf(s->name, sizeof s->name, "%s", t->name);
-  s->dim = t->dim;
-  s->optimizer = (ps_optimizer)t->optimizer;
-  s->lr = t->lr;
-  s->beta1 = t->beta1;
-  s->beta2 = t->beta2;
-  s->eps = t->eps;
-  s->lr_power = t->lr_power;
-  s->initial_accumulator = t->initial_accumulator;
-  s->init = (ps_init)t->init;
-  s->init_a = t->init_a;
-  s->init_b = t->init_b;
-  s->seed = t->seed;
-}
-
 static int setup(void **state) {
   (void)state;
   pt_tmpdir("cluster", g_dir);
@@ -104,7 +86,7 @@ static void test_equal_to_store(void **state) {
   ps_store *ref = NULL;
   assert_int_equal(ps_store_open(&so, &ref), PS_OK);
   ps_table_spec sp;
-  spec_of(&t, &sp);
+  pt_spec_of(&t, &sp);
   assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
 
   enum { N = 3000 };
@@ -247,7 +229,7 @@ static void test_f16_wire(void **state) {
   ps_store *ref = NULL;
   assert_int_equal(ps_store_open(&so, &ref), PS_OK);
   ps_table_spec sp;
-  spec_of(&t, &sp);
+  pt_spec_of(&t, &sp);
   assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
   enum { N = 500 };
   uint64_t keys[N], uk[N];

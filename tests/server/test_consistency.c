@@ -53,24 +53,6 @@ static ps_client *client(uint32_t rank) {
   return c;
 }
 
-static void to_spec(const ps_client_table *t, ps_table_spec *s) {
-  memset(s, 0, sizeof *s);
-  s->id = t->id;
-  snprintf(s->name, sizeof s->name, "%s", t->name);
-  s->dim = t->dim;
-  s->optimizer = (ps_optimizer)t->optimizer;
-  s->lr = t->lr;
-  s->beta1 = t->beta1;
-  s->beta2 = t->beta2;
-  s->eps = t->eps;
-  s->lr_power = t->lr_power;
-  s->initial_accumulator = t->initial_accumulator;
-  s->init = (ps_init)t->init;
-  s->init_a = t->init_a;
-  s->init_b = t->init_b;
-  s->seed = t->seed;
-}
-
 static void test_sync(void **state) {
   (void)state;
   ps_client *a = client(0), *b = client(1);
@@ -125,7 +107,7 @@ static void test_sync(void **state) {
   ps_store *ref = NULL, *twice = NULL;
   assert_int_equal(ps_store_open(&so, &ref), PS_OK);
   ps_table_spec sp;
-  to_spec(&t, &sp);
+  pt_spec_of(&t, &sp);
   assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
   uint64_t kall[2 * N];
   float gall[2 * N * DIM];
@@ -211,7 +193,7 @@ static void test_ssp(void **state) {
   float seen[6 * DIM], init[6 * DIM];
   assert_int_equal(ps_client_pull(slow, 11, 0, k, 6, seen), PS_OK);
   ps_table_spec sp;
-  to_spec(&t, &sp);
+  pt_spec_of(&t, &sp);
   for (int i = 0; i < 6; i++) ps_store_init_row(&sp, k[i], init + i * DIM);
   for (int i = 0; i < 6 * DIM; i++) assert_true(fabsf(seen[i] - (init[i] - K * 0.01f * 0.01f)) < 1e-6f);
   /* The slowest finishes step 0: the held pull goes through. */
