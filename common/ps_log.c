@@ -30,6 +30,16 @@ int ps_log_parse_level(const char *s, ps_log_level *out) {
   return -1;
 }
 
+int ps_log_apply_level(const char *prog, const char *s) {
+  ps_log_level l;
+  if (ps_log_parse_level(s, &l) != 0) {
+    fprintf(stderr, "%s: --log-level: '%s' is not debug|info|warn|error|off\n", prog, s ? s : "");
+    return -1;
+  }
+  ps_log_set_level(l);
+  return 0;
+}
+
 void ps_log_write(ps_log_level level, const char *file, int line, const char *fmt, ...) {
   if (level < PS_LOG_DEBUG || level > PS_LOG_ERROR) return;
   char buf[2048];

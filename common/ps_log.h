@@ -17,6 +17,9 @@ void ps_log_set_level(ps_log_level level);
 ps_log_level ps_log_get_level(void);
 /* Parses "debug|info|warn|error|off"; returns 0 on success, -1 if unknown. */
 int ps_log_parse_level(const char *s, ps_log_level *out);
+/* A binary's --log-level: parses s and sets the level, or prints
+ * "PROG: --log-level: 'S' is not debug|info|warn|error|off" to stderr and returns -1. */
+int ps_log_apply_level(const char *prog, const char *s);
 /* A tag printed on every line (e.g. "server/0", "worker/1"); copied. */
 void ps_log_set_tag(const char *tag);
 

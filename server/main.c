@@ -47,11 +47,7 @@ int main(int argc, char **argv) {
   int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
-  ps_log_level lv;
-  if (ps_log_parse_level(level, &lv) != 0) {
-    fprintf(stderr, "ps-server: --log-level: '%s' is not debug|info|warn|error|off\n", level);
-    return 2;
-  }
+  if (ps_log_apply_level("ps-server", level) != 0) return 2;
   if (shard >= shards) {
     fprintf(stderr, "ps-server: --shard %d must be below --shards %d\n", shard, shards);
     return 2;
@@ -60,7 +56,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-server: --listen: '%s' is not tcp://HOST:PORT\n", listen);
     return 2;
   }
-  ps_log_set_level(lv);
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */

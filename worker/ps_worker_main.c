@@ -56,12 +56,7 @@ int main(int argc, char **argv) {
   int rc = ps_cli_parse(&cli, argc, argv, NULL, NULL);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
-  ps_log_level lvl;
-  if (ps_log_parse_level(log_level, &lvl) != 0) {
-    fprintf(stderr, "ps-worker: --log-level: '%s' is not debug, info, warn or error\n", log_level);
-    return 2;
-  }
-  ps_log_set_level(lvl);
+  if (ps_log_apply_level("ps-worker", log_level) != 0) return 2;
   c.timeout_ms = (uint32_t)timeout_ms;
   if (c.rank >= c.world) {
     fprintf(stderr, "ps-worker: --rank %d must be below --world %d\n", c.rank, c.world);

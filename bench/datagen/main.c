@@ -110,12 +110,7 @@ int main(int argc, char **argv) {
   int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
-  ps_log_level lv;
-  if (ps_log_parse_level(level, &lv) != 0) {
-    fprintf(stderr, "ps-datagen: --log-level: unknown level '%s'\n", level);
-    return 2;
-  }
-  ps_log_set_level(lv);
+  if (ps_log_apply_level("ps-datagen", level) != 0) return 2;
   if ((test_rows > 0) != (test_out != NULL)) {
     fprintf(stderr, "ps-datagen: --test-rows and --test-out go together\n");
     return 2;

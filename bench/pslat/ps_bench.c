@@ -747,12 +747,7 @@ int main(int argc, char **argv) {
   if (prc == PS_CLI_HELP) return 0;
   if (prc != PS_CLI_OK) return 2;
   c.unique = unique;
-  ps_log_level lv;
-  if (ps_log_parse_level(c.level, &lv) != 0) {
-    fprintf(stderr, "ps-bench: --log-level: '%s' is not debug|info|warn|error|off\n", c.level);
-    return 2;
-  }
-  ps_log_set_level(lv);
+  if (ps_log_apply_level("ps-bench", c.level) != 0) return 2;
   ps_log_set_tag("bench");
   if (!strcmp(c.op_s, "pull")) c.op = OP_PULL;
   else if (!strcmp(c.op_s, "push")) c.op = OP_PUSH;

@@ -44,6 +44,10 @@ static void test_log_levels(void **st) {
   assert_int_equal(ps_log_parse_level("loud", &l), -1);
   ps_log_set_level(PS_LOG_ERROR);
   assert_int_equal(ps_log_get_level(), PS_LOG_ERROR);
+  assert_int_equal(ps_log_apply_level("prog", "debug"), 0);
+  assert_int_equal(ps_log_get_level(), PS_LOG_DEBUG);
+  assert_int_equal(ps_log_apply_level("prog", "loud"), -1); /* refused, level unchanged */
+  assert_int_equal(ps_log_get_level(), PS_LOG_DEBUG);
   ps_log_set_level(PS_LOG_INFO);
 }
 

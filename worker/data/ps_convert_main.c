@@ -25,12 +25,7 @@ int main(int argc, char **argv) {
   int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
-  ps_log_level lv;
-  if (ps_log_parse_level(level, &lv) != 0) {
-    fprintf(stderr, "ps-convert: --log-level: unknown level '%s'\n", level);
-    return 2;
-  }
-  ps_log_set_level(lv);
+  if (ps_log_apply_level("ps-convert", level) != 0) return 2;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
   if (strcmp(bad, "skip") == 0) o.bad_lines = PS_BAD_LINES_SKIP;
