@@ -21,16 +21,28 @@ check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --threads lots
 check_bad --listen http://x --data-dir /tmp/x
 check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --log-level loud
 dir=$(mktemp -d /tmp/ember-cli-XXXXXX)
-port=$(( 30000 + RANDOM % 20000 ))
-"$BIN" --listen "tcp://127.0.0.1:$port" --data-dir "$dir/d" --threads 1 > "$dir/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do grep -q listening "$dir/log" && break; sleep 0.05; done
-grep -q listening "$dir/log" || { kill -9 $pid; fail "did not start: $(cat "$dir/log")"; }
+# A port free a moment ago (bind to port 0); another test may still take it first, so a
+# bind failure is retried with a fresh port, a few times.
+for attempt in 1 2 3 4 5; do
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  data="$dir/d$attempt"
+  "$BIN" --listen "tcp://127.0.0.1:$port" --data-dir "$data" --threads 1 > "$dir/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -q listening "$dir/log" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q listening "$dir/log" && break
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  grep -q "Address already in use" "$dir/log" || break
+done
+grep -q listening "$dir/log" || { kill -9 $pid 2>/dev/null; fail "did not start: $(cat "$dir/log")"; }
 kill -TERM $pid
 for _ in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 if kill -0 $pid 2>/dev/null; then kill -9 $pid; fail "did not stop on SIGTERM"; fi
 wait $pid; rc=$?
 [ $rc -eq 0 ] || fail "exit $rc after SIGTERM"
-grep -q '"clean": true' "$dir/d/ember-server.json" || fail "data dir not marked clean"
+grep -q '"clean": true' "$data/ember-server.json" || fail "data dir not marked clean"
 rm -rf "$dir"
 echo "1 passed, 0 failed"
