@@ -174,3 +174,30 @@ void pt_spec_of(const ps_client_table *t, ps_table_spec *s) {
   s->init_b = t->init_b;
   s->seed = t->seed;
 }
+
+bool pt_start_all(pt_server *srv, int n, const char *tag, char *dir, int threads) {
+  pt_tmpdir(tag, dir);
+  char d[600];
+  for (int i = 0; i < n; i++) {
+    snprintf(d, sizeof d, "%s/s%d", dir, i);
+    if (!pt_start(&srv[i], i, n, d, 0, threads)) return false;
+  }
+  return true;
+}
+
+void pt_stop_all(pt_server *srv, int n, const char *dir) {
+  for (int i = 0; i < n; i++) pt_stop(&srv[i], SIGKILL, 5000);
+  pt_rmrf(dir);
+}
+
+ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms) {
+  const char *urls[16];
+  if (n < 1 || n > 16) return NULL;
+  for (int i = 0; i < n; i++) urls[i] = srv[i].url;
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = timeout_ms;
+  o.rank = rank;
+  ps_client *c = NULL;
+  return ps_client_create(urls, (size_t)n, &o, &c) == PS_OK ? c : NULL;
+}

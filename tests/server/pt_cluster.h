@@ -27,6 +27,14 @@ void pt_rmrf(const char *dir);
 bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1). */
 int pt_stop(pt_server *s, int sig, int timeout_ms);
+/* n shards of one cluster in dir/s0 .. dir/s{n-1} (dir from pt_tmpdir(tag)), each with
+ * `threads` partition threads; false if any did not start. */
+bool pt_start_all(pt_server *srv, int n, const char *tag, char *dir, int threads);
+/* SIGKILLs every server of pt_start_all (bounded wait) and removes dir. */
+void pt_stop_all(pt_server *srv, int n, const char *dir);
+/* A client of those n servers (shard order) as `rank`, requests bounded by timeout_ms;
+ * NULL if it cannot be created. */
+ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms);
 /* The store spec a client's table declaration stands for (to replay it in-process). */
 void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
 /* The path of a binary in EMBER_BIN. */

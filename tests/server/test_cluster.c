@@ -38,19 +38,13 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  pt_stop(&g_srv[0], SIGKILL, 5000);
-  pt_stop(&g_srv[1], SIGKILL, 5000);
-  pt_rmrf(g_dir);
+  pt_stop_all(g_srv, 2, g_dir);
   return 0;
 }
 
 static ps_client *client(void) {
-  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 10000;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  ps_client *c = pt_client(g_srv, 2, 0, 10000);
+  assert_non_null(c);
   return c;
 }
 

@@ -26,30 +26,18 @@ static char g_dir[512];
 
 static int setup(void **state) {
   (void)state;
-  pt_tmpdir("cons", g_dir);
-  char d[600];
-  for (int i = 0; i < 2; i++) {
-    snprintf(d, sizeof d, "%s/s%d", g_dir, i);
-    if (!pt_start(&g_srv[i], i, 2, d, 0, 2)) return -1;
-  }
-  return 0;
+  return pt_start_all(g_srv, 2, "cons", g_dir, 2) ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
-  for (int i = 0; i < 2; i++) pt_stop(&g_srv[i], SIGKILL, 5000);
-  pt_rmrf(g_dir);
+  pt_stop_all(g_srv, 2, g_dir);
   return 0;
 }
 
 static ps_client *client(uint32_t rank) {
-  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 15000;
-  o.rank = rank;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  ps_client *c = pt_client(g_srv, 2, rank, 15000);
+  assert_non_null(c);
   return c;
 }
 
