@@ -553,47 +553,71 @@ static uint32_t cms_bump(ptable *pt, uint64_t h) {
 
 /* ---------------------------------------------------------- partitioning */
 
-typedef struct split {
-  uint32_t *order;  /* key indices grouped by partition */
-  uint64_t *hash;   /* hash of keys[order[i]] */
-  size_t *start;    /* nparts + 1 offsets */
-} split;
+struct ps_store_batch {
+  const uint64_t *keys;
+  size_t n;
+  uint32_t nparts;
+  uint32_t *order; /* key indices grouped by partition */
+  uint64_t *hash;  /* hash of keys[order[i]] */
+  size_t *start;   /* nparts + 1 offsets */
+};
 
-static ps_status split_keys(const ps_store *s, const uint64_t *keys, size_t n, split *sp) {
+ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t n,
+                                ps_store_batch **out) {
+  if (!s || !out || (n && !keys)) return PS_ERR_INVALID;
+  *out = NULL;
   const uint32_t P = s->nparts;
-  sp->order = malloc(n * sizeof(uint32_t) + 1);
-  sp->hash = malloc(n * sizeof(uint64_t) + 1);
-  sp->start = calloc(P + 1, sizeof(size_t));
-  uint64_t *h0 = malloc(n * sizeof(uint64_t) + 1);
-  if (!sp->order || !sp->hash || !sp->start || !h0) {
-    free(h0);
+  ps_store_batch *b = calloc(1, sizeof *b);
+  if (!b) return PS_ERR_NOMEM;
+  b->keys = keys;
+  b->n = n;
+  b->nparts = P;
+  /* One allocation for the three arrays and the scratch (hashes in input order + cursors):
+   * a batch is made per request, so its cost is per request too. */
+  size_t hoff = n * sizeof(uint32_t);
+  hoff = (hoff + 7) & ~(size_t)7;
+  size_t soff = hoff + n * sizeof(uint64_t), h0off = soff + (P + 1) * sizeof(size_t);
+  size_t poff = h0off + n * sizeof(uint64_t), total = poff + (P + 1) * sizeof(size_t);
+  char *mem = malloc(total);
+  if (!mem) {
+    free(b);
     return PS_ERR_NOMEM;
   }
+  b->order = (uint32_t *)mem;
+  b->hash = (uint64_t *)(mem + hoff);
+  b->start = (size_t *)(mem + soff);
+  uint64_t *h0 = (uint64_t *)(mem + h0off);
+  size_t *pos = (size_t *)(mem + poff);
+  memset(b->start, 0, (P + 1) * sizeof(size_t));
   for (size_t i = 0; i < n; i++) {
     h0[i] = key_hash(keys[i]);
-    sp->start[part_of_hash(h0[i], P) + 1]++;
+    b->start[part_of_hash(h0[i], P) + 1]++;
   }
-  for (uint32_t p = 0; p < P; p++) sp->start[p + 1] += sp->start[p];
-  size_t *pos = malloc((P + 1) * sizeof(size_t));
-  if (!pos) {
-    free(h0);
-    return PS_ERR_NOMEM;
-  }
-  memcpy(pos, sp->start, (P + 1) * sizeof(size_t));
+  for (uint32_t p = 0; p < P; p++) b->start[p + 1] += b->start[p];
+  memcpy(pos, b->start, (P + 1) * sizeof(size_t));
   for (size_t i = 0; i < n; i++) {
     size_t k = pos[part_of_hash(h0[i], P)]++;
-    sp->order[k] = (uint32_t)i;
-    sp->hash[k] = h0[i];
+    b->order[k] = (uint32_t)i;
+    b->hash[k] = h0[i];
   }
-  free(pos);
-  free(h0);
+  *out = b;
   return PS_OK;
 }
 
-static void split_free(split *sp) {
-  free(sp->order);
-  free(sp->hash);
-  free(sp->start);
+void ps_store_batch_destroy(ps_store_batch **bp) {
+  if (!bp || !*bp) return;
+  free((*bp)->order); /* the head of the one allocation */
+  free(*bp);
+  *bp = NULL;
+}
+
+size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_t **pos) {
+  if (!b || part >= b->nparts) {
+    if (pos) *pos = NULL;
+    return 0;
+  }
+  if (pos) *pos = b->order + b->start[part];
+  return b->start[part + 1] - b->start[part];
 }
 
 static table *find_table(ps_store *s, uint32_t id, size_t *ti) {
@@ -706,9 +730,9 @@ out:
   return st != PS_OK ? st : ws;
 }
 
-ps_status ps_store_pull(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
-                        float *out) {
-  if (!s || (n && (!keys || !out))) return PS_ERR_INVALID;
+ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride, float *out) {
+  if (!s || !b || stride == 0 || (b->n && !out) || b->nparts != s->nparts) return PS_ERR_INVALID;
   pthread_rwlock_rdlock(&s->lock);
   size_t ti;
   ps_status st = PS_OK;
@@ -716,20 +740,18 @@ ps_status ps_store_pull(ps_store *s, uint32_t table_id, const uint64_t *keys, si
     st = PS_ERR_UNKNOWN_TABLE;
     goto done;
   }
-  if (!n) goto done;
-  split sp = {0};
-  hentry **ents = malloc(n * sizeof(hentry *));
-  st = ents ? split_keys(s, keys, n, &sp) : PS_ERR_NOMEM;
-  for (uint32_t p = 0; st == PS_OK && p < s->nparts; p++) {
-    size_t b = sp.start[p], e = sp.start[p + 1];
-    if (b == e) continue;
+  if (!b->n) goto done;
+  hentry **ents = malloc(b->n * sizeof(hentry *));
+  if (!ents) st = PS_ERR_NOMEM;
+  for (uint32_t p = first; st == PS_OK && p < s->nparts; p += stride) {
+    size_t lo = b->start[p], hi = b->start[p + 1];
+    if (lo == hi) continue;
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
-    st = pull_part(s, pa, ti, keys, sp.order + b, sp.hash + b, e - b, out, ents);
+    st = pull_part(s, pa, ti, b->keys, b->order + lo, b->hash + lo, hi - lo, out, ents);
     pthread_mutex_unlock(&pa->mu);
   }
   free(ents);
-  split_free(&sp);
 done:
   pthread_rwlock_unlock(&s->lock);
   return st;
@@ -860,9 +882,9 @@ out:
   return st != PS_OK ? st : ws;
 }
 
-ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
-                        const float *grads) {
-  if (!s || (n && (!keys || !grads))) return PS_ERR_INVALID;
+ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride, const float *grads) {
+  if (!s || !b || stride == 0 || (b->n && !grads) || b->nparts != s->nparts) return PS_ERR_INVALID;
   pthread_rwlock_rdlock(&s->lock);
   size_t ti;
   ps_status st = PS_OK;
@@ -871,22 +893,26 @@ ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, si
     st = PS_ERR_UNKNOWN_TABLE;
     goto done;
   }
+  /* Scratch sized for the largest partition served here, not for the whole batch. */
+  size_t n = 0;
+  for (uint32_t p = first; p < s->nparts; p += stride)
+    if (b->start[p + 1] - b->start[p] > n) n = b->start[p + 1] - b->start[p];
   if (!n) goto done;
   const uint32_t dim = t->spec.dim;
   size_t tcap = 16;
   while (tcap < 2 * n) tcap <<= 1;
-  split sp = {0};
   uint64_t *uk = malloc(n * sizeof(uint64_t));
   uint64_t *uh = malloc(n * sizeof(uint64_t));
   float *ug = malloc(n * dim * sizeof(float));
   uint32_t *tab = malloc(tcap * sizeof(uint32_t));
   size_t *mi = malloc(n * sizeof(size_t));
   hentry **ents = malloc(n * sizeof(hentry *));
-  st = (uk && uh && ug && tab && mi && ents) ? split_keys(s, keys, n, &sp) : PS_ERR_NOMEM;
-  for (uint32_t p = 0; st == PS_OK && p < s->nparts; p++) {
-    size_t b = sp.start[p], e = sp.start[p + 1];
-    if (b == e) continue;
-    size_t u = dedup(keys, sp.order + b, sp.hash + b, e - b, grads, dim, uk, uh, ug, tab, tcap);
+  if (!uk || !uh || !ug || !tab || !mi || !ents) st = PS_ERR_NOMEM;
+  for (uint32_t p = first; st == PS_OK && p < s->nparts; p += stride) {
+    size_t lo = b->start[p], hi = b->start[p + 1];
+    if (lo == hi) continue;
+    size_t u = dedup(b->keys, b->order + lo, b->hash + lo, hi - lo, grads, dim, uk, uh, ug, tab,
+                     tcap);
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
     st = push_part(s, pa, ti, uk, uh, ug, u, mi, ents);
@@ -898,10 +924,32 @@ ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, si
   free(ug);
   free(tab);
   free(mi);
-  split_free(&sp);
 done:
   pthread_rwlock_unlock(&s->lock);
   return st;
+}
+
+/* The whole-batch calls: one batch over every partition (out for a pull, grads for a push). */
+static ps_status whole(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n, float *out,
+                       const float *grads) {
+  if (!s || (n && (!keys || (!out && !grads)))) return PS_ERR_INVALID;
+  ps_store_batch *b;
+  ps_status st = ps_store_batch_create(s, keys, n, &b);
+  if (st != PS_OK) return st;
+  st = out ? ps_store_pull_batch(s, table_id, b, 0, 1, out)
+           : ps_store_push_batch(s, table_id, b, 0, 1, grads);
+  ps_store_batch_destroy(&b);
+  return st;
+}
+
+ps_status ps_store_pull(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
+                        float *out) {
+  return whole(s, table_id, keys, n, out, NULL);
+}
+
+ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
+                        const float *grads) {
+  return whole(s, table_id, keys, n, NULL, grads);
 }
 
 void ps_store_set_step(ps_store *s, uint64_t step) {

@@ -104,6 +104,23 @@ ps_status ps_store_pull(ps_store *s, uint32_t table, const uint64_t *keys, size_
  * within one call are summed first, then applied once. */
 ps_status ps_store_push(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
                         const float *grads);
+/* A batch of keys hashed and grouped by store partition once, for callers that spread one
+ * request over several threads (ps-server's partition threads): each thread then pulls or
+ * pushes the partitions it owns, rows land at their keys' positions, and no key is hashed
+ * or copied again. The batch borrows keys: they must outlive it. */
+typedef struct ps_store_batch ps_store_batch;
+ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t n,
+                                ps_store_batch **out);
+void ps_store_batch_destroy(ps_store_batch **b);
+/* Positions (indices into keys) of the batch's keys in store partition part; returns count. */
+size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_t **pos);
+/* ps_store_pull / ps_store_push restricted to the partitions p with p % stride == first;
+ * out and grads are indexed by key position like the whole-batch calls. Calls for disjoint
+ * partition sets may run concurrently on the same batch and out buffer. */
+ps_status ps_store_pull_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride, float *out);
+ps_status ps_store_push_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride, const float *grads);
 /* Tells the store the global training step (for TTL in steps and row metadata). */
 void ps_store_set_step(ps_store *s, uint64_t step);
 /* Expires rows not touched for ttl_steps (per table); returns how many were removed.

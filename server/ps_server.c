@@ -55,6 +55,7 @@ void srv_req_free(ps_server *s, srv_req *r) {
   if (r->has_ident) zmq_msg_close(&r->ident);
   for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
   if (r->has_out) zmq_msg_close(&r->out);
+  ps_store_batch_destroy(&r->batch);
   ps_msg_clear(&r->msg);
   r->has_ident = r->has_out = false;
   r->nfr = 0;
@@ -230,6 +231,31 @@ static ps_status sync_append(sync_slot *sl, uint32_t dim, const uint64_t *keys, 
 
 enum { TK_PULL = 1, TK_PUSH, TK_BUFFER, TK_APPLY };
 
+/* The keys of this thread's store partitions in a shared batch, into kbuf/pbuf (the sync
+ * buffer keeps keys and positions of its own). */
+static ps_status part_batch_keys(srv_part *p, const srv_req *r, size_t *m_out) {
+  const ps_store_batch *b = r->batch;
+  uint32_t P = ps_store_partitions(p->s->store), T = p->s->nthreads;
+  size_t m = 0;
+  for (uint32_t q = p->idx; q < P; q += T) m += ps_store_batch_part(b, q, NULL);
+  size_t kc = p->kcap;
+  if (!grow((void **)&p->kbuf, &kc, m, sizeof *p->kbuf)) return PS_ERR_NOMEM;
+  size_t pc = p->kcap;
+  if (!grow((void **)&p->pbuf, &pc, m, sizeof *p->pbuf)) return PS_ERR_NOMEM;
+  p->kcap = kc < pc ? kc : pc;
+  m = 0;
+  for (uint32_t q = p->idx; q < P; q += T) {
+    const uint32_t *pos;
+    size_t c = ps_store_batch_part(b, q, &pos);
+    for (size_t i = 0; i < c; i++) {
+      p->kbuf[m] = r->msg.keys[pos[i]];
+      p->pbuf[m++] = pos[i];
+    }
+  }
+  *m_out = m;
+  return PS_OK;
+}
+
 static ps_status part_run(srv_part *p, srv_req *r) {
   ps_server *s = p->s;
   srv_table *tab = r->tab;
@@ -239,6 +265,19 @@ static ps_status part_run(srv_part *p, srv_req *r) {
   size_t n = r->msg.nkeys, m = n;
   const uint32_t *pos = NULL;
   ps_status st = PS_OK;
+  /* f32 pulls and pushes over a shared batch: rows go straight between the store and the
+   * request/reply frames, each thread on its own partitions. */
+  if (r->batch && r->task_kind == TK_PULL)
+    return ps_store_pull_batch(s->store, id, r->batch, p->idx, s->nthreads, r->outp);
+  if (r->batch && r->task_kind == TK_PUSH)
+    return ps_store_push_batch(s->store, id, r->batch, p->idx, s->nthreads, r->msg.values);
+  if (r->batch && r->task_kind == TK_BUFFER) {
+    st = part_batch_keys(p, r, &m);
+    if (st != PS_OK || m == 0) return st;
+    sync_slot *sl = sync_slot_of(p, id, dim, r->step);
+    if (!sl) return PS_ERR_INTERNAL;
+    return sync_append(sl, dim, p->kbuf, r->msg.values, p->pbuf, m);
+  }
   if (r->task_kind != TK_APPLY && split) {
     st = part_filter(p, keys, n, &m);
     if (st != PS_OK) return st;
@@ -353,6 +392,12 @@ static void dispatch(ps_server *s, srv_req *r, int kind) {
     s->inflight++;
     finish(s, r);
     return;
+  }
+  if (s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
+    /* Hash and group the keys once here rather than once per thread. Without memory for
+     * it the threads fall back to filtering the keys themselves. */
+    if (ps_store_batch_create(s->store, r->msg.keys, r->msg.nkeys, &r->batch) != PS_OK)
+      r->batch = NULL;
   }
   r->pending = s->nthreads;
   s->inflight++;

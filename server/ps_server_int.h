@@ -69,6 +69,7 @@ struct srv_req {
   bool f16;           /* bulk values travel as f16 (request's value_type) */
   uint32_t pending;
   srv_task *tasks;
+  ps_store_batch *batch; /* keys grouped by store partition, shared by the threads */
   ps_status st;
   uint64_t t0;
   uint64_t deadline;  /* coordinator waits; 0 = none */

@@ -582,6 +582,78 @@ static void test_concurrent(void **st) {
   ps_store_close(&s);
 }
 
+/* Batches served by several threads, each on the partitions p % stride == first, must give
+ * exactly what the whole-batch calls give: same rows at the same positions, pushes of
+ * duplicate keys summed once. */
+typedef struct batch_arg {
+  ps_store *s;
+  const ps_store_batch *b;
+  uint32_t first, stride;
+  float *out;
+  const float *grads;
+  ps_status st;
+} batch_arg;
+
+static void *batch_worker(void *p) {
+  batch_arg *a = p;
+  a->st = a->grads ? ps_store_push_batch(a->s, 40, a->b, a->first, a->stride, a->grads)
+                   : ps_store_pull_batch(a->s, 40, a->b, a->first, a->stride, a->out);
+  return NULL;
+}
+
+static void test_batch(void **st) {
+  (void)st;
+  enum { N = 3000, D = 8, T = 3 };
+  char p1[512], p2[512];
+  mkpath(p1, sizeof(p1), "batch-whole");
+  mkpath(p2, sizeof(p2), "batch-split");
+  ps_store *w = open_store(p1, 64 << 10, 8), *s = open_store(p2, 64 << 10, 8);
+  ps_table_spec sp = spec_sgd(40, "batch", D, 0.1f);
+  sp.optimizer = PS_OPT_ADAGRAD; /* not linear in the gradient: double application shows */
+  sp.initial_accumulator = 0.1f;
+  assert_int_equal(ps_store_declare(w, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  static uint64_t keys[N];
+  static float g[N * D], a[N * D], b[N * D];
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) keys[i] = ps_mix64((uint64_t)(i % 1700) + 1000u * round) % 5000;
+    for (int i = 0; i < N * D; i++) g[i] = grad_of(keys[i / D], (uint32_t)(i % D), (uint32_t)round);
+    ps_store_batch *bt;
+    assert_int_equal(ps_store_batch_create(s, keys, N, &bt), PS_OK);
+    /* Every position appears once, in the partition that owns its key. */
+    static int seen[N];
+    memset(seen, 0, sizeof(seen));
+    for (uint32_t q = 0; q < ps_store_partitions(s); q++) {
+      const uint32_t *pos;
+      size_t c = ps_store_batch_part(bt, q, &pos);
+      for (size_t i = 0; i < c; i++) {
+        assert_int_equal(ps_store_partition_of(s, keys[pos[i]]), q);
+        seen[pos[i]]++;
+      }
+    }
+    for (int i = 0; i < N; i++) assert_int_equal(seen[i], 1);
+    for (int op = 0; op < 2; op++) {
+      pthread_t th[T];
+      batch_arg ar[T];
+      for (uint32_t t = 0; t < T; t++) {
+        ar[t] = (batch_arg){s, bt, t, T, op ? b : NULL, op ? NULL : g, PS_ERR_INTERNAL};
+        pthread_create(&th[t], NULL, batch_worker, &ar[t]);
+      }
+      for (uint32_t t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(ar[t].st, PS_OK);
+      }
+    }
+    ps_store_batch_destroy(&bt);
+    assert_null(bt);
+    assert_int_equal(ps_store_push(w, 40, keys, N, g), PS_OK);
+    assert_int_equal(ps_store_pull(w, 40, keys, N, a), PS_OK);
+    assert_memory_equal(a, b, sizeof(a));
+  }
+  ps_store_close(&w);
+  ps_store_close(&s);
+}
+
 int main(void) {
   ps_log_set_level(PS_LOG_WARN);
   snprintf(g_root, sizeof(g_root), "/tmp/ember-test-store-%d", (int)getpid());
@@ -592,6 +664,7 @@ int main(void) {
       cmocka_unit_test(test_over_budget),     cmocka_unit_test(test_admission),
       cmocka_unit_test(test_ttl),             cmocka_unit_test(test_snapshot_restore),
       cmocka_unit_test(test_corrupt),         cmocka_unit_test(test_concurrent),
+      cmocka_unit_test(test_batch),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rm_rf(g_root);
