@@ -27,7 +27,7 @@ static void on_signal(int sig) {
 int main(int argc, char **argv) {
   const char *listen = NULL, *data_dir = NULL, *level = "info";
   int shard = 0, shards = 1, threads = 2, metrics_port = 0;
-  int64_t cache_mb = 1024;
+  int64_t cache_mb = 1024, inject_delay_us = 0;
   ps_cli_opt opts[] = {
       {"listen", 'l', PS_CLI_STRING, &listen, "URL", "ZeroMQ endpoint to bind, tcp://HOST:PORT",
        true, 0, 0},
@@ -40,6 +40,9 @@ int main(int argc, char **argv) {
        "partition threads (0 = store work on the socket thread)", false, 0, 256},
       {"metrics-port", 0, PS_CLI_INT, &metrics_port, "P",
        "HTTP port for Prometheus metrics (0 = off)", false, 0, 65535},
+      {"inject-delay-us", 0, PS_CLI_I64, &inject_delay_us, "US",
+       "testing: hold every pull/push reply until US after its arrival (no thread waits)", false,
+       0, 60000000},
       {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
@@ -70,7 +73,8 @@ int main(int argc, char **argv) {
                          .data_dir = data_dir,
                          .cache_bytes = (size_t)cache_mb << 20,
                          .threads = (uint32_t)threads,
-                         .metrics_port = metrics_port};
+                         .metrics_port = metrics_port,
+                         .inject_delay_us = (uint64_t)inject_delay_us};
   ps_status st = ps_server_create(&o, &g_server);
   if (st != PS_OK) {
     fprintf(stderr, "ps-server: cannot start: %s\n", ps_status_str(st));

@@ -380,6 +380,7 @@ static void *part_main(void *arg) {
 /* ---------------------------------------------------------------- dispatch */
 
 static void finish(ps_server *s, srv_req *r);
+static void reply_finished(ps_server *s, srv_req *r);
 static void try_exclusive(ps_server *s);
 
 /* Hands r to every partition thread (or runs it inline). */
@@ -430,6 +431,35 @@ static void finish(ps_server *s, srv_req *r) {
     try_exclusive(s);
     return;
   }
+  if (s->opt.inject_delay_us && r->kind == REQ_CLIENT && !s->stopping &&
+      ps_now_ns() < r->t0 + s->opt.inject_delay_us * 1000u) {
+    /* An injected service time: the reply waits in a FIFO, no thread waits with it, so
+     * requests overlap as they would on a server whose service simply takes this long. */
+    s->inflight++;
+    list_push(&s->delay_head, &s->delay_tail, r);
+    return;
+  }
+  reply_finished(s, r);
+}
+
+/* Sends the replies whose injected delay is over (all of them when stopping); returns the
+ * nanoseconds until the next one is due, 0 if none waits. */
+static uint64_t release_delayed(ps_server *s) {
+  uint64_t now = ps_now_ns();
+  while (s->delay_head) {
+    srv_req *r = s->delay_head;
+    uint64_t due = r->t0 + s->opt.inject_delay_us * 1000u;
+    if (!s->stopping && due > now) return due - now;
+    s->delay_head = r->next;
+    if (!s->delay_head) s->delay_tail = NULL;
+    r->next = NULL;
+    s->inflight--;
+    reply_finished(s, r);
+  }
+  return 0;
+}
+
+static void reply_finished(ps_server *s, srv_req *r) {
   if (r->st != PS_OK) {
     srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
                     srv_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id, ps_status_str(r->st));
@@ -1186,6 +1216,8 @@ ps_status ps_server_run(ps_server *s) {
     uint64_t now = ps_now_ns();
     if (now - s->snap_ns > 200000000ull) srv_stats_publish(s);
     long timeout_ms = 100;
+    uint64_t due = release_delayed(s);
+    if (due) timeout_ms = (long)((due + 999999) / 1000000); /* late by < 1 ms, never spins */
     uint64_t next = s->coord ? srv_coord_expire(s, now) : 0;
     if (next) {
       long ms = next > now ? (long)((next - now) / 1000000 + 1) : 0;

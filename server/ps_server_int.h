@@ -127,6 +127,8 @@ struct ps_server {
   srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
   uint32_t max_table;  /* highest declared id: loops over tables stop there */
   srv_req *free_reqs;
+  srv_req *delay_head, *delay_tail; /* --inject-delay-us: finished, reply not yet due (FIFO:
+                                     * the delay is fixed, so due times are in arrival order) */
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
   /* checkpoint / restore: exclusive operations, FIFO */
