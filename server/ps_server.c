@@ -171,12 +171,16 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Keys (and their positions) of this partition thread's store partitions. */
-static ps_status part_filter(srv_part *p, const uint64_t *keys, size_t n, size_t *m_out) {
-  size_t kc = p->kcap;
-  if (!grow((void **)&p->kbuf, &kc, n, sizeof *p->kbuf)) return PS_ERR_NOMEM;
-  size_t pc = p->kcap;
-  if (!grow((void **)&p->pbuf, &pc, n, sizeof *p->pbuf)) return PS_ERR_NOMEM;
+static bool part_reserve(srv_part *p, size_t n) {
+  size_t kc = p->kcap, pc = p->kcap;
+  bool ok = grow((void **)&p->kbuf, &kc, n, sizeof *p->kbuf) &&
+            grow((void **)&p->pbuf, &pc, n, sizeof *p->pbuf);
   p->kcap = kc < pc ? kc : pc;
+  return ok;
+}
+
+static ps_status part_filter(srv_part *p, const uint64_t *keys, size_t n, size_t *m_out) {
+  if (!part_reserve(p, n)) return PS_ERR_NOMEM;
   uint32_t T = p->s->nthreads;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
@@ -238,11 +242,7 @@ static ps_status part_batch_keys(srv_part *p, const srv_req *r, size_t *m_out) {
   uint32_t P = ps_store_partitions(p->s->store), T = p->s->nthreads;
   size_t m = 0;
   for (uint32_t q = p->idx; q < P; q += T) m += ps_store_batch_part(b, q, NULL);
-  size_t kc = p->kcap;
-  if (!grow((void **)&p->kbuf, &kc, m, sizeof *p->kbuf)) return PS_ERR_NOMEM;
-  size_t pc = p->kcap;
-  if (!grow((void **)&p->pbuf, &pc, m, sizeof *p->pbuf)) return PS_ERR_NOMEM;
-  p->kcap = kc < pc ? kc : pc;
+  if (!part_reserve(p, m)) return PS_ERR_NOMEM;
   m = 0;
   for (uint32_t q = p->idx; q < P; q += T) {
     const uint32_t *pos;
@@ -381,6 +381,10 @@ static void *part_main(void *arg) {
 
 static void finish(ps_server *s, srv_req *r);
 static void reply_finished(ps_server *s, srv_req *r);
+/* --inject-delay-us: when a request's reply may leave. */
+static uint64_t delay_due(const ps_server *s, const srv_req *r) {
+  return r->t0 + s->opt.inject_delay_us * 1000u;
+}
 static void try_exclusive(ps_server *s);
 
 /* Hands r to every partition thread (or runs it inline). */
@@ -432,7 +436,7 @@ static void finish(ps_server *s, srv_req *r) {
     return;
   }
   if (s->opt.inject_delay_us && r->kind == REQ_CLIENT && !s->stopping &&
-      ps_now_ns() < r->t0 + s->opt.inject_delay_us * 1000u) {
+      ps_now_ns() < delay_due(s, r)) {
     /* An injected service time: the reply waits in a FIFO, no thread waits with it, so
      * requests overlap as they would on a server whose service simply takes this long. */
     s->inflight++;
@@ -448,7 +452,7 @@ static uint64_t release_delayed(ps_server *s) {
   uint64_t now = ps_now_ns();
   while (s->delay_head) {
     srv_req *r = s->delay_head;
-    uint64_t due = r->t0 + s->opt.inject_delay_us * 1000u;
+    uint64_t due = delay_due(s, r);
     if (!s->stopping && due > now) return due - now;
     s->delay_head = r->next;
     if (!s->delay_head) s->delay_tail = NULL;
@@ -1216,8 +1220,10 @@ ps_status ps_server_run(ps_server *s) {
     uint64_t now = ps_now_ns();
     if (now - s->snap_ns > 200000000ull) srv_stats_publish(s);
     long timeout_ms = 100;
-    uint64_t due = release_delayed(s);
-    if (due) timeout_ms = (long)((due + 999999) / 1000000); /* late by < 1 ms, never spins */
+    /* Rounded up: a reply is late by < 1 ms but the loop never spins; a long delay must not
+     * stretch the 100 ms tick. */
+    uint64_t due_ms = (release_delayed(s) + 999999) / 1000000;
+    if (due_ms && due_ms < (uint64_t)timeout_ms) timeout_ms = (long)due_ms;
     uint64_t next = s->coord ? srv_coord_expire(s, now) : 0;
     if (next) {
       long ms = next > now ? (long)((next - now) / 1000000 + 1) : 0;
