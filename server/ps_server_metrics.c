@@ -76,21 +76,17 @@ static void c_queue(ps_metrics_sink *k, void *ud) {
   for (int i = 0; q && i < 3; i++) ps_metrics_emit(k, (const char *[]){qs[i]}, num(q, qs[i]));
 }
 
-static void c_rows(ps_metrics_sink *k, void *ud) {
+/* One store stat split into hot and cold tiers, from the store's "<hot>" and "<cold>" fields. */
+static void hot_cold(ps_metrics_sink *k, void *ud, const char *hot, const char *cold) {
   srv_metrics *sm = ud;
   json_t *st = sm->doc ? json_object_get(sm->doc, "store") : NULL;
   if (!st) return;
-  ps_metrics_emit(k, (const char *[]){"hot"}, num(st, "rows_hot"));
-  ps_metrics_emit(k, (const char *[]){"cold"}, num(st, "rows_cold"));
+  ps_metrics_emit(k, (const char *[]){"hot"}, num(st, hot));
+  ps_metrics_emit(k, (const char *[]){"cold"}, num(st, cold));
 }
 
-static void c_bytes(ps_metrics_sink *k, void *ud) {
-  srv_metrics *sm = ud;
-  json_t *st = sm->doc ? json_object_get(sm->doc, "store") : NULL;
-  if (!st) return;
-  ps_metrics_emit(k, (const char *[]){"hot"}, num(st, "hot_bytes"));
-  ps_metrics_emit(k, (const char *[]){"cold"}, num(st, "cold_bytes"));
-}
+static void c_rows(ps_metrics_sink *k, void *ud) { hot_cold(k, ud, "rows_hot", "rows_cold"); }
+static void c_bytes(ps_metrics_sink *k, void *ud) { hot_cold(k, ud, "hot_bytes", "cold_bytes"); }
 
 ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s) {
   g_sm.s = s;
