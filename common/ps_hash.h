@@ -10,8 +10,17 @@
 #include <stdint.h>
 
 uint64_t ps_hash64(const void *data, size_t len, uint64_t seed);
-/* Hash of one 64-bit value (little-endian bytes), seeded. */
-uint64_t ps_hash_u64(uint64_t v, uint64_t seed);
+
+/* Hash of one 64-bit value (little-endian bytes), seeded. Inline: every pulled or pushed key
+ * is hashed two or three times (shard, partition, dedup), and a call per key into the library
+ * cost as much as the hash itself. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+static inline uint64_t ps_hash_u64(uint64_t v, uint64_t seed) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  return XXH3_64bits_withSeed(b, 8, seed);
+}
 
 /* splitmix64 finalizer: a cheap bijective mixer, for PRNG streams. */
 static inline uint64_t ps_mix64(uint64_t x) {
