@@ -23,6 +23,7 @@
 #include "ps_cli.h"
 #include "ps_dedup.h"
 #include "ps_hash.h"
+#include "ps_rowcopy.h"
 #include "ps_time.h"
 #include "ps_wire.h"
 
@@ -593,14 +594,14 @@ static void scatter_pull(ps_client *c, struct ps_client_req *r) {
     if (r->unique) memcpy(r->out, v, r->n * row);
     else
       for (size_t k = 0; k < r->n; k++)
-        memcpy((char *)r->out + k * row, v + (size_t)r->inv[k] * row, row);
+        ps_row_copy((char *)r->out + k * row, v + (size_t)r->inv[k] * row, row);
     return;
   }
   for (size_t i = 0; i < c->nsrv; i++)
     c->vbase[i] = r->subs[i].has_vals ? zmq_msg_data(&r->subs[i].vals) : NULL;
   for (size_t k = 0; k < r->n; k++) {
     uint32_t u = r->unique ? (uint32_t)k : r->inv[k];
-    memcpy((char *)r->out + k * row, c->vbase[r->ush[u]] + (size_t)r->uidx[u] * row, row);
+    ps_row_copy((char *)r->out + k * row, c->vbase[r->ush[u]] + (size_t)r->uidx[u] * row, row);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ps_hash.h"
+#include "ps_rowcopy.h"
 
 typedef struct dd_slot {
   uint64_t key;
@@ -81,7 +82,7 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
 void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,
                           float *out) {
   for (size_t i = 0; i < n; i++)
-    memcpy(out + i * dim, rows + (size_t)inverse[i] * dim, dim * sizeof(float));
+    ps_row_copy(out + i * dim, rows + (size_t)inverse[i] * dim, dim * sizeof(float));
 }
 
 void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const float *in,
