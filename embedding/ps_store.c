@@ -45,6 +45,7 @@
 
 #include "ps_hash.h"
 #include "ps_log.h"
+#include "ps_rowcopy.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PS_STORE_PLAIN_MALLOC 1
@@ -639,33 +640,37 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   const size_t vb = sizeof(float) * dim;
   size_t nmiss = 0;
   ps_status st = PS_OK;
-  /* Stage 1: probe, prefetching index slots PREFETCH_DIST keys ahead. */
+  /* Hits in one software pipeline: the index slot of key i + 2D is prefetched, key i + D is
+   * probed (its slot arrived meanwhile) and its row prefetched, key i's row is copied. Each
+   * key's two dependent cache misses overlap with other keys' as in a plain gather, and a
+   * prefetched line is used about D keys later, before it can leave L1. Misses are recorded
+   * and served after the loop (inserting could evict rows already probed). */
   if (pt->cap) {
-    const size_t mask = pt->cap - 1;
-    for (size_t i = 0; i < n && i < PREFETCH_DIST; i++)
-      __builtin_prefetch(&pt->slots[hs[i] & mask]);
-    for (size_t i = 0; i < n; i++) {
-      if (i + PREFETCH_DIST < n) __builtin_prefetch(&pt->slots[hs[i + PREFETCH_DIST] & mask]);
-      hentry *e = idx_find(pt, keys[ord[i]], hs[i]);
-      ents[i] = e;
-      if (e) {
-        const char *r = (const char *)ent_row(e) + ROW_META;
-        __builtin_prefetch(r);
-        __builtin_prefetch(r + vb - 1); /* values may straddle two lines */
-      } else {
-        nmiss++;
+    const size_t mask = pt->cap - 1, D = PREFETCH_DIST;
+    for (size_t i = 0; i < n && i < 2 * D; i++) __builtin_prefetch(&pt->slots[hs[i] & mask]);
+    for (size_t i = 0; i < n + D; i++) {
+      if (i + 2 * D < n) __builtin_prefetch(&pt->slots[hs[i + 2 * D] & mask]);
+      if (i < n) {
+        hentry *e = idx_find(pt, keys[ord[i]], hs[i]);
+        ents[i] = e;
+        if (e) {
+          const char *r = (const char *)ent_row(e) + ROW_META;
+          __builtin_prefetch(r);
+          __builtin_prefetch(r + vb - 1); /* values may straddle two lines */
+        } else {
+          nmiss++;
+        }
+      }
+      if (i >= D) {
+        hentry *e = ents[i - D];
+        if (!e) continue;
+        if (!(e->p & F_REF)) e->p |= F_REF;
+        ps_row_copy(out + (size_t)ord[i - D] * dim, row_vals(ent_row(e)), vb);
       }
     }
   } else {
     for (size_t i = 0; i < n; i++) ents[i] = NULL;
     nmiss = n;
-  }
-  /* Stage 2: copy hits (before any insertion below can evict them). */
-  for (size_t i = 0; i < n; i++) {
-    hentry *e = ents[i];
-    if (!e) continue;
-    if (!(e->p & F_REF)) e->p |= F_REF;
-    memcpy(out + (size_t)ord[i] * dim, row_vals(ent_row(e)), vb);
   }
   pa->hits += n - nmiss;
   pa->misses += nmiss;
