@@ -26,7 +26,7 @@ static void on_signal(int sig) {
 
 int main(int argc, char **argv) {
   const char *listen = NULL, *data_dir = NULL, *level = "info";
-  int shard = 0, shards = 1, threads = 2, metrics_port = 0;
+  int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
   ps_cli_opt opts[] = {
       {"listen", 'l', PS_CLI_STRING, &listen, "URL", "ZeroMQ endpoint to bind, tcp://HOST:PORT",
@@ -37,7 +37,9 @@ int main(int argc, char **argv) {
        "store, metadata and default checkpoints", true, 0, 0},
       {"cache-mb", 0, PS_CLI_I64, &cache_mb, "MB", "hot-tier DRAM budget", false, 1, 1 << 24},
       {"threads", 't', PS_CLI_INT, &threads, "T",
-       "partition threads (0 = store work on the socket thread)", false, 0, 256},
+       "partition threads (0 = store work on the socket thread; -1 = auto: 0 with 2 CPUs or "
+       "fewer, else min(CPUs - 2, 8))",
+       false, -1, 256},
       {"metrics-port", 0, PS_CLI_INT, &metrics_port, "P",
        "HTTP port for Prometheus metrics (0 = off)", false, 0, 65535},
       {"inject-delay-us", 0, PS_CLI_I64, &inject_delay_us, "US",
@@ -63,6 +65,13 @@ int main(int argc, char **argv) {
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  if (threads < 0) {
+    /* A hand-off to partition threads costs two wake-ups per request; it pays only when
+     * they get cores of their own beside the socket thread and ZeroMQ's I/O thread. On 2
+     * CPUs the store work is faster on the socket thread (bench/RESULTS-net.md). */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = ncpu <= 2 ? 0 : (int)(ncpu - 2 < 8 ? ncpu - 2 : 8);
+  }
   char tag[32];
   snprintf(tag, sizeof tag, "server/%d", shard);
   ps_log_set_tag(tag);
