@@ -82,6 +82,9 @@ typedef struct ps_kern_i {
                        float clr, float eps, float weight_decay);
   ps_status (*adam)(ps_kern *k, size_t n, float *w, const float *g, float *m, float *v, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step);
+
+  /* interoperation */
+  void *(*stream)(ps_kern *k); /* NULL slot: no native stream (host backend) */
 } ps_kern_i;
 
 /* A backend instance. Public so that backends can be written outside this folder; users treat
@@ -151,6 +154,13 @@ static inline ps_status ps_kern_copy(ps_kern *k, void *dst, const void *src, siz
 static inline ps_status ps_kern_sync(ps_kern *k) {
   if (!k) return PS_ERR_INVALID;
   return k->iface->sync ? k->iface->sync(k) : PS_OK;
+}
+
+/* The backend's native stream (a cudaStream_t for CUDA), or NULL for a backend without one.
+ * For libraries that enqueue their own work in the backend's order, e.g. NCCL's allreduce:
+ * then no ps_kern_sync is needed between the model's kernels and the collective. */
+static inline void *ps_kern_stream(ps_kern *k) {
+  return k && k->iface->stream ? k->iface->stream(k) : NULL;
 }
 
 /* ---- compute ---------------------------------------------------------------------------- */

@@ -210,7 +210,10 @@ static ps_status setup_collectives(trainer *t) {
   } else {
     int dev = 0;
     if (!strncmp(t->cfg->device, "cuda:", 5)) dev = atoi(t->cfg->device + 5);
-    st = ps_coll_create_nccl(&rdv, t->run_id, t->rank, t->world, dev, NULL, &t->coll);
+    /* On the kernels' stream: the allreduce runs in order with the backward and the
+     * optimizer, with no host wait between them (ps_kern_to_host of N waits for it). */
+    st = ps_coll_create_nccl(&rdv, t->run_id, t->rank, t->world, dev, ps_kern_stream(t->kern),
+                             &t->coll);
   }
   if (st != PS_OK) PS_ERROR("collectives for %d workers: %s", t->world, ps_status_str(st));
   return st;
@@ -390,14 +393,13 @@ static ps_status train_step(trainer *t, slot *s, ps_client_req **push, ps_client
     else TRY(ps_kern_memset0(t->kern, t->red_d, np * sizeof(float)));
     TRY(ps_kern_scale(t->kern, np, nf, t->red_d));
     TRY(ps_kern_to_device(t->kern, t->red_d + np, &nf, sizeof nf));
-    TRY(ps_kern_sync(t->kern));
     t->t_compute += since(t0);
     t0 = ps_now_ns();
     TRY(allreduce(t, t->red_d, np + 1));
+    float tot = 0; /* reading N waits for the allreduce (and the backward before it) */
+    TRY(ps_kern_to_host(t->kern, &tot, t->red_d + np, sizeof tot));
     t->t_allreduce += since(t0);
     t0 = ps_now_ns();
-    float tot = 0;
-    TRY(ps_kern_to_host(t->kern, &tot, t->red_d + np, sizeof tot));
     total = tot;
     TRY(ps_kern_copy(t->kern, g, t->red_d, np * sizeof(float)));
     TRY(ps_kern_scale(t->kern, np, total > 0 ? (float)(1.0 / total) : 0.0f, g));

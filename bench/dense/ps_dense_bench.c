@@ -97,9 +97,12 @@ static ps_status t_adam(ps_kern *k, size_t n, float *w, const float *g, float *m
   TIMED(OP_OPT, ps_kern_adam(INNER(k), n, w, g, m, v, lr, b1, b2, e, wd, step));
 }
 
+static void *t_stream(ps_kern *k) { return ps_kern_stream(INNER(k)); }
+
 static const ps_kern_i timing_iface = {
-    t_alloc, t_free, t_memset0, t_to_device, t_to_host, t_copy, t_sync, t_destroy, t_sgemm, t_baf,
-    t_bab,   t_if,   t_ib,      t_pf,        t_pb,      t_bf,   t_bb,   t_scale,   t_sgd,   t_adagrad, t_adam};
+    t_alloc, t_free, t_memset0, t_to_device, t_to_host, t_copy, t_sync,    t_destroy, t_sgemm,
+    t_baf,   t_bab,  t_if,      t_ib,        t_pf,      t_pb,   t_bf,      t_bb,      t_scale,
+    t_sgd,   t_adagrad, t_adam, t_stream};
 
 static ps_kern *timing_wrap(ps_kern *inner) {
   ps_kern *k = calloc(1, sizeof(*k));

@@ -555,6 +555,7 @@ static const ps_kern_i cuda_iface = {
     .to_host = cu_to_host,
     .copy = cu_copy,
     .sync = cu_sync,
+    .stream = ps_kern_cuda_stream,
     .destroy = cu_destroy,
     .sgemm = cu_sgemm,
     .bias_act_fwd = cu_bias_act_fwd,

@@ -460,6 +460,9 @@ static void test_gemm_timer(void **st) {
   assert_int_equal(ps_kern_cuda_gemm_timing(GPU, false), PS_OK);
   assert_non_null(ps_kern_cuda_stream(GPU));
   assert_null(ps_kern_cuda_stream(CPU));
+  /* The portable accessor NCCL is handed in ps-worker gives the same stream. */
+  assert_ptr_equal(ps_kern_stream(GPU), ps_kern_cuda_stream(GPU));
+  assert_null(ps_kern_stream(CPU));
   assert_int_equal(ps_kern_cuda_device(GPU), 0);
   buf_free(&A);
   buf_free(&C);

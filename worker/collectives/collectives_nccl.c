@@ -12,7 +12,7 @@
  * With cuda_stream NULL (the legacy default stream) allreduce and broadcast also wait for
  * completion: the CUDA backend's stream is non-blocking, so its next copy or kernel would
  * NOT wait for work on the default stream, and the caller could read a half-reduced buffer.
- * Pass the backend's stream (ps_kern_cuda_stream) to keep the allreduce asynchronous.
+ * Pass the backend's stream (ps_kern_stream) to keep the allreduce asynchronous; ps-worker does.
  *
  * Every CUDA and NCCL call is checked; a failure is logged with file and line and returned
  * as a ps_status, never an abort. No GPU (cudaGetDeviceCount fails or reports 0) gives
