@@ -22,6 +22,11 @@ PKGS=(
   prometheus slurmctld slurmd slurm-client munge python3-yaml
 )
 
+# kubectl for the Kubernetes manifest checks (tests/ops/test_k8s.py): Debian's
+# kubernetes-client (1.20, enough for --dry-run=client and kustomize) only where no kubectl is
+# on PATH, since a newer one installed outside dpkg would be shadowed or clash over /usr/bin/kubectl.
+command -v kubectl >/dev/null 2>&1 || PKGS+=(kubernetes-client)
+
 if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo); fi
 
 missing=()
