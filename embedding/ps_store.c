@@ -590,6 +590,15 @@ ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t 
   uint64_t *h0 = (uint64_t *)(mem + h0off);
   size_t *pos = (size_t *)(mem + poff);
   memset(b->start, 0, (P + 1) * sizeof(size_t));
+  if (P == 1) { /* one partition (a server without partition threads): nothing to group */
+    for (size_t i = 0; i < n; i++) {
+      b->order[i] = (uint32_t)i;
+      b->hash[i] = key_hash(keys[i]);
+    }
+    b->start[1] = n;
+    *out = b;
+    return PS_OK;
+  }
   for (size_t i = 0; i < n; i++) {
     h0[i] = key_hash(keys[i]);
     b->start[part_of_hash(h0[i], P) + 1]++;
