@@ -1583,6 +1583,13 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
 }
 static int rm_rf(const char *p) { return nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
 
+ps_status ps_store_snapshot_remove(const char *dir) {
+  if (!dir || !dir[0]) return PS_ERR_INVALID;
+  struct stat sb;
+  if (lstat(dir, &sb) != 0) return errno == ENOENT ? PS_OK : PS_ERR_IO;
+  return rm_rf(dir) == 0 ? PS_OK : PS_ERR_IO;
+}
+
 static int copy_file(const char *src, const char *dst) {
   int in = open(src, O_RDONLY | O_CLOEXEC);
   if (in < 0) return -1;

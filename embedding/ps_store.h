@@ -137,6 +137,8 @@ ps_status ps_store_flush(ps_store *s);
 ps_status ps_store_snapshot(ps_store *s, const char *dir);
 /* Replaces the store's content by the snapshot in dir (the hot tier is dropped). */
 ps_status ps_store_restore(ps_store *s, const char *dir);
+/* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
+ps_status ps_store_snapshot_remove(const char *dir);
 
 void ps_store_get_stats(ps_store *s, ps_store_stats *out);
 /* The partition (0..partitions-1) that owns a key. */

@@ -96,6 +96,14 @@ ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, ch
               h->table->id, h->table->dim);
     goto bad;
   }
+  /* protobuf-c keeps an out-of-range enum value as it came; a phase on another op would be
+   * silently ignored by the receiver, so both are refused rather than guessed at. */
+  if ((int)h->ckpt_phase < EMBER__CKPT_PHASE__CKPT_ONESHOT ||
+      (int)h->ckpt_phase > EMBER__CKPT_PHASE__CKPT_ABORT ||
+      (h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT && op != EMBER__OP__OP_CHECKPOINT)) {
+    st = fail(PS_ERR_PROTO, err, errlen, "checkpoint phase %d on op %d", (int)h->ckpt_phase, op);
+    goto bad;
+  }
   bool has_keys, has_values;
   ps_wire_layout((Ember__Op)op, h->is_reply, &has_keys, &has_values);
   size_t want = 1 + (has_keys ? 1 : 0) + (has_values ? 1 : 0);

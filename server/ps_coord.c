@@ -1,7 +1,8 @@
 /* ps_coord: the cluster coordinator hosted by shard 0 on the same socket as its data ops:
  * worker membership and ranks (JOIN), a rendezvous key-value store for the collectives
  * (KV_SET / KV_GET with a wait), and named barriers. Global checkpoints are driven by a worker
- * (CHECKPOINT to every shard, then KV_SET "ember/checkpoint/latest"); see PROTOCOL.md.
+ * (CHECKPOINT prepare, then commit, to every shard, then KV_SET "ember/checkpoint/latest");
+ * see PROTOCOL.md.
  *
  * Everything runs on the server's main thread, so no locks. Waits (KV_GET of an absent key,
  * BARRIER) park the request with a deadline; the main loop asks srv_coord_expire for the next

@@ -811,7 +811,11 @@ static void handle_stats(ps_server *s, srv_req *r) {
 /* ---------------------------------------------------------------- checkpoint / restore */
 
 static bool excl_ready(ps_server *s, srv_req *r) {
-  if (r->h->op != EMBER__OP__OP_CHECKPOINT) return true;
+  /* Only a snapshot needs its step's pushes applied; commit and abort touch files alone. */
+  if (r->h->op != EMBER__OP__OP_CHECKPOINT ||
+      (r->h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT &&
+       r->h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_PREPARE))
+    return true;
   uint64_t step = r->h->step;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
@@ -831,9 +835,11 @@ static void run_exclusive(ps_server *s, srv_req *r) {
   ps_status st;
   char dir[4096] = "";
   if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
-    st = srv_checkpoint(s, r->h->step, r->h->path, err, sizeof err, dir, sizeof dir);
+    st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, err, sizeof err, dir,
+                        sizeof dir);
     rh.step = r->h->step;
     rh.path = dir;
+    rh.ckpt_phase = r->h->ckpt_phase;
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, &step, err, sizeof err);
@@ -1107,6 +1113,8 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   bool clean = true;
   if ((st = srv_meta_load(s, &clean)) != PS_OK) goto fail;
   s->meta_ok = true;
+  /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
+  srv_ckpt_discard_staged(s);
   /* Tables the store knows but the metadata does not (metadata lost): serve them, and let
    * the first declaration fix their consistency mode. */
   uint32_t ids[1024];
@@ -1123,7 +1131,8 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   }
   if (!clean && s->have_ckpt) {
     /* The last run died without a flush: the database holds an arbitrary mix of flushed
-     * rows. The last checkpoint is the consistent state to come back to. */
+     * rows. The last committed checkpoint is the consistent state to come back to: every
+     * shard has it (two-phase commit, ps_server_meta.c). */
     char err[512];
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",

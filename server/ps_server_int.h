@@ -140,6 +140,11 @@ struct ps_server {
   bool have_ckpt;
   uint64_t ckpt_step;
   char ckpt_path[4096];
+  /* a prepared checkpoint awaiting its commit or abort; persisted too, so that a restart can
+   * find its staging and delete it */
+  bool have_staged;
+  uint64_t staged_step;
+  char staged_path[4096];
   srv_coord *coord;
   bool stopping;       /* shutting down: new requests are refused */
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
@@ -171,13 +176,18 @@ srv_table *srv_table_new(const ps_table_spec *spec, int consistency, uint32_t st
                          uint32_t num_workers);
 void srv_table_free(srv_table *t);
 void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *out);
-/* Checkpoint / restore of this shard (called with no store work in flight). */
-ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *err, size_t errlen,
-                         char *dir_out, size_t dir_len);
+/* One phase (Ember__CkptPhase) of a checkpoint / a restore of this shard (called with no store
+ * work in flight). */
+ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path, char *err,
+                         size_t errlen, char *dir_out, size_t dir_len);
 ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err, size_t errlen);
 /* Resolves a client path (relative = under the data dir; empty = the default for a step). */
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len);
 void srv_tables_reset_steps(ps_server *s, uint64_t step);
+/* At start: deletes what an uncommitted prepare left (before the last checkpoint is restored). */
+void srv_ckpt_discard_staged(ps_server *s);
+/* {"step", "path"}: how metadata and STATS show a checkpoint. */
+struct json_t *srv_ckpt_json(uint64_t step, const char *path);
 /* ps_server.c: drops every buffered sync push (restore), and re-checks deferred pulls. */
 void srv_drop_sync_all(ps_server *s);
 void srv_release_waiters(ps_server *s, srv_table *t);

@@ -5,12 +5,21 @@
  *                               checkpoint, and `clean` (false while running)
  *   ROOT/shard-I/               ps_store_snapshot of shard I (ROOT is the checkpoint path)
  *   ROOT/shard-I.json           the step and table metadata of that snapshot
+ *   ROOT/shard-I.staging[.json] the same, prepared and not yet committed
  *
  * `clean` is what makes crash recovery exact: the store runs without a WAL, so after a kill
  * the database holds whatever happened to be flushed; a restart that finds clean == false
  * restores the last checkpoint instead. The file is replaced atomically (write, fsync,
- * rename). */
+ * rename).
+ *
+ * A global checkpoint is a two-phase commit driven by the client: every shard prepares
+ * (snapshots into staging), and only once all of them have, each commits (renames staging to
+ * final, then records it as its last checkpoint). So the last checkpoint of any shard is one
+ * that every shard has a complete snapshot of, and a crash between the phases leaves the
+ * previous one in place on every shard. The staging is recorded in the metadata before it is
+ * written, so a restart knows exactly what to delete. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -95,6 +104,22 @@ static ps_status write_json_atomic(const char *path, json_t *j) {
   return PS_OK;
 }
 
+json_t *srv_ckpt_json(uint64_t step, const char *path) {
+  return json_pack("{s:I, s:s}", "step", (json_int_t)step, "path", path);
+}
+
+/* A {"step", "path"} entry of the metadata; false when absent or malformed. */
+static bool ckpt_from_json(json_t *e, uint64_t *step, char *path, size_t len) {
+  json_int_t st = 0;
+  const char *p = NULL;
+  if (!e || json_unpack(e, "{s:I, s:s}", "step", &st, "path", &p) != 0 || !p || st < 0 ||
+      strlen(p) >= len)
+    return false;
+  *step = (uint64_t)st;
+  snprintf(path, len, "%s", p);
+  return true;
+}
+
 ps_status srv_meta_save(ps_server *s, bool clean) {
   char path[2100];
   snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
@@ -103,9 +128,9 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
                         clean, "tables", tables_json(s));
   if (!j) return PS_ERR_NOMEM;
   if (s->have_ckpt)
-    json_object_set_new(j, "last_checkpoint",
-                        json_pack("{s:I, s:s}", "step", (json_int_t)s->ckpt_step, "path",
-                                  s->ckpt_path));
+    json_object_set_new(j, "last_checkpoint", srv_ckpt_json(s->ckpt_step, s->ckpt_path));
+  if (s->have_staged)
+    json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(s->staged_step, s->staged_path));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
   return st;
@@ -180,15 +205,10 @@ ps_status srv_meta_load(ps_server *s, bool *clean) {
   }
   *clean = cl != 0;
   apply_tables_meta(s, tables);
-  json_t *ck = json_object_get(j, "last_checkpoint");
-  json_int_t step = 0;
-  const char *p = NULL;
-  if (ck && json_unpack(ck, "{s:I, s:s}", "step", &step, "path", &p) == 0 && p &&
-      strlen(p) < sizeof s->ckpt_path) {
-    s->have_ckpt = true;
-    s->ckpt_step = (uint64_t)step;
-    snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", p);
-  }
+  s->have_ckpt = ckpt_from_json(json_object_get(j, "last_checkpoint"), &s->ckpt_step,
+                                s->ckpt_path, sizeof s->ckpt_path);
+  s->have_staged = ckpt_from_json(json_object_get(j, "prepared_checkpoint"), &s->staged_step,
+                                  s->staged_path, sizeof s->staged_path);
 out:
   json_decref(j);
   return st;
@@ -213,27 +233,84 @@ static ps_status mkdir_p(const char *path) {
   return PS_OK;
 }
 
-ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *err, size_t errlen,
-                         char *dir_out, size_t dir_len) {
-  char root[4096], dir[4200], meta[4200];
-  if (path && strlen(path) > 1800) {
-    snprintf(err, errlen, "checkpoint path too long");
-    return PS_ERR_INVALID;
-  }
-  srv_ckpt_root(s, path, step, root, sizeof root);
-  snprintf(dir, sizeof dir, "%s/shard-%u", root, s->opt.shard);
-  snprintf(meta, sizeof meta, "%s/shard-%u.json", root, s->opt.shard);
-  if (mkdir_p(root) != PS_OK) {
-    snprintf(err, errlen, "cannot create checkpoint dir %s: %s", root, strerror(errno));
-    return PS_ERR_IO;
-  }
+/* This shard's snapshot directory and metadata file under root: committed or staging. */
+static void ckpt_files(ps_server *s, const char *root, bool staging, char *dir, char *meta,
+                       size_t len) {
+  const char *sfx = staging ? ".staging" : "";
+  snprintf(dir, len, "%s/shard-%u%s", root, s->opt.shard, sfx);
+  snprintf(meta, len, "%s/shard-%u%s.json", root, s->opt.shard, sfx);
+}
+
+/* Deletes this shard's checkpoint files under root (committed or staging). */
+static ps_status ckpt_remove(ps_server *s, const char *root, bool staging) {
+  char dir[4200], meta[4200];
+  ckpt_files(s, root, staging, dir, meta, sizeof dir);
+  ps_status st = ps_store_snapshot_remove(dir);
+  if (unlink(meta) != 0 && errno != ENOENT) st = PS_ERR_IO;
+  return st;
+}
+
+/* Forgets the prepared checkpoint: staging first, then the record, so that a failure in
+ * between leaves a record that the next start deletes again. */
+static ps_status staged_drop(ps_server *s) {
+  if (!s->have_staged) return PS_OK;
+  ps_status st = ckpt_remove(s, s->staged_path, true);
+  if (st != PS_OK) PS_WARN("could not delete the staging of step %" PRIu64 " in %s",
+                           s->staged_step, s->staged_path);
+  s->have_staged = false;
+  if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the dropped staging");
+  return st;
+}
+
+void srv_ckpt_discard_staged(ps_server *s) {
+  if (!s->have_staged) return;
+  /* A commit that renamed the files and died before recording them was never acknowledged,
+   * so no driver counts it as committed: its final files go too. They are this prepare's,
+   * since a prepare refuses a root where this shard already has a checkpoint. */
+  char dir[4200], meta[4200];
+  ckpt_files(s, s->staged_path, false, dir, meta, sizeof dir);
+  bool renamed = access(dir, F_OK) == 0 &&
+                 !(s->have_ckpt && strcmp(s->ckpt_path, s->staged_path) == 0);
+  PS_WARN("deleting checkpoint of step %" PRIu64 " in %s: prepared, never committed",
+          s->staged_step, s->staged_path);
+  if (renamed && ckpt_remove(s, s->staged_path, false) != PS_OK)
+    PS_WARN("could not delete %s", dir);
+  staged_drop(s);
+}
+
+/* Phase 1: snapshot into staging. Not this shard's last checkpoint until committed. */
+static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, char *err,
+                              size_t errlen) {
+  char dir[4200], meta[4200];
+  ckpt_files(s, root, false, dir, meta, sizeof dir);
   if (access(dir, F_OK) == 0) {
     snprintf(err, errlen, "checkpoint %s already exists", dir);
     return PS_ERR_CONFLICT;
   }
-  ps_status st = ps_store_snapshot(s->store, dir);
+  /* One prepared checkpoint at a time: a new prepare means the driver gave up on the old one. */
+  staged_drop(s);
+  ckpt_files(s, root, true, dir, meta, sizeof dir);
+  if (access(dir, F_OK) == 0) {
+    snprintf(err, errlen, "%s exists and is not a prepare of this shard", dir);
+    return PS_ERR_CONFLICT;
+  }
+  if (mkdir_p(root) != PS_OK) {
+    snprintf(err, errlen, "cannot create checkpoint dir %s: %s", root, strerror(errno));
+    return PS_ERR_IO;
+  }
+  s->have_staged = true;
+  s->staged_step = step;
+  snprintf(s->staged_path, sizeof s->staged_path, "%s", root);
+  ps_status st = srv_meta_save(s, false);
+  if (st != PS_OK) {
+    s->have_staged = false;
+    snprintf(err, errlen, "cannot record the staging in %s", s->data_dir);
+    return st;
+  }
+  st = ps_store_snapshot(s->store, dir);
   if (st != PS_OK) {
     snprintf(err, errlen, "snapshot into %s failed: %s", dir, ps_status_str(st));
+    staged_drop(s);
     return st;
   }
   json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:o}", "format", 1, "step", (json_int_t)step,
@@ -243,15 +320,105 @@ ps_status srv_checkpoint(ps_server *s, uint64_t step, const char *path, char *er
   json_decref(j);
   if (st != PS_OK) {
     snprintf(err, errlen, "cannot write %s", meta);
+    staged_drop(s);
     return st;
   }
+  PS_INFO("checkpoint at step %" PRIu64 " prepared in %s", step, dir);
+  return PS_OK;
+}
+
+static ps_status fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return PS_ERR_IO;
+  int rc = fsync(fd);
+  close(fd);
+  return rc == 0 ? PS_OK : PS_ERR_IO;
+}
+
+/* Renames this shard's snapshot and metadata under root from staging to final names or
+ * back: both or (as far as the file system lets us) neither. */
+static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
+  char sdir[4200], smeta[4200], dir[4200], meta[4200];
+  ckpt_files(s, root, true, sdir, smeta, sizeof sdir);
+  ckpt_files(s, root, false, dir, meta, sizeof dir);
+  const char *fd = to_final ? sdir : dir, *td = to_final ? dir : sdir;
+  const char *fm = to_final ? smeta : meta, *tm = to_final ? meta : smeta;
+  if (rename(fd, td) != 0) return PS_ERR_IO;
+  if (rename(fm, tm) != 0 || fsync_dir(root) != PS_OK) {
+    rename(tm, fm);
+    rename(td, fd);
+    return PS_ERR_IO;
+  }
+  return PS_OK;
+}
+
+/* Phase 2: staging -> final, and only then the record that makes it the last checkpoint. */
+static ps_status ckpt_commit(ps_server *s, uint64_t step, const char *root, char *err,
+                             size_t errlen) {
+  if (!s->have_staged || s->staged_step != step || strcmp(s->staged_path, root) != 0) {
+    /* A repeated commit (the first one's reply was lost) finds its work done. */
+    if (s->have_ckpt && s->ckpt_step == step && strcmp(s->ckpt_path, root) == 0) return PS_OK;
+    snprintf(err, errlen,
+             "shard %u has no prepared checkpoint of step %" PRIu64 " in %s (aborted, "
+             "superseded by another prepare, or the shard restarted since)",
+             s->opt.shard, step, root);
+    return PS_ERR_NOT_FOUND;
+  }
+  if (ckpt_move(s, root, true) != PS_OK) {
+    snprintf(err, errlen, "cannot rename the staging of shard %u in %s", s->opt.shard, root);
+    return PS_ERR_IO;
+  }
+  bool had = s->have_ckpt;
+  uint64_t prev_step = s->ckpt_step;
+  char prev[sizeof s->ckpt_path];
+  memcpy(prev, s->ckpt_path, sizeof prev);
+  s->have_staged = false;
   s->have_ckpt = true;
   s->ckpt_step = step;
   snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
-  if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the checkpoint in the data dir");
-  snprintf(dir_out, dir_len, "%s", root);
-  PS_INFO("checkpoint at step %" PRIu64 " in %s", step, dir);
+  ps_status st = srv_meta_save(s, false);
+  if (st != PS_OK) {
+    /* Not recorded, so not committed: back to prepared, which an abort or the next start
+     * cleans up, and the previous checkpoint stays the one a restart restores. */
+    s->have_staged = true;
+    s->have_ckpt = had;
+    s->ckpt_step = prev_step;
+    memcpy(s->ckpt_path, prev, sizeof prev);
+    if (ckpt_move(s, root, false) != PS_OK)
+      PS_WARN("could not move the checkpoint in %s back to staging", root);
+    snprintf(err, errlen, "cannot record the checkpoint in %s", s->data_dir);
+    return st;
+  }
+  PS_INFO("checkpoint at step %" PRIu64 " committed in %s", step, root);
   return PS_OK;
+}
+
+ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path, char *err,
+                         size_t errlen, char *dir_out, size_t dir_len) {
+  char root[4096];
+  if (path && strlen(path) > 1800) {
+    snprintf(err, errlen, "checkpoint path too long");
+    return PS_ERR_INVALID;
+  }
+  srv_ckpt_root(s, path, step, root, sizeof root);
+  snprintf(dir_out, dir_len, "%s", root);
+  ps_status st = PS_OK;
+  switch (phase) {
+    case EMBER__CKPT_PHASE__CKPT_PREPARE: return ckpt_prepare(s, step, root, err, errlen);
+    case EMBER__CKPT_PHASE__CKPT_COMMIT: return ckpt_commit(s, step, root, err, errlen);
+    case EMBER__CKPT_PHASE__CKPT_ABORT:
+      /* Nothing prepared there is fine: an abort goes to every shard, prepared or not. */
+      if (s->have_staged && s->staged_step == step && strcmp(s->staged_path, root) == 0) {
+        PS_INFO("checkpoint at step %" PRIu64 " in %s aborted", step, root);
+        st = staged_drop(s);
+        if (st != PS_OK) snprintf(err, errlen, "could not delete the staging in %s", root);
+      }
+      return st;
+    default:
+      /* A sender without phases: both at once, as before; no cross-shard guarantee. */
+      if ((st = ckpt_prepare(s, step, root, err, errlen)) != PS_OK) return st;
+      return ckpt_commit(s, step, root, err, errlen);
+  }
 }
 
 void srv_tables_reset_steps(ps_server *s, uint64_t step) {
@@ -276,8 +443,7 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err,
   }
   if (!path || !path[0]) snprintf(root, sizeof root, "%s", s->ckpt_path);
   else srv_ckpt_root(s, path, 0, root, sizeof root);
-  snprintf(dir, sizeof dir, "%s/shard-%u", root, s->opt.shard);
-  snprintf(meta, sizeof meta, "%s/shard-%u.json", root, s->opt.shard);
+  ckpt_files(s, root, false, dir, meta, sizeof dir);
   json_error_t jerr;
   json_t *j = json_load_file(meta, 0, &jerr);
   if (!j) {
@@ -326,6 +492,10 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err,
   s->have_ckpt = true;
   s->ckpt_step = *step;
   snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
+  /* A prepare taken before the roll-back snapshots a state that no longer exists. */
+  if (s->have_staged && ckpt_remove(s, s->staged_path, true) != PS_OK)
+    PS_WARN("could not delete the staging in %s", s->staged_path);
+  s->have_staged = false;
   if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the restore in the data dir");
   PS_INFO("restored %s (step %" PRIu64 ")", dir, *step);
   return PS_OK;

@@ -89,9 +89,9 @@ char *srv_stats_build(ps_server *s) {
                   "hot_bytes", (json_int_t)st.hot_bytes, "cold_bytes", (json_int_t)st.cold_bytes));
   }
   if (s->have_ckpt)
-    json_object_set_new(j, "last_checkpoint",
-                        json_pack("{s:I, s:s}", "step", (json_int_t)s->ckpt_step, "path",
-                                  s->ckpt_path));
+    json_object_set_new(j, "last_checkpoint", srv_ckpt_json(s->ckpt_step, s->ckpt_path));
+  if (s->have_staged)
+    json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(s->staged_step, s->staged_path));
   if (s->coord) srv_coord_stats(s, j);
   char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);

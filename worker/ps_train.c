@@ -571,8 +571,9 @@ static ps_status mkdir_p(const char *dir) {
 }
 
 /* At the boundary before step S (every rank's STEP(S-1) sent, rank 0's STEP(S) not yet):
- * every shard snapshots at S, rank 0 writes the dense state, then `latest` is replaced
- * atomically (rename), so a crash leaves the previous checkpoint intact. */
+ * every shard snapshots at S (prepared on all, then committed on all), rank 0 writes the
+ * dense state, then `latest` is replaced atomically (rename), so a crash leaves the previous
+ * checkpoint intact. */
 static ps_status checkpoint(trainer *t) {
   if (t->rank != 0) return PS_OK;
   char dir[4096], tmp[4200], latest[4200];

@@ -164,6 +164,22 @@ static void test_rejections(void **st) {
   h.value_type = EMBER__VALUE_TYPE__VT_F16;                            /* half-size values */
   push[1].size = sizeof vals / 2;
   assert_int_equal(decode_with(&h, push, 2), PS_OK);
+
+  /* Checkpoint phases: known values on CHECKPOINT only. */
+  ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);
+  h.step = 5;
+  h.path = "ck";
+  h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_COMMIT;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_OK);
+  h.ckpt_phase = (Ember__CkptPhase)4;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);          /* unknown phase */
+  h.ckpt_phase = (Ember__CkptPhase)-1;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);
+  h.op = EMBER__OP__OP_RESTORE;
+  h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_PREPARE;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);          /* phase on another op */
+  h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_ONESHOT;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_OK);
 }
 
 static void test_garbage_headers(void **st) {

@@ -1,7 +1,7 @@
 /* Robustness: >= 10,000 malformed multipart messages to a live ps-server (random frames,
- * truncated headers, huge counts, wrong versions, unknown ops and tables, frame-count and
- * size mismatches, bad table specs, bad coordinator requests, replies sent as requests, keys of
- * another shard). The server must keep running (the test is also run on the ASan build), count
+ * truncated headers, huge counts, wrong versions, unknown ops, tables and checkpoint phases,
+ * frame-count and size mismatches, bad table specs, bad coordinator requests, replies sent as
+ * requests, keys of another shard). The server must keep running (the test is also run on the ASan build), count
  * what it could not decode, and then answer a valid pull and push correctly. */
 #include <math.h>
 #include <setjmp.h>
@@ -88,8 +88,15 @@ static void one(void *sock, int kind) {
       h.table_id = (uint32_t)((rnd() & 1) ? 9999 : 70000 + rnd() % 1000);
       len[1] = 32;
       break;
-    case 5: /* unknown ops, ERROR as a request */
-      h.op = (Ember__Op)((rnd() & 1) ? 99 + rnd() % 100 : (rnd() & 1) ? 7 : 0);
+    case 5: /* unknown ops, ERROR as a request, unknown checkpoint phases, a phase elsewhere */
+      if (rnd() % 3 == 0) {
+        bool ck = rnd() & 1;
+        h.op = ck ? EMBER__OP__OP_CHECKPOINT : EMBER__OP__OP_RESTORE;
+        h.ckpt_phase = (Ember__CkptPhase)(ck ? 4 + rnd() % 100 : 1 + rnd() % 3);
+        h.count = 0;
+      } else {
+        h.op = (Ember__Op)((rnd() & 1) ? 99 + rnd() % 100 : (rnd() & 1) ? 7 : 0);
+      }
       break;
     case 6: /* frame count / size mismatches */
       if (rnd() & 1) {

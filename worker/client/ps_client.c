@@ -973,14 +973,45 @@ ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *l
   return ps_client_kv_get(client, key, val, len, timeout_ms);
 }
 
-ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path) {
+ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step,
+                                     const char *path) {
+  if (phase < PS_CKPT_PREPARE || phase > PS_CKPT_ABORT)
+    return set_err(c, PS_ERR_INVALID, "checkpoint phase %d", (int)phase);
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);
+  h.ckpt_phase = (Ember__CkptPhase)phase;
   h.step = step;
   h.path = (char *)(path ? path : "");
-  ps_status st = ctl(c, -1, &h, c->opt.ckpt_timeout_ms, NULL);
+  /* Only a prepare snapshots; commit and abort rename or delete files. */
+  struct ps_client_req *r = NULL;
+  ps_status st = ctl(c, -1, &h,
+                     phase == PS_CKPT_PREPARE ? c->opt.ckpt_timeout_ms : c->opt.timeout_ms, &r);
   if (st != PS_OK) return st;
-  /* Every shard has its snapshot: commit the checkpoint at the coordinator. */
+  /* A server older than phases ignores the field and takes a one-phase checkpoint; its reply
+   * does not echo the phase. Say so, rather than let the commit fail as a conflict. */
+  for (size_t i = 0; i < c->nsrv && st == PS_OK; i++)
+    if (r->subs[i].rep->ckpt_phase != h.ckpt_phase)
+      st = set_err(c, PS_ERR_UNSUPPORTED,
+                   "%s (shard %zu) does not know checkpoint phases: upgrade the servers before "
+                   "the workers",
+                   c->srv[i].url, i);
+  req_release(c, r);
+  return st;
+}
+
+ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path) {
+  ps_status st = ps_client_checkpoint_phase(c, PS_CKPT_PREPARE, step, path);
+  if (st != PS_OK) {
+    /* Best effort, for disk space: a prepare never committed is dropped by the shard's next
+     * prepare or restart anyway. The prepare's error is the one to report. */
+    char err[sizeof c->err];
+    memcpy(err, c->err, sizeof err);
+    (void)ps_client_checkpoint_phase(c, PS_CKPT_ABORT, step, path);
+    memcpy(c->err, err, sizeof err);
+    return st;
+  }
+  if ((st = ps_client_checkpoint_phase(c, PS_CKPT_COMMIT, step, path)) != PS_OK) return st;
+  /* Every shard has committed: record the global checkpoint at the coordinator. */
   json_t *j = json_pack("{s:I, s:s, s:I}", "step", (json_int_t)step, "path", path ? path : "",
                         "shards", (json_int_t)c->nsrv);
   char *js = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

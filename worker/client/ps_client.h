@@ -128,10 +128,22 @@ ps_status ps_client_rdv_set(void *client, const char *key, const void *val, size
 ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *len,
                             uint32_t timeout_ms);
 
-/* Global checkpoint at `step` (call after STEP(step-1), before STEP(step)): every shard
- * snapshots into path/shard-I (relative paths live under each server's data dir), then the
- * coordinator records {"step", "path"} under "ember/checkpoint/latest". */
+/* Global checkpoint at `step` (call after STEP(step-1), before STEP(step)), a two-phase
+ * commit: every shard prepares (snapshots into path/shard-I.staging; relative paths live
+ * under each server's data dir); once all have, every shard commits (renames it to
+ * path/shard-I and makes it the checkpoint it restores after a crash); then the coordinator
+ * records {"step", "path"} under "ember/checkpoint/latest". A failed prepare is aborted on
+ * every shard, so each keeps its previous checkpoint. */
 ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path);
+/* The phases of ps_client_checkpoint (ember.proto's CkptPhase), for drivers of their own. */
+typedef enum ps_ckpt_phase {
+  PS_CKPT_PREPARE = 1,
+  PS_CKPT_COMMIT = 2,
+  PS_CKPT_ABORT = 3
+} ps_ckpt_phase;
+/* One phase of a checkpoint on every shard of this client; nothing at the coordinator. */
+ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step,
+                                     const char *path);
 /* The last committed global checkpoint (from the coordinator): PS_ERR_NOT_FOUND if none. */
 ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path, size_t pathlen);
 /* Every shard restores path (NULL/"" = its last checkpoint); *step = the checkpoint's step. */
