@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# What a Prometheus scraper costs ps-server (issue 10: < 2% of throughput at 1 scrape/s).
+#
+#   bench/ops/scrape_cost.sh [BIN_DIR] [ROUNDS] [SECONDS]
+#
+# One ps-server with --metrics-port, driven by ps-bench in a closed loop (pull, 4096 keys,
+# dim 16, 8 in flight, Zipf(1.1) over 1e6 pre-populated keys). Rounds alternate "no scraper"
+# and "1 scrape/s" (a curl loop on /metrics) on the same server, so both see the same minute.
+# Two figures per run: keys/s (what the criterion names; noisy on a shared machine) and the
+# server's CPU seconds per million keys (utime + stime from /proc/PID/stat over the run),
+# which other processes' load disturbs much less. Prints each run, then the medians and their
+# ratios as a markdown table.
+set -euo pipefail
+bin="${1:-build/bin}" rounds="${2:-8}" secs="${3:-5}"
+for t in curl; do command -v "$t" >/dev/null || { echo "scrape_cost.sh: $t missing" >&2; exit 1; }; done
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port) mport=$(free_port)
+"$bin/ps-server" --listen "tcp://127.0.0.1:$port" --data-dir "$tmp/data" --metrics-port "$mport" \
+  --log-level warn > "$tmp/server.log" 2>&1 &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 100); do grep -q listening "$tmp/server.log" && break; sleep 0.1; done
+grep -q listening "$tmp/server.log" || { cat "$tmp/server.log"; exit 1; }
+url="tcp://127.0.0.1:$port"
+common=(--servers "$url" --op pull --keys 4096 --dim 16 --dist zipf:1.1 --key-space 1000000
+        --closed-loop --inflight 8 --warmup 1 --duration "$secs" --log-level error)
+"$bin/ps-bench" "${common[@]}" --prepopulate --duration 1 > /dev/null
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$spid/stat"; }
+hz=$(getconf CLK_TCK)
+run() { # mode -> "keys_per_s cpu_s_per_mkey"
+  local mode="$1" scr=""
+  if [ "$mode" = scrape ]; then
+    (while :; do curl -s -o /dev/null "http://127.0.0.1:$mport/metrics"; sleep 1; done) &
+    scr=$!
+  fi
+  local c0 c1
+  c0=$(cpu_ticks)
+  "$bin/ps-bench" "${common[@]}" --json "$tmp/r.json" > /dev/null
+  c1=$(cpu_ticks)
+  [ -n "$scr" ] && { kill "$scr"; wait "$scr" 2>/dev/null || true; }
+  /usr/bin/python3 - "$tmp/r.json" "$c0" "$c1" "$hz" "$secs" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if isinstance(r, list): r = r[0]
+c0, c1, hz, secs = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+# CPU over warm-up + measured part; keys over the measured part scaled to the same span.
+keys = r["keys_per_s"] * (secs + 1.0)
+print(f"{r['keys_per_s']:.0f} {(c1 - c0) / hz / (keys / 1e6):.4f}")
+PY
+}
+echo "round mode keys_per_s server_cpu_s_per_Mkey" >&2
+for i in $(seq "$rounds"); do
+  for mode in none scrape; do
+    line="$(run "$mode")"
+    echo "$i $mode $line" >&2
+    echo "$mode $line" >> "$tmp/all"
+  done
+done
+/usr/bin/python3 - "$tmp/all" "$rounds" "$secs" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = {m: [statistics.median(float(r[i]) for r in rows if r[0] == m) for i in (1, 2)]
+       for m in ("none", "scrape")}
+print(f"{sys.argv[2]} interleaved rounds of {sys.argv[3]} s each")
+print("| | no scraper | 1 scrape/s | ratio |")
+print("|---|---:|---:|---:|")
+print(f"| keys/s (median) | {med['none'][0]:,.0f} | {med['scrape'][0]:,.0f} | {med['scrape'][0] / med['none'][0]:.3f} |")
+print(f"| server CPU s per M keys (median) | {med['none'][1]:.4f} | {med['scrape'][1]:.4f} | {med['scrape'][1] / med['none'][1]:.3f} |")
+PY
