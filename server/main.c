@@ -43,8 +43,9 @@ int main(int argc, char **argv) {
       {"metrics-port", 0, PS_CLI_INT, &metrics_port, "P",
        "HTTP port for Prometheus metrics (0 = off)", false, 0, 65535},
       {"inject-delay-us", 0, PS_CLI_I64, &inject_delay_us, "US",
-       "testing: hold every pull/push reply until US after its arrival (no thread waits)", false,
-       0, 60000000},
+       "testing: hold every pull/push reply until US after its store work started (no thread "
+       "waits)",
+       false, 0, 60000000},
       {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,

@@ -89,7 +89,12 @@ static void record(ps_server *s, srv_req *r, bool ok) {
   srv_opstat *o = &s->ops[op];
   o->count++;
   if (!ok) o->errors++;
-  ps_hist_record(o->lat, ps_now_ns() - r->t0);
+  uint64_t now = ps_now_ns();
+  ps_hist_record(o->lat, now - r->t0);
+  if (r->t_svc) {
+    ps_hist_record(o->queue, r->t_svc - r->t0);
+    ps_hist_record(o->svc, now - r->t_svc);
+  }
 }
 
 /* Sends [ident][header][values?] (or hands it to the in-process sink), then frees r. */
@@ -370,6 +375,7 @@ static void *part_main(void *arg) {
       break;
     }
     if (rc != (int)sizeof t || !t) break;
+    t->started = ps_now_ns();
     t->st = part_run(p, t->req);
     while (zmq_send(p->done, &t, sizeof t, 0) < 0 && errno == EINTR) {
     }
@@ -381,9 +387,11 @@ static void *part_main(void *arg) {
 
 static void finish(ps_server *s, srv_req *r);
 static void reply_finished(ps_server *s, srv_req *r);
-/* --inject-delay-us: when a request's reply may leave. */
+/* --inject-delay-us: when a request's reply may leave. It simulates service time, so it runs
+ * from the start of the store work: queueing (a deferred pull, busy partition threads) comes
+ * on top of it, as on a server whose service simply takes this long. */
 static uint64_t delay_due(const ps_server *s, const srv_req *r) {
-  return r->t0 + s->opt.inject_delay_us * 1000u;
+  return r->t_svc + s->opt.inject_delay_us * 1000u;
 }
 static void try_exclusive(ps_server *s);
 
@@ -392,6 +400,7 @@ static void dispatch(ps_server *s, srv_req *r, int kind) {
   r->task_kind = kind;
   r->st = PS_OK;
   if (s->nthreads == 0) {
+    r->t_svc = ps_now_ns();
     r->st = part_run(&s->inline_part, r);
     r->pending = 0;
     s->inflight++;
@@ -405,6 +414,7 @@ static void dispatch(ps_server *s, srv_req *r, int kind) {
       r->batch = NULL;
   }
   r->pending = s->nthreads;
+  r->t_svc = 0; /* raised to the last thread's start as the tasks come back */
   s->inflight++;
   for (uint32_t i = 0; i < s->nthreads; i++) {
     srv_task *t = &r->tasks[i];
@@ -419,6 +429,7 @@ static void dispatch(ps_server *s, srv_req *r, int kind) {
 static void on_task_done(ps_server *s, srv_task *t) {
   srv_req *r = t->req;
   if (t->st != PS_OK && r->st == PS_OK) r->st = t->st;
+  if (t->started > r->t_svc) r->t_svc = t->started;
   if (--r->pending == 0) finish(s, r);
 }
 
@@ -438,7 +449,9 @@ static void finish(ps_server *s, srv_req *r) {
   if (s->opt.inject_delay_us && r->kind == REQ_CLIENT && !s->stopping &&
       ps_now_ns() < delay_due(s, r)) {
     /* An injected service time: the reply waits in a FIFO, no thread waits with it, so
-     * requests overlap as they would on a server whose service simply takes this long. */
+     * requests overlap as they would on a server whose service simply takes this long. The
+     * FIFO is in finishing order, which is the order of t_svc but for requests whose store
+     * work overlapped: a reply is late by at most that overlap. */
     s->inflight++;
     list_push(&s->delay_head, &s->delay_tail, r);
     return;
@@ -1093,8 +1106,12 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   ps_status st = PS_ERR_NOMEM;
   s->tables = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *s->tables);
   if (!s->tables) goto fail;
-  for (int i = 0; i < SRV_NOPS; i++)
-    if (!(s->ops[i].lat = ps_hist_create())) goto fail;
+  for (int i = 0; i < SRV_NOPS; i++) {
+    srv_opstat *o = &s->ops[i];
+    if (!(o->lat = ps_hist_create()) || !(o->queue = ps_hist_create()) ||
+        !(o->svc = ps_hist_create()))
+      goto fail;
+  }
   s->inline_part.s = s;
   if ((st = mkdirs(s->data_dir)) != PS_OK) {
     PS_ERROR("cannot create data dir %s: %s", s->data_dir, strerror(errno));
@@ -1373,7 +1390,11 @@ void ps_server_destroy(ps_server **sp) {
     free(s->tables);
   }
   req_destroy_pool(s);
-  for (int i = 0; i < SRV_NOPS; i++) ps_hist_destroy(&s->ops[i].lat);
+  for (int i = 0; i < SRV_NOPS; i++) {
+    ps_hist_destroy(&s->ops[i].lat);
+    ps_hist_destroy(&s->ops[i].queue);
+    ps_hist_destroy(&s->ops[i].svc);
+  }
   if (s->ctx) zmq_ctx_term(s->ctx);
   if (s->sigpipe[0] >= 0) close(s->sigpipe[0]);
   if (s->sigpipe[1] >= 0) close(s->sigpipe[1]);

@@ -25,7 +25,8 @@ typedef struct ps_server_options {
   uint32_t threads;      /* partition threads; 0 = inline in the main thread */
   int metrics_port;      /* 0 = none; served by the metrics module through ps_server_stats_json */
   uint64_t inject_delay_us; /* testing: pull/push replies leave no earlier than this after
-                             * arrival, without holding any thread (0 = off) */
+                             * their store work started (a simulated service time), without
+                             * holding any thread (0 = off) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

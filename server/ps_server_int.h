@@ -35,6 +35,7 @@ typedef struct srv_task {
   srv_req *req;
   uint32_t part;
   ps_status st;
+  uint64_t started; /* when its partition thread took it up (ns): the end of its queue wait */
 } srv_task;
 
 typedef struct srv_table {
@@ -71,7 +72,11 @@ struct srv_req {
   srv_task *tasks;
   ps_store_batch *batch; /* keys grouped by store partition, shared by the threads */
   ps_status st;
-  uint64_t t0;
+  uint64_t t0;        /* arrival: the socket thread picked it up */
+  /* Store work started: handed to the inline partition, or the last of its partition threads
+   * took it up (a thread busy with earlier requests is queueing, not service). 0 = never
+   * dispatched (refused, answered on the socket thread, or still deferred). */
+  uint64_t t_svc;
   uint64_t deadline;  /* coordinator waits; 0 = none */
 };
 
@@ -106,7 +111,9 @@ typedef struct srv_part {
 
 typedef struct srv_opstat {
   uint64_t count, errors, keys;
-  ps_hist *lat;
+  ps_hist *lat;   /* arrival -> reply sent, every request */
+  ps_hist *queue; /* arrival -> store work starts (t_svc), dispatched requests only */
+  ps_hist *svc;   /* store work starts -> reply sent (an injected delay included) */
 } srv_opstat;
 
 typedef struct srv_coord srv_coord;
@@ -128,7 +135,8 @@ struct ps_server {
   uint32_t max_table;  /* highest declared id: loops over tables stop there */
   srv_req *free_reqs;
   srv_req *delay_head, *delay_tail; /* --inject-delay-us: finished, reply not yet due (FIFO:
-                                     * the delay is fixed, so due times are in arrival order) */
+                                     * the delay is fixed, so due times are in the order the
+                                     * store work started, close to finishing order) */
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
   /* checkpoint / restore: exclusive operations, FIFO */

@@ -3,6 +3,7 @@
  * so the serving threads never see the scraper. One parse per scrape: the first family's
  * callback (ember_server_up) parses and caches the document, the others read the cache. */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,21 +115,36 @@ ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s) {
   return PS_OK;
 }
 
-/* ember_server_request_duration_seconds{op}: from ops.<op>.latency_buckets ([index, count]
- * pairs of ps_hist buckets) when the STATS document has them. */
-static void c_latency(ps_metrics_sink *k, void *ud) {
-  srv_metrics *sm = ud;
-  json_t *ops = sm->doc ? json_object_get(sm->doc, "ops") : NULL;
+/* A per-op histogram family from ops.<op>.<field>_buckets ([index, count] pairs of ps_hist
+ * buckets, with <field>_us for the exact maximum); an op without those fields has no series. */
+typedef struct hist_def {
+  const char *name, *help, *field;
+} hist_def;
+
+static const hist_def hists[] = {
+    {"ember_server_request_duration_seconds", "Time from a request's receipt to its reply, by op.", "latency"},
+    {"ember_server_request_queue_seconds", "Time from a request's receipt to the start of its store work (deferral, holds, busy partition threads), by op.", "queue"},
+    {"ember_server_request_service_seconds", "Time from the start of a request's store work to its reply, by op.", "service"},
+};
+
+static void c_hist(ps_metrics_sink *k, void *ud) {
+  const hist_def *d = ud;
+  json_t *ops = g_sm.doc ? json_object_get(g_sm.doc, "ops") : NULL;
+  /* Scratch shared by the families: collect callbacks run one at a time, under the registry
+   * lock. */
   static uint64_t *dense;
   static ps_hist *h;
   size_t nb = ps_hist_nbuckets();
   if (!dense) dense = calloc(nb, sizeof *dense);
   if (!h) h = ps_hist_create();
   if (!dense || !h) return;
+  char bk[32], uk[32];
+  snprintf(bk, sizeof bk, "%s_buckets", d->field);
+  snprintf(uk, sizeof uk, "%s_us", d->field);
   const char *op;
   json_t *e;
   json_object_foreach(ops, op, e) {
-    json_t *b = json_object_get(e, "latency_buckets");
+    json_t *b = json_object_get(e, bk);
     if (!json_is_array(b)) continue;
     memset(dense, 0, nb * sizeof *dense);
     size_t i;
@@ -139,18 +155,19 @@ static void c_latency(ps_metrics_sink *k, void *ud) {
       if (idx >= 0 && (size_t)idx < nb && cnt > 0) dense[idx] = (uint64_t)cnt;
     }
     ps_hist_reset(h);
-    double max_us = num(json_object_get(e, "latency_us"), "max");
+    double max_us = num(json_object_get(e, uk), "max");
     ps_hist_add_buckets(h, dense, nb, 0, (uint64_t)(max_us * 1e3));
     ps_metrics_emit_hist(k, (const char *[]){op}, h);
   }
 }
 
 ps_status ps_server_metrics_register_latency(ps_metrics *m) {
-  ps_metric *f;
-  ps_status st = ps_metrics_histogram(m, "ember_server_request_duration_seconds",
-                                      "Time from a request's receipt to its reply, by op.",
-                                      (const char *[]){"op"}, 1, ps_metrics_fine_edges_ns,
-                                      ps_metrics_fine_nedges, &f);
-  if (st == PS_OK) ps_metric_set_collect(f, c_latency, &g_sm);
-  return st;
+  for (size_t i = 0; i < sizeof hists / sizeof hists[0]; i++) {
+    ps_metric *f;
+    ps_status st = ps_metrics_histogram(m, hists[i].name, hists[i].help, (const char *[]){"op"},
+                                        1, ps_metrics_fine_edges_ns, ps_metrics_fine_nedges, &f);
+    if (st != PS_OK) return st;
+    ps_metric_set_collect(f, c_hist, (void *)&hists[i]);
+  }
+  return PS_OK;
 }

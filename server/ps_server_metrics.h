@@ -10,7 +10,10 @@
 /* Counters and gauges (requests/errors/keys per op, queues, store rows/bytes/hits/misses/
  * evictions, bytes in/out); s must outlive the registry's scrapes. Register before ps_http. */
 ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s);
-/* ember_server_request_duration_seconds{op} from ops.<op>.latency_buckets. */
+/* Per-op histograms: ember_server_request_duration_seconds{op} from ops.<op>.latency_buckets,
+ * and its split, ember_server_request_queue_seconds{op} (receipt -> store work starts) and
+ * ember_server_request_service_seconds{op} (store work -> reply) from queue_buckets and
+ * service_buckets. */
 ps_status ps_server_metrics_register_latency(ps_metrics *m);
 
 #endif

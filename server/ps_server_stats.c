@@ -1,7 +1,8 @@
 /* ps_server_stats: the STATS document (JSON through jansson), also published every 200 ms as
  * a snapshot that other threads read through ps_server_stats_json (the metrics endpoint's
  * hook), so the main thread's counters never need locks. Latencies are measured from the
- * arrival of a request to the send of its reply, deferral included. */
+ * arrival of a request to the send of its reply, deferral included, and split at the start of
+ * its store work into queue (deferral, held, waiting for a partition thread) and service. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,14 @@ char *srv_stats_build(ps_server *s) {
                           (json_int_t)o->errors, "keys", (json_int_t)o->keys, "latency_us",
                           lat_json(o->lat));
     json_object_set_new(e, "latency_buckets", lat_buckets(o->lat));
+    /* The split of latency_us for the requests that reached the store (pull, push): a
+     * client differences the buckets of two snapshots for a window's percentiles. */
+    if (ps_hist_count(o->queue)) {
+      json_object_set_new(e, "queue_us", lat_json(o->queue));
+      json_object_set_new(e, "queue_buckets", lat_buckets(o->queue));
+      json_object_set_new(e, "service_us", lat_json(o->svc));
+      json_object_set_new(e, "service_buckets", lat_buckets(o->svc));
+    }
     json_object_set_new(ops, srv_op_name(i), e);
   }
   json_object_set_new(j, "ops", ops);

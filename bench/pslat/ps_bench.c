@@ -14,7 +14,9 @@
  * completion time is seen within tens of microseconds. Per-thread HDR histograms (ps_hist) are
  * merged at the end. Besides the total latency, each request records its client queue time
  * (intended -> sent) and its round trip (sent -> reply seen); with the servers' STATS (per-op
- * receipt-to-reply latency, queue depths) that says where the time went. */
+ * receipt-to-reply latency split into server queue and service, queue depths) that says where
+ * the time went: client queue, network (round trip minus the server's time), server queue,
+ * service. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -61,6 +63,11 @@ typedef struct slot {
   bool measured;
 } slot;
 
+/* The parts of a server's time, as STATS names them (ops.<op>.<part>_us and _buckets): the
+ * total (receipt -> reply) and its split at the start of the store work. */
+enum { SP_TOTAL, SP_QUEUE, SP_SERVICE, SP_N };
+static const char *const sp_field[SP_N] = {"latency", "queue", "service"};
+
 typedef struct result {
   double target_rate; /* < 0: closed loop */
   double achieved_rate, keys_per_s, elapsed_s;
@@ -68,6 +75,11 @@ typedef struct result {
   ps_hist *lat, *cq, *rtt;
   char first_error[256];
   double srv_mean_us;                       /* < 0: unknown */
+  /* The slowest shard's receipt-to-reply time over this point and its split (see sp_field):
+   * histograms of the point's requests (NULL: unknown) and exact means. */
+  ps_hist *win[SP_N];
+  double win_mean_us[SP_N];
+  int win_shard;
   json_t *srv;                              /* per-shard server view */
   int64_t *q_inflight_max, *q_deferred_max; /* per shard, sampled during the run */
 } result;
@@ -270,11 +282,14 @@ static void *worker_main(void *arg) {
 /* The servers' STATS, per shard (see stats_snap). */
 typedef struct srv_snap {
   bool ok;
-  double count, sum_us;
   int64_t inflight, deferred;
   json_t *lat; /* cumulative latency_us of the main op (borrowed into the result's JSON) */
+  /* Pulls and pushes together, cumulative since the server started: per part, the raw
+   * ps_hist bucket counts (only when asked for) and count x mean. */
+  uint64_t *b[SP_N];
+  double n[SP_N], sum_us[SP_N];
 } srv_snap;
-static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n);
+static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n, bool buckets);
 static void snaps_free(srv_snap *v, size_t n);
 
 static void result_init(result *r, size_t nsrv) {
@@ -285,12 +300,14 @@ static void result_init(result *r, size_t nsrv) {
   r->q_inflight_max = calloc(nsrv, sizeof *r->q_inflight_max);
   r->q_deferred_max = calloc(nsrv, sizeof *r->q_deferred_max);
   r->srv_mean_us = -1;
+  r->win_shard = -1;
 }
 
 static void result_free(result *r) {
   ps_hist_destroy(&r->lat);
   ps_hist_destroy(&r->cq);
   ps_hist_destroy(&r->rtt);
+  for (int p = 0; p < SP_N; p++) ps_hist_destroy(&r->win[p]);
   free(r->q_inflight_max);
   free(r->q_deferred_max);
   json_decref(r->srv);
@@ -356,7 +373,7 @@ static ps_status run_point(const cfg *c, ps_client **clients, ps_client *statcl,
     if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) >= T) break;
     srv_snap *sn = calloc(nsrv ? nsrv : 1, sizeof *sn);
     if (!sn) break;
-    stats_snap(c, statcl, sn, nsrv);
+    stats_snap(c, statcl, sn, nsrv, false);
     for (size_t i = 0; i < nsrv; i++) {
       if (sn[i].inflight > res->q_inflight_max[i]) res->q_inflight_max[i] = sn[i].inflight;
       if (sn[i].deferred > res->q_deferred_max[i]) res->q_deferred_max[i] = sn[i].deferred;
@@ -407,17 +424,45 @@ static ps_status run_point(const cfg *c, ps_client **clients, ps_client *statcl,
 static double us(uint64_t ns) { return (double)ns / 1e3; }
 
 static json_t *lat_json(const ps_hist *h) {
-  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "p50", us(ps_hist_percentile(h, 50)), "p90",
-                   us(ps_hist_percentile(h, 90)), "p99", us(ps_hist_percentile(h, 99)), "p999",
-                   us(ps_hist_percentile(h, 99.9)), "p9999", us(ps_hist_percentile(h, 99.99)),
-                   "max", us(ps_hist_max(h)));
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "p50", us(ps_hist_percentile(h, 50)),
+                   "p90", us(ps_hist_percentile(h, 90)), "p99", us(ps_hist_percentile(h, 99)),
+                   "p999", us(ps_hist_percentile(h, 99.9)), "p9999",
+                   us(ps_hist_percentile(h, 99.99)), "max", us(ps_hist_max(h)), "mean",
+                   ps_hist_mean(h) / 1e3);
 }
 
-/* The servers' own view, from STATS: per-op count and mean receipt-to-reply latency are
- * cumulative since each server started, so the mean over one point is the difference of two
- * snapshots (count x mean before and after); queue depths are sampled during the run. */
+/* A server-side window (see server_window): percentiles from the bucket difference, the exact
+ * mean, and how many requests it holds. No max: a difference of histograms does not keep it. */
+static json_t *win_json(const ps_hist *h, double mean_us) {
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I}", "p50", us(ps_hist_percentile(h, 50)), "p90",
+                   us(ps_hist_percentile(h, 90)), "p99", us(ps_hist_percentile(h, 99)), "p999",
+                   us(ps_hist_percentile(h, 99.9)), "mean", mean_us, "count",
+                   (json_int_t)ps_hist_count(h));
+}
 
-static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n) {
+/* The servers' own view, from STATS: per-op histograms of receipt-to-reply time and of its
+ * queue and service parts, cumulative since each server started. A point's share is the
+ * difference of two snapshots (before and after it): bucket counts only grow, so subtracting
+ * them gives exactly the histogram of the requests in between (percentiles within ps_hist's
+ * 1%), and count x mean gives their exact mean. The window holds every pull and push the
+ * server answered meanwhile, the warm-up's included. Queue depths are sampled during the run. */
+
+/* Adds ops.<op>.<part>_buckets ([index, count] pairs) into dense counts; returns their sum. */
+static double add_buckets(json_t *pairs, uint64_t *dense) {
+  size_t nb = ps_hist_nbuckets(), i;
+  double total = 0;
+  json_t *pair;
+  json_array_foreach(pairs, i, pair) {
+    json_int_t idx = json_integer_value(json_array_get(pair, 0));
+    json_int_t cnt = json_integer_value(json_array_get(pair, 1));
+    if (idx < 0 || (size_t)idx >= nb || cnt <= 0) continue;
+    dense[idx] += (uint64_t)cnt;
+    total += (double)cnt;
+  }
+  return total;
+}
+
+static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n, bool buckets) {
   for (size_t i = 0; i < n; i++) {
     memset(&v[i], 0, sizeof v[i]);
     char *js = NULL;
@@ -426,16 +471,25 @@ static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n) {
     json_t *doc = json_loads(js, 0, &jerr);
     free(js);
     if (!doc) continue;
+    v[i].ok = true; /* an op absent from STATS has not been seen yet: zero counts */
+    for (int p = 0; buckets && p < SP_N; p++)
+      v[i].b[p] = calloc(ps_hist_nbuckets(), sizeof(uint64_t));
     json_t *ops = json_object_get(doc, "ops");
     const char *names[] = {"pull", "push"};
     for (int k = 0; k < 2; k++) {
       json_t *o = json_object_get(ops, names[k]);
       if (!o) continue;
-      double cnt = (double)json_integer_value(json_object_get(o, "count"));
-      double mean = json_number_value(json_object_get(json_object_get(o, "latency_us"), "mean"));
-      v[i].count += cnt;
-      v[i].sum_us += cnt * mean;
-      v[i].ok = true;
+      for (int p = 0; p < SP_N; p++) {
+        char f[32];
+        snprintf(f, sizeof f, "%s_buckets", sp_field[p]);
+        json_t *pairs = json_object_get(o, f);
+        snprintf(f, sizeof f, "%s_us", sp_field[p]);
+        double mean = json_number_value(json_object_get(json_object_get(o, f), "mean"));
+        double cnt = p == SP_TOTAL ? (double)json_integer_value(json_object_get(o, "count")) : 0;
+        if (v[i].b[p]) cnt = add_buckets(pairs, v[i].b[p]);
+        v[i].n[p] += cnt;
+        v[i].sum_us[p] += cnt * mean;
+      }
       if ((c->op == OP_PUSH) == (k == 1)) v[i].lat = json_incref(json_object_get(o, "latency_us"));
     }
     json_t *q = json_object_get(doc, "queue");
@@ -446,28 +500,85 @@ static void stats_snap(const cfg *c, ps_client *cl, srv_snap *v, size_t n) {
 }
 
 static void snaps_free(srv_snap *v, size_t n) {
-  for (size_t i = 0; i < n; i++) json_decref(v[i].lat);
+  for (size_t i = 0; i < n; i++) {
+    json_decref(v[i].lat);
+    for (int p = 0; p < SP_N; p++) free(v[i].b[p]);
+  }
+}
+
+/* The histogram of the requests between two snapshots' bucket counts (NULL if none or no
+ * memory). A server that restarted in between has fewer counts after: those clamp to 0. */
+static ps_hist *hist_between(const uint64_t *b, const uint64_t *a, uint64_t *diff) {
+  size_t nb = ps_hist_nbuckets(), first = nb, last = 0;
+  for (size_t i = 0; i < nb; i++) {
+    diff[i] = a[i] > b[i] ? a[i] - b[i] : 0;
+    if (!diff[i]) continue;
+    if (first == nb) first = i;
+    last = i;
+  }
+  if (first == nb) return NULL;
+  ps_hist *h = ps_hist_create();
+  if (!h) return NULL;
+  /* The true min and max are lost; the edge buckets bound them, and percentiles clamp there. */
+  uint64_t lo, hi, unused;
+  ps_hist_bucket_range(first, &lo, &unused);
+  ps_hist_bucket_range(last, &unused, &hi);
+  ps_hist_add_buckets(h, diff, nb, lo, hi);
+  return h;
 }
 
 /* Fills r's server fields from snapshots before and after the point. */
 static void server_window(result *r, const srv_snap *b, const srv_snap *a, size_t n) {
   r->srv_mean_us = -1;
   r->srv = json_array();
+  uint64_t *diff = calloc(ps_hist_nbuckets(), sizeof *diff);
   for (size_t i = 0; i < n; i++) {
     json_t *e = json_pack("{s:I}", "shard", (json_int_t)i);
-    if (a[i].ok) {
-      double cnt = a[i].count - b[i].count;
-      double mean = cnt > 0 ? (a[i].sum_us - b[i].sum_us) / cnt : 0.0;
+    if (a[i].ok && b[i].ok) {
+      double cnt = a[i].n[SP_TOTAL] - b[i].n[SP_TOTAL];
+      double mean = cnt > 0 ? (a[i].sum_us[SP_TOTAL] - b[i].sum_us[SP_TOTAL]) / cnt : 0.0;
       json_object_set_new(e, "requests", json_integer((json_int_t)cnt));
       json_object_set_new(e, "mean_us", json_real(mean));
       if (a[i].lat) json_object_set(e, "latency_us_since_start", a[i].lat);
-      /* A sharded request waits for every shard: report the slowest. */
-      if (cnt > 0 && mean > r->srv_mean_us) r->srv_mean_us = mean;
+      ps_hist *h[SP_N] = {0};
+      double m[SP_N] = {0};
+      for (int p = 0; p < SP_N && diff; p++) {
+        if (!a[i].b[p] || !b[i].b[p] || !(h[p] = hist_between(b[i].b[p], a[i].b[p], diff)))
+          continue;
+        double k = a[i].n[p] - b[i].n[p];
+        m[p] = k > 0 ? (a[i].sum_us[p] - b[i].sum_us[p]) / k : 0.0;
+        char f[32];
+        snprintf(f, sizeof f, "%s_us", sp_field[p]);
+        json_object_set_new(e, f, win_json(h[p], m[p]));
+      }
+      /* A sharded request waits for every shard: the slowest one is the breakdown's. */
+      bool slowest = cnt > 0 && mean > r->srv_mean_us;
+      if (slowest) {
+        r->srv_mean_us = mean;
+        r->win_shard = (int)i;
+      }
+      for (int p = 0; p < SP_N; p++) {
+        if (slowest) {
+          ps_hist_destroy(&r->win[p]);
+          r->win[p] = h[p];
+          r->win_mean_us[p] = m[p];
+        } else {
+          ps_hist_destroy(&h[p]);
+        }
+      }
     }
     json_object_set_new(e, "max_inflight_sampled", json_integer(r->q_inflight_max[i]));
     json_object_set_new(e, "max_deferred_sampled", json_integer(r->q_deferred_max[i]));
     json_array_append_new(r->srv, e);
   }
+  free(diff);
+}
+
+/* The mean round trip less the server's mean receipt-to-reply time: network, socket queues on
+ * both sides and the client's handling. The two means are over slightly different requests
+ * (the server's window includes the warm-up), so a tiny or negative value means "nothing". */
+static double network_mean_us(const result *r) {
+  return ps_hist_mean(r->rtt) / 1e3 - r->srv_mean_us;
 }
 
 static json_t *result_json(const cfg *c, const result *r) {
@@ -485,6 +596,16 @@ static json_t *result_json(const cfg *c, const result *r) {
   json_object_set_new(bd, "round_trip", lat_json(r->rtt));
   json_object_set_new(bd, "round_trip_mean", json_real(us((uint64_t)ps_hist_mean(r->rtt))));
   json_object_set_new(bd, "server_mean", json_real(r->srv_mean_us));
+  /* Client queue + network + server queue + service: the network part is the mean round trip
+   * less the server's mean time (a difference of percentiles is no percentile, so only a
+   * mean); the server parts are the slowest shard's, over this point. */
+  static const char *const bd_name[SP_N] = {"server_total", "server_queue", "server_service"};
+  for (int p = 0; p < SP_N; p++)
+    if (r->win[p]) json_object_set_new(bd, bd_name[p], win_json(r->win[p], r->win_mean_us[p]));
+  if (r->win[SP_TOTAL]) {
+    json_object_set_new(bd, "server_shard", json_integer(r->win_shard));
+    json_object_set_new(bd, "network", json_pack("{s:f}", "mean", network_mean_us(r)));
+  }
   if (r->srv) json_object_set(bd, "servers", r->srv);
   json_object_set_new(j, "breakdown_us", bd);
   return j;
@@ -508,23 +629,38 @@ static void print_row(FILE *f, const result *r) {
           us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)));
 }
 
+static void print_part(const char *name, const ps_hist *h, double mean_us) {
+  printf("%s p50 %.1f p99 %.1f mean %.1f us", name, us(ps_hist_percentile(h, 50)),
+         us(ps_hist_percentile(h, 99)), mean_us);
+}
+
 static void print_breakdown(const result *r, size_t nsrv) {
-  double cq50 = us(ps_hist_percentile(r->cq, 50)), cq99 = us(ps_hist_percentile(r->cq, 99));
-  double rt50 = us(ps_hist_percentile(r->rtt, 50)), rt99 = us(ps_hist_percentile(r->rtt, 99));
-  double cqm = ps_hist_mean(r->cq) / 1e3, rtm = ps_hist_mean(r->rtt) / 1e3;
-  printf("  where time went: client queue (intended -> sent) p50 %.1f p99 %.1f mean %.1f us; "
-         "round trip (sent -> reply) p50 %.1f p99 %.1f mean %.1f us\n",
-         cq50, cq99, cqm, rt50, rt99, rtm);
+  printf("  where time went: ");
+  print_part("client queue (intended -> sent)", r->cq, ps_hist_mean(r->cq) / 1e3);
+  printf("; ");
+  print_part("round trip (sent -> reply)", r->rtt, ps_hist_mean(r->rtt) / 1e3);
+  printf("\n");
   if (r->srv_mean_us >= 0) {
     int64_t qi = 0, qd = 0;
     for (size_t i = 0; i < nsrv; i++) {
       if (r->q_inflight_max[i] > qi) qi = r->q_inflight_max[i];
       if (r->q_deferred_max[i] > qd) qd = r->q_deferred_max[i];
     }
-    printf("    server receipt -> reply mean %.1f us (slowest shard, this point), so network, socket "
-           "queues and client handling ~%.1f us of the mean round trip; server queue (sampled every "
-           "100 ms) max inflight %" PRId64 ", deferred %" PRId64 "\n",
-           r->srv_mean_us, rtm > r->srv_mean_us ? rtm - r->srv_mean_us : 0.0, qi, qd);
+    printf("    network, socket queues and client handling ~%.1f us of the mean round trip "
+           "(round trip - server receipt -> reply mean %.1f us, shard %d, this point)\n",
+           network_mean_us(r), r->srv_mean_us, r->win_shard);
+    if (r->win[SP_QUEUE] && r->win[SP_SERVICE]) {
+      printf("    ");
+      print_part("server queue (receipt -> store work)", r->win[SP_QUEUE],
+                 r->win_mean_us[SP_QUEUE]);
+      printf("; ");
+      print_part("service (store work -> reply)", r->win[SP_SERVICE],
+                 r->win_mean_us[SP_SERVICE]);
+      printf("\n");
+    }
+    printf("    server queue depth (sampled every 100 ms): max inflight %" PRId64
+           ", deferred %" PRId64 "\n",
+           qi, qd);
   }
   if (r->late)
     printf("  %" PRIu64 " requests left more than 1 ms after their intended time (charged)\n",
@@ -888,10 +1024,10 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < nrates; i++) {
     result_init(&res[i], nsrv);
-    stats_snap(&c, statcl, before, nsrv);
+    stats_snap(&c, statcl, before, nsrv, true);
     ps_status st = run_point(&c, clients, statcl, rates[i], &res[i]);
     nres = i + 1;
-    stats_snap(&c, statcl, after, nsrv);
+    stats_snap(&c, statcl, after, nsrv, true);
     server_window(&res[i], before, after, nsrv);
     snaps_free(before, nsrv);
     snaps_free(after, nsrv);

@@ -2,8 +2,9 @@
 # ps-bench against a fixed service delay D: every reported percentile must be >= D (a reply
 # cannot come sooner) and p50 below 1.4 D (generous: a loaded
 # 2-core CI box adds tens of ms); the breakdown must put the delay in
-# the round trip, not in the client queue. The delay is ps-server's --inject-delay-us: each
-# reply leaves D after its request arrived, without holding a thread, so the open loop's
+# the round trip, not in the client queue, and within the round trip in the server's service
+# part, not in its queue or the network. The delay is ps-server's --inject-delay-us: each
+# reply leaves D after its store work started, without holding a thread, so the open loop's
 # requests overlap and do not queue behind each other.
 . "$(dirname "$0")/lib.sh"
 D=50000 # 50 ms
@@ -29,6 +30,13 @@ check(d["errors"] == 0 and d["timeouts"] == 0 and
       f"{d['requests']} requests ({'==' if mode == 'open' else '>='} {want}), no errors")
 rt = d["breakdown_us"]["round_trip"]["p50"]; cq = d["breakdown_us"]["client_queue"]["p50"]
 check(rt >= D * 0.99 and cq < D / 4, f"breakdown: round trip p50 {rt:.0f} us holds the delay, client queue p50 {cq:.0f} us")
+B = d["breakdown_us"]; Q = B["server_queue"]; S = B["server_service"]; net = B["network"]["mean"]
+check(S["p50"] >= D * 0.99 and S["mean"] >= D, f"breakdown: service p50 {S['p50']:.0f} mean {S['mean']:.0f} us hold the delay")
+check(Q["p50"] < D / 4 and Q["mean"] < D / 4, f"breakdown: server queue p50 {Q['p50']:.0f} mean {Q['mean']:.0f} us small")
+check(abs(net) < D / 4, f"breakdown: network {net:.0f} us small")
+parts = B["client_queue"]["mean"] + net + Q["mean"] + S["mean"]
+check(abs(parts - L["mean"]) <= 0.01 * L["mean"],
+      f"breakdown: client queue + network + server queue + service = {parts:.0f} us, latency mean {L['mean']:.0f} us")
 if mode == "closed":
     check(d["achieved_rate"] <= 2 / (D / 1e6) * 1.05, f"closed: {d['achieved_rate']:.1f}/s <= 2 in flight / delay")
 sys.exit(0 if ok else 1)

@@ -3,7 +3,8 @@
 # reason; --json has every contract field with the right type (an object for one run, a list
 # with "target_rate" for a sweep); --requests measures exactly that many; mixed/push/zipf over
 # two shards with --prepopulate and two tables run clean; the table is declared by ps-bench on a
-# fresh server; a conflicting table is refused; --plot writes an SVG and a PNG.
+# fresh server; a conflicting table is refused; --plot writes an SVG and a PNG; breakdown_us
+# splits the time into client queue, network, server queue and service, consistently.
 . "$(dirname "$0")/lib.sh"
 B="$EMBER_BIN/ps-bench"
 
@@ -81,6 +82,31 @@ def schema(d, where, sweep):
     check(L["p50"] > 0, f"{where}: p50 > 0")
     if sweep:
         check(isinstance(d.get("target_rate"), num), f"{where}: target_rate")
+    # Where time went: client queue, network, server queue, service (the server parts from
+    # two STATS snapshots around the point, so at least this point's requests, warm-up too).
+    bd = d["breakdown_us"]
+    for k in ("client_queue", "round_trip"):
+        check(all(isinstance(bd[k].get(f), num) for f in ("p50", "p99", "mean")),
+              f"{where}: breakdown_us.{k} has p50, p99, mean")
+    check(isinstance(bd.get("network", {}).get("mean"), num), f"{where}: breakdown_us.network.mean")
+    check(isinstance(bd.get("server_shard"), int), f"{where}: breakdown_us.server_shard")
+    parts = ("server_total", "server_queue", "server_service")
+    for k in parts:
+        P = bd.get(k, {})
+        check(all(isinstance(P.get(f), num) and P[f] >= 0 for f in ("p50", "p90", "p99", "p999", "mean")),
+              f"{where}: breakdown_us.{k} has p50, p90, p99, p999, mean")
+        check(isinstance(P.get("count"), int) and P["count"] >= d["requests"],
+              f"{where}: breakdown_us.{k}.count {P.get('count')} >= {d['requests']} requests")
+    T, Q, S = (bd[k] for k in parts)
+    check(T["count"] == Q["count"] == S["count"], f"{where}: every request of the window split")
+    check(abs(T["mean"] - Q["mean"] - S["mean"]) <= 1e-6 * T["mean"] + 0.01,
+          f"{where}: server queue + service means {Q['mean']:.1f} + {S['mean']:.1f} = total {T['mean']:.1f} us")
+    check(Q["p50"] <= Q["p99"] * 1.0001 and S["p50"] <= S["p99"] * 1.0001, f"{where}: split percentiles ordered")
+    check(abs(bd["network"]["mean"] - (bd["round_trip"]["mean"] - T["mean"])) < 0.01,
+          f"{where}: network = round trip - server total")
+    srv = bd["servers"][bd["server_shard"]]
+    check(all(isinstance(srv.get(k), dict) for k in ("latency_us", "queue_us", "service_us")),
+          f"{where}: the shard's own window in breakdown_us.servers")
 one = json.load(open(f"{T}/one.json"))
 schema(one, "one", False)
 check(one["requests"] == 600, f"one: --requests 600 measured {one['requests']}")

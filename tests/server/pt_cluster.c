@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,6 +80,46 @@ void pt_rmrf(const char *dir) {
   if (p > 0) waitpid(p, NULL, 0);
 }
 
+char *pt_http_get(int port, const char *path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return NULL;
+  struct timeval tv = {5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char req[512];
+  int rn = snprintf(req, sizeof req,
+                    "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+  size_t len = 0, cap = 1 << 16;
+  char *b = malloc(cap);
+  if (!b || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      send(fd, req, (size_t)rn, MSG_NOSIGNAL) != rn) {
+    free(b);
+    close(fd);
+    return NULL;
+  }
+  for (ssize_t got; (got = recv(fd, b + len, cap - len - 1, 0)) > 0;) {
+    len += (size_t)got;
+    if (cap - len < 4096) {
+      char *nb = realloc(b, 2 * cap);
+      if (!nb) break;
+      b = nb;
+      cap *= 2;
+    }
+  }
+  close(fd);
+  b[len] = '\0';
+  int status = 0;
+  const char *body = strstr(b, "\r\n\r\n");
+  if (sscanf(b, "HTTP/1.%*d %d", &status) != 1 || status != 200 || !body) {
+    free(b);
+    return NULL;
+  }
+  memmove(b, body + 4, strlen(body + 4) + 1);
+  return b;
+}
+
 const char *pt_bin(const char *name) {
   static char buf[1024];
   const char *b = getenv("EMBER_BIN");
@@ -87,6 +128,11 @@ const char *pt_bin(const char *name) {
 }
 
 bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads) {
+  return pt_start_args(s, shard, shards, dir, port, threads, NULL);
+}
+
+bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int port, int threads,
+                   const char *const *extra) {
   s->shard = shard;
   s->shards = shards;
   s->threads = threads;
@@ -108,8 +154,12 @@ bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, in
       dup2(fd, 2);
       close(fd);
     }
-    execl(bin, bin, "--listen", s->url, "--shard", a_shard, "--shards", a_shards, "--data-dir",
-          dir, "--threads", a_thr, "--cache-mb", "64", "--log-level", "info", (char *)NULL);
+    const char *argv[32] = {bin, "--listen", s->url, "--shard", a_shard, "--shards", a_shards,
+                            "--data-dir", dir, "--threads", a_thr, "--cache-mb", "64",
+                            "--log-level", "info"};
+    size_t n = 15;
+    for (size_t i = 0; extra && extra[i] && n < 31; i++) argv[n++] = extra[i];
+    execv(bin, (char *const *)argv);
     _exit(127);
   }
   s->pid = pid;

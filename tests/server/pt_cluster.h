@@ -25,6 +25,9 @@ void pt_rmrf(const char *dir);
 /* Starts ps-server ($EMBER_BIN/ps-server) and waits (<= 15 s) until it answers a ping.
  * port 0 picks one; dir is the data dir. Returns false on failure. */
 bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, int threads);
+/* pt_start with more ps-server arguments (a NULL-terminated list, at most 16; NULL = none). */
+bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int port, int threads,
+                   const char *const *extra);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1). */
 int pt_stop(pt_server *s, int sig, int timeout_ms);
 /* n shards of one cluster in dir/s0 .. dir/s{n-1} (dir from pt_tmpdir(tag)), each with
@@ -37,6 +40,9 @@ void pt_stop_all(pt_server *srv, int n, const char *dir);
 ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms);
 /* The store spec a client's table declaration stands for (to replay it in-process). */
 void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
+/* GET http://127.0.0.1:port/path (HTTP/1.1, Connection: close), every read and write bounded by
+ * 5 s: the body of a 200 answer, malloc'd and NUL-terminated; NULL otherwise. */
+char *pt_http_get(int port, const char *path);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 
