@@ -1,5 +1,6 @@
 /* pt_cluster: helpers for the server integration tests: free loopback ports, temp dirs,
- * starting ps-server processes (fork/exec) and stopping them by PID, with bounded waits. */
+ * starting ps-server processes (fork/exec) and stopping them by PID, with bounded waits, and
+ * the in-process reference store their results are compared with. */
 #ifndef PT_CLUSTER_H
 #define PT_CLUSTER_H
 
@@ -37,6 +38,11 @@ void pt_stop_all(pt_server *srv, int n, const char *dir);
 ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms);
 /* The store spec a client's table declaration stands for (to replay it in-process). */
 void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
+/* The in-process reference a test replays the servers' traffic on: a store in dir/name (one
+ * partition, cache_bytes of hot tier) with t declared. NULL, with the reason on stderr, if it
+ * cannot be opened or t declared. */
+ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
+                       const ps_client_table *t);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 
