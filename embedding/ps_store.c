@@ -495,6 +495,28 @@ static ps_status decode_rec(const table *t, uint64_t key, const char *v, size_t 
   return PS_OK;
 }
 
+/* Brings key's row (absent from the hot tier) in from its cold-tier record v. Returns the row,
+ * or NULL with *st set: PS_ERR_NOMEM, or PS_ERR_CORRUPT when the record does not decode (the
+ * row just inserted is taken out again, so the hot tier is as it was). */
+static void *hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                      uintptr_t flags, const char *v, size_t len, ps_status *st) {
+  void *row = hot_insert(s, pa, ti, key, h, flags);
+  if (!row) {
+    *st = PS_ERR_NOMEM;
+    return NULL;
+  }
+  const table *t = &s->tables[ti];
+  ps_status ds = decode_rec(t, key, v, len, row);
+  if (ds == PS_OK) return row;
+  ptable *pt = &pa->tabs[ti];
+  hentry *e = idx_find(pt, key, h);
+  row_free(row, t->row_bytes);
+  pa->used -= t->alloc_bytes;
+  idx_delete_at(pt, (size_t)(e - pt->slots));
+  *st = ds;
+  return NULL;
+}
+
 /* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
 static ps_status cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
                                rocksdb_pinnableslice_t **vals) {
@@ -717,21 +739,13 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     if (e) {
       memcpy(dst, row_vals(ent_row(e)), vb);
     } else {
-      void *row = hot_insert(s, pa, ti, mk[j], hs[i], F_REF);
-      if (!row) {
-        st = PS_ERR_NOMEM;
+      ps_status ls = PS_OK;
+      void *row = hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
+      if (row) {
+        memcpy(dst, row_vals(row), vb);
       } else {
-        ps_status ds = decode_rec(t, mk[j], v, len, row);
-        if (ds != PS_OK) {
-          hentry *ne = idx_find(pt, mk[j], hs[i]);
-          row_free(row, t->row_bytes);
-          pa->used -= t->alloc_bytes;
-          idx_delete_at(pt, (size_t)(ne - pt->slots));
-          memset(dst, 0, vb);
-          st = ds;
-        } else {
-          memcpy(dst, row_vals(row), vb);
-        }
+        if (ls == PS_ERR_CORRUPT) memset(dst, 0, vb);
+        st = ls;
       }
     }
     rocksdb_pinnableslice_destroy(vals[j]);
@@ -872,21 +886,8 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     }
     size_t len;
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
-    void *row = hot_insert(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY);
-    if (!row) {
-      st = PS_ERR_NOMEM;
-    } else {
-      ps_status ds = decode_rec(t, uk[i], v, len, row);
-      if (ds != PS_OK) {
-        hentry *ne = idx_find(pt, uk[i], uh[i]);
-        row_free(row, t->row_bytes);
-        pa->used -= t->alloc_bytes;
-        idx_delete_at(pt, (size_t)(ne - pt->slots));
-        st = ds;
-      } else {
-        apply_grad(t, row, ug + i * dim, step);
-      }
-    }
+    void *row = hot_load(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY, v, len, &st);
+    if (row) apply_grad(t, row, ug + i * dim, step);
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:

@@ -25,9 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
 
@@ -220,19 +220,6 @@ void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, siz
   else snprintf(out, len, "%s/%s", s->data_dir, path);
 }
 
-static ps_status mkdir_p(const char *path) {
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-  return PS_OK;
-}
-
 /* This shard's snapshot directory and metadata file under root: committed or staging. */
 static void ckpt_files(ps_server *s, const char *root, bool staging, char *dir, char *meta,
                        size_t len) {
@@ -294,7 +281,7 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, cha
     snprintf(err, errlen, "%s exists and is not a prepare of this shard", dir);
     return PS_ERR_CONFLICT;
   }
-  if (mkdir_p(root) != PS_OK) {
+  if (ps_mkdir_p(root) != PS_OK) {
     snprintf(err, errlen, "cannot create checkpoint dir %s: %s", root, strerror(errno));
     return PS_ERR_IO;
   }

@@ -23,13 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ps_client.h"
 #include "ps_collectives.h"
 #include "ps_dedup.h"
 #include "ps_dlrm.h"
+#include "ps_fs.h"
 #include "ps_http.h"
 #include "ps_metrics.h"
 #include "ps_hash.h"
@@ -557,19 +557,6 @@ out:
   return st;
 }
 
-static ps_status mkdir_p(const char *dir) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-  return PS_OK;
-}
-
 /* At the boundary before step S (every rank's STEP(S-1) sent, rank 0's STEP(S) not yet):
  * every shard snapshots at S (prepared on all, then committed on all), rank 0 writes the
  * dense state, then `latest` is replaced atomically (rename), so a crash leaves the previous
@@ -580,7 +567,7 @@ static ps_status checkpoint(trainer *t) {
   char abs_base[4096];
   if (!realpath(t->cfg->checkpoint_dir, abs_base)) return PS_ERR_IO;
   TRY(pathf(dir, sizeof dir, "%s/step-%" PRIu64, abs_base, t->step));
-  TRY(mkdir_p(dir));
+  TRY(ps_mkdir_p(dir));
   char shards[4200];
   TRY(pathf(shards, sizeof shards, "%s/shards", dir));
   uint64_t t0 = ps_now_ns();

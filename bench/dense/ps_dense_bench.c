@@ -7,12 +7,14 @@
  * runs use the unwrapped backend, so the headline figure carries no timing overhead.
  *
  * Batches are synthetic one-hot Criteo-shaped: 13 dense floats, 26 bags of one row each, every
- * row unique (the worst case for pooling: nrows = batch * 26). */
+ * row unique (the worst case for pooling: nrows = batch * 26); bench/common/ps_bench_dense.h
+ * makes them, the same as ps-gpu-bench's. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bench_dense.h"
 #include "ps_cli.h"
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
@@ -120,56 +122,9 @@ static ps_kern *timing_wrap(ps_kern *inner) {
   return k;
 }
 
-/* ---- synthetic batch ---- */
-
-typedef struct synth {
-  int B, S, D, nd;
-  float *dense, *labels, *rows, *drows;
-  int32_t *idx, *off;
-} synth;
-
-static int synth_make(synth *s, int B, int S, int D, int nd, uint64_t seed) {
-  s->B = B, s->S = S, s->D = D, s->nd = nd;
-  size_t nnz = (size_t)B * S;
-  s->dense = malloc((size_t)B * nd * sizeof(float));
-  s->labels = malloc((size_t)B * sizeof(float));
-  s->rows = malloc(nnz * D * sizeof(float));
-  s->drows = malloc(nnz * D * sizeof(float));
-  s->idx = malloc(nnz * sizeof(int32_t));
-  s->off = malloc((nnz + 1) * sizeof(int32_t));
-  if (!s->dense || !s->labels || !s->rows || !s->drows || !s->idx || !s->off) return -1;
-  uint64_t x = seed;
-#define NEXT() (x = x * 6364136223846793005ull + 1442695040888963407ull, (double)(x >> 11) / 9007199254740992.0)
-  for (size_t i = 0; i < (size_t)B * nd; i++) s->dense[i] = (float)(NEXT() * 5.0);
-  for (int i = 0; i < B; i++) s->labels[i] = NEXT() < 0.25 ? 1.0f : 0.0f;
-  for (size_t i = 0; i < nnz * D; i++) s->rows[i] = (float)((NEXT() - 0.5) * 0.1);
-  for (size_t i = 0; i < nnz; i++) s->idx[i] = (int32_t)i;
-  for (size_t i = nnz; i > 1; i--) { /* shuffle: rows are gathered in key order, not bag order */
-    size_t j = (size_t)(NEXT() * (double)i);
-    int32_t t = s->idx[i - 1];
-    s->idx[i - 1] = s->idx[j];
-    s->idx[j] = t;
-  }
-  for (size_t i = 0; i <= nnz; i++) s->off[i] = (int32_t)i;
-#undef NEXT
-  return 0;
-}
-static void synth_free(synth *s) {
-  free(s->dense), free(s->labels), free(s->rows), free(s->drows), free(s->idx), free(s->off);
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
-}
-
-static ps_status one_step(ps_dlrm *m, synth *s, const ps_dlrm_opt *opt) {
-  ps_dlrm_batch b = {.batch = s->B, .dense = s->dense, .labels = s->labels, .nrows = s->B * s->S,
-                     .rows = s->rows, .nnz = s->B * s->S, .idx = s->idx, .offsets = s->off};
-  ps_status st = ps_dlrm_forward(m, &b, NULL);
-  if (st == PS_OK) st = ps_dlrm_backward(m, s->drows);
-  if (st == PS_OK) st = ps_dlrm_step(m, opt);
-  return st;
 }
 
 int main(int argc, char **argv) {
@@ -196,28 +151,10 @@ int main(int argc, char **argv) {
   int first = 0, rc = ps_cli_parse(&cli, argc, argv, &first, NULL);
   if (rc == PS_CLI_HELP) return 0;
   if (rc != PS_CLI_OK) return 2;
-  ps_dlrm_opt_kind kind;
-  if (ps_dlrm_opt_parse(opt_name, &kind) != PS_OK) {
-    fprintf(stderr, "ps-dense-bench: --opt: unknown optimizer '%s'\n", opt_name);
-    return 2;
-  }
-  ps_dlrm_opt opt = ps_dlrm_opt_default(kind, 0.01f);
-  char *items[64];
-  int nb = ps_split_list(batches, ',', items, 64);
-  int bs[64];
-  for (int i = 0; i < nb; i++) {
-    int64_t v;
-    if (ps_parse_i64(items[i], &v) != 0 || v < 1 || v > (1 << 20)) {
-      fprintf(stderr, "ps-dense-bench: --batch: bad size '%s'\n", items[i]);
-      return 2;
-    }
-    bs[i] = (int)v;
-  }
-  if (nb > 0) free(items[0]);
-  if (nb <= 0) {
-    fprintf(stderr, "ps-dense-bench: --batch: bad list '%s'\n", batches);
-    return 2;
-  }
+  ps_dlrm_opt opt;
+  int bs[PS_BENCH_MAX_BATCHES];
+  int nb = ps_bench_dense_args("ps-dense-bench", opt_name, batches, &opt, bs);
+  if (nb < 0) return 2;
   ps_kern *k = NULL;
   ps_status st = ps_kern_create(device, threads, &k);
   if (st != PS_OK) {
@@ -241,17 +178,17 @@ int main(int argc, char **argv) {
     cfg.mlp_bot = mlp_bot, cfg.mlp_top = mlp_top, cfg.emb_dim = emb_dim;
     cfg.num_sparse = num_sparse, cfg.max_batch = bs[i];
     ps_dlrm *m = NULL;
-    synth s;
+    ps_bench_synth s;
     memset(&s, 0, sizeof(s));
     if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
-        synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
+        ps_bench_synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
       fprintf(stderr, "ps-dense-bench: batch %d: %s\n", bs[i], st != PS_OK ? ps_status_str(st) : "out of memory");
       ret = 1;
-      synth_free(&s);
+      ps_bench_synth_free(&s);
       ps_dlrm_destroy(&m);
       break;
     }
-    for (int w = 0; w < warmup && st == PS_OK; w++) st = one_step(m, &s, &opt);
+    for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
     ps_kern_sync(k);
     /* Each step is timed; the headline is the MEDIAN step (robust to other load on a shared
      * machine), the mean is reported beside it. */
@@ -260,7 +197,7 @@ int main(int argc, char **argv) {
     uint64_t t0 = ps_now_ns(), t1 = t0;
     while (dt && st == PS_OK && (t1 - t0 < (uint64_t)(seconds * 1e9) || steps < 5)) {
       uint64_t a = ps_now_ns();
-      st = one_step(m, &s, &opt);
+      st = ps_bench_synth_step(m, &s, &opt, true);
       ps_kern_sync(k); /* a trainer needs each step's results before the next */
       t1 = ps_now_ns();
       if (steps == cap) {
@@ -275,7 +212,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "ps-dense-bench: step failed: %s\n", ps_status_str(st));
       ret = 1;
       free(dt);
-      synth_free(&s);
+      ps_bench_synth_free(&s);
       break;
     }
     qsort(dt, steps, sizeof(double), cmp_double);
@@ -300,7 +237,7 @@ int main(int argc, char **argv) {
       ps_dlrm *pm = NULL;
       if (tk && ps_dlrm_create(tk, &cfg, &pm) == PS_OK) {
         timing *t = tk->ctx;
-        one_step(pm, &s, &opt);
+        ps_bench_synth_step(pm, &s, &opt, true);
         memset(t->ns, 0, sizeof(t->ns));
         memset(t->calls, 0, sizeof(t->calls));
         /* the fastest of 10 profiled steps (least disturbed by other load) */
@@ -309,7 +246,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < 10; j++) {
           memset(t->ns, 0, sizeof(t->ns));
           uint64_t p0 = ps_now_ns();
-          one_step(pm, &s, &opt);
+          ps_bench_synth_step(pm, &s, &opt, true);
           double el1 = (double)(ps_now_ns() - p0);
           if (el1 < tot) tot = el1, memcpy(best_ns, t->ns, sizeof(best_ns));
         }
@@ -334,7 +271,7 @@ int main(int argc, char **argv) {
       if (tk) tk->iface->destroy(tk);
     }
     json_array_append_new(res, r);
-    synth_free(&s);
+    ps_bench_synth_free(&s);
   }
   json_object_set_new(root, "results", res);
   if (json_path && ret == 0 && json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {

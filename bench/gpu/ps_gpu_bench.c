@@ -11,13 +11,15 @@
  * summed over `dense` steps and divided by their wall time; events add no synchronisation.
  *
  * The batch is synthetic, Criteo-shaped and one-hot with every row unique (nrows = 26 B),
- * the most upload-heavy case, as in bench/dense/ps-dense-bench. Compare with
- * bench/gpu/torch_dense_gpu.py on the same GPU. Exit status 77 where no GPU is usable. */
+ * the most upload-heavy case, the same as bench/dense/ps-dense-bench's (bench/common/
+ * ps_bench_dense.h makes it for both). Compare with bench/gpu/torch_dense_gpu.py on the same
+ * GPU. Exit status 77 where no GPU is usable. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bench_dense.h"
 #include "ps_cli.h"
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
@@ -25,71 +27,14 @@
 #include "ps_log.h"
 #include "ps_time.h"
 
-typedef struct synth {
-  int B, S, D, nd;
-  float *dense, *labels, *rows, *drows;
-  int32_t *idx, *off;
-} synth;
-
-static uint64_t lcg(uint64_t *x) {
-  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
-  return *x >> 11;
-}
-static double unit(uint64_t *x) { return (double)lcg(x) / 9007199254740992.0; }
-
-static int synth_make(synth *s, int B, int S, int D, int nd, uint64_t seed) {
-  memset(s, 0, sizeof *s);
-  s->B = B, s->S = S, s->D = D, s->nd = nd;
-  size_t nnz = (size_t)B * S;
-  s->dense = malloc((size_t)B * nd * sizeof(float));
-  s->labels = malloc((size_t)B * sizeof(float));
-  s->rows = malloc(nnz * D * sizeof(float));
-  s->drows = malloc(nnz * D * sizeof(float));
-  s->idx = malloc(nnz * sizeof(int32_t));
-  s->off = malloc((nnz + 1) * sizeof(int32_t));
-  if (!s->dense || !s->labels || !s->rows || !s->drows || !s->idx || !s->off) return -1;
-  uint64_t x = seed;
-  for (size_t i = 0; i < (size_t)B * nd; i++) s->dense[i] = (float)(unit(&x) * 5.0);
-  for (int i = 0; i < B; i++) s->labels[i] = unit(&x) < 0.25 ? 1.0f : 0.0f;
-  for (size_t i = 0; i < nnz * D; i++) s->rows[i] = (float)((unit(&x) - 0.5) * 0.1);
-  for (size_t i = 0; i < nnz; i++) s->idx[i] = (int32_t)i;
-  for (size_t i = nnz; i > 1; i--) { /* rows arrive in key order, not bag order */
-    size_t j = (size_t)(unit(&x) * (double)i);
-    int32_t t = s->idx[i - 1];
-    s->idx[i - 1] = s->idx[j];
-    s->idx[j] = t;
-  }
-  for (size_t i = 0; i <= nnz; i++) s->off[i] = (int32_t)i;
-  return 0;
-}
-
-static void synth_free(synth *s) {
-  free(s->dense), free(s->labels), free(s->rows), free(s->drows), free(s->idx), free(s->off);
-}
-
-static ps_status one_step(ps_dlrm *m, synth *s, const ps_dlrm_opt *opt, bool rowgrads) {
-  ps_dlrm_batch b = {.batch = s->B,
-                     .dense = s->dense,
-                     .labels = s->labels,
-                     .nrows = s->B * s->S,
-                     .rows = s->rows,
-                     .nnz = s->B * s->S,
-                     .idx = s->idx,
-                     .offsets = s->off};
-  ps_status st = ps_dlrm_forward(m, &b, NULL);
-  if (st == PS_OK) st = ps_dlrm_backward(m, rowgrads ? s->drows : NULL);
-  if (st == PS_OK) st = ps_dlrm_step(m, opt);
-  return st;
-}
-
 /* Runs steps for at least `seconds` (and 3 steps); returns samples/s, or < 0 on failure. */
-static double timed(ps_kern *k, ps_dlrm *m, synth *s, const ps_dlrm_opt *opt, bool rowgrads,
-                    double seconds, double *ms_per_step) {
+static double timed(ps_kern *k, ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt *opt,
+                    bool rowgrads, double seconds, double *ms_per_step) {
   ps_status st = ps_kern_sync(k);
   uint64_t t0 = ps_now_ns(), t1 = t0;
   long steps = 0;
   while (st == PS_OK && (t1 - t0 < (uint64_t)(seconds * 1e9) || steps < 3)) {
-    st = one_step(m, s, opt, rowgrads);
+    st = ps_bench_synth_step(m, s, opt, rowgrads);
     steps++;
     if (!rowgrads && steps % 8 == 0) st = st == PS_OK ? ps_kern_sync(k) : st; /* bound run-ahead */
     t1 = ps_now_ns();
@@ -138,28 +83,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-gpu-bench: --device: expected cuda or cuda:N, got '%s'\n", device);
     return 2;
   }
-  ps_dlrm_opt_kind kind;
-  if (ps_dlrm_opt_parse(opt_name, &kind) != PS_OK) {
-    fprintf(stderr, "ps-gpu-bench: --opt: unknown optimizer '%s'\n", opt_name);
-    return 2;
-  }
-  ps_dlrm_opt opt = ps_dlrm_opt_default(kind, 0.01f);
-  char *items[64];
-  int nb = ps_split_list(batches, ',', items, 64), bs[64];
-  if (nb <= 0) {
-    fprintf(stderr, "ps-gpu-bench: --batch: bad list '%s'\n", batches);
-    return 2;
-  }
-  for (int i = 0; i < nb; i++) {
-    int64_t v;
-    if (ps_parse_i64(items[i], &v) != 0 || v < 1 || v > (1 << 20)) {
-      fprintf(stderr, "ps-gpu-bench: --batch: bad size '%s'\n", items[i]);
-      free(items[0]);
-      return 2;
-    }
-    bs[i] = (int)v;
-  }
-  free(items[0]);
+  ps_dlrm_opt opt;
+  int bs[PS_BENCH_MAX_BATCHES];
+  int nb = ps_bench_dense_args("ps-gpu-bench", opt_name, batches, &opt, bs);
+  if (nb < 0) return 2;
   if (!ps_cuda_available()) {
     fprintf(stderr,
             "ps-gpu-bench: no usable CUDA device (cudaGetDeviceCount failed or found none)\n");
@@ -191,17 +118,17 @@ int main(int argc, char **argv) {
     cfg.mlp_bot = mlp_bot, cfg.mlp_top = mlp_top, cfg.emb_dim = emb_dim;
     cfg.num_sparse = num_sparse, cfg.max_batch = bs[i];
     ps_dlrm *m = NULL;
-    synth s;
+    ps_bench_synth s;
     if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
-        synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
+        ps_bench_synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
       fprintf(stderr, "ps-gpu-bench: batch %d: %s\n", bs[i],
               st != PS_OK ? ps_status_str(st) : "out of memory");
       ret = 1;
-      if (st == PS_OK) synth_free(&s);
+      if (st == PS_OK) ps_bench_synth_free(&s);
       ps_dlrm_destroy(&m);
       break;
     }
-    for (int w = 0; w < warmup && st == PS_OK; w++) st = one_step(m, &s, &opt, true);
+    for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
     double ms_train = 0, ms_dense = 0;
     double sps_train = st == PS_OK ? timed(k, m, &s, &opt, true, seconds, &ms_train) : -1;
     double sps_dense = sps_train > 0 ? timed(k, m, &s, &opt, false, seconds, &ms_dense) : -1;
@@ -211,7 +138,8 @@ int main(int argc, char **argv) {
       ps_kern_sync(k);
       ps_kern_cuda_gemm_timing(k, true);
       uint64_t t0 = ps_now_ns();
-      for (int j = 0; j < gemm_steps && st == PS_OK; j++) st = one_step(m, &s, &opt, false);
+      for (int j = 0; j < gemm_steps && st == PS_OK; j++)
+        st = ps_bench_synth_step(m, &s, &opt, false);
       if (st == PS_OK) st = ps_kern_cuda_gemm_time(k, &gemm_ms, &calls); /* syncs */
       wall_ms = (double)(ps_now_ns() - t0) * 1e-6;
       ps_kern_cuda_gemm_timing(k, false);
@@ -239,7 +167,7 @@ int main(int argc, char **argv) {
       json_array_append_new(res, r);
     }
     ps_dlrm_destroy(&m);
-    synth_free(&s);
+    ps_bench_synth_free(&s);
   }
   json_object_set_new(root, "results", res);
   if (json_path && ret == 0 &&

@@ -98,6 +98,19 @@ static void make_keys(uint64_t *k, int n, int64_t space, uint64_t *x) {
   }
 }
 
+/* The figures of a run, computed alike for Ember and the raw floor so that they compare:
+ * nreq requests of c->batch keys completed in the measured span_ns, latencies in h. */
+static void result_fill(result *res, const cfg *c, int dim, const ps_hist *h, uint64_t nreq,
+                        uint64_t span_ns) {
+  double secs = (double)span_ns / 1e9;
+  int B = c->batch;
+  res->requests = nreq;
+  res->keys_per_s = (double)nreq * B / secs;
+  res->mb_per_s = (double)nreq * B * (8.0 + (c->f16 ? 2.0 : 4.0) * dim) / secs / 1e6;
+  res->p50_us = ps_hist_percentile(h, 50) / 1e3;
+  res->p99_us = ps_hist_percentile(h, 99) / 1e3;
+}
+
 /* ------------------------------------------------------------------ Ember */
 
 static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *res) {
@@ -189,12 +202,7 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   if (st != PS_OK) fprintf(stderr, "ember run failed: %s\n", ps_client_error(cl));
   for (int i = 0; i < q; i++)
     if (r[i]) ps_client_wait(cl, &r[i]);
-  double secs = (double)(now - measure_from) / 1e9;
-  res->requests = nreq;
-  res->keys_per_s = (double)nreq * B / secs;
-  res->mb_per_s = (double)nreq * B * (8.0 + (c->f16 ? 2.0 : 4.0) * dim) / secs / 1e6;
-  res->p50_us = ps_hist_percentile(h, 50) / 1e3;
-  res->p99_us = ps_hist_percentile(h, 99) / 1e3;
+  result_fill(res, c, dim, h, nreq, now - measure_from);
   ps_hist_destroy(&h);
   ps_client_destroy(&cl);
   stop(pid, ns);
@@ -316,12 +324,7 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
       }
     }
   }
-  double secs = (double)(now - measure_from) / 1e9;
-  res->requests = nreq;
-  res->keys_per_s = (double)nreq * B / secs;
-  res->mb_per_s = (double)nreq * B * (8.0 + (c->f16 ? 2.0 : 4.0) * dim) / secs / 1e6;
-  res->p50_us = ps_hist_percentile(h, 50) / 1e3;
-  res->p99_us = ps_hist_percentile(h, 99) / 1e3;
+  result_fill(res, c, dim, h, nreq, now - measure_from);
   ps_hist_destroy(&h);
   for (int i = 0; i < ns; i++) zmq_close(sock[i]);
   zmq_ctx_term(ctx);

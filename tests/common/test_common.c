@@ -1,4 +1,5 @@
-/* Hashing, status strings, logging levels and the CLI helper's errors. */
+/* Hashing, status strings, logging levels, the CLI helper's errors and mkdir -p. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ps_cli.h"
+#include "ps_fs.h"
 #include "ps_hash.h"
 #include "ps_log.h"
 #include "ps_status.h"
@@ -144,12 +148,48 @@ static void test_split_list(void **st) {
   assert_int_equal(ps_split_list("", ',', items, 4), -1);
 }
 
+static void test_mkdir_p(void **st) {
+  (void)st;
+  char root[] = "/tmp/ember-test-mkdir-XXXXXX", deep[128], file[128], under[160];
+  assert_non_null(mkdtemp(root));
+  snprintf(deep, sizeof deep, "%s/a/b//c/", root);
+  assert_int_equal(ps_mkdir_p(deep), PS_OK);
+  struct stat sb;
+  assert_int_equal(stat(deep, &sb), 0);
+  assert_true(S_ISDIR(sb.st_mode));
+  assert_int_equal(ps_mkdir_p(deep), PS_OK); /* existing: fine */
+  /* a file in the way: an error, with mkdir's errno for the caller's message */
+  snprintf(file, sizeof file, "%s/f", root);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  snprintf(under, sizeof under, "%s/g", file);
+  errno = 0;
+  assert_int_equal(ps_mkdir_p(under), PS_ERR_IO);
+  assert_int_equal(errno, ENOTDIR);
+  char *lng = malloc(5000);
+  assert_non_null(lng);
+  memset(lng, 'x', 4999);
+  lng[0] = '/', lng[4999] = '\0';
+  assert_int_equal(ps_mkdir_p(lng), PS_ERR_IO);
+  assert_int_equal(errno, ENAMETOOLONG);
+  free(lng);
+  unlink(file);
+  char sub[160];
+  const char *parts[] = {"/a/b/c", "/a/b", "/a", ""};
+  for (int i = 0; i < 4; i++) {
+    snprintf(sub, sizeof sub, "%s%s", root, parts[i]);
+    assert_int_equal(rmdir(sub), 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hash_stable_and_spread), cmocka_unit_test(test_status_strings),
       cmocka_unit_test(test_log_levels),             cmocka_unit_test(test_time_monotonic),
       cmocka_unit_test(test_cli_ok),                 cmocka_unit_test(test_cli_errors),
       cmocka_unit_test(test_cli_help),               cmocka_unit_test(test_split_list),
+      cmocka_unit_test(test_mkdir_p),
   };
   return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

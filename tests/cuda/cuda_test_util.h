@@ -1,5 +1,5 @@
 /* cuda_test_util: shared pieces of the CUDA-vs-CPU tests — a seeded RNG, a normalised-error
- * comparison, and the "no GPU -> exit 77 (SKIPPED)" rule.
+ * comparison, the "no GPU -> exit 77 (SKIPPED)" rule, and the CPU and GPU backends.
  *
  * Comparison is by normalised max error, as ggml's test-backend-ops does: max|a - b| divided
  * by max|b| (the CPU value is the reference), so one tolerance fits values of any scale. */
@@ -58,6 +58,24 @@ static inline void ct_require_gpu(const char *test) {
   }
   char desc[160];
   if (ps_cuda_device_describe(0, desc, sizeof desc) == 0) printf("%s: device 0: %s\n", test, desc);
+}
+#endif
+
+#ifdef CT_BACKENDS
+/* The two backends a CUDA-vs-CPU test compares (define CT_BACKENDS before the include): made
+ * once per cmocka group, with ct_setup and ct_teardown as the group's setup and teardown. */
+static ps_kern *CPU, *GPU;
+static int ct_setup(void **st) {
+  (void)st;
+  if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
+  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
+  return 0;
+}
+static int ct_teardown(void **st) {
+  (void)st;
+  ps_kern_destroy(&GPU);
+  ps_kern_destroy(&CPU);
+  return 0;
 }
 #endif
 

@@ -18,13 +18,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#define CT_BACKENDS 1 /* CPU and GPU, ct_setup and ct_teardown */
 #include "cuda_test_util.h"
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
 
 #define TOL 1e-4
-
-static ps_kern *CPU, *GPU;
 
 typedef struct host_batch {
   ps_dlrm_batch b;
@@ -194,24 +193,11 @@ static void test_odd_shapes(void **st) {
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
 }
 
-static int setup(void **st) {
-  (void)st;
-  if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
-  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
-  return 0;
-}
-static int teardown(void **st) {
-  (void)st;
-  ps_kern_destroy(&GPU);
-  ps_kern_destroy(&CPU);
-  return 0;
-}
-
 int main(void) {
   ct_require_gpu("test_cuda_dlrm");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kaggle_shape),
       cmocka_unit_test(test_odd_shapes),
   };
-  return cmocka_run_group_tests_name("cuda_dlrm", tests, setup, teardown);
+  return cmocka_run_group_tests_name("cuda_dlrm", tests, ct_setup, ct_teardown);
 }

@@ -24,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#define CT_BACKENDS 1 /* CPU and GPU, ct_setup and ct_teardown */
 #include "cuda_test_util.h"
 #include "ps_kernels.h"
 #include "ps_kernels_cuda.h"
@@ -34,8 +35,6 @@
 #else
 #define EMU_SMALL 0
 #endif
-
-static ps_kern *CPU, *GPU;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -470,19 +469,6 @@ static void test_gemm_timer(void **st) {
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static int setup(void **st) {
-  (void)st;
-  if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
-  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
-  return 0;
-}
-static int teardown(void **st) {
-  (void)st;
-  ps_kern_destroy(&GPU);
-  ps_kern_destroy(&CPU);
-  return 0;
-}
-
 /* What must hold on a machine without a GPU (checked before exiting 77). */
 #ifdef PS_CU_EMULATE
 static int check_no_gpu(void) { return 1; } /* the emulated device is always there */
@@ -513,5 +499,5 @@ int main(void) {
       cmocka_unit_test(test_optimizers),     cmocka_unit_test(test_memory),
       cmocka_unit_test(test_gemm_timer),
   };
-  return cmocka_run_group_tests_name("cuda_ops", tests, setup, teardown);
+  return cmocka_run_group_tests_name("cuda_ops", tests, ct_setup, ct_teardown);
 }

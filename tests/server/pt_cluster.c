@@ -225,6 +225,28 @@ void pt_spec_of(const ps_client_table *t, ps_table_spec *s) {
   s->seed = t->seed;
 }
 
+ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
+                       const ps_client_table *t) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  ps_store_options so = {.path = path, .cache_bytes = cache_bytes, .partitions = 1};
+  ps_store *s = NULL;
+  ps_status st = ps_store_open(&so, &s);
+  if (st != PS_OK) {
+    fprintf(stderr, "pt_ref_store: open %s: %s\n", path, ps_status_str(st));
+    return NULL;
+  }
+  ps_table_spec sp;
+  pt_spec_of(t, &sp);
+  if ((st = ps_store_declare(s, &sp)) != PS_OK) {
+    fprintf(stderr, "pt_ref_store: declare table %u in %s: %s\n", t->id, path,
+            ps_status_str(st));
+    ps_store_close(&s);
+    return NULL;
+  }
+  return s;
+}
+
 bool pt_start_all(pt_server *srv, int n, const char *tag, char *dir, int threads) {
   pt_tmpdir(tag, dir);
   char d[600];

@@ -1,5 +1,6 @@
 /* pt_cluster: helpers for the server integration tests: free loopback ports, temp dirs,
- * starting ps-server processes (fork/exec) and stopping them by PID, with bounded waits. */
+ * starting ps-server processes (fork/exec) and stopping them by PID, with bounded waits, and
+ * the in-process reference store their results are compared with. */
 #ifndef PT_CLUSTER_H
 #define PT_CLUSTER_H
 
@@ -43,6 +44,11 @@ void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
 /* GET http://127.0.0.1:port/path (HTTP/1.1, Connection: close), every read and write bounded by
  * 5 s: the body of a 200 answer, malloc'd and NUL-terminated; NULL otherwise. */
 char *pt_http_get(int port, const char *path);
+/* The in-process reference a test replays the servers' traffic on: a store in dir/name (one
+ * partition, cache_bytes of hot tier) with t declared. NULL, with the reason on stderr, if it
+ * cannot be opened or t declared. */
+ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
+                       const ps_client_table *t);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 

@@ -76,14 +76,8 @@ static void test_equal_to_store(void **state) {
   table_of(&t, 1 /* Adagrad: order-sensitive if a push were applied twice */);
   for (int i = 0; i < 3; i++) assert_int_equal(ps_client_declare(c[i], &t), PS_OK);
 
-  char rdir[600];
-  snprintf(rdir, sizeof rdir, "%s/ref", g_dir);
-  ps_store_options so = {.path = rdir, .cache_bytes = 64 << 20, .partitions = 1};
-  ps_store *ref = NULL;
-  assert_int_equal(ps_store_open(&so, &ref), PS_OK);
-  ps_table_spec sp;
-  pt_spec_of(&t, &sp);
-  assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
+  ps_store *ref = pt_ref_store(g_dir, "ref", 64 << 20, &t);
+  assert_non_null(ref);
 
   enum { N = 3000 };
   uint64_t *keys = malloc(N * sizeof *keys);
@@ -219,14 +213,8 @@ static void test_f16_wire(void **state) {
   t.id = 4;
   snprintf(t.name, sizeof t.name, "half");
   assert_int_equal(ps_client_declare(c, &t), PS_OK);
-  char rdir[600];
-  snprintf(rdir, sizeof rdir, "%s/ref16", g_dir);
-  ps_store_options so = {.path = rdir, .cache_bytes = 16 << 20, .partitions = 1};
-  ps_store *ref = NULL;
-  assert_int_equal(ps_store_open(&so, &ref), PS_OK);
-  ps_table_spec sp;
-  pt_spec_of(&t, &sp);
-  assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
+  ps_store *ref = pt_ref_store(g_dir, "ref16", 16 << 20, &t);
+  assert_non_null(ref);
   enum { N = 500 };
   uint64_t keys[N], uk[N];
   uint32_t inv[N];

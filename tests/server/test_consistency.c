@@ -89,14 +89,8 @@ static void test_sync(void **state) {
   assert_int_equal(ps_client_wait(a, &r), PS_OK);
 
   /* Reference: one push of both workers' gradients, applied once. */
-  char rdir[600];
-  snprintf(rdir, sizeof rdir, "%s/ref", g_dir);
-  ps_store_options so = {.path = rdir, .cache_bytes = 16 << 20, .partitions = 1};
-  ps_store *ref = NULL, *twice = NULL;
-  assert_int_equal(ps_store_open(&so, &ref), PS_OK);
-  ps_table_spec sp;
-  pt_spec_of(&t, &sp);
-  assert_int_equal(ps_store_declare(ref, &sp), PS_OK);
+  ps_store *ref = pt_ref_store(g_dir, "ref", 16 << 20, &t);
+  assert_non_null(ref);
   uint64_t kall[2 * N];
   float gall[2 * N * DIM];
   memcpy(kall, ka, sizeof ka);
@@ -108,10 +102,8 @@ static void test_sync(void **state) {
   assert_int_equal(ps_store_pull(ref, 10, ka, N, want), PS_OK);
   for (int i = 0; i < N * DIM; i++) assert_true(fabsf(r1[i] - want[i]) <= 1e-6f);
   /* The test can fail: two separate applications give other rows for the shared keys. */
-  snprintf(rdir, sizeof rdir, "%s/ref2", g_dir);
-  so.path = rdir;
-  assert_int_equal(ps_store_open(&so, &twice), PS_OK);
-  assert_int_equal(ps_store_declare(twice, &sp), PS_OK);
+  ps_store *twice = pt_ref_store(g_dir, "ref2", 16 << 20, &t);
+  assert_non_null(twice);
   assert_int_equal(ps_store_push(twice, 10, ka, N, ga), PS_OK);
   assert_int_equal(ps_store_push(twice, 10, kb, N, gb), PS_OK);
   float other[N * DIM];

@@ -1,0 +1,86 @@
+#include "ps_bench_dense.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cli.h"
+
+static uint64_t lcg(uint64_t *x) {
+  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+  return *x >> 11;
+}
+static double unit(uint64_t *x) { return (double)lcg(x) / 9007199254740992.0; }
+
+int ps_bench_synth_make(ps_bench_synth *s, int B, int S, int D, int nd, uint64_t seed) {
+  memset(s, 0, sizeof *s);
+  s->B = B, s->S = S, s->D = D, s->nd = nd;
+  size_t nnz = (size_t)B * S;
+  s->dense = malloc((size_t)B * nd * sizeof(float));
+  s->labels = malloc((size_t)B * sizeof(float));
+  s->rows = malloc(nnz * D * sizeof(float));
+  s->drows = malloc(nnz * D * sizeof(float));
+  s->idx = malloc(nnz * sizeof(int32_t));
+  s->off = malloc((nnz + 1) * sizeof(int32_t));
+  if (!s->dense || !s->labels || !s->rows || !s->drows || !s->idx || !s->off) return -1;
+  uint64_t x = seed;
+  for (size_t i = 0; i < (size_t)B * nd; i++) s->dense[i] = (float)(unit(&x) * 5.0);
+  for (int i = 0; i < B; i++) s->labels[i] = unit(&x) < 0.25 ? 1.0f : 0.0f;
+  for (size_t i = 0; i < nnz * D; i++) s->rows[i] = (float)((unit(&x) - 0.5) * 0.1);
+  for (size_t i = 0; i < nnz; i++) s->idx[i] = (int32_t)i;
+  for (size_t i = nnz; i > 1; i--) { /* shuffle: rows are gathered in key order, not bag order */
+    size_t j = (size_t)(unit(&x) * (double)i);
+    int32_t t = s->idx[i - 1];
+    s->idx[i - 1] = s->idx[j];
+    s->idx[j] = t;
+  }
+  for (size_t i = 0; i <= nnz; i++) s->off[i] = (int32_t)i;
+  return 0;
+}
+
+void ps_bench_synth_free(ps_bench_synth *s) {
+  free(s->dense), free(s->labels), free(s->rows), free(s->drows), free(s->idx), free(s->off);
+}
+
+ps_status ps_bench_synth_step(ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt *opt,
+                              bool rowgrads) {
+  ps_dlrm_batch b = {.batch = s->B,
+                     .dense = s->dense,
+                     .labels = s->labels,
+                     .nrows = s->B * s->S,
+                     .rows = s->rows,
+                     .nnz = s->B * s->S,
+                     .idx = s->idx,
+                     .offsets = s->off};
+  ps_status st = ps_dlrm_forward(m, &b, NULL);
+  if (st == PS_OK) st = ps_dlrm_backward(m, rowgrads ? s->drows : NULL);
+  if (st == PS_OK) st = ps_dlrm_step(m, opt);
+  return st;
+}
+
+int ps_bench_dense_args(const char *prog, const char *opt_name, const char *list,
+                        ps_dlrm_opt *opt, int bs[PS_BENCH_MAX_BATCHES]) {
+  ps_dlrm_opt_kind kind;
+  if (ps_dlrm_opt_parse(opt_name, &kind) != PS_OK) {
+    fprintf(stderr, "%s: --opt: unknown optimizer '%s'\n", prog, opt_name);
+    return -1;
+  }
+  *opt = ps_dlrm_opt_default(kind, 0.01f);
+  char *items[PS_BENCH_MAX_BATCHES];
+  int nb = ps_split_list(list, ',', items, PS_BENCH_MAX_BATCHES);
+  if (nb <= 0) {
+    fprintf(stderr, "%s: --batch: bad list '%s'\n", prog, list);
+    return -1;
+  }
+  for (int i = 0; i < nb; i++) {
+    int64_t v;
+    if (ps_parse_i64(items[i], &v) != 0 || v < 1 || v > (1 << 20)) {
+      fprintf(stderr, "%s: --batch: bad size '%s'\n", prog, items[i]);
+      nb = -1;
+      break;
+    }
+    bs[i] = (int)v;
+  }
+  free(items[0]);
+  return nb;
+}
