@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_fs.h"
 #include "ps_hash.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -1073,19 +1074,6 @@ static void stop_threads(ps_server *s) {
   s->done = NULL;
 }
 
-static ps_status mkdirs(const char *path) {
-  char tmp[2048];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return PS_ERR_IO;
-  return PS_OK;
-}
-
 ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   *out = NULL;
   if (!opt || opt->shards == 0 || opt->shard >= opt->shards || !opt->data_dir ||
@@ -1113,7 +1101,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
       goto fail;
   }
   s->inline_part.s = s;
-  if ((st = mkdirs(s->data_dir)) != PS_OK) {
+  if ((st = ps_mkdir_p(s->data_dir)) != PS_OK) {
     PS_ERROR("cannot create data dir %s: %s", s->data_dir, strerror(errno));
     goto fail;
   }
