@@ -1428,8 +1428,103 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
 }
 
 /* Writes every dirty hot row (store write-locked). */
+/* Dirty rows of one table, sorted by key, written as one SST file and ingested: the bulk path
+ * of write_dirty. Through the memtable, millions of rows cost far more than the writes: the
+ * hash memtable (see opts_create) re-sorts every entry through a skip list when it is flushed
+ * (measured: 2M dirty dim-16 rows took 9.4 s to shut down, 61% in that flush). Sorted keys
+ * into an SST file are sequential I/O, and ingestion only links the file in. Dirty bits are
+ * cleared only once the file is in the database. */
+typedef struct dirty_ref {
+  uint64_t key;
+  hentry *e;
+} dirty_ref;
+
+static int dirty_cmp(const void *a, const void *b) {
+  uint64_t x = ((const dirty_ref *)a)->key, y = ((const dirty_ref *)b)->key;
+  return x < y ? -1 : x > y;
+}
+
+static ps_status ingest_dirty(ps_store *s, size_t ti, dirty_ref *d, size_t n) {
+  const table *t = &s->tables[ti];
+  qsort(d, n, sizeof *d, dirty_cmp); /* big-endian keys: numeric order is RocksDB's order */
+  size_t plen = strlen(s->path) + 64;
+  char *file = malloc(plen);
+  char *val = malloc(REC_HDR + t->row_bytes);
+  if (!file || !val) {
+    free(file);
+    free(val);
+    return PS_ERR_NOMEM;
+  }
+  snprintf(file, plen, "%s/ingest-t%u.sst", s->path, t->spec.id);
+  unlink(file); /* a leftover of a crash during an earlier flush */
+  ps_status st = PS_OK;
+  char *err = NULL;
+  rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
+  rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, s->dbopt);
+  rocksdb_sstfilewriter_open(w, file, &err);
+  memcpy(val, t->hdr, REC_HDR);
+  for (size_t i = 0; !err && i < n; i++) {
+    char kb[8];
+    key_be(d[i].key, kb);
+    memcpy(val + REC_HDR, ent_row(d[i].e), t->row_bytes);
+    rocksdb_sstfilewriter_put(w, kb, 8, val, REC_HDR + t->row_bytes, &err);
+  }
+  if (!err) rocksdb_sstfilewriter_finish(w, &err);
+  if (err) st = rdb_err("writing an SST file of dirty rows", err);
+  rocksdb_sstfilewriter_destroy(w);
+  rocksdb_envoptions_destroy(eo);
+  if (st == PS_OK) {
+    rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+    const char *files[1] = {file};
+    err = NULL;
+    rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &err);
+    rocksdb_ingestexternalfileoptions_destroy(io);
+    if (err) st = rdb_err("ingesting dirty rows", err);
+  }
+  unlink(file); /* moved into the database (hard link) or failed: either way not needed */
+  free(file);
+  free(val);
+  if (st != PS_OK) return st;
+  for (size_t i = 0; i < n; i++) d[i].e->p &= ~F_DIRTY;
+  return PS_OK;
+}
+
+/* Below this many dirty rows in a table a WriteBatch is cheaper than an SST file. */
+#define INGEST_MIN_ROWS 65536
+
 static ps_status write_dirty(ps_store *s) {
   ps_status st = PS_OK;
+  for (size_t t = 0; t < s->ntables; t++) {
+    size_t n = 0;
+    for (uint32_t p = 0; p < s->nparts; p++) {
+      const ptable *pt = &s->parts[p].tabs[t];
+      for (size_t i = 0; i < pt->cap; i++) n += (pt->slots[i].p & F_DIRTY) != 0;
+    }
+    if (n < INGEST_MIN_ROWS) continue;
+    dirty_ref *d = malloc(n * sizeof *d);
+    size_t *per = calloc(s->nparts, sizeof *per);
+    if (!d || !per) { /* the WriteBatch path below still writes them */
+      free(d);
+      free(per);
+      continue;
+    }
+    size_t m = 0;
+    for (uint32_t p = 0; p < s->nparts; p++) {
+      ptable *pt = &s->parts[p].tabs[t];
+      for (size_t i = 0; i < pt->cap; i++)
+        if (pt->slots[i].p & F_DIRTY) d[m++] = (dirty_ref){pt->slots[i].key, &pt->slots[i]};
+      per[p] = m;
+    }
+    ps_status is = ingest_dirty(s, t, d, m);
+    if (is == PS_OK)
+      for (uint32_t p = 0; p < s->nparts; p++) s->parts[p].writebacks += per[p] - (p ? per[p - 1] : 0);
+    else
+      PS_WARN("store %s: bulk write of %zu dirty rows of table %u failed (%s); writing them in "
+              "batches", s->path, m, s->tables[t].spec.id, ps_status_str(is));
+    free(d);
+    free(per);
+  }
   for (uint32_t p = 0; p < s->nparts; p++) {
     partition *pa = &s->parts[p];
     for (size_t t = 0; t < s->ntables; t++) {
