@@ -1,9 +1,13 @@
-"""ps-worker end to end on ps-datagen data: 2 servers x 2 workers, sync mode, default model
-and optimizers at batch 512; the test AUC must come within GAP of the planted model's AUC (the
-ceiling). Issue 8 asks for 0.01; what ps-worker reaches today is 0.020-0.025 below the ceiling
-(0.841-0.844 vs 0.8636 on seed 1, batch 256-512; 0.834 at batch 2048), so GAP is 0.025 and the
-remaining gap is recorded on the issue, not hidden. Also checks the summary's contract fields
-and the CLI's errors."""
+"""ps-worker end to end on ps-datagen data: 2 servers x 2 workers, sync mode; the test AUC must
+come within GAP = 0.01 of the planted model's AUC (the ceiling), as issue 8 asks.
+
+The recipe (bench/RESULTS-e2e.md, "Issue 8's 0.01 gap"): the gap is the amount of data, not the
+model or the optimizer. One epoch of 200k rows leaves every DLRM recipe tried 0.018-0.03 short
+(PyTorch too); 3M rows (still one epoch, as a second epoch overfits) bring the default model to
+0.0071 on seed 1. The towers are narrowed to 13-128-16 / 128-64-1 only because they train 3x
+faster at the same AUC (gap 0.0072 / 0.0075 / 0.0070 on seeds 1 / 2 / 3); optimizers, learning
+rates and the per-worker batch 2048 are ps-worker's defaults. Also checks the summary's
+contract fields and the CLI's errors."""
 import os
 import sys
 import tempfile
@@ -21,16 +25,17 @@ for args, needle in [(["--bogus"], "unknown option"),
     r.check(f"cli {' '.join(args)[:40]}", rc == 2 and needle in out, f"rc={rc} {out.strip()[:100]}")
 
 with tempfile.TemporaryDirectory() as d:
-    rows = int(os.environ.get("EMBER_QUALITY_ROWS", "200000"))
+    rows = int(os.environ.get("EMBER_QUALITY_ROWS", "3000000"))
     train, test, planted = h.datagen(d, rows, 50000, seed=1)
-    s, out = h.train(2, 2, ["--train", train, "--test", test, "--batch", "512"], timeout=1200)
+    s, out = h.train(2, 2, ["--train", train, "--test", test, "--batch", "2048",
+                            "--mlp-bot", "13-128-16", "--mlp-top", "128-64-1"], timeout=1200)
     for k in ["auc", "logloss", "accuracy", "samples", "samples_per_s", "bad_lines"]:
         r.check(f"summary has {k}", k in s)
     ceiling = planted["test_auc"]
     print(f"test AUC {s['auc']:.4f}, planted ceiling {ceiling:.4f}, gap {ceiling - s['auc']:.4f}, "
-          f"{s['samples_per_s']:.0f} samples/s")
+          f"{s['samples_per_s']:.0f} samples/s, {s['train_seconds']:.1f} s of training")
     r.check("all rows trained", s["samples"] == rows, f"{s['samples']}")
-    GAP = 0.025
+    GAP = 0.01
     r.check(f"AUC within {GAP} of the planted ceiling", s["auc"] > ceiling - GAP,
             f"{s['auc']:.4f} vs {ceiling:.4f}")
 r.finish()
