@@ -65,7 +65,12 @@ for r in $RUNS; do
     2x2) ps_run 2x2 2 2 --hash-buckets "$BUCKETS" ;;
     open) ps_run open 1 1 ;;
     torch)
-      $PY "$src/bench/e2e/torch_dlrm.py" --train "$data/train.tsv" --test "$data/test.tsv" \
+      # PyTorch at its best: Debian's DYNAMIC_ARCH OpenBLAS (torch's libblas.so.3) falls back
+      # to SSE3 "Prescott" kernels on CPUs it does not know, 3x slower here; ps-worker's CPU
+      # backend re-selects the core itself (bench/RESULTS-dense.md).
+      core="${OPENBLAS_CORETYPE:-}"
+      if [ -z "$core" ] && grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; fi
+      OMP_NUM_THREADS="$THREADS" OPENBLAS_CORETYPE="$core" $PY "$src/bench/e2e/torch_dlrm.py" --train "$data/train.tsv" --test "$data/test.tsv" \
         --hash-buckets "$BUCKETS" --batch "$BATCH" --threads "$THREADS" --lr "$lr" \
         --sparse-lr "$slr" --emb-init "$einit" --json "$out/torch-$tag.json" ;;
     *) echo "e2e: unknown run '$r'" >&2; exit 2 ;;
