@@ -829,26 +829,33 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   const uint64_t step = atomic_load_explicit(&s->step, memory_order_relaxed);
   size_t nmiss = 0;
   ps_status st = PS_OK;
-  /* Stage 1: probe with index prefetch; stage 2: update hits with row prefetch (the same
-   * two-stage pipeline as pull: a push is a read-modify-write of the row). */
+  /* Hits in the software pipeline of pull_part (slot prefetch 2D keys ahead, probe and row
+   * prefetch D ahead, update): a push is a read-modify-write of the whole row (values, optimizer
+   * state, metadata), so every line of it is prefetched for writing. */
   for (size_t i = 0; i < u; i++) ents[i] = NULL;
   if (pt->cap) {
-    const size_t mask = pt->cap - 1;
-    for (size_t i = 0; i < u && i < PREFETCH_DIST; i++) __builtin_prefetch(&pt->slots[uh[i] & mask]);
-    for (size_t i = 0; i < u; i++) {
-      if (i + PREFETCH_DIST < u) __builtin_prefetch(&pt->slots[uh[i + PREFETCH_DIST] & mask]);
-      ents[i] = idx_find(pt, uk[i], uh[i]);
-      if (ents[i]) __builtin_prefetch(ent_row(ents[i]), 1);
+    const size_t mask = pt->cap - 1, D = PREFETCH_DIST, rb = t->row_bytes;
+    for (size_t i = 0; i < u && i < 2 * D; i++) __builtin_prefetch(&pt->slots[uh[i] & mask]);
+    for (size_t i = 0; i < u + D; i++) {
+      if (i + 2 * D < u) __builtin_prefetch(&pt->slots[uh[i + 2 * D] & mask]);
+      if (i < u && (ents[i] = idx_find(pt, uk[i], uh[i]))) {
+        const char *r = ent_row(ents[i]);
+        for (size_t off = 0; off < rb; off += 64) __builtin_prefetch(r + off, 1);
+        __builtin_prefetch(r + rb - 1, 1);
+      }
+      if (i >= D) {
+        const size_t j = i - D;
+        hentry *e = ents[j];
+        if (!e) {
+          miss_i[nmiss++] = j;
+          continue;
+        }
+        e->p |= F_REF | F_DIRTY;
+        apply_grad(t, ent_row(e), ug + j * dim, step);
+      }
     }
-  }
-  for (size_t i = 0; i < u; i++) {
-    hentry *e = ents[i];
-    if (!e) {
-      miss_i[nmiss++] = i;
-      continue;
-    }
-    e->p |= F_REF | F_DIRTY;
-    apply_grad(t, ent_row(e), ug + i * dim, step);
+  } else {
+    for (size_t i = 0; i < u; i++) miss_i[nmiss++] = i;
   }
   pa->hits += u - nmiss;
   pa->misses += nmiss;
