@@ -1434,7 +1434,6 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
   return PS_OK;
 }
 
-/* Writes every dirty hot row (store write-locked). */
 /* Dirty rows of one table, sorted by key, written as one SST file and ingested: the bulk path
  * of write_dirty. Through the memtable, millions of rows cost far more than the writes: the
  * hash memtable (see opts_create) re-sorts every entry through a skip list when it is flushed
@@ -1500,10 +1499,14 @@ static ps_status ingest_dirty(ps_store *s, size_t ti, dirty_ref *d, size_t n) {
 /* Below this many dirty rows in a table a WriteBatch is cheaper than an SST file. */
 #define INGEST_MIN_ROWS 65536
 
+/* Writes every dirty hot row (store write-locked): tables with many, in bulk; the rest (and
+ * anything the bulk path could not take) through each partition's WriteBatch. */
 static ps_status write_dirty(ps_store *s) {
   ps_status st = PS_OK;
   for (size_t t = 0; t < s->ntables; t++) {
-    size_t n = 0;
+    size_t rows = 0, n = 0;
+    for (uint32_t p = 0; p < s->nparts; p++) rows += s->parts[p].tabs[t].count;
+    if (rows < INGEST_MIN_ROWS) continue; /* cannot have enough dirty rows: no scan for them */
     for (uint32_t p = 0; p < s->nparts; p++) {
       const ptable *pt = &s->parts[p].tabs[t];
       for (size_t i = 0; i < pt->cap; i++) n += (pt->slots[i].p & F_DIRTY) != 0;
@@ -1519,13 +1522,14 @@ static ps_status write_dirty(ps_store *s) {
     size_t m = 0;
     for (uint32_t p = 0; p < s->nparts; p++) {
       ptable *pt = &s->parts[p].tabs[t];
+      const size_t before = m;
       for (size_t i = 0; i < pt->cap; i++)
         if (pt->slots[i].p & F_DIRTY) d[m++] = (dirty_ref){pt->slots[i].key, &pt->slots[i]};
-      per[p] = m;
+      per[p] = m - before;
     }
     ps_status is = ingest_dirty(s, t, d, m);
     if (is == PS_OK)
-      for (uint32_t p = 0; p < s->nparts; p++) s->parts[p].writebacks += per[p] - (p ? per[p - 1] : 0);
+      for (uint32_t p = 0; p < s->nparts; p++) s->parts[p].writebacks += per[p];
     else
       PS_WARN("store %s: bulk write of %zu dirty rows of table %u failed (%s); writing them in "
               "batches", s->path, m, s->tables[t].spec.id, ps_status_str(is));
