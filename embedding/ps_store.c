@@ -76,7 +76,7 @@ static size_t row_class(size_t n) { return nallocx(n, 0); }
 #define F_DIRTY ((uintptr_t)2)
 #define F_MASK ((uintptr_t)3)
 #define CMS_DEPTH 4
-#define MAX_TABLES 4096
+#define MAX_TABLES PS_STORE_MAX_TABLES
 #define PREFETCH_DIST 32
 
 typedef struct row_meta {
@@ -1049,20 +1049,13 @@ static ps_status spec_decode(const char *b, size_t len, ps_table_spec *sp) {
   return PS_OK;
 }
 
+/* The store checks the row fields only: the stepping fields are the server's (ps_table.h). */
 static ps_status spec_validate(const ps_table_spec *sp) {
-  if (sp->id == 0 || sp->id > 65535) return PS_ERR_INVALID;
-  if (sp->dim == 0 || sp->dim > 4096) return PS_ERR_INVALID;
-  if (strnlen(sp->name, sizeof(sp->name)) == sizeof(sp->name) || !sp->name[0]) return PS_ERR_INVALID;
-  if ((unsigned)sp->optimizer > PS_OPT_FTRL || (unsigned)sp->init > PS_INIT_ZERO) return PS_ERR_INVALID;
-  if (!isfinite(sp->lr) || !isfinite(sp->eps) || !isfinite(sp->beta1) || !isfinite(sp->beta2) ||
-      !isfinite(sp->l1) || !isfinite(sp->l2) || !isfinite(sp->lr_power) ||
-      !isfinite(sp->initial_accumulator) || !isfinite(sp->init_a) || !isfinite(sp->init_b))
-    return PS_ERR_INVALID;
-  if (sp->optimizer == PS_OPT_FTRL && sp->lr <= 0) return PS_ERR_INVALID;
-  if (sp->optimizer == PS_OPT_ADAM && (sp->beta1 < 0 || sp->beta1 >= 1 || sp->beta2 < 0 || sp->beta2 >= 1))
-    return PS_ERR_INVALID;
-  if (sp->initial_accumulator < 0) return PS_ERR_INVALID;
-  return PS_OK;
+  ps_table_spec rows = *sp;
+  rows.consistency = PS_CONS_ASYNC;
+  rows.staleness = 0;
+  rows.num_workers = 1;
+  return ps_table_spec_validate(&rows, NULL);
 }
 
 static void spec_key(uint32_t id, char k[16]) { snprintf(k, 16, "spec/%05u", id); }

@@ -14,42 +14,13 @@
 #include <stdint.h>
 
 #include "ps_status.h"
+#include "ps_table.h"
 
-typedef enum ps_optimizer {
-  PS_OPT_SGD = 0,
-  PS_OPT_ADAGRAD = 1,
-  PS_OPT_ROWWISE_ADAGRAD = 2,
-  PS_OPT_ADAM = 3,
-  PS_OPT_FTRL = 4
-} ps_optimizer;
+/* The table spec (ps_table.h): the store persists and compares its row fields only; the
+ * stepping fields (consistency, staleness, workers) are the server's and ignored here. */
 
-typedef enum ps_init {
-  PS_INIT_UNIFORM = 0, /* U(init_a, init_b) */
-  PS_INIT_NORMAL = 1,  /* N(0, init_a) */
-  PS_INIT_ZERO = 2
-} ps_init;
-
-/* Same numbering as ember.proto's Optimizer / Init, so the server copies them across. */
-typedef struct ps_table_spec {
-  uint32_t id;            /* 1..65535 */
-  char name[64];
-  uint32_t dim;           /* 1..4096 */
-  ps_optimizer optimizer;
-  float lr;
-  float beta1, beta2;     /* Adam */
-  float eps;              /* Adagrad, row-wise Adagrad, Adam */
-  float l1, l2, lr_power; /* FTRL-Proximal (lr_power usually -0.5) */
-  float initial_accumulator; /* Adagrad / row-wise Adagrad / FTRL accumulator start */
-  ps_init init;
-  float init_a, init_b;
-  uint64_t seed;
-  uint32_t admit_threshold; /* 0 or 1: every key is stored on first push. N > 1: a key
-                             * without a stored row is counted once per push call that
-                             * carries it (count-min sketch, conservative update); the first
-                             * N-1 such pushes are dropped, the N-th creates the row and
-                             * applies its gradient. Pulls do not count. */
-  uint64_t ttl_steps;       /* 0: rows never expire */
-} ps_table_spec;
+/* Tables one store holds at most (a declaration past it fails with PS_ERR_NOMEM). */
+#define PS_STORE_MAX_TABLES 4096u
 
 typedef enum ps_durability {
   PS_DURABILITY_NONE = 0,   /* no WAL: rows are durable at flush/snapshot only (default) */

@@ -21,14 +21,10 @@
 
 #include "ember.pb-c.h"
 #include "ps_status.h"
+#include "ps_table.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "Ember's wire format is little-endian; a big-endian port needs byte swaps in ps_wire.c"
-/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, with inf/NaN kept and
- * subnormals handled; F16C instructions where the build has them. */
-void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
-void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
-
 #endif
 
 #define PS_WIRE_VERSION 1u
@@ -82,5 +78,11 @@ size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *
  * subnormals handled; F16C instructions where the build has them. */
 void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
 void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+
+/* The table spec on the wire (ember.proto's TableSpec), converted in one place. to_pb fills p
+ * from t; p->name points into t, which must outlive p. from_pb converts and validates
+ * (ps_table_spec_validate): num_workers 0 means 1, staleness is kept for SSP only. */
+void ps_wire_spec_to_pb(const ps_table_spec *t, Ember__TableSpec *p);
+ps_status ps_wire_spec_from_pb(const Ember__TableSpec *p, ps_table_spec *t, ps_error *err);
 
 #endif

@@ -512,21 +512,21 @@ static void adopt_step(srv_table *t, uint64_t step) {
   if (t->step_init) return;
   t->step_init = true;
   t->applied = t->apply_issued = step;
-  for (uint32_t w = 0; w < t->num_workers; w++) t->clock[w] = step;
+  for (uint32_t w = 0; w < t->spec.num_workers; w++) t->clock[w] = step;
 }
 
 static uint64_t min_clock(const srv_table *t) {
   uint64_t m = UINT64_MAX;
-  for (uint32_t w = 0; w < t->num_workers; w++)
+  for (uint32_t w = 0; w < t->spec.num_workers; w++)
     if (t->clock[w] < m) m = t->clock[w];
   return m == UINT64_MAX ? 0 : m;
 }
 
 /* May a pull of this step be answered now? */
 static bool pull_ready(const srv_table *t, uint64_t step) {
-  switch (t->consistency) {
-    case SRV_CONS_SYNC: return step <= t->applied;
-    case SRV_CONS_SSP: return step <= t->applied + t->staleness;
+  switch (t->spec.consistency) {
+    case PS_CONS_SYNC: return step <= t->applied;
+    case PS_CONS_SSP: return step <= t->applied + t->spec.staleness;
     default: return true;
   }
 }
@@ -603,21 +603,21 @@ static ps_status table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_
                             char *err, size_t errlen) {
   /* Async tables keep clocks only for stats: a STEP for "all tables" from a rank beyond an
    * async table's num_workers is not an error there. */
-  if (t->consistency == SRV_CONS_ASYNC && worker >= t->num_workers) return PS_OK;
-  if (worker >= t->num_workers) {
+  if (t->spec.consistency == PS_CONS_ASYNC && worker >= t->spec.num_workers) return PS_OK;
+  if (worker >= t->spec.num_workers) {
     snprintf(err, errlen, "worker %u out of range: table %u was declared for %u workers", worker,
-             t->spec.id, t->num_workers);
+             t->spec.id, t->spec.num_workers);
     return PS_ERR_INVALID;
   }
   adopt_step(t, step);
-  if (t->consistency == SRV_CONS_SYNC && step >= t->apply_issued + SRV_WINDOW) {
+  if (t->spec.consistency == PS_CONS_SYNC && step >= t->apply_issued + SRV_WINDOW) {
     snprintf(err, errlen, "step %" PRIu64 " is more than %u steps ahead of step %" PRIu64, step,
              SRV_WINDOW, t->apply_issued);
     return PS_ERR_INVALID;
   }
   if (step + 1 > t->clock[worker]) t->clock[worker] = step + 1;
   advance_clock(s, step + 1);
-  if (t->consistency == SRV_CONS_SYNC) {
+  if (t->spec.consistency == PS_CONS_SYNC) {
     issue_applies(s, t);
   } else {
     t->applied = min_clock(t);
@@ -643,7 +643,7 @@ static ps_status check_keys(ps_server *s, srv_req *r) {
   return PS_OK;
 }
 
-static bool needs_worker(const srv_table *t) { return t->consistency != SRV_CONS_ASYNC; }
+static bool needs_worker(const srv_table *t) { return t->spec.consistency != PS_CONS_ASYNC; }
 
 static void handle_pull(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
@@ -663,14 +663,14 @@ static void handle_pull(ps_server *s, srv_req *r) {
                     r->msg.nkeys, t->spec.dim);
     return;
   }
-  if (needs_worker(t) && h->worker >= t->num_workers) {
+  if (needs_worker(t) && h->worker >= t->spec.num_workers) {
     srv_reply_error(s, r, PS_ERR_INVALID, "worker %u out of range: table %u has %u workers",
-                    h->worker, t->spec.id, t->num_workers);
+                    h->worker, t->spec.id, t->spec.num_workers);
     return;
   }
   if (check_keys(s, r) != PS_OK) return;
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
-  if (t->consistency != SRV_CONS_ASYNC) adopt_step(t, h->step);
+  if (t->spec.consistency != PS_CONS_ASYNC) adopt_step(t, h->step);
   if (!pull_ready(t, h->step)) {
     t->deferred++;
     s->deferred_now++;
@@ -693,14 +693,14 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   r->f16 = r->msg.value_size == 2;
-  if (needs_worker(t) && h->worker >= t->num_workers) {
+  if (needs_worker(t) && h->worker >= t->spec.num_workers) {
     srv_reply_error(s, r, PS_ERR_INVALID, "worker %u out of range: table %u has %u workers",
-                    h->worker, t->spec.id, t->num_workers);
+                    h->worker, t->spec.id, t->spec.num_workers);
     return;
   }
   if (check_keys(s, r) != PS_OK) return;
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
-  if (t->consistency != SRV_CONS_SYNC) {
+  if (t->spec.consistency != PS_CONS_SYNC) {
     dispatch(s, r, TK_PUSH);
     return;
   }
@@ -736,49 +736,24 @@ static void handle_step(ps_server *s, srv_req *r) {
   try_exclusive(s);
 }
 
-static int cons_from_proto(Ember__Consistency c) {
-  switch (c) {
-    case EMBER__CONSISTENCY__CONS_SYNC: return SRV_CONS_SYNC;
-    case EMBER__CONSISTENCY__CONS_ASYNC: return SRV_CONS_ASYNC;
-    case EMBER__CONSISTENCY__CONS_SSP: return SRV_CONS_SSP;
-    default: return -1;
-  }
-}
-
-static const char *cons_name(int c) {
-  return c == SRV_CONS_SYNC ? "sync" : c == SRV_CONS_ASYNC ? "async" : "ssp";
-}
-
 static void handle_declare(ps_server *s, srv_req *r) {
-  const Ember__TableSpec *p = r->h->table;
-  if (!p) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "DECLARE without a table spec");
+  ps_table_spec spec;
+  ps_error e;
+  if (ps_wire_spec_from_pb(r->h->table, &spec, &e) != PS_OK) {
+    srv_reply_error(s, r, e.code, "bad table spec: %s", e.msg);
     return;
   }
-  int cons = cons_from_proto(p->consistency);
-  uint32_t nw = p->num_workers ? p->num_workers : 1;
-  if (p->id == 0 || p->id > PS_WIRE_MAX_TABLE || p->dim == 0 || p->dim > PS_WIRE_MAX_DIM ||
-      !p->name || !p->name[0] || strlen(p->name) >= sizeof(((ps_table_spec *)0)->name) ||
-      cons < 0 || nw > SRV_MAX_WORKERS || (unsigned)p->optimizer > 4u || (unsigned)p->init > 2u) {
-    srv_reply_error(s, r, PS_ERR_INVALID,
-                    "bad table spec (id %u in 1..%u, dim %u in 1..%u, name of 1..63 chars, "
-                    "known consistency/optimizer/init, at most %u workers)",
-                    p->id, PS_WIRE_MAX_TABLE, p->dim, PS_WIRE_MAX_DIM, SRV_MAX_WORKERS);
-    return;
-  }
-  uint32_t stal = cons == SRV_CONS_SSP ? p->staleness : 0;
-  srv_table *t = s->tables[p->id];
-  if (t && !t->meta_unknown &&
-      (t->consistency != cons || t->staleness != stal || t->num_workers != nw)) {
+  const uint32_t id = spec.id;
+  srv_table *t = s->tables[id];
+  if (t && !t->meta_unknown && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
     srv_reply_error(s, r, PS_ERR_CONFLICT,
                     "table %u '%s' was declared with consistency %s (staleness %u) for %u "
                     "workers; this declaration asks for %s (staleness %u) for %u workers",
-                    p->id, t->spec.name, cons_name(t->consistency), t->staleness, t->num_workers,
-                    cons_name(cons), stal, nw);
+                    id, t->spec.name, ps_consistency_name(t->spec.consistency),
+                    t->spec.staleness, t->spec.num_workers,
+                    ps_consistency_name(spec.consistency), spec.staleness, spec.num_workers);
     return;
   }
-  ps_table_spec spec;
-  srv_spec_from_proto(p, &spec);
   ps_status st = ps_store_declare(s->store, &spec);
   if (st != PS_OK) {
     srv_reply_error(s, r, st,
@@ -786,25 +761,26 @@ static void handle_declare(ps_server *s, srv_req *r) {
                         ? "table %u '%s' conflicts with a table already declared (another spec "
                           "under this id or name)"
                         : "declaring table %u '%s' failed",
-                    p->id, p->name);
+                    id, spec.name);
     return;
   }
   if (!t || t->meta_unknown) {
-    srv_table *nt = srv_table_new(&spec, cons, stal, nw);
+    srv_table *nt = srv_table_new(&spec);
     if (!nt) {
-      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory declaring table %u", p->id);
+      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory declaring table %u", id);
       return;
     }
     if (t) srv_table_free(t);
-    s->tables[p->id] = nt;
-    if (p->id > s->max_table) s->max_table = p->id;
+    s->tables[id] = nt;
+    if (id > s->max_table) s->max_table = id;
     if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not persist the table metadata");
-    PS_INFO("declared table %u '%s' dim %u, %s%s for %u workers", p->id, spec.name, spec.dim,
-            cons_name(cons), cons == SRV_CONS_SSP ? ":K" : "", nw);
+    PS_INFO("declared table %u '%s' dim %u, %s%s for %u workers", id, spec.name, spec.dim,
+            ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
+            spec.num_workers);
   }
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
-  rh.table_id = p->id;
+  rh.table_id = id;
   srv_reply(s, r, &rh, NULL);
 }
 
@@ -833,7 +809,7 @@ static bool excl_ready(ps_server *s, srv_req *r) {
   uint64_t step = r->h->step;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
-    if (!t || t->consistency != SRV_CONS_SYNC || !t->step_init) continue;
+    if (!t || t->spec.consistency != PS_CONS_SYNC || !t->step_init) continue;
     if (r->h->table_id && r->h->table_id != id) continue;
     if (t->applied < step) return false;
   }
@@ -1122,13 +1098,13 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   srv_ckpt_discard_staged(s);
   /* Tables the store knows but the metadata does not (metadata lost): serve them, and let
    * the first declaration fix their consistency mode. */
-  uint32_t ids[1024];
-  size_t nt = ps_store_tables(s->store, ids, 1024);
+  uint32_t ids[PS_STORE_MAX_TABLES];
+  size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
   for (size_t i = 0; i < nt; i++) {
     if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
     ps_table_spec sp;
     if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
-    srv_table *t = srv_table_new(&sp, SRV_CONS_ASYNC, 0, 1);
+    srv_table *t = srv_table_new(&sp);
     if (!t) goto fail;
     t->meta_unknown = true;
     s->tables[ids[i]] = t;

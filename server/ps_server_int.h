@@ -20,11 +20,10 @@
 /* A pull reply larger than this is refused (count and dim are each bounded by ps_wire, but
  * their product is not bounded enough to allocate blindly). */
 #define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
-#define SRV_MAX_WORKERS 65536u
+#define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
 #define SRV_MAX_NAME 1024u
 #define SRV_MAX_KV_BYTES ((size_t)64 << 20)
 
-enum { SRV_CONS_SYNC = 0, SRV_CONS_ASYNC = 1, SRV_CONS_SSP = 2 };
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
 /* Per-op counters, indexed by Ember__Op (0..13). */
 #define SRV_NOPS 14
@@ -39,10 +38,7 @@ typedef struct srv_task {
 } srv_task;
 
 typedef struct srv_table {
-  ps_table_spec spec;
-  int consistency;
-  uint32_t staleness;
-  uint32_t num_workers;
+  ps_table_spec spec;    /* rows and stepping (spec.consistency, .staleness, .num_workers) */
   bool meta_unknown;     /* found in the store but not in our metadata: first declare sets it */
   bool step_init;        /* step state adopted from the first step-bearing message */
   uint64_t applied;      /* sync: steps < applied are applied; ssp/async: min worker clock */
@@ -180,10 +176,8 @@ void srv_reply_ok(ps_server *s, srv_req *r);
 /* ps_server_meta.c */
 ps_status srv_meta_load(ps_server *s, bool *clean);
 ps_status srv_meta_save(ps_server *s, bool clean);
-srv_table *srv_table_new(const ps_table_spec *spec, int consistency, uint32_t staleness,
-                         uint32_t num_workers);
+srv_table *srv_table_new(const ps_table_spec *spec);
 void srv_table_free(srv_table *t);
-void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *out);
 /* One phase (Ember__CkptPhase) of a checkpoint / a restore of this shard (called with no store
  * work in flight). */
 ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path, char *err,

@@ -31,19 +31,17 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 
-srv_table *srv_table_new(const ps_table_spec *spec, int consistency, uint32_t staleness,
-                         uint32_t num_workers) {
+/* The server's table: spec's stepping fields say how workers step it (num_workers 0 = 1). */
+srv_table *srv_table_new(const ps_table_spec *spec) {
   srv_table *t = calloc(1, sizeof *t);
   if (!t) return NULL;
-  t->clock = calloc(num_workers ? num_workers : 1, sizeof *t->clock);
+  t->spec = *spec;
+  if (t->spec.num_workers == 0) t->spec.num_workers = 1;
+  t->clock = calloc(t->spec.num_workers, sizeof *t->clock);
   if (!t->clock) {
     free(t);
     return NULL;
   }
-  t->spec = *spec;
-  t->consistency = consistency;
-  t->staleness = staleness;
-  t->num_workers = num_workers ? num_workers : 1;
   return t;
 }
 
@@ -53,37 +51,15 @@ void srv_table_free(srv_table *t) {
   free(t);
 }
 
-void srv_spec_from_proto(const Ember__TableSpec *p, ps_table_spec *o) {
-  memset(o, 0, sizeof *o);
-  o->id = p->id;
-  snprintf(o->name, sizeof o->name, "%s", p->name ? p->name : "");
-  o->dim = p->dim;
-  o->optimizer = (ps_optimizer)p->optimizer;
-  o->lr = p->lr;
-  o->beta1 = p->beta1;
-  o->beta2 = p->beta2;
-  o->eps = p->eps;
-  o->l1 = p->l1;
-  o->l2 = p->l2;
-  o->lr_power = p->lr_power;
-  o->initial_accumulator = p->initial_accumulator;
-  o->init = (ps_init)p->init;
-  o->init_a = p->init_a;
-  o->init_b = p->init_b;
-  o->seed = p->seed;
-  o->admit_threshold = p->admit_threshold;
-  o->ttl_steps = p->ttl_steps;
-}
-
 static json_t *tables_json(ps_server *s) {
   json_t *a = json_array();
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t || t->meta_unknown) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
-                                       t->spec.name, "consistency", t->consistency, "staleness",
-                                       (json_int_t)t->staleness, "num_workers",
-                                       (json_int_t)t->num_workers));
+                                       t->spec.name, "consistency", (int)t->spec.consistency, "staleness",
+                                       (json_int_t)t->spec.staleness, "num_workers",
+                                       (json_int_t)t->spec.num_workers));
   }
   return a;
 }
@@ -153,12 +129,14 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
       continue;
     }
     srv_table *old = s->tables[id];
-    if (old && !old->meta_unknown && old->consistency == cons &&
-        old->num_workers == (uint32_t)nw && old->staleness == (uint32_t)stal) {
+    spec.consistency = (ps_consistency)cons;
+    spec.staleness = (uint32_t)stal;
+    spec.num_workers = (uint32_t)nw;
+    if (old && !old->meta_unknown && ps_table_spec_stepping_equal(&old->spec, &spec)) {
       old->spec = spec;
       continue;
     }
-    srv_table *t = srv_table_new(&spec, (int)cons, (uint32_t)stal, (uint32_t)nw);
+    srv_table *t = srv_table_new(&spec);
     if (!t) continue;
     if (old) {
       /* Deferred pulls move to the new table object. */
@@ -414,7 +392,7 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step) {
     if (!t) continue;
     t->step_init = true;
     t->applied = t->apply_issued = step;
-    for (uint32_t w = 0; w < t->num_workers; w++) t->clock[w] = step;
+    for (uint32_t w = 0; w < t->spec.num_workers; w++) t->clock[w] = step;
   }
 }
 
@@ -459,13 +437,13 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err,
     return st;
   }
   /* Tables of the snapshot that we did not know, then their consistency metadata. */
-  uint32_t ids[1024];
-  size_t nt = ps_store_tables(s->store, ids, 1024);
+  uint32_t ids[PS_STORE_MAX_TABLES];
+  size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
   for (size_t i = 0; i < nt; i++) {
     if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
     ps_table_spec sp;
     if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
-    srv_table *t = srv_table_new(&sp, SRV_CONS_ASYNC, 0, 1);
+    srv_table *t = srv_table_new(&sp);
     if (!t) continue;
     t->meta_unknown = true;
     s->tables[ids[i]] = t;

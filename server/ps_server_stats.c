@@ -71,15 +71,14 @@ char *srv_stats_build(ps_server *s) {
                         (json_int_t)s->reqs_live);
   json_object_set_new(j, "queue", q);
   json_t *tabs = json_array();
-  static const char *cons[] = {"sync", "async", "ssp"};
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t) continue;
     json_array_append_new(
         tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)id,
                         "name", t->spec.name, "dim", (json_int_t)t->spec.dim, "consistency",
-                        cons[t->consistency], "staleness", (json_int_t)t->staleness,
-                        "num_workers", (json_int_t)t->num_workers, "applied_step",
+                        ps_consistency_name(t->spec.consistency), "staleness", (json_int_t)t->spec.staleness,
+                        "num_workers", (json_int_t)t->spec.num_workers, "applied_step",
                         (json_int_t)t->applied, "pulls_deferred", (json_int_t)t->deferred,
                         "step_known", (json_int_t)t->step_init));
   }

@@ -245,8 +245,8 @@ static ps_status parse_consistency(const char *s, ps_consistency *c, uint32_t *k
 
 static ps_status declare_table(trainer *t) {
   const ps_train_config *c = t->cfg;
-  ps_client_table tb;
-  ps_client_table_default(&tb, TABLE_ID, TABLE_NAME, (uint32_t)c->emb_dim);
+  ps_table_spec tb;
+  ps_table_spec_default(&tb, TABLE_ID, TABLE_NAME, (uint32_t)c->emb_dim);
   tb.optimizer = parse_sparse_opt(c->sparse_opt);
   tb.lr = (float)c->sparse_lr;
   tb.eps = tb.optimizer == 1 || tb.optimizer == 2 ? 1e-10f : 1e-8f;

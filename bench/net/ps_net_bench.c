@@ -138,8 +138,8 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
       return -1;
     }
   }
-  ps_client_table t;
-  ps_client_table_default(&t, 1, "bench", (uint32_t)dim);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 1, "bench", (uint32_t)dim);
   if (ps_client_declare(cl, &t) != PS_OK) {
     fprintf(stderr, "declare: %s\n", ps_client_error(cl));
     stop(pid, ns);

@@ -738,11 +738,11 @@ static int write_plot(const cfg *c, result *rs, int n) {
 
 static int declare_tables(const cfg *c, ps_client *cl) {
   for (int i = 0; i < c->tables; i++) {
-    ps_client_table t;
+    ps_table_spec t;
     char name[64];
     uint32_t id = (uint32_t)(c->table_id + i);
     snprintf(name, sizeof name, "pslat_%u", id);
-    ps_client_table_default(&t, id, name, (uint32_t)c->dim);
+    ps_table_spec_default(&t, id, name, (uint32_t)c->dim);
     t.consistency = PS_CONS_ASYNC; /* no step barrier: the bench has no workers */
     t.num_workers = 1;
     ps_status st = ps_client_declare(cl, &t);

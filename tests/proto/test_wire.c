@@ -95,6 +95,60 @@ static void test_declare_roundtrip(void **st) {
   free((void *)f[0].data);
 }
 
+/* ps_table_spec -> TableSpec -> bytes -> TableSpec -> ps_table_spec gives every field back,
+ * and the conversion from the wire validates and normalizes as ps_wire.h says. */
+static void test_spec_conversion(void **st) {
+  (void)st;
+  ps_table_spec t;
+  ps_table_spec_default(&t, 9, "users", 32);
+  t.optimizer = PS_OPT_FTRL;
+  t.lr = 0.3f, t.beta1 = 0.5f, t.beta2 = 0.25f, t.eps = 1e-6f, t.l1 = 0.1f, t.l2 = 0.2f;
+  t.lr_power = -0.75f, t.initial_accumulator = 0.125f, t.init = PS_INIT_NORMAL;
+  t.init_a = 0.02f, t.init_b = 0.5f, t.seed = 0x123456789ull, t.admit_threshold = 3;
+  t.ttl_steps = 1000, t.consistency = PS_CONS_SSP, t.staleness = 4, t.num_workers = 8;
+  Ember__TableSpec p;
+  ps_wire_spec_to_pb(&t, &p);
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
+  h.table = &p;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
+  ps_msg m;
+  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  ps_table_spec back;
+  memset(&back, 0xab, sizeof back);
+  assert_int_equal(ps_wire_spec_from_pb(m.hdr->table, &back, NULL), PS_OK);
+  assert_true(ps_table_spec_rows_equal(&t, &back));
+  assert_true(ps_table_spec_stepping_equal(&t, &back));
+  ps_msg_clear(&m);
+  free((void *)f[0].data);
+
+  /* num_workers 0 reads as 1; staleness only counts for SSP. */
+  ps_table_spec_default(&t, 2, "a", 4);
+  t.consistency = PS_CONS_SYNC;
+  t.staleness = 5;
+  ps_wire_spec_to_pb(&t, &p);
+  p.num_workers = 0;
+  assert_int_equal(ps_wire_spec_from_pb(&p, &back, NULL), PS_OK);
+  assert_int_equal(back.num_workers, 1);
+  assert_int_equal(back.staleness, 0);
+  /* Bad specs are refused with a reason, and *t is left alone. */
+  ps_error e;
+  char longname[100];
+  memset(longname, 'n', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  p.name = longname;
+  back.id = 77;
+  assert_int_equal(ps_wire_spec_from_pb(&p, &back, &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "name"));
+  assert_int_equal(back.id, 77);
+  ps_wire_spec_to_pb(&t, &p);
+  p.optimizer = (Ember__Optimizer)17;
+  assert_int_equal(ps_wire_spec_from_pb(&p, &back, &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "optimizer"));
+  assert_int_equal(ps_wire_spec_from_pb(NULL, &back, &e), PS_ERR_INVALID);
+}
+
 /* Packs a header and decodes it with the given bulk frames; returns the status. */
 static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
   size_t hs;
@@ -224,7 +278,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pull_roundtrip),   cmocka_unit_test(test_push_roundtrip_unaligned),
       cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
-      cmocka_unit_test(test_garbage_headers),
+      cmocka_unit_test(test_garbage_headers), cmocka_unit_test(test_spec_conversion),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

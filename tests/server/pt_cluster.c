@@ -207,26 +207,8 @@ int pt_stop(pt_server *s, int sig, int timeout_ms) {
   return -1;
 }
 
-void pt_spec_of(const ps_client_table *t, ps_table_spec *s) {
-  memset(s, 0, sizeof *s);
-  s->id = t->id;
-  snprintf(s->name, sizeof s->name, "%s", t->name);
-  s->dim = t->dim;
-  s->optimizer = (ps_optimizer)t->optimizer;
-  s->lr = t->lr;
-  s->beta1 = t->beta1;
-  s->beta2 = t->beta2;
-  s->eps = t->eps;
-  s->lr_power = t->lr_power;
-  s->initial_accumulator = t->initial_accumulator;
-  s->init = (ps_init)t->init;
-  s->init_a = t->init_a;
-  s->init_b = t->init_b;
-  s->seed = t->seed;
-}
-
 ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
-                       const ps_client_table *t) {
+                       const ps_table_spec *t) {
   char path[600];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   ps_store_options so = {.path = path, .cache_bytes = cache_bytes, .partitions = 1};
@@ -236,9 +218,7 @@ ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
     fprintf(stderr, "pt_ref_store: open %s: %s\n", path, ps_status_str(st));
     return NULL;
   }
-  ps_table_spec sp;
-  pt_spec_of(t, &sp);
-  if ((st = ps_store_declare(s, &sp)) != PS_OK) {
+  if ((st = ps_store_declare(s, t)) != PS_OK) {
     fprintf(stderr, "pt_ref_store: declare table %u in %s: %s\n", t->id, path,
             ps_status_str(st));
     ps_store_close(&s);

@@ -39,8 +39,6 @@ void pt_stop_all(pt_server *srv, int n, const char *dir);
 /* A client of those n servers (shard order) as `rank`, requests bounded by timeout_ms;
  * NULL if it cannot be created. */
 ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms);
-/* The store spec a client's table declaration stands for (to replay it in-process). */
-void pt_spec_of(const ps_client_table *t, ps_table_spec *s);
 /* GET http://127.0.0.1:port/path (HTTP/1.1, Connection: close), every read and write bounded by
  * 5 s: the body of a 200 answer, malloc'd and NUL-terminated; NULL otherwise. */
 char *pt_http_get(int port, const char *path);
@@ -48,7 +46,7 @@ char *pt_http_get(int port, const char *path);
  * partition, cache_bytes of hot tier) with t declared. NULL, with the reason on stderr, if it
  * cannot be opened or t declared. */
 ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
-                       const ps_client_table *t);
+                       const ps_table_spec *t);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 

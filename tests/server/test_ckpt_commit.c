@@ -47,8 +47,8 @@ static void setup(fixture *f, const char *tag) {
   assert_true(pt_start_all(f->s, 2, tag, f->dir, 2));
   f->c = pt_client(f->s, 2, 0, 20000);
   assert_non_null(f->c);
-  ps_client_table t;
-  ps_client_table_default(&t, TAB, "emb", DIM);
+  ps_table_spec t;
+  ps_table_spec_default(&t, TAB, "emb", DIM);
   t.lr = 0.1f;
   assert_int_equal(ps_client_declare(f->c, &t), PS_OK);
   int on1 = 0;

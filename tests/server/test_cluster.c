@@ -50,8 +50,8 @@ static ps_client *client(void) {
   return c;
 }
 
-static void table_of(ps_client_table *t, int opt) {
-  ps_client_table_default(t, TABLE, "emb", DIM);
+static void table_of(ps_table_spec *t, int opt) {
+  ps_table_spec_default(t, TABLE, "emb", DIM);
   t->optimizer = opt;
   t->lr = 0.1f;
   t->eps = 1e-6f;
@@ -72,7 +72,7 @@ static void expect_close(const float *a, const float *b, size_t n, float tol) {
 static void test_equal_to_store(void **state) {
   (void)state;
   ps_client *c[3] = {client(), client(), client()};
-  ps_client_table t;
+  ps_table_spec t;
   table_of(&t, 1 /* Adagrad: order-sensitive if a push were applied twice */);
   for (int i = 0; i < 3; i++) assert_int_equal(ps_client_declare(c[i], &t), PS_OK);
 
@@ -137,11 +137,11 @@ static void test_equal_to_store(void **state) {
 static void test_refusals(void **state) {
   (void)state;
   ps_client *c = client();
-  ps_client_table t;
+  ps_table_spec t;
   table_of(&t, 1);
   assert_int_equal(ps_client_declare(c, &t), PS_OK);
   /* Same id, another consistency contract: refused, with the reason. */
-  ps_client_table t2 = t;
+  ps_table_spec t2 = t;
   t2.consistency = PS_CONS_SYNC;
   t2.num_workers = 2;
   assert_int_equal(ps_client_declare(c, &t2), PS_ERR_CONFLICT);
@@ -208,7 +208,7 @@ static void test_f16_wire(void **state) {
   o.wire_f16 = true;
   ps_client *c = NULL;
   assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
-  ps_client_table t;
+  ps_table_spec t;
   table_of(&t, 0);
   t.id = 4;
   snprintf(t.name, sizeof t.name, "half");

@@ -44,8 +44,8 @@ static ps_client *client(uint32_t rank) {
 static void test_sync(void **state) {
   (void)state;
   ps_client *a = client(0), *b = client(1);
-  ps_client_table t;
-  ps_client_table_default(&t, 10, "sync", DIM);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 10, "sync", DIM);
   t.optimizer = 1; /* Adagrad */
   t.lr = 0.5f;
   t.eps = 1e-6f;
@@ -133,15 +133,15 @@ static void test_ssp(void **state) {
   (void)state;
   const uint32_t K = 2;
   ps_client *fast = client(0), *slow = client(1);
-  ps_client_table t;
-  ps_client_table_default(&t, 11, "ssp", DIM);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 11, "ssp", DIM);
   t.consistency = PS_CONS_SSP;
   t.staleness = K;
   t.num_workers = 2;
   assert_int_equal(ps_client_declare(fast, &t), PS_OK);
   assert_int_equal(ps_client_declare(slow, &t), PS_OK);
   /* Declaring another staleness is refused. */
-  ps_client_table t2 = t;
+  ps_table_spec t2 = t;
   t2.staleness = K + 1;
   assert_int_equal(ps_client_declare(slow, &t2), PS_ERR_CONFLICT);
   uint64_t k[6] = {1, 2, 3, 4, 5, 6};
@@ -172,9 +172,7 @@ static void test_ssp(void **state) {
   /* Async application: the slow worker sees the fast one's pushes already. */
   float seen[6 * DIM], init[6 * DIM];
   assert_int_equal(ps_client_pull(slow, 11, 0, k, 6, seen), PS_OK);
-  ps_table_spec sp;
-  pt_spec_of(&t, &sp);
-  for (int i = 0; i < 6; i++) ps_store_init_row(&sp, k[i], init + i * DIM);
+  for (int i = 0; i < 6; i++) ps_store_init_row(&t, k[i], init + i * DIM);
   for (int i = 0; i < 6 * DIM; i++) assert_true(fabsf(seen[i] - (init[i] - K * 0.01f * 0.01f)) < 1e-6f);
   /* The slowest finishes step 0: the held pull goes through. */
   do_step(slow, 11, 0, k, 6);

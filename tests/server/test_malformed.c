@@ -178,13 +178,13 @@ static void test_malformed(void **state) {
   const char *urls[1] = {s.url};
   ps_client *c = NULL;
   assert_int_equal(ps_client_create(urls, 1, NULL, &c), PS_OK);
-  ps_client_table t;
-  ps_client_table_default(&t, 1, "good", 8);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 1, "good", 8);
   t.seed = 9;
   t.lr = 0.5f;
   assert_int_equal(ps_client_declare(c, &t), PS_OK);
-  ps_client_table t2;
-  ps_client_table_default(&t2, 2, "sync", 8);
+  ps_table_spec t2;
+  ps_table_spec_default(&t2, 2, "sync", 8);
   t2.consistency = PS_CONS_SYNC;
   t2.num_workers = 2;
   assert_int_equal(ps_client_declare(c, &t2), PS_OK);

@@ -36,8 +36,8 @@ static void test_restart(void **state) {
   o.timeout_ms = 20000;
   ps_client *c = NULL;
   assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
-  ps_client_table t;
-  ps_client_table_default(&t, 5, "emb", DIM);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 5, "emb", DIM);
   t.lr = 0.1f;
   assert_int_equal(ps_client_declare(c, &t), PS_OK);
 

@@ -69,10 +69,10 @@ static ps_client *client(const pt_server *s, uint32_t rank) {
 }
 
 static void declare(ps_client *c, uint32_t id, ps_consistency cons) {
-  ps_client_table t;
+  ps_table_spec t;
   char name[32];
   snprintf(name, sizeof name, "timing%u", id);
-  ps_client_table_default(&t, id, name, DIM);
+  ps_table_spec_default(&t, id, name, DIM);
   t.consistency = cons;
   t.num_workers = 2;
   assert_int_equal(ps_client_declare(c, &t), PS_OK);

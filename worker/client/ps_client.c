@@ -113,22 +113,6 @@ void ps_client_options_default(ps_client_options *o) {
   o->ckpt_timeout_ms = 600000;
 }
 
-void ps_client_table_default(ps_client_table *t, uint32_t id, const char *name, uint32_t dim) {
-  memset(t, 0, sizeof *t);
-  t->id = id;
-  snprintf(t->name, sizeof t->name, "%s", name ? name : "");
-  t->dim = dim;
-  t->lr = 0.01f;
-  t->beta1 = 0.9f;
-  t->beta2 = 0.999f;
-  t->eps = 1e-8f;
-  t->lr_power = -0.5f;
-  t->init_a = -0.05f;
-  t->init_b = 0.05f;
-  t->consistency = PS_CONS_ASYNC;
-  t->num_workers = 1;
-}
-
 /* ------------------------------------------------------------------ lifecycle */
 
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
@@ -850,35 +834,14 @@ static ps_status ctl(ps_client *c, int shard, Ember__Header *h, uint64_t timeout
   return st;
 }
 
-ps_status ps_client_declare(ps_client *c, const ps_client_table *t) {
-  if (!t || t->id == 0 || t->id > PS_WIRE_MAX_TABLE || t->dim == 0 || t->dim > PS_WIRE_MAX_DIM)
-    return set_err(c, PS_ERR_INVALID, "table id must be in 1..%u and dim in 1..%u",
-                   PS_WIRE_MAX_TABLE, PS_WIRE_MAX_DIM);
+ps_status ps_client_declare(ps_client *c, const ps_table_spec *t) {
+  if (!t) return set_err(c, PS_ERR_INVALID, "no table spec");
+  ps_table_spec v = *t;
+  if (v.num_workers == 0) v.num_workers = 1; /* as the wire reads 0 */
+  ps_error e;
+  if (ps_table_spec_validate(&v, &e) != PS_OK) return set_err(c, e.code, "%s", e.msg);
   Ember__TableSpec sp;
-  ember__table_spec__init(&sp);
-  char name[64];
-  snprintf(name, sizeof name, "%s", t->name);
-  sp.id = t->id;
-  sp.name = name;
-  sp.dim = t->dim;
-  sp.optimizer = (Ember__Optimizer)t->optimizer;
-  sp.lr = t->lr;
-  sp.beta1 = t->beta1;
-  sp.beta2 = t->beta2;
-  sp.eps = t->eps;
-  sp.l1 = t->l1;
-  sp.l2 = t->l2;
-  sp.lr_power = t->lr_power;
-  sp.initial_accumulator = t->initial_accumulator;
-  sp.init = (Ember__Init)t->init;
-  sp.init_a = t->init_a;
-  sp.init_b = t->init_b;
-  sp.seed = t->seed;
-  sp.admit_threshold = t->admit_threshold;
-  sp.ttl_steps = t->ttl_steps;
-  sp.consistency = (Ember__Consistency)t->consistency;
-  sp.staleness = t->staleness;
-  sp.num_workers = t->num_workers;
+  ps_wire_spec_to_pb(t, &sp);
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
   h.table_id = t->id;

@@ -22,33 +22,10 @@
 #include <stdint.h>
 
 #include "ps_status.h"
+#include "ps_table.h"
 
-typedef enum ps_consistency {
-  PS_CONS_SYNC = 0,  /* step t's pushes of all workers summed and applied once */
-  PS_CONS_ASYNC = 1, /* pushes applied on arrival; pulls never wait */
-  PS_CONS_SSP = 2    /* bounded staleness `staleness` */
-} ps_consistency;
-
-/* A table declaration: the store's spec (same numbering as ember.proto) plus the consistency
- * contract, which every worker must declare identically. */
-typedef struct ps_client_table {
-  uint32_t id; /* 1..65535 */
-  char name[64];
-  uint32_t dim; /* 1..4096 */
-  int optimizer; /* 0 SGD, 1 Adagrad, 2 row-wise Adagrad, 3 Adam, 4 FTRL */
-  float lr, beta1, beta2, eps, l1, l2, lr_power, initial_accumulator;
-  int init;      /* 0 uniform(init_a, init_b), 1 normal(0, init_a), 2 zero */
-  float init_a, init_b;
-  uint64_t seed;
-  uint32_t admit_threshold;
-  uint64_t ttl_steps;
-  ps_consistency consistency;
-  uint32_t staleness;   /* ssp only */
-  uint32_t num_workers; /* workers that step this table (sync/ssp) */
-} ps_client_table;
-
-/* SGD, lr 0.01, uniform(-0.05, 0.05), async, one worker. */
-void ps_client_table_default(ps_client_table *t, uint32_t id, const char *name, uint32_t dim);
+/* Tables are declared with the one table vocabulary, ps_table_spec (ps_table.h): the store's
+ * row fields plus the consistency contract, which every worker must declare identically. */
 
 typedef struct ps_client_options {
   uint32_t timeout_ms;      /* bound on each request (default 30000) */
@@ -82,7 +59,7 @@ void ps_client_counters(const ps_client *c, uint64_t *disconnects, uint64_t *res
 /* Declares on every shard (idempotent). A different spec or consistency contract under the
  * same id is PS_ERR_CONFLICT, with the server's explanation in ps_client_error. Pulls and
  * pushes need the table declared by this client first (it learns the dim here). */
-ps_status ps_client_declare(ps_client *c, const ps_client_table *t);
+ps_status ps_client_declare(ps_client *c, const ps_table_spec *t);
 
 /* out[i*dim ..] = row of keys[i]; duplicates are fetched once. `step` is this worker's current
  * step (sync/ssp tables defer the reply until that step may read). */

@@ -1,0 +1,130 @@
+/* ps_table: defaults, validation, comparison and names of a table spec (see ps_table.h). */
+#include "ps_table.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const k_opt[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise_adagrad", "adam",
+                                                 "ftrl"};
+static const char *const k_init[PS_INIT_COUNT_] = {"uniform", "normal", "zero"};
+static const char *const k_cons[PS_CONS_COUNT_] = {"sync", "async", "ssp"};
+
+void ps_table_spec_default(ps_table_spec *t, uint32_t id, const char *name, uint32_t dim) {
+  memset(t, 0, sizeof(*t));
+  t->id = id;
+  snprintf(t->name, sizeof(t->name), "%s", name ? name : "");
+  t->dim = dim;
+  t->optimizer = PS_OPT_SGD;
+  t->lr = 0.01f;
+  t->beta1 = 0.9f;
+  t->beta2 = 0.999f;
+  t->eps = 1e-8f;
+  t->lr_power = -0.5f;
+  t->init = PS_INIT_UNIFORM;
+  t->init_a = -0.05f;
+  t->init_b = 0.05f;
+  t->consistency = PS_CONS_ASYNC;
+  t->num_workers = 1;
+}
+
+ps_status ps_table_spec_validate(const ps_table_spec *t, ps_error *err) {
+  if (!t) return ps_error_set(err, PS_ERR_INVALID, "no table spec");
+  if (t->id == 0 || t->id > PS_TABLE_MAX_ID)
+    return ps_error_set(err, PS_ERR_INVALID, "table id %u is not in 1..%u", t->id, PS_TABLE_MAX_ID);
+  size_t nl = strnlen(t->name, sizeof(t->name));
+  if (nl == 0 || nl == sizeof(t->name))
+    return ps_error_set(err, PS_ERR_INVALID, "table %u: name must have 1..%u characters", t->id,
+                        PS_TABLE_NAME_MAX - 1);
+  if (t->dim == 0 || t->dim > PS_TABLE_MAX_DIM)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': dim %u is not in 1..%u", t->id,
+                        t->name, t->dim, PS_TABLE_MAX_DIM);
+  if ((unsigned)t->optimizer >= PS_OPT_COUNT_)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown optimizer %d", t->id,
+                        t->name, (int)t->optimizer);
+  if ((unsigned)t->init >= PS_INIT_COUNT_)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown init %d", t->id, t->name,
+                        (int)t->init);
+  if ((unsigned)t->consistency >= PS_CONS_COUNT_)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown consistency %d", t->id,
+                        t->name, (int)t->consistency);
+  if (t->num_workers == 0 || t->num_workers > PS_TABLE_MAX_WORKERS)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': %u workers is not in 1..%u", t->id,
+                        t->name, t->num_workers, PS_TABLE_MAX_WORKERS);
+  const float f[] = {t->lr, t->eps, t->beta1, t->beta2, t->l1, t->l2,
+                     t->lr_power, t->initial_accumulator, t->init_a, t->init_b};
+  for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+    if (!isfinite(f[i]))
+      return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': a hyperparameter is not finite",
+                          t->id, t->name);
+  if (t->optimizer == PS_OPT_FTRL && t->lr <= 0)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': FTRL needs lr > 0", t->id, t->name);
+  if (t->optimizer == PS_OPT_ADAM &&
+      (t->beta1 < 0 || t->beta1 >= 1 || t->beta2 < 0 || t->beta2 >= 1))
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': Adam needs betas in [0, 1)", t->id,
+                        t->name);
+  if (t->initial_accumulator < 0)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': initial_accumulator < 0", t->id,
+                        t->name);
+  return PS_OK;
+}
+
+bool ps_table_spec_rows_equal(const ps_table_spec *a, const ps_table_spec *b) {
+  /* Bit for bit, as the store compared its encodings: a re-declaration with lr 0.1 vs 0.1f
+   * rounding the same way is equal, one with another NaN payload is not (NaN is invalid). */
+#define SAME(f) (memcmp(&a->f, &b->f, sizeof(a->f)) == 0)
+  return SAME(id) && strncmp(a->name, b->name, sizeof(a->name)) == 0 && SAME(dim) &&
+         SAME(optimizer) && SAME(lr) && SAME(beta1) && SAME(beta2) && SAME(eps) && SAME(l1) &&
+         SAME(l2) && SAME(lr_power) && SAME(initial_accumulator) && SAME(init) && SAME(init_a) &&
+         SAME(init_b) && SAME(seed) && SAME(admit_threshold) && SAME(ttl_steps);
+#undef SAME
+}
+
+bool ps_table_spec_stepping_equal(const ps_table_spec *a, const ps_table_spec *b) {
+  return a->consistency == b->consistency && a->staleness == b->staleness &&
+         a->num_workers == b->num_workers;
+}
+
+static const char *name_of(const char *const *names, unsigned n, unsigned v) {
+  return v < n ? names[v] : "?";
+}
+
+static ps_status parse_of(const char *const *names, unsigned n, const char *what, const char *s,
+                          int *out, ps_error *err) {
+  for (unsigned i = 0; s && i < n; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (int)i;
+      return PS_OK;
+    }
+  char known[128] = "";
+  for (unsigned i = 0; i < n; i++)
+    snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
+             names[i]);
+  return ps_error_set(err, PS_ERR_INVALID, "unknown %s '%s' (known: %s)", what, s ? s : "",
+                      known);
+}
+
+const char *ps_optimizer_name(ps_optimizer o) { return name_of(k_opt, PS_OPT_COUNT_, o); }
+const char *ps_init_name(ps_init i) { return name_of(k_init, PS_INIT_COUNT_, i); }
+const char *ps_consistency_name(ps_consistency c) { return name_of(k_cons, PS_CONS_COUNT_, c); }
+
+ps_status ps_optimizer_parse(const char *s, ps_optimizer *out, ps_error *err) {
+  int v = 0;
+  ps_status st = parse_of(k_opt, PS_OPT_COUNT_, "optimizer", s, &v, err);
+  if (st == PS_OK) *out = (ps_optimizer)v;
+  return st;
+}
+
+ps_status ps_init_parse(const char *s, ps_init *out, ps_error *err) {
+  int v = 0;
+  ps_status st = parse_of(k_init, PS_INIT_COUNT_, "init", s, &v, err);
+  if (st == PS_OK) *out = (ps_init)v;
+  return st;
+}
+
+ps_status ps_consistency_parse(const char *s, ps_consistency *out, ps_error *err) {
+  int v = 0;
+  ps_status st = parse_of(k_cons, PS_CONS_COUNT_, "consistency", s, &v, err);
+  if (st == PS_OK) *out = (ps_consistency)v;
+  return st;
+}

@@ -1,0 +1,144 @@
+/* The table vocabulary (ps_table.h) and the error convention (ps_error in ps_status.h):
+ * defaults, each validation rule with its message, names both ways, row vs stepping
+ * equality, and error messages that are set, prefixed and truncated as documented. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_status.h"
+#include "ps_table.h"
+
+static void test_default_is_valid(void **st) {
+  (void)st;
+  ps_table_spec t;
+  ps_table_spec_default(&t, 7, "emb", 16);
+  assert_int_equal(t.id, 7);
+  assert_string_equal(t.name, "emb");
+  assert_int_equal(t.optimizer, PS_OPT_SGD);
+  assert_true(t.lr == 0.01f && t.init_a == -0.05f && t.init_b == 0.05f);
+  assert_int_equal(t.consistency, PS_CONS_ASYNC);
+  assert_int_equal(t.num_workers, 1);
+  assert_int_equal(ps_table_spec_validate(&t, NULL), PS_OK);
+}
+
+/* Each bad field is refused with PS_ERR_INVALID and a message that names it. */
+static void test_validate_rules(void **st) {
+  (void)st;
+  ps_table_spec t;
+  ps_error e;
+#define BAD(stmt, needle)                                            \
+  do {                                                               \
+    ps_table_spec_default(&t, 3, "tab", 8);                          \
+    stmt;                                                            \
+    ps_error_clear(&e);                                              \
+    assert_int_equal(ps_table_spec_validate(&t, &e), PS_ERR_INVALID); \
+    assert_int_equal(e.code, PS_ERR_INVALID);                        \
+    assert_non_null(strstr(e.msg, needle));                          \
+  } while (0)
+  BAD(t.id = 0, "table id 0");
+  BAD(t.id = PS_TABLE_MAX_ID + 1, "not in 1..65535");
+  BAD(t.name[0] = 0, "name must have");
+  BAD(memset(t.name, 'x', sizeof(t.name)), "name must have");
+  BAD(t.dim = 0, "dim 0");
+  BAD(t.dim = PS_TABLE_MAX_DIM + 1, "dim 4097");
+  BAD(t.optimizer = (ps_optimizer)5, "unknown optimizer 5");
+  BAD(t.init = (ps_init)3, "unknown init 3");
+  BAD(t.consistency = (ps_consistency)3, "unknown consistency 3");
+  BAD(t.num_workers = 0, "0 workers");
+  BAD(t.lr = NAN, "not finite");
+  BAD(t.init_b = INFINITY, "not finite");
+  BAD((t.optimizer = PS_OPT_FTRL, t.lr = 0), "FTRL needs lr > 0");
+  BAD((t.optimizer = PS_OPT_ADAM, t.beta2 = 1.0f), "Adam needs betas");
+  BAD(t.initial_accumulator = -1, "initial_accumulator");
+#undef BAD
+  /* The boundaries themselves are fine. */
+  ps_table_spec_default(&t, PS_TABLE_MAX_ID, "x", PS_TABLE_MAX_DIM);
+  t.num_workers = PS_TABLE_MAX_WORKERS;
+  assert_int_equal(ps_table_spec_validate(&t, NULL), PS_OK);
+}
+
+static void test_names_both_ways(void **st) {
+  (void)st;
+  for (unsigned i = 0; i < PS_OPT_COUNT_; i++) {
+    ps_optimizer o;
+    assert_int_equal(ps_optimizer_parse(ps_optimizer_name((ps_optimizer)i), &o, NULL), PS_OK);
+    assert_int_equal(o, i);
+  }
+  for (unsigned i = 0; i < PS_INIT_COUNT_; i++) {
+    ps_init v;
+    assert_int_equal(ps_init_parse(ps_init_name((ps_init)i), &v, NULL), PS_OK);
+    assert_int_equal(v, i);
+  }
+  for (unsigned i = 0; i < PS_CONS_COUNT_; i++) {
+    ps_consistency v;
+    assert_int_equal(ps_consistency_parse(ps_consistency_name((ps_consistency)i), &v, NULL), PS_OK);
+    assert_int_equal(v, i);
+  }
+  assert_string_equal(ps_optimizer_name(PS_OPT_ROWWISE_ADAGRAD), "rowwise_adagrad");
+  assert_string_equal(ps_consistency_name((ps_consistency)9), "?");
+  ps_optimizer o = PS_OPT_ADAM;
+  ps_error e;
+  assert_int_equal(ps_optimizer_parse("adamw", &o, &e), PS_ERR_INVALID);
+  assert_int_equal(o, PS_OPT_ADAM); /* untouched on failure */
+  assert_string_equal(e.msg, "unknown optimizer 'adamw' (known: sgd, adagrad, rowwise_adagrad, "
+                             "adam, ftrl)");
+}
+
+static void test_equality_parts(void **st) {
+  (void)st;
+  ps_table_spec a, b;
+  ps_table_spec_default(&a, 1, "t", 4);
+  b = a;
+  b.consistency = PS_CONS_SYNC;
+  b.num_workers = 4;
+  assert_true(ps_table_spec_rows_equal(&a, &b));   /* stepping does not define rows */
+  assert_false(ps_table_spec_stepping_equal(&a, &b));
+  b = a;
+  b.lr = 0.02f;
+  assert_false(ps_table_spec_rows_equal(&a, &b));
+  assert_true(ps_table_spec_stepping_equal(&a, &b));
+  b = a;
+  b.ttl_steps = 9;
+  assert_false(ps_table_spec_rows_equal(&a, &b));
+}
+
+static void test_error_convention(void **st) {
+  (void)st;
+  assert_int_equal(ps_error_set(NULL, PS_ERR_IO, "x %d", 1), PS_ERR_IO); /* NULL is fine */
+  assert_string_equal(ps_error_str(NULL), "ok");
+  ps_error e;
+  ps_error_clear(&e);
+  assert_int_equal(e.code, PS_OK);
+  assert_string_equal(ps_error_str(&e), "ok");
+  assert_int_equal(ps_error_set(&e, PS_ERR_NOT_FOUND, "file %s", "a.tsv"), PS_ERR_NOT_FOUND);
+  assert_string_equal(e.msg, "file a.tsv");
+  assert_int_equal(ps_error_prefix(&e, "shard %d: ", 2), PS_ERR_NOT_FOUND);
+  assert_string_equal(ps_error_str(&e), "shard 2: file a.tsv");
+  /* An empty message reads as its code's text, also under a prefix. */
+  e.code = PS_ERR_TIMEOUT;
+  e.msg[0] = 0;
+  assert_string_equal(ps_error_str(&e), "timed out");
+  ps_error_prefix(&e, "pull: ");
+  assert_string_equal(e.msg, "pull: timed out");
+  /* Long messages are truncated, never overflow. */
+  char big[2 * PS_ERROR_MSG_MAX];
+  memset(big, 'y', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  ps_error_set(&e, PS_ERR_IO, "%s", big);
+  assert_int_equal(strlen(e.msg), PS_ERROR_MSG_MAX - 1);
+  ps_error_prefix(&e, "%s", big);
+  assert_int_equal(strlen(e.msg), PS_ERROR_MSG_MAX - 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_default_is_valid), cmocka_unit_test(test_validate_rules),
+      cmocka_unit_test(test_names_both_ways),  cmocka_unit_test(test_equality_parts),
+      cmocka_unit_test(test_error_convention),
+  };
+  return cmocka_run_group_tests_name("table", tests, NULL, NULL);
+}
