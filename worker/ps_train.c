@@ -26,33 +26,19 @@
 #define TRY PS_TRAIN_TRY
 
 
+/* The model's shape defaults are DLRM's own (the Kaggle shape, ps_dlrm_config_default): one
+ * place says what they are. */
 void ps_train_config_default(ps_train_config *c) {
-  memset(c, 0, sizeof *c);
-  c->holdout = 0;
-  c->rank = -1;
-  c->world = 1;
-  c->device = "cpu";
-  c->consistency = "sync";
-  c->epochs = 1;
-  c->batch = 2048;
-  c->lr = 0.001;
-  c->dense_opt = "adam";
-  c->sparse_lr = 0.1;
-  c->sparse_opt = "adagrad";
-  c->emb_init = 0.01;
-  c->emb_dim = 16;
-  c->mlp_bot = "13-512-256-64-16";
-  c->mlp_top = "512-256-1";
-  c->threads = 0;
-  c->bad_lines = "skip";
-  c->progress_every = 5.0;
-  c->seed = 1;
-  c->timeout_ms = 120000;
-  c->consistency_mode = PS_CONS_SYNC;
-  c->staleness = 0;
-  c->dense_optimizer = PS_DLRM_OPT_ADAM;
-  c->sparse_optimizer = PS_OPT_ADAGRAD;
-  c->bad_lines_mode = PS_BAD_LINES_SKIP;
+  ps_dlrm_config m;
+  ps_dlrm_config_default(&m);
+  *c = (ps_train_config){
+      .holdout = 0, .rank = -1, .world = 1, .device = "cpu", .threads = 0,
+      .consistency = "sync", .consistency_mode = PS_CONS_SYNC, .staleness = 0,
+      .epochs = 1, .batch = 2048, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
+      .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
+      .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
+      .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
+      .progress_every = 5.0, .seed = 1, .timeout_ms = 120000};
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -68,7 +54,8 @@ static ps_status declare_table(ps_trainer *t) {
   ps_table_spec_default(&tb, PS_TRAIN_TABLE_ID, PS_TRAIN_TABLE_NAME, (uint32_t)c->emb_dim);
   tb.optimizer = c->sparse_optimizer;
   tb.lr = (float)c->sparse_lr;
-  tb.eps = tb.optimizer == PS_OPT_ADAGRAD || tb.optimizer == PS_OPT_ROWWISE_ADAGRAD ? 1e-10f : 1e-8f;
+  bool adagrad = tb.optimizer == PS_OPT_ADAGRAD || tb.optimizer == PS_OPT_ROWWISE_ADAGRAD;
+  tb.eps = adagrad ? 1e-10f : 1e-8f;
   tb.l1 = 0;
   tb.l2 = 0;
   tb.init = 0;
@@ -172,7 +159,8 @@ void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *m
 
 /* forward/backward of the slot's batch, allreduce, push + step. On return the push/step
  * requests are in flight in *push / *stepreq. */
-static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **push, ps_client_req **stepreq) {
+static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **push,
+                            ps_client_req **stepreq) {
   ps_batch *b = s->b;
   size_t n = b ? b->n : 0;
   float *g = ps_dlrm_grads(t->model);

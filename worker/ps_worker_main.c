@@ -43,7 +43,9 @@ static int parse_names(ps_train_config *c) {
   for (int i = 0; i < (int)PS_OPT_COUNT_; i++)
     if (!strcmp(c->sparse_opt, sparse[i])) opt = i;
   if (opt < 0) {
-    fprintf(stderr, "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n", c->sparse_opt);
+    fprintf(stderr,
+            "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n",
+            c->sparse_opt);
     return -1;
   }
   c->sparse_optimizer = (ps_optimizer)opt;

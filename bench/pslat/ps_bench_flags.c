@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bench_int.h"
 #include "ps_cli.h"
 #include "ps_log.h"
-#include "ps_bench_int.h"
 
 int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, int *nrates) {
   *c = (ps_bench_cfg){.servers = NULL,

@@ -9,17 +9,17 @@
  * thread sleeps to ~60 us before a send and spins the rest, and reaps replies by polling
  * (ps_client_ready), so a reply is seen within tens of microseconds. */
 
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bench_int.h"
 #include "ps_hash.h"
 #include "ps_keydist.h"
 #include "ps_log.h"
 #include "ps_time.h"
-#include "ps_bench_int.h"
 
 #define SPIN_NS 60000ull /* busy-wait this long before an intended send */
 
@@ -75,7 +75,8 @@ static void note_error(worker *w, ps_status st) {
 /* Sends one request with the given intended time into a free slot. */
 static void issue(worker *w, uint64_t intended) {
   const ps_bench_cfg *c = w->c;
-  bool pull = c->op == PS_BENCH_OP_PULL || (c->op == PS_BENCH_OP_MIXED && ps_rng_unit(&w->rng) < c->mix);
+  bool pull = c->op == PS_BENCH_OP_PULL ||
+              (c->op == PS_BENCH_OP_MIXED && ps_rng_unit(&w->rng) < c->mix);
   uint32_t table = (uint32_t)c->table_id +
                    (c->tables > 1 ? (uint32_t)(ps_rng_next(&w->rng) % (uint64_t)c->tables) : 0);
   size_t n = (size_t)c->keys;
@@ -244,8 +245,8 @@ void ps_bench_result_free(ps_bench_result *r) {
   json_decref(r->srv);
 }
 
-ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_client *statcl, double rate,
-                           ps_bench_result *res) {
+ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_client *statcl,
+                             double rate, ps_bench_result *res) {
   int T = c->threads;
   worker *ws = calloc((size_t)T, sizeof *ws);
   pthread_t *th = calloc((size_t)T, sizeof *th);

@@ -51,9 +51,11 @@ json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
   /* Client queue + network + server queue + service: the network part is the mean round trip
    * less the server's mean time (a difference of percentiles is no percentile, so only a
    * mean); the server parts are the slowest shard's, over this point. */
-  static const char *const bd_name[PS_BENCH_SP_N] = {"server_total", "server_queue", "server_service"};
+  static const char *const bd_name[PS_BENCH_SP_N] = {"server_total", "server_queue",
+                                                     "server_service"};
   for (int p = 0; p < PS_BENCH_SP_N; p++)
-    if (r->win[p]) json_object_set_new(bd, bd_name[p], ps_bench_win_json(r->win[p], r->win_mean_us[p]));
+    if (r->win[p])
+      json_object_set_new(bd, bd_name[p], ps_bench_win_json(r->win[p], r->win_mean_us[p]));
   if (r->win[PS_BENCH_SP_TOTAL]) {
     json_object_set_new(bd, "server_shard", json_integer(r->win_shard));
     json_object_set_new(bd, "network", json_pack("{s:f}", "mean", ps_bench_network_mean_us(r)));

@@ -31,7 +31,8 @@ static double add_buckets(json_t *pairs, uint64_t *dense) {
   return total;
 }
 
-void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v, size_t n, bool buckets) {
+void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v, size_t n,
+                         bool buckets) {
   for (size_t i = 0; i < n; i++) {
     memset(&v[i], 0, sizeof v[i]);
     char *js = NULL;
@@ -54,12 +55,14 @@ void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v,
         json_t *pairs = json_object_get(o, f);
         snprintf(f, sizeof f, "%s_us", ps_bench_sp_field[p]);
         double mean = json_number_value(json_object_get(json_object_get(o, f), "mean"));
-        double cnt = p == PS_BENCH_SP_TOTAL ? (double)json_integer_value(json_object_get(o, "count")) : 0;
+        double cnt =
+            p == PS_BENCH_SP_TOTAL ? (double)json_integer_value(json_object_get(o, "count")) : 0;
         if (v[i].b[p]) cnt = add_buckets(pairs, v[i].b[p]);
         v[i].n[p] += cnt;
         v[i].sum_us[p] += cnt * mean;
       }
-      if ((c->op == PS_BENCH_OP_PUSH) == (k == 1)) v[i].lat = json_incref(json_object_get(o, "latency_us"));
+      if ((c->op == PS_BENCH_OP_PUSH) == (k == 1))
+        v[i].lat = json_incref(json_object_get(o, "latency_us"));
     }
     json_t *q = json_object_get(doc, "queue");
     v[i].inflight = json_integer_value(json_object_get(q, "inflight"));
@@ -113,7 +116,8 @@ static ps_hist *hist_between(const uint64_t *b, const uint64_t *a, uint64_t *dif
 }
 
 /* Fills r's server fields from snapshots before and after the point. */
-void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a, size_t n) {
+void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a,
+                            size_t n) {
   r->srv_mean_us = -1;
   r->srv = json_array();
   uint64_t *diff = calloc(ps_hist_nbuckets(), sizeof *diff);
@@ -121,7 +125,8 @@ void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps
     json_t *e = json_pack("{s:I}", "shard", (json_int_t)i);
     if (a[i].ok && b[i].ok) {
       double cnt = a[i].n[PS_BENCH_SP_TOTAL] - b[i].n[PS_BENCH_SP_TOTAL];
-      double mean = cnt > 0 ? (a[i].sum_us[PS_BENCH_SP_TOTAL] - b[i].sum_us[PS_BENCH_SP_TOTAL]) / cnt : 0.0;
+      double sum = a[i].sum_us[PS_BENCH_SP_TOTAL] - b[i].sum_us[PS_BENCH_SP_TOTAL];
+      double mean = cnt > 0 ? sum / cnt : 0.0;
       json_object_set_new(e, "requests", json_integer((json_int_t)cnt));
       json_object_set_new(e, "mean_us", json_real(mean));
       if (a[i].lat) json_object_set(e, "latency_us_since_start", a[i].lat);
