@@ -25,7 +25,6 @@
 
 #define TRY PS_TRAIN_TRY
 
-
 /* The model's shape defaults are DLRM's own (the Kaggle shape, ps_dlrm_config_default): one
  * place says what they are. */
 void ps_train_config_default(ps_train_config *c) {
