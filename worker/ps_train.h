@@ -7,14 +7,22 @@
  * by n_r / N with N = the samples of the step over all workers, so W workers with batch B
  * train the model one worker trains with batch W·B (up to float summation order). N travels
  * in the same allreduce as the dense gradients (one extra float), which therefore runs before
- * the push. */
+ * the push.
+ *
+ * The config keeps each named choice twice: the name as given (a flag's text, its --help
+ * default, what the logs and the summary report) and its parsed value, which is what the run
+ * uses. ps_train_config_default sets both; a caller that changes a name parses it too
+ * (ps-worker's main does, beside its flag table). */
 #ifndef PS_TRAIN_H
 #define PS_TRAIN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ps_dlrm.h"
+#include "ps_reader.h"
 #include "ps_status.h"
+#include "ps_table.h"
 
 typedef struct ps_train_config {
   const char *servers;      /* "URL,URL,..." (shard order) */
@@ -49,6 +57,12 @@ typedef struct ps_train_config {
   const char *run_id;       /* rendezvous namespace; NULL = agreed through the coordinator */
   uint32_t timeout_ms;
   int metrics_port;         /* Prometheus /metrics (0: off) */
+  /* The names above, parsed: */
+  ps_consistency consistency_mode; /* consistency */
+  uint32_t staleness;              /* K of ssp:K (0 otherwise) */
+  ps_dlrm_opt_kind dense_optimizer; /* dense_opt */
+  ps_optimizer sparse_optimizer;   /* sparse_opt */
+  ps_bad_lines bad_lines_mode;     /* bad_lines */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

@@ -1,5 +1,7 @@
 /* ps-worker: trains DLRM against Ember's parameter servers (DESIGN.md's contract). Parses
- * flags into a ps_train_config and runs ps_train_run. */
+ * flags into a ps_train_config — the flag table, the checks across flags, and the named
+ * choices (consistency, optimizers, bad lines) turned into their enums — and runs
+ * ps_train_run. Bad arguments exit 2 with a one-line reason before anything connects. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,52 @@
 #include "ps_cli.h"
 #include "ps_log.h"
 #include "ps_train.h"
+
+/* "ssp:K" with K in 0..1000000. */
+static int parse_ssp(const char *s, uint32_t *k) {
+  char *end = NULL;
+  long v = strtol(s + 4, &end, 10);
+  if (!*(s + 4) || *end || v < 0 || v > 1000000) return -1;
+  *k = (uint32_t)v;
+  return 0;
+}
+
+/* The named choices into the config's enums; -1 (after a one-line reason) when one is not a
+ * known name. Sparse optimizer names are the flag's (rowwise-adagrad), in ps_optimizer order. */
+static int parse_names(ps_train_config *c) {
+  if (!strcmp(c->bad_lines, "skip")) c->bad_lines_mode = PS_BAD_LINES_SKIP;
+  else if (!strcmp(c->bad_lines, "fail")) c->bad_lines_mode = PS_BAD_LINES_FAIL;
+  else {
+    fprintf(stderr, "ps-worker: --bad-lines: '%s' is not skip or fail\n", c->bad_lines);
+    return -1;
+  }
+  c->staleness = 0;
+  if (!strcmp(c->consistency, "sync")) c->consistency_mode = PS_CONS_SYNC;
+  else if (!strcmp(c->consistency, "async")) c->consistency_mode = PS_CONS_ASYNC;
+  else if (!strncmp(c->consistency, "ssp:", 4) && parse_ssp(c->consistency, &c->staleness) == 0)
+    c->consistency_mode = PS_CONS_SSP;
+  else {
+    fprintf(stderr, "ps-worker: --consistency: '%s' is not sync, async or ssp:K\n", c->consistency);
+    return -1;
+  }
+  static const char *const sparse[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise-adagrad", "adam",
+                                                    "ftrl"};
+  int opt = -1;
+  for (int i = 0; i < (int)PS_OPT_COUNT_; i++)
+    if (!strcmp(c->sparse_opt, sparse[i])) opt = i;
+  if (opt < 0) {
+    fprintf(stderr,
+            "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n",
+            c->sparse_opt);
+    return -1;
+  }
+  c->sparse_optimizer = (ps_optimizer)opt;
+  if (ps_dlrm_opt_parse(c->dense_opt, &c->dense_optimizer) != PS_OK) {
+    fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c->dense_opt);
+    return -1;
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   ps_train_config c;
@@ -62,29 +110,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-worker: --rank %d must be below --world %d\n", c.rank, c.world);
     return 2;
   }
-  if (strcmp(c.bad_lines, "skip") && strcmp(c.bad_lines, "fail")) {
-    fprintf(stderr, "ps-worker: --bad-lines: '%s' is not skip or fail\n", c.bad_lines);
-    return 2;
-  }
   if (c.resume && !c.checkpoint_dir) {
     fprintf(stderr, "ps-worker: --resume needs --checkpoint-dir\n");
     return 2;
   }
-  if (strcmp(c.consistency, "sync") && strcmp(c.consistency, "async") && strncmp(c.consistency, "ssp:", 4)) {
-    fprintf(stderr, "ps-worker: --consistency: '%s' is not sync, async or ssp:K\n", c.consistency);
-    return 2;
-  }
-  const char *sparse[] = {"sgd", "adagrad", "rowwise-adagrad", "adam", "ftrl"};
-  int ok = 0;
-  for (int i = 0; i < 5; i++) ok |= !strcmp(c.sparse_opt, sparse[i]);
-  if (!ok) {
-    fprintf(stderr, "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n", c.sparse_opt);
-    return 2;
-  }
-  if (strcmp(c.dense_opt, "sgd") && strcmp(c.dense_opt, "adagrad") && strcmp(c.dense_opt, "adam")) {
-    fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c.dense_opt);
-    return 2;
-  }
+  if (parse_names(&c) != 0) return 2;
   c.metrics_port = (int)metrics_port;
   return ps_train_run(&c) == PS_OK ? 0 : 1;
 }

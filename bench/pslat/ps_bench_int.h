@@ -1,0 +1,104 @@
+/* ps_bench_int.h: what the files of ps-bench share — the run's configuration (flags, in
+ * ps_bench_flags.c), a measured point's result (load generation fills it, ps_bench_load.c),
+ * the servers' STATS snapshots and the queue/service breakdown (ps_bench_stats.c), and the
+ * report (text, JSON, plot; ps_bench_report.c). main (ps_bench.c) strings them together.
+ *
+ * The latency-critical part — the per-thread send/reap loop — stays whole inside
+ * ps_bench_load.c; nothing it calls per request crosses a file. */
+#ifndef PS_BENCH_INT_H
+#define PS_BENCH_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ps_client.h"
+#include "ps_hist.h"
+
+enum { PS_BENCH_OP_PULL, PS_BENCH_OP_PUSH, PS_BENCH_OP_MIXED };
+#define PS_BENCH_MAX_SWEEP 64
+
+typedef struct ps_bench_cfg {
+  const char *servers, *op_s, *dist_s, *arrivals_s, *sweep_s, *json, *plot, *level;
+  double mix, rate, duration, warmup;
+  int64_t keys, dim, key_space, requests, seed;
+  int tables, table_id, threads, connections, inflight, timeout_ms;
+  bool closed, prepopulate, poisson, unique;
+  int op;
+  double zipf_a;
+  int64_t pool_n;          /* --key-pool: pre-drawn keys (0 = draw per request) */
+  uint64_t *pool;
+} ps_bench_cfg;
+
+/* The parts of a server's time, as STATS names them (ops.<op>.<part>_us and _buckets): the
+ * total (receipt -> reply) and its split at the start of the store work. */
+enum { PS_BENCH_SP_TOTAL, PS_BENCH_SP_QUEUE, PS_BENCH_SP_SERVICE, PS_BENCH_SP_N };
+extern const char *const ps_bench_sp_field[PS_BENCH_SP_N];
+
+/* One measured point (a rate, or the closed loop). */
+typedef struct ps_bench_result {
+  double target_rate; /* < 0: closed loop */
+  double achieved_rate, keys_per_s, elapsed_s;
+  uint64_t requests, errors, timeouts, keys, late;
+  ps_hist *lat, *cq, *rtt;
+  char first_error[256];
+  double srv_mean_us;                       /* < 0: unknown */
+  /* The slowest shard's receipt-to-reply time over this point and its split (see
+   * ps_bench_sp_field): histograms of the point's requests (NULL: unknown) and exact means. */
+  ps_hist *win[PS_BENCH_SP_N];
+  double win_mean_us[PS_BENCH_SP_N];
+  int win_shard;
+  json_t *srv;                              /* per-shard server view */
+  int64_t *q_inflight_max, *q_deferred_max; /* per shard, sampled during the run */
+} ps_bench_result;
+
+/* The servers' STATS, per shard (see ps_bench_stats_snap). */
+typedef struct ps_bench_snap {
+  bool ok;
+  int64_t inflight, deferred;
+  json_t *lat; /* cumulative latency_us of the main op (borrowed into the result's JSON) */
+  /* Pulls and pushes together, cumulative since the server started: per part, the raw
+   * ps_hist bucket counts (only when asked for) and count x mean. */
+  uint64_t *b[PS_BENCH_SP_N];
+  double n[PS_BENCH_SP_N], sum_us[PS_BENCH_SP_N];
+} ps_bench_snap;
+
+/* ps_bench_flags.c: parses and checks the flags into c and the point rates. Returns
+ * PS_BENCH_RUN to go on, else the exit code (0 after --help, 2 bad arguments). */
+#define PS_BENCH_RUN (-1)
+int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, int *nrates);
+
+/* ps_bench_load.c */
+int ps_bench_key_pool(ps_bench_cfg *c);
+int ps_bench_declare_tables(const ps_bench_cfg *c, ps_client *cl);
+int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl);
+void ps_bench_result_init(ps_bench_result *r, size_t nsrv);
+void ps_bench_result_free(ps_bench_result *r);
+ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_client *statcl,
+                             double rate, ps_bench_result *res);
+
+/* ps_bench_stats.c */
+void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v, size_t n,
+                         bool buckets);
+void ps_bench_snaps_free(ps_bench_snap *v, size_t n);
+void ps_bench_sample_queues(const ps_bench_cfg *c, ps_client *cl, ps_bench_result *res,
+                            size_t nsrv);
+void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a,
+                            size_t n);
+double ps_bench_network_mean_us(const ps_bench_result *r);
+
+/* ps_bench_report.c */
+/* A server-side window: percentiles from a bucket difference, the exact mean, the count (no
+ * max: a difference of histograms does not keep it). */
+json_t *ps_bench_win_json(const ps_hist *h, double mean_us);
+void ps_bench_print_header(FILE *f);
+void ps_bench_print_row(FILE *f, const ps_bench_result *r);
+void ps_bench_print_breakdown(const ps_bench_result *r, size_t nsrv);
+void ps_bench_print_sweep(ps_bench_result *rs, int n);
+json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r);
+/* --json and --plot; returns rc updated as main's exit code. */
+int ps_bench_write_outputs(const ps_bench_cfg *c, ps_bench_result *rs, int n, int rc);
+
+#endif

@@ -1,0 +1,93 @@
+/* ps_train_eval: ps-worker's data sources and evaluation — the readers over --train and the
+ * evaluation set (a --test file, or the last --holdout lines of --train), and AUC, logloss and
+ * accuracy over the whole evaluation set.
+ *
+ * Evaluation is collective: every rank scores its own shard of the set (its pulls tagged with
+ * the current step, so in sync mode they see every applied step), then the (score, label) pairs
+ * are gathered exactly to every rank, so all ranks compute the same numbers. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "ps_train_int.h"
+
+#define TRY PS_TRAIN_TRY
+
+ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
+                               uint64_t row_end, ps_reader **out) {
+  const ps_train_config *c = t->cfg;
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.batch = c->batch;
+  o.rank = t->rank;
+  o.world = t->world;
+  o.epochs = epochs;
+  o.bad_lines = c->bad_lines_mode;
+  o.hash_buckets = (uint64_t)c->hash_buckets;
+  o.row_begin = row_begin;
+  o.row_end = row_end;
+  char err[512] = "";
+  ps_status st = ps_reader_create(path, &o, out, err, sizeof err);
+  if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, err[0] ? err : ps_status_str(st));
+  return st;
+}
+
+/* --test, or without it the last --holdout lines of --train (counted here). */
+ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp) {
+  memset(sp, 0, sizeof *sp);
+  sp->eval_path = c->test;
+  if (c->test || c->holdout <= 0) return PS_OK;
+  uint64_t lines = 0;
+  ps_status st = ps_data_count_lines(c->train, &lines);
+  if (st != PS_OK) {
+    PS_ERROR("cannot count the lines of %s", c->train);
+    return st;
+  }
+  if ((uint64_t)c->holdout >= lines) {
+    PS_ERROR("--holdout %" PRId64 " leaves no training lines (%s has %" PRIu64 ")",
+             c->holdout, c->train, lines);
+    return PS_ERR_INVALID;
+  }
+  sp->train_end = lines - (uint64_t)c->holdout;
+  sp->eval_path = c->train;
+  sp->eval_begin = sp->train_end;
+  sp->eval_end = lines;
+  return PS_OK;
+}
+
+/* AUC, logloss and accuracy over the whole evaluation set (see the top of the file). */
+ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res) {
+  uint64_t t0 = ps_now_ns();
+  ps_reader *r = NULL;
+  TRY(ps_train_open_reader(t, sp->eval_path, 1, sp->eval_begin, sp->eval_end, &r));
+  ps_eval *ev = NULL;
+  ps_status st = ps_eval_create(&ev);
+  ps_train_slot *s = &t->slots[0];
+  for (;;) {
+    ps_batch *b = NULL;
+    if (st == PS_OK) st = ps_reader_next(r, &b);
+    if (st != PS_OK) {
+      if (st == PS_ERR_PARSE) PS_ERROR("%s", ps_reader_error(r));
+      break;
+    }
+    if (!b) break;
+    if (b->n > 0) {
+      st = ps_train_slot_start(t, s, b, t->step);
+      if (st == PS_OK) st = ps_train_slot_wait(t, s);
+      ps_dlrm_batch mb;
+      if (st == PS_OK) {
+        ps_train_fill_batch(t, s, &mb);
+        st = ps_dlrm_predict(t->model, &mb, t->probs);
+      }
+      if (st == PS_OK) st = ps_eval_add(ev, t->probs, b->labels, b->n);
+    }
+    ps_reader_release(r, b);
+  }
+  t->bad_lines += ps_reader_bad_lines(r);
+  ps_reader_destroy(&r);
+  if (st == PS_OK && t->world > 1)
+    st = ps_eval_allgather(ev, ps_train_allreduce_host, t, t->rank, t->world);
+  if (st == PS_OK) st = ps_eval_compute(ev, res);
+  ps_eval_destroy(&ev);
+  t->t_eval += ps_train_since(t0);
+  return st;
+}

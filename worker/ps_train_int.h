@@ -1,0 +1,131 @@
+/* ps_train_int.h: the trainer's state, shared by the files of one ps-worker run — the loop
+ * (ps_train.c), evaluation and data splits (ps_train_eval.c), distribution across ranks
+ * (ps_train_dist.c), checkpoints (ps_train_ckpt.c) and reporting (ps_train_report.c).
+ * Private to worker/.
+ *
+ * One struct holds the whole run: everything the steps need is allocated once, for the largest
+ * batch, and freed once. The per-step allreduce is a static inline here, so the hot path calls
+ * the collective exactly as it did when the loop and the collectives shared a file. */
+#ifndef PS_TRAIN_INT_H
+#define PS_TRAIN_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_client.h"
+#include "ps_collectives.h"
+#include "ps_dedup.h"
+#include "ps_dlrm.h"
+#include "ps_http.h"
+#include "ps_kernels.h"
+#include "ps_log.h"
+#include "ps_metrics.h"
+#include "ps_metrics_eval.h"
+#include "ps_reader.h"
+#include "ps_time.h"
+#include "ps_train.h"
+
+#define PS_TRAIN_TABLE_ID 1u
+#define PS_TRAIN_TABLE_NAME "criteo_emb"
+
+typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row buffers */
+  ps_batch *b;
+  size_t nunique;
+  uint64_t *unique;
+  uint32_t *inverse;
+  float *rows;
+  ps_client_req *pull;
+  uint64_t step;
+} ps_train_slot;
+
+typedef struct ps_trainer {
+  const ps_train_config *cfg;
+  int rank, world;
+  ps_client *cl;
+  ps_kern *kern;
+  ps_dlrm *model;
+  ps_coll *coll;
+  ps_dedup *dedup;
+  ps_dlrm_opt dopt;
+  char run_id[64];
+  size_t nparams;
+  float *host_grads;  /* [nparams + 1] host backends: the allreduce buffer; also checkpoints */
+  float *red_d;       /* [nparams + 1] device backends: the allreduce buffer */
+  float *emb_grad;    /* [max keys, dim] */
+  int32_t *idx, *offsets;
+  float *probs;
+  ps_train_slot slots[2];
+  int dim, batch, nkeys_max;
+  uint64_t step;      /* steps done (global step, resumed runs included) */
+  uint64_t step_this_run;
+  uint64_t samples;   /* this rank's training samples */
+  double loss_sum;
+  uint64_t loss_n;
+  float last_loss;
+  double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
+  uint64_t bad_lines;
+  /* --metrics-port: Prometheus series updated once per step */
+  ps_metrics *reg;
+  ps_http *http;
+  ps_series *m_samples, *m_loss, *m_step, *m_phase[6];
+  double phase_last[6];
+} ps_trainer;
+
+/* Where the run evaluates: a --test file, the held-out tail of --train, or nothing. */
+typedef struct ps_train_split {
+  uint64_t train_end;              /* 0: the whole of --train */
+  const char *eval_path;           /* NULL: no evaluation */
+  uint64_t eval_begin, eval_end;   /* line range of eval_path (0, 0: all of it) */
+} ps_train_split;
+
+#define PS_TRAIN_TRY(x)               \
+  do {                                \
+    ps_status st_ = (x);              \
+    if (st_ != PS_OK) return st_;     \
+  } while (0)
+
+static inline double ps_train_since(uint64_t t0) { return ps_ns_to_s(ps_now_ns() - t0); }
+
+/* Logs a failed client call with the client's message; returns st. */
+ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st);
+
+/* ps_train.c: a batch's keys de-duplicated and its pull sent for `step` / waited for; the
+ * model's batch view of a slot. */
+ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step);
+ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
+void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
+
+/* ps_train_eval.c */
+ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
+                               uint64_t row_end, ps_reader **out);
+ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);
+ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res);
+
+/* ps_train_dist.c */
+ps_status ps_train_join(ps_trainer *t);
+ps_status ps_train_setup_collectives(ps_trainer *t);
+ps_status ps_train_allreduce_host(void *ctx, float *buf, size_t n);
+ps_status ps_train_allreduce_u64(ps_trainer *t, uint64_t *v, size_t n);
+ps_status ps_train_check_replicas(ps_trainer *t, uint64_t *hash_out);
+
+/* Allreduce over the world; a no-op for one worker. buf is backend memory for NCCL, host
+ * memory for Gloo. */
+static inline ps_status ps_train_allreduce(ps_trainer *t, float *buf, size_t n) {
+  if (t->world == 1 || n == 0) return PS_OK;
+  return ps_coll_allreduce_sum(t->coll, buf, n);
+}
+
+/* ps_train_ckpt.c */
+ps_status ps_train_checkpoint(ps_trainer *t);
+ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
+
+/* ps_train_report.c */
+ps_status ps_train_metrics_start(ps_trainer *t);
+void ps_train_metrics_update(ps_trainer *t, size_t n, double loss);
+void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, int epoch);
+/* Rank 0: the "done" and time lines, and --summary. counts = {samples, bad lines} of all ranks. */
+ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool have_eval,
+                               const uint64_t counts[2], double secs, uint64_t hash);
+
+#endif
