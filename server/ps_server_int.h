@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <zmq.h>
 
 #include "ps_coord_int.h"
@@ -31,8 +32,6 @@
  * their product is not bounded enough to allocate blindly). */
 #define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
-#define SRV_MAX_NAME 1024u
-#define SRV_MAX_KV_BYTES ((size_t)64 << 20)
 
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
 /* Store work a request hands to the partition threads. */
@@ -174,6 +173,18 @@ struct ps_server {
   ps_server_sink sink;
   void *sink_ctx;
 };
+
+/* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
+static inline bool srv_grow(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+  if (need <= *cap) return true;
+  size_t nc = *cap ? *cap : first;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, nc * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = nc;
+  return true;
+}
 
 static inline void srv_list_push(srv_req **head, srv_req **tail, srv_req *r) {
   r->next = NULL;

@@ -16,15 +16,8 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return true;
-  size_t nc = *cap ? *cap : 1024;
-  while (nc < need) nc *= 2;
-  void *q = realloc(*p, nc * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
+static inline bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+  return srv_grow(p, cap, need, elem, 1024);
 }
 
 /* Keys (and their positions) of this partition thread's store partitions. */

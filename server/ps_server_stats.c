@@ -55,16 +55,8 @@ void ps_server_stats_free(ps_server_stats *st) {
   memset(st, 0, sizeof *st);
 }
 
-/* Room for n elements of size elem in *p (capacity *cap). */
 static bool reserve(void **p, size_t *cap, size_t n, size_t elem) {
-  if (n <= *cap) return true;
-  size_t nc = *cap ? *cap : 16;
-  while (nc < n) nc *= 2;
-  void *q = realloc(*p, nc * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
+  return srv_grow(p, cap, n, elem, 16);
 }
 
 static void hist_copy(ps_hist *dst, const ps_hist *src) {
