@@ -63,9 +63,8 @@ typedef struct ps_server_op_stats {
 } ps_server_op_stats;
 
 typedef struct ps_server_table_stats {
-  uint32_t id, dim, staleness, num_workers;
-  char name[PS_TABLE_NAME_MAX];
-  ps_consistency consistency;
+  uint32_t id;
+  ps_table_spec spec; /* as the server steps it (num_workers >= 1) */
   uint64_t applied_step, pulls_deferred;
   bool step_known;
 } ps_server_table_stats;

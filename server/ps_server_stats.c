@@ -130,11 +130,7 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
       break;
     ps_server_table_stats *e = &out->tables[out->ntables++];
     e->id = id;
-    memcpy(e->name, t->spec.name, sizeof e->name);
-    e->dim = t->spec.dim;
-    e->consistency = t->spec.consistency;
-    e->staleness = t->spec.staleness;
-    e->num_workers = t->spec.num_workers;
+    e->spec = t->spec;
     e->applied_step = t->applied;
     e->pulls_deferred = t->deferred;
     e->step_known = t->step_init;
@@ -214,9 +210,10 @@ static json_t *tables_json(const ps_server_stats *st) {
     const ps_server_table_stats *t = &st->tables[i];
     json_array_append_new(
         tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)t->id,
-                        "name", t->name, "dim", (json_int_t)t->dim, "consistency",
-                        ps_consistency_name(t->consistency), "staleness", (json_int_t)t->staleness,
-                        "num_workers", (json_int_t)t->num_workers, "applied_step",
+                        "name", t->spec.name, "dim", (json_int_t)t->spec.dim, "consistency",
+                        ps_consistency_name(t->spec.consistency), "staleness",
+                        (json_int_t)t->spec.staleness, "num_workers",
+                        (json_int_t)t->spec.num_workers, "applied_step",
                         (json_int_t)t->applied_step, "pulls_deferred",
                         (json_int_t)t->pulls_deferred, "step_known", (json_int_t)t->step_known));
   }
