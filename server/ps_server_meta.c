@@ -77,9 +77,9 @@ static json_t *tables_json(ps_server *s) {
     srv_table *t = s->tables[id];
     if (!t || t->meta_unknown) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
-                                       t->spec.name, "consistency", (int)t->spec.consistency, "staleness",
-                                       (json_int_t)t->spec.staleness, "num_workers",
-                                       (json_int_t)t->spec.num_workers));
+                                       t->spec.name, "consistency", (int)t->spec.consistency,
+                                       "staleness", (json_int_t)t->spec.staleness,
+                                       "num_workers", (json_int_t)t->spec.num_workers));
   }
   return a;
 }
@@ -366,7 +366,8 @@ static ps_status ckpt_commit(ps_server *s, uint64_t step, const char *root, ps_e
 ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
                          char *dir_out, size_t dir_len, ps_error *err) {
   char root[4096];
-  if (path && strlen(path) > 1800) return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
+  if (path && strlen(path) > 1800)
+    return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   srv_ckpt_root(s, path, step, root, sizeof root);
   snprintf(dir_out, dir_len, "%s", root);
   ps_status st = PS_OK;
@@ -400,7 +401,8 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step) {
 
 ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *err) {
   char root[4096], dir[4200], meta[4200];
-  if (path && strlen(path) > 1800) return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
+  if (path && strlen(path) > 1800)
+    return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   if ((!path || !path[0]) && !s->last.have)
     return ps_error_set(err, PS_ERR_NOT_FOUND,
                         "RESTORE without a path, and shard %u has no checkpoint", s->opt.shard);

@@ -255,8 +255,8 @@ void srv_handle(ps_server *s, srv_req *r) {
   if (coord_op(op)) {
     if (s->opt.shard != 0 || !s->coord) {
       srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
-                      "%s goes to the coordinator on shard 0; this is shard %u", ps_server_op_name(op),
-                      s->opt.shard);
+                      "%s goes to the coordinator on shard 0; this is shard %u",
+                      ps_server_op_name(op), s->opt.shard);
       return;
     }
     srv_coord_handle(s->coord, r, r->h);

@@ -70,7 +70,8 @@ uint64_t srv_release_delayed(ps_server *s) {
 static void reply_finished(ps_server *s, srv_req *r) {
   if (r->st != PS_OK) {
     srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
-                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id, ps_status_str(r->st));
+                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
+                    ps_status_str(r->st));
   } else if (r->task_kind == TK_PULL) {
     Ember__Header rh;
     ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
