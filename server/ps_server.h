@@ -7,7 +7,7 @@
  * `threads` partition threads over inproc sockets; thread t owns the store partitions p with
  * p % threads == t, so no two threads touch the same rows and FIFO order per thread gives
  * read-your-writes per connection. threads == 0 runs store work inline in the main thread
- * (what the fuzzer uses). The wire protocol is in server/PROTOCOL.md. */
+ * (what the fuzzer uses). The wire protocol is in docs/PROTOCOL.md. */
 #ifndef PS_SERVER_H
 #define PS_SERVER_H
 
