@@ -31,7 +31,7 @@ static void handle_frames(ps_server *s, srv_req *r) {
   for (size_t i = 0; i < r->nfr; i++) {
     f[i].data = zmq_msg_data(&r->fr[i]);
     f[i].size = zmq_msg_size(&r->fr[i]);
-    s->bytes_in += f[i].size;
+    s->traffic.bytes_in += f[i].size;
   }
   char err[256];
   ps_status st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
@@ -41,7 +41,7 @@ static void handle_frames(ps_server *s, srv_req *r) {
     ps_msg_clear(&r->msg);
   }
   if (st != PS_OK) {
-    s->malformed++;
+    s->traffic.malformed++;
     Ember__Header *h = r->nfr ? ember__header__unpack(NULL, f[0].size, f[0].data) : NULL;
     if (!h || h->is_reply) {
       if (h) ember__header__free_unpacked(h, NULL);
@@ -84,7 +84,7 @@ static bool recv_one(ps_server *s) {
   }
   if (r->nfr == 0 || extra) {
     /* No header, or more frames than any message has: nothing trustworthy to answer. */
-    s->malformed++;
+    s->traffic.malformed++;
     srv_req_free(s, r);
     return true;
   }
@@ -317,7 +317,7 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   srv_req *r = srv_req_new(s, REQ_CLIENT);
   if (!r) return PS_ERR_NOMEM;
   if (nframes == 0 || nframes > PS_WIRE_MAX_FRAMES) {
-    s->malformed++;
+    s->traffic.malformed++;
     srv_req_free(s, r);
     return PS_OK;
   }

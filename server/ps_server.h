@@ -89,11 +89,18 @@ typedef struct ps_server_ckpt {
   char path[4096];
 } ps_server_ckpt;
 
+/* What crossed the socket. */
+typedef struct ps_server_traffic {
+  uint64_t malformed;       /* messages dropped or refused as undecodable */
+  uint64_t replies_dropped; /* replies the socket could not take */
+  uint64_t bytes_in, bytes_out;
+} ps_server_traffic;
+
 typedef struct ps_server_stats {
   uint32_t shard, shards, threads;
   double uptime_s;
   ps_server_op_stats ops[PS_SERVER_NOPS]; /* [0] and OP_ERROR unused */
-  uint64_t malformed, replies_dropped, bytes_in, bytes_out;
+  ps_server_traffic traffic;
   uint64_t inflight, deferred, held, requests_live; /* queue depths now */
   ps_server_table_stats *tables;                    /* declared tables by id; owned */
   size_t ntables, tables_cap;

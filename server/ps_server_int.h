@@ -163,7 +163,8 @@ struct ps_server {
   bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
   /* stats */
   srv_opstat ops[SRV_NOPS];
-  uint64_t malformed, dropped, deferred_now, bytes_in, bytes_out;
+  ps_server_traffic traffic;
+  uint64_t deferred_now;
   uint64_t started_ns;
   pthread_mutex_t snap_mu;
   ps_server_stats snap;    /* the published snapshot, under snap_mu */

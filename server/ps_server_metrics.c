@@ -69,7 +69,7 @@ typedef struct scalar_def {
   size_t off;
 } scalar_def;
 
-#define SRV(f) SRC_SRV, offsetof(ps_server_stats, f)
+#define SRV(f) SRC_SRV, offsetof(ps_server_stats, traffic.f)
 #define STORE(f) SRC_STORE, offsetof(ps_store_stats, f)
 static const scalar_def scalars[] = {
     {PS_METRIC_COUNTER, "ember_server_malformed_total", "Messages dropped as malformed.", SRV(malformed)},

@@ -95,18 +95,18 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
       srv_req_free(s, r);
       return;
     }
-    s->bytes_out += hs + (values ? zmq_msg_size(values) : 0);
+    s->traffic.bytes_out += hs + (values ? zmq_msg_size(values) : 0);
     r->has_ident = false;
     /* ROUTER never blocks: a peer that is gone or past its HWM loses the reply. */
     if (zmq_msg_send(&r->ident, s->router, ZMQ_SNDMORE) < 0) {
       zmq_msg_close(&r->ident);
       zmq_msg_close(&hm);
-      s->dropped++;
+      s->traffic.replies_dropped++;
     } else if (zmq_msg_send(&hm, s->router, values ? ZMQ_SNDMORE : 0) < 0) {
       zmq_msg_close(&hm);
-      s->dropped++;
+      s->traffic.replies_dropped++;
     } else if (values && zmq_msg_send(values, s->router, 0) < 0) {
-      s->dropped++;
+      s->traffic.replies_dropped++;
     }
   } else {
     if (s->sink) {

@@ -114,10 +114,7 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
     hist_copy(d->queue, o->queue);
     hist_copy(d->service, o->svc);
   }
-  out->malformed = s->malformed;
-  out->replies_dropped = s->dropped;
-  out->bytes_in = s->bytes_in;
-  out->bytes_out = s->bytes_out;
+  out->traffic = s->traffic;
   out->inflight = s->inflight;
   out->deferred = s->deferred_now;
   out->held = s->held;
@@ -251,10 +248,11 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
   json_object_set_new(j, "threads", json_integer(st->threads));
   json_object_set_new(j, "uptime_s", json_real(st->uptime_s));
   json_object_set_new(j, "ops", ops_json(st));
-  json_object_set_new(j, "malformed", json_integer((json_int_t)st->malformed));
-  json_object_set_new(j, "replies_dropped", json_integer((json_int_t)st->replies_dropped));
-  json_object_set_new(j, "bytes_in", json_integer((json_int_t)st->bytes_in));
-  json_object_set_new(j, "bytes_out", json_integer((json_int_t)st->bytes_out));
+  const ps_server_traffic *tr = &st->traffic;
+  json_object_set_new(j, "malformed", json_integer((json_int_t)tr->malformed));
+  json_object_set_new(j, "replies_dropped", json_integer((json_int_t)tr->replies_dropped));
+  json_object_set_new(j, "bytes_in", json_integer((json_int_t)tr->bytes_in));
+  json_object_set_new(j, "bytes_out", json_integer((json_int_t)tr->bytes_out));
   json_t *q = json_pack("{s:I, s:I, s:I, s:I}", "inflight", (json_int_t)st->inflight, "deferred",
                         (json_int_t)st->deferred, "held", (json_int_t)st->held, "requests_live",
                         (json_int_t)st->requests_live);

@@ -30,7 +30,7 @@ static void test_json_format(void **state) {
   pull->keys = 10;
   ps_hist_record_n(pull->latency, 100, 2); /* 100 ns has a bucket of its own */
   st.ops[EMBER__OP__OP_ERROR].count = 5;   /* never listed */
-  st.malformed = 1;
+  st.traffic.malformed = 1;
   st.held = 3;
   st.last_ckpt = (ps_server_ckpt){.have = true, .step = 7, .path = "/ck"};
   char *js = ps_server_stats_to_json(&st);
