@@ -4,18 +4,33 @@
  * (CHECKPOINT prepare, then commit, to every shard, then KV_SET "ember/checkpoint/latest");
  * see PROTOCOL.md.
  *
- * Everything runs on the server's main thread, so no locks. Waits (KV_GET of an absent key,
- * BARRIER) park the request with a deadline; the main loop asks srv_coord_expire for the next
+ * Everything runs on the server's main thread, so no locks. It sees requests only as opaque
+ * handles with their headers and answers through the reply interface it was created with
+ * (ps_coord_int.h), so it can be tested without a server. Waits (KV_GET of an absent key,
+ * BARRIER) park the handle with a deadline; the main loop asks srv_coord_expire for the next
  * deadline and answers PS_ERR_TIMEOUT when it passes. The data sets are small (a few dozen
  * workers, a few keys each), so lists are searched linearly. */
 #include <inttypes.h>
-#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_coord_int.h"
 #include "ps_log.h"
-#include "ps_server_int.h"
 #include "ps_time.h"
+
+#define COORD_MAX_WORKERS PS_TABLE_MAX_WORKERS
+#define COORD_MAX_NAME 1024u
+#define COORD_MAX_KV_BYTES ((size_t)64 << 20)
+
+/* A parked request. */
+typedef struct coord_wait {
+  void *req;              /* NULL = empty slot */
+  const Ember__Header *h; /* the request's, valid until it is answered */
+  uint64_t deadline;      /* 0 = none */
+  struct coord_wait *next;
+} coord_wait;
 
 typedef struct coord_kv {
   char *key;
@@ -27,22 +42,40 @@ typedef struct coord_kv {
 typedef struct coord_barrier {
   char *name;
   uint32_t world, arrived;
-  srv_req **waiters; /* by rank */
+  coord_wait *waiters; /* by rank */
   struct coord_barrier *next;
 } coord_barrier;
 
 struct srv_coord {
+  srv_coord_reply io;
   uint32_t world;       /* 0 until the first JOIN */
   char **member;        /* by rank: the member's name ("" when it gave none), NULL = free */
   uint32_t members;
   uint64_t joins;
   coord_kv *kv;
   size_t kv_bytes;
-  srv_req *kv_wait;     /* KV_GET waiters (singly linked) */
+  coord_wait *kv_wait;  /* KV_GET waiters (singly linked, allocated) */
   coord_barrier *barriers;
 };
 
-srv_coord *srv_coord_create(void) { return calloc(1, sizeof(srv_coord)); }
+srv_coord *srv_coord_create(const srv_coord_reply *io) {
+  srv_coord *c = calloc(1, sizeof *c);
+  if (c) c->io = *io;
+  return c;
+}
+
+static void reply(srv_coord *c, void *req, Ember__Header *rh) { c->io.reply(c->io.ctx, req, rh); }
+
+static void fail(srv_coord *c, void *req, ps_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(srv_coord *c, void *req, ps_status st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->io.error(c->io.ctx, req, st, msg);
+}
 
 static void barrier_free(coord_barrier *b) {
   free(b->name);
@@ -67,6 +100,11 @@ void srv_coord_destroy(srv_coord **cp) {
     c->barriers = b->next;
     barrier_free(b);
   }
+  while (c->kv_wait) {
+    coord_wait *w = c->kv_wait;
+    c->kv_wait = w->next;
+    free(w);
+  }
   free(c);
   *cp = NULL;
 }
@@ -77,31 +115,29 @@ static uint64_t deadline_of(uint32_t timeout_ms) {
 
 /* ------------------------------------------------------------------ JOIN */
 
-static void handle_join(ps_server *s, srv_req *r) {
-  srv_coord *c = s->coord;
-  Ember__Header *h = r->h;
+static void handle_join(srv_coord *c, void *r, const Ember__Header *h) {
   const char *name = h->name ? h->name : "";
-  if (h->world == 0 || h->world > SRV_MAX_WORKERS || strlen(name) > SRV_MAX_NAME) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "JOIN needs a world in 1..%u and a name of at most %u "
-                    "bytes", SRV_MAX_WORKERS, SRV_MAX_NAME);
+  if (h->world == 0 || h->world > COORD_MAX_WORKERS || strlen(name) > COORD_MAX_NAME) {
+    fail(c, r, PS_ERR_INVALID, "JOIN needs a world in 1..%u and a name of at most %u "
+                    "bytes", COORD_MAX_WORKERS, COORD_MAX_NAME);
     return;
   }
   if (c->world && c->world != h->world) {
-    srv_reply_error(s, r, PS_ERR_CONFLICT, "JOIN with world %u, but the cluster has world %u",
+    fail(c, r, PS_ERR_CONFLICT, "JOIN with world %u, but the cluster has world %u",
                     h->world, c->world);
     return;
   }
   if (!c->world) {
     c->member = calloc(h->world, sizeof *c->member);
     if (!c->member) {
-      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory");
+      fail(c, r, PS_ERR_NOMEM, "out of memory");
       return;
     }
     c->world = h->world;
   }
   int rank = h->rank;
   if (rank >= (int)c->world) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "JOIN asks for rank %d of world %u", rank, c->world);
+    fail(c, r, PS_ERR_INVALID, "JOIN asks for rank %d of world %u", rank, c->world);
     return;
   }
   if (rank < 0 && name[0]) { /* a member re-joining under its name keeps its rank */
@@ -112,13 +148,13 @@ static void handle_join(ps_server *s, srv_req *r) {
     for (uint32_t i = 0; i < c->world && rank < 0; i++)
       if (!c->member[i]) rank = (int)i;
     if (rank < 0) {
-      srv_reply_error(s, r, PS_ERR_CONFLICT, "all %u ranks are taken", c->world);
+      fail(c, r, PS_ERR_CONFLICT, "all %u ranks are taken", c->world);
       return;
     }
   }
   char *nm = strdup(name);
   if (!nm) {
-    srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory");
+    fail(c, r, PS_ERR_NOMEM, "out of memory");
     return;
   }
   if (c->member[rank]) {
@@ -136,7 +172,7 @@ static void handle_join(ps_server *s, srv_req *r) {
   rh.rank = rank;
   rh.world = c->world;
   rh.count = c->members;
-  srv_reply(s, r, &rh, NULL);
+  reply(c, r, &rh);
 }
 
 /* ------------------------------------------------------------------ KV */
@@ -147,34 +183,38 @@ static coord_kv *kv_find(srv_coord *c, const char *key) {
   return NULL;
 }
 
-static void reply_kv(ps_server *s, srv_req *r, const coord_kv *k) {
+static void reply_kv(srv_coord *c, void *r, const coord_kv *k) {
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_KV_GET);
   rh.blob.data = k->val;
   rh.blob.len = k->len;
   rh.name = k->key;
-  srv_reply(s, r, &rh, NULL);
+  reply(c, r, &rh);
 }
 
-static void handle_kv_set(ps_server *s, srv_req *r) {
-  srv_coord *c = s->coord;
-  Ember__Header *h = r->h;
+static void reply_ok(srv_coord *c, void *r, const Ember__Header *h) {
+  Ember__Header rh;
+  ps_wire_header_init(&rh, h->op);
+  reply(c, r, &rh);
+}
+
+static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
   const char *key = h->name ? h->name : "";
   size_t len = h->blob.data ? h->blob.len : 0;
-  if (!key[0] || strlen(key) > SRV_MAX_NAME) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "KV_SET needs a key of 1..%u bytes", SRV_MAX_NAME);
+  if (!key[0] || strlen(key) > COORD_MAX_NAME) {
+    fail(c, r, PS_ERR_INVALID, "KV_SET needs a key of 1..%u bytes", COORD_MAX_NAME);
     return;
   }
   coord_kv *k = kv_find(c, key);
   size_t old = k ? k->len : 0;
-  if (c->kv_bytes - old + len > SRV_MAX_KV_BYTES) {
-    srv_reply_error(s, r, PS_ERR_NOMEM, "the rendezvous store is full (%zu bytes)",
-                    (size_t)SRV_MAX_KV_BYTES);
+  if (c->kv_bytes - old + len > COORD_MAX_KV_BYTES) {
+    fail(c, r, PS_ERR_NOMEM, "the rendezvous store is full (%zu bytes)",
+                    (size_t)COORD_MAX_KV_BYTES);
     return;
   }
   uint8_t *v = malloc(len ? len : 1);
   if (!v) {
-    srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory");
+    fail(c, r, PS_ERR_NOMEM, "out of memory");
     return;
   }
   if (len) memcpy(v, h->blob.data, len);
@@ -185,7 +225,7 @@ static void handle_kv_set(ps_server *s, srv_req *r) {
       free(k);
       free(kc);
       free(v);
-      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory");
+      fail(c, r, PS_ERR_NOMEM, "out of memory");
       return;
     }
     k->key = kc;
@@ -197,60 +237,65 @@ static void handle_kv_set(ps_server *s, srv_req *r) {
   k->len = len;
   c->kv_bytes = c->kv_bytes - old + len;
   /* Wake the waiters of this key. */
-  srv_req **pp = &c->kv_wait;
+  coord_wait **pp = &c->kv_wait;
   while (*pp) {
-    srv_req *w = *pp;
+    coord_wait *w = *pp;
     if (strcmp(w->h->name ? w->h->name : "", key) == 0) {
       *pp = w->next;
-      reply_kv(s, w, k);
+      reply_kv(c, w->req, k);
+      free(w);
     } else {
       pp = &w->next;
     }
   }
-  srv_reply_ok(s, r);
+  reply_ok(c, r, h);
 }
 
-static void handle_kv_get(ps_server *s, srv_req *r) {
-  srv_coord *c = s->coord;
-  const char *key = r->h->name ? r->h->name : "";
-  if (!key[0] || strlen(key) > SRV_MAX_NAME) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "KV_GET needs a key of 1..%u bytes", SRV_MAX_NAME);
+static void handle_kv_get(srv_coord *c, void *r, const Ember__Header *h) {
+  const char *key = h->name ? h->name : "";
+  if (!key[0] || strlen(key) > COORD_MAX_NAME) {
+    fail(c, r, PS_ERR_INVALID, "KV_GET needs a key of 1..%u bytes", COORD_MAX_NAME);
     return;
   }
   coord_kv *k = kv_find(c, key);
   if (k) {
-    reply_kv(s, r, k);
+    reply_kv(c, r, k);
     return;
   }
-  if (r->h->timeout_ms == 0) {
-    srv_reply_error(s, r, PS_ERR_NOT_FOUND, "key '%s' is not set", key);
+  if (h->timeout_ms == 0) {
+    fail(c, r, PS_ERR_NOT_FOUND, "key '%s' is not set", key);
     return;
   }
-  r->deadline = deadline_of(r->h->timeout_ms);
-  r->next = c->kv_wait;
-  c->kv_wait = r;
+  coord_wait *w = calloc(1, sizeof *w);
+  if (!w) {
+    fail(c, r, PS_ERR_NOMEM, "out of memory");
+    return;
+  }
+  w->req = r;
+  w->h = h;
+  w->deadline = deadline_of(h->timeout_ms);
+  w->next = c->kv_wait;
+  c->kv_wait = w;
 }
 
 /* ------------------------------------------------------------------ BARRIER */
 
-static void handle_barrier(ps_server *s, srv_req *r) {
-  srv_coord *c = s->coord;
-  Ember__Header *h = r->h;
+static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h) {
   const char *name = h->name ? h->name : "";
-  if (!name[0] || strlen(name) > SRV_MAX_NAME || h->world == 0 || h->world > SRV_MAX_WORKERS) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "BARRIER needs a name and a world in 1..%u",
-                    SRV_MAX_WORKERS);
+  if (!name[0] || strlen(name) > COORD_MAX_NAME || h->world == 0 || h->world > COORD_MAX_WORKERS) {
+    fail(c, r, PS_ERR_INVALID, "BARRIER needs a name and a world in 1..%u",
+                    COORD_MAX_WORKERS);
     return;
   }
   if (h->worker >= h->world) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "BARRIER '%s': worker %u of world %u", name, h->worker,
+    fail(c, r, PS_ERR_INVALID, "BARRIER '%s': worker %u of world %u", name, h->worker,
                     h->world);
     return;
   }
   coord_barrier *b = c->barriers;
   while (b && strcmp(b->name, name) != 0) b = b->next;
   if (b && b->world != h->world) {
-    srv_reply_error(s, r, PS_ERR_CONFLICT, "BARRIER '%s' has world %u, this request says %u",
+    fail(c, r, PS_ERR_CONFLICT, "BARRIER '%s' has world %u, this request says %u",
                     name, b->world, h->world);
     return;
   }
@@ -262,29 +307,29 @@ static void handle_barrier(ps_server *s, srv_req *r) {
     }
     if (!b || !b->name || !b->waiters) {
       if (b) barrier_free(b);
-      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory");
+      fail(c, r, PS_ERR_NOMEM, "out of memory");
       return;
     }
     b->world = h->world;
     b->next = c->barriers;
     c->barriers = b;
   }
-  srv_req *prev = b->waiters[h->worker];
-  if (prev) {
+  coord_wait *slot = &b->waiters[h->worker];
+  if (slot->req) {
     /* The same rank again (a client retrying after a reconnect): the newest request waits. */
-    srv_reply_error(s, prev, PS_ERR_CONFLICT, "superseded by a newer BARRIER request");
+    fail(c, slot->req, PS_ERR_CONFLICT, "superseded by a newer BARRIER request");
   } else {
     b->arrived++;
   }
-  r->deadline = deadline_of(h->timeout_ms);
-  b->waiters[h->worker] = r;
+  slot->req = r;
+  slot->h = h;
+  slot->deadline = deadline_of(h->timeout_ms);
   if (b->arrived < b->world) return;
   for (uint32_t i = 0; i < b->world; i++) {
-    srv_req *w = b->waiters[i];
     Ember__Header rh;
     ps_wire_header_init(&rh, EMBER__OP__OP_BARRIER);
     rh.world = b->world;
-    srv_reply(s, w, &rh, NULL);
+    reply(c, b->waiters[i].req, &rh);
   }
   coord_barrier **pp = &c->barriers;
   while (*pp != b) pp = &(*pp)->next;
@@ -292,28 +337,28 @@ static void handle_barrier(ps_server *s, srv_req *r) {
   barrier_free(b);
 }
 
-void srv_coord_handle(ps_server *s, srv_req *r) {
-  switch (r->h->op) {
-    case EMBER__OP__OP_JOIN: handle_join(s, r); return;
-    case EMBER__OP__OP_KV_SET: handle_kv_set(s, r); return;
-    case EMBER__OP__OP_KV_GET: handle_kv_get(s, r); return;
-    case EMBER__OP__OP_BARRIER: handle_barrier(s, r); return;
-    default: srv_reply_error(s, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;
+void srv_coord_handle(srv_coord *c, void *r, const Ember__Header *h) {
+  switch (h->op) {
+    case EMBER__OP__OP_JOIN: handle_join(c, r, h); return;
+    case EMBER__OP__OP_KV_SET: handle_kv_set(c, r, h); return;
+    case EMBER__OP__OP_KV_GET: handle_kv_get(c, r, h); return;
+    case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h); return;
+    default: fail(c, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;
   }
 }
 
-uint64_t srv_coord_expire(ps_server *s, uint64_t now) {
-  srv_coord *c = s->coord;
+uint64_t srv_coord_expire(srv_coord *c, uint64_t now) {
   uint64_t next = 0;
 #define NOTE(d) \
   if ((d) && (!next || (d) < next)) next = (d)
-  srv_req **pp = &c->kv_wait;
+  coord_wait **pp = &c->kv_wait;
   while (*pp) {
-    srv_req *w = *pp;
+    coord_wait *w = *pp;
     if (w->deadline && w->deadline <= now) {
       *pp = w->next;
-      srv_reply_error(s, w, PS_ERR_TIMEOUT, "key '%s' was not set within %u ms", w->h->name,
-                      w->h->timeout_ms);
+      fail(c, w->req, PS_ERR_TIMEOUT, "key '%s' was not set within %u ms", w->h->name,
+           w->h->timeout_ms);
+      free(w);
     } else {
       NOTE(w->deadline);
       pp = &w->next;
@@ -323,14 +368,14 @@ uint64_t srv_coord_expire(ps_server *s, uint64_t now) {
   while (*bp) {
     coord_barrier *b = *bp;
     for (uint32_t i = 0; i < b->world; i++) {
-      srv_req *w = b->waiters[i];
-      if (!w) continue;
+      coord_wait *w = &b->waiters[i];
+      if (!w->req) continue;
       if (w->deadline && w->deadline <= now) {
-        b->waiters[i] = NULL;
+        void *req = w->req;
+        w->req = NULL;
         b->arrived--;
-        srv_reply_error(s, w, PS_ERR_TIMEOUT,
-                        "barrier '%s': %u of %u workers arrived within %u ms", b->name,
-                        b->arrived + 1, b->world, w->h->timeout_ms);
+        fail(c, req, PS_ERR_TIMEOUT, "barrier '%s': %u of %u workers arrived within %u ms",
+             b->name, b->arrived + 1, b->world, w->h->timeout_ms);
       } else {
         NOTE(w->deadline);
       }
@@ -346,37 +391,45 @@ uint64_t srv_coord_expire(ps_server *s, uint64_t now) {
   return next;
 }
 
-void srv_coord_drain(ps_server *s) {
-  srv_coord *c = s->coord;
+void srv_coord_drain(srv_coord *c) {
   while (c->kv_wait) {
-    srv_req *w = c->kv_wait;
+    coord_wait *w = c->kv_wait;
     c->kv_wait = w->next;
-    srv_reply_error(s, w, PS_ERR_UNAVAILABLE, "the coordinator is shutting down");
+    fail(c, w->req, PS_ERR_UNAVAILABLE, "the coordinator is shutting down");
+    free(w);
   }
   while (c->barriers) {
     coord_barrier *b = c->barriers;
     c->barriers = b->next;
     for (uint32_t i = 0; i < b->world; i++)
-      if (b->waiters[i])
-        srv_reply_error(s, b->waiters[i], PS_ERR_UNAVAILABLE, "the coordinator is shutting down");
+      if (b->waiters[i].req)
+        fail(c, b->waiters[i].req, PS_ERR_UNAVAILABLE, "the coordinator is shutting down");
     barrier_free(b);
   }
 }
 
-void srv_coord_stats(ps_server *s, json_t *obj) {
-  srv_coord *c = s->coord;
-  json_t *m = json_array();
-  for (uint32_t i = 0; c->member && i < c->world; i++)
-    if (c->member[i])
-      json_array_append_new(m, json_pack("{s:i, s:s}", "rank", (int)i, "name", c->member[i]));
-  size_t kvn = 0, waits = 0, barriers = 0;
-  for (coord_kv *k = c->kv; k; k = k->next) kvn++;
-  for (srv_req *w = c->kv_wait; w; w = w->next) waits++;
-  for (coord_barrier *b = c->barriers; b; b = b->next) barriers++;
-  json_object_set_new(
-      obj, "coordinator",
-      json_pack("{s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:I}", "world", (json_int_t)c->world,
-                "members", (json_int_t)c->members, "joins", (json_int_t)c->joins, "ranks", m,
-                "kv_keys", (json_int_t)kvn, "kv_bytes", (json_int_t)c->kv_bytes, "kv_waiting",
-                (json_int_t)waits, "barriers_open", (json_int_t)barriers));
+void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
+  out->world = c->world;
+  out->members = c->members;
+  out->joins = c->joins;
+  for (size_t i = 0; i < out->nranks; i++) free(out->ranks[i].name);
+  out->nranks = 0;
+  for (uint32_t i = 0; c->member && i < c->world; i++) {
+    if (!c->member[i]) continue;
+    if (out->nranks == out->ranks_cap) {
+      size_t nc = out->ranks_cap ? 2 * out->ranks_cap : 16;
+      ps_server_rank *nr = realloc(out->ranks, nc * sizeof *nr);
+      if (!nr) break;
+      out->ranks = nr;
+      out->ranks_cap = nc;
+    }
+    char *name = strdup(c->member[i]);
+    if (!name) break;
+    out->ranks[out->nranks++] = (ps_server_rank){.rank = i, .name = name};
+  }
+  out->kv_keys = out->kv_waiting = out->barriers_open = 0;
+  for (coord_kv *k = c->kv; k; k = k->next) out->kv_keys++;
+  for (coord_wait *w = c->kv_wait; w; w = w->next) out->kv_waiting++;
+  for (coord_barrier *b = c->barriers; b; b = b->next) out->barriers_open++;
+  out->kv_bytes = c->kv_bytes;
 }

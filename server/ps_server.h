@@ -7,14 +7,18 @@
  * `threads` partition threads over inproc sockets; thread t owns the store partitions p with
  * p % threads == t, so no two threads touch the same rows and FIFO order per thread gives
  * read-your-writes per connection. threads == 0 runs store work inline in the main thread
- * (what the fuzzer uses). The wire protocol is in server/PROTOCOL.md. */
+ * (what the fuzzer uses). The wire protocol is in docs/PROTOCOL.md. */
 #ifndef PS_SERVER_H
 #define PS_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_hist.h"
 #include "ps_status.h"
+#include "ps_store.h"
+#include "ps_table.h"
 
 typedef struct ps_server_options {
   const char *listen;    /* "tcp://HOST:PORT"; NULL = no socket (in-process dispatch only) */
@@ -23,7 +27,7 @@ typedef struct ps_server_options {
   const char *data_dir;  /* created if absent */
   size_t cache_bytes;    /* hot-tier budget handed to the store */
   uint32_t threads;      /* partition threads; 0 = inline in the main thread */
-  int metrics_port;      /* 0 = none; served by the metrics module through ps_server_stats_json */
+  int metrics_port;      /* 0 = none; served by the metrics module through ps_server_stats_read */
   uint64_t inject_delay_us; /* testing: pull/push replies leave no earlier than this after
                              * their store work started (a simulated service time), without
                              * holding any thread (0 = off) */
@@ -44,10 +48,82 @@ void ps_server_destroy(ps_server **s);
 /* The endpoint actually bound (useful with port 0 / "*"), or "" without a socket. */
 const char *ps_server_endpoint(const ps_server *s);
 
-/* Thread-safe stats snapshot as JSON (malloc'ed, free() it), refreshed by the main thread at
- * least every 200 ms: the hook for the metrics endpoint (--metrics-port). Same document as
- * the STATS reply. NULL on allocation failure. */
-char *ps_server_stats_json(ps_server *s);
+/* ---------------------------------------------------------------- statistics
+ * What a shard publishes about itself, as a typed snapshot: the STATS reply (JSON) and the
+ * metrics endpoint (Prometheus text) are both rendered from it. The main thread fills the
+ * published copy at least every 200 ms under its own lock, so its counters need none. */
+
+#define PS_SERVER_NOPS 14 /* per-op entries, indexed by the wire's op number (Ember__Op) */
+
+typedef struct ps_server_op_stats {
+  uint64_t count, errors, keys;
+  ps_hist *latency; /* arrival -> reply sent (ns), every request */
+  ps_hist *queue;   /* arrival -> store work starts: requests that reached the store only */
+  ps_hist *service; /* store work starts -> reply sent */
+} ps_server_op_stats;
+
+typedef struct ps_server_table_stats {
+  uint32_t id;
+  ps_table_spec spec; /* as the server steps it (num_workers >= 1) */
+  uint64_t applied_step, pulls_deferred;
+  bool step_known;
+} ps_server_table_stats;
+
+typedef struct ps_server_rank {
+  uint32_t rank;
+  char *name; /* owned */
+} ps_server_rank;
+
+typedef struct ps_server_coord_stats {
+  uint32_t world, members;
+  uint64_t joins;
+  ps_server_rank *ranks; /* the ranks taken, in rank order; owned */
+  size_t nranks, ranks_cap;
+  uint64_t kv_keys, kv_bytes, kv_waiting, barriers_open;
+} ps_server_coord_stats;
+
+/* A checkpoint as the shard records it (the last committed one, or one prepared). */
+typedef struct ps_server_ckpt {
+  bool have;
+  uint64_t step;
+  char path[4096];
+} ps_server_ckpt;
+
+/* What crossed the socket. */
+typedef struct ps_server_traffic {
+  uint64_t malformed;       /* messages dropped or refused as undecodable */
+  uint64_t replies_dropped; /* replies the socket could not take */
+  uint64_t bytes_in, bytes_out;
+} ps_server_traffic;
+
+typedef struct ps_server_stats {
+  uint32_t shard, shards, threads;
+  double uptime_s;
+  ps_server_op_stats ops[PS_SERVER_NOPS]; /* [0] and OP_ERROR unused */
+  ps_server_traffic traffic;
+  uint64_t inflight, deferred, held, requests_live; /* queue depths now */
+  ps_server_table_stats *tables;                    /* declared tables by id; owned */
+  size_t ntables, tables_cap;
+  bool has_store;
+  ps_store_stats store;
+  ps_server_ckpt last_ckpt, prepared_ckpt;
+  bool has_coord; /* shard 0 */
+  ps_server_coord_stats coord;
+} ps_server_stats;
+
+/* An empty snapshot (with its histograms): PS_ERR_NOMEM without memory. */
+ps_status ps_server_stats_init(ps_server_stats *st);
+/* Frees what st owns (st may be zeroed or initialised). */
+void ps_server_stats_free(ps_server_stats *st);
+/* Thread-safe: copies the latest published snapshot into out (initialised by
+ * ps_server_stats_init; its allocations are reused). The hook of the metrics endpoint. */
+ps_status ps_server_stats_read(ps_server *s, ps_server_stats *out);
+/* The STATS document (compact JSON, sorted keys; malloc'ed, free() it). NULL without memory. */
+char *ps_server_stats_to_json(const ps_server_stats *st);
+/* Whether the STATS document and the metrics list op: a request op that was seen. */
+bool ps_server_stats_op_listed(const ps_server_stats *st, int op);
+/* The name of op (Ember__Op) in STATS and metrics ("pull", "kv_set", ...). */
+const char *ps_server_op_name(int op);
 
 /* In-process dispatch without sockets (fuzzing, unit tests): handles one multipart message as
  * if it had arrived from a client, runs until nothing is runnable, and hands every reply

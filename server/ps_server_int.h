@@ -1,6 +1,15 @@
-/* ps_server_int: the server's internal structures, shared by ps_server.c (loop, dispatch,
- * consistency), ps_server_meta.c (data-dir metadata, checkpoints), ps_coord.c (coordinator)
- * and ps_server_stats.c. Not a public header. */
+/* ps_server_int: the server's internal structures and the calls between its files. Not a
+ * public header. The files, one concept each:
+ *   ps_server.c        the main loop: sockets, intake of messages, poll, lifecycle, shutdown
+ *   ps_server_req.c    requests (a pooled srv_req per message) and replies
+ *   ps_server_part.c   partition threads: the thread pool, the hand-off of store work
+ *   ps_server_sched.c  scheduling and consistency: step bookkeeping, deferred pulls, sync
+ *                      apply, exclusive operations and the queue of held requests
+ *   ps_server_ops.c    op handlers (declare, pull, push, step, stats, checkpoint, restore)
+ *   ps_server_meta.c   the data dir's metadata and checkpoints
+ *   ps_server_stats.c  the typed statistics snapshot and its JSON
+ *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
+ * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
 #define PS_SERVER_INT_H
 
@@ -8,8 +17,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <zmq.h>
 
+#include "ps_coord_int.h"
 #include "ps_hist.h"
 #include "ps_server.h"
 #include "ps_store.h"
@@ -21,12 +32,12 @@
  * their product is not bounded enough to allocate blindly). */
 #define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
-#define SRV_MAX_NAME 1024u
-#define SRV_MAX_KV_BYTES ((size_t)64 << 20)
 
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
+/* Store work a request hands to the partition threads. */
+enum { TK_PULL = 1, TK_PUSH, TK_BUFFER, TK_APPLY };
 /* Per-op counters, indexed by Ember__Op (0..13). */
-#define SRV_NOPS 14
+#define SRV_NOPS PS_SERVER_NOPS
 
 typedef struct srv_req srv_req;
 
@@ -73,7 +84,6 @@ struct srv_req {
    * took it up (a thread busy with earlier requests is queueing, not service). 0 = never
    * dispatched (refused, answered on the socket thread, or still deferred). */
   uint64_t t_svc;
-  uint64_t deadline;  /* coordinator waits; 0 = none */
 };
 
 typedef struct sync_slot {
@@ -112,8 +122,6 @@ typedef struct srv_opstat {
   ps_hist *svc;   /* store work starts -> reply sent (an injected delay included) */
 } srv_opstat;
 
-typedef struct srv_coord srv_coord;
-
 struct ps_server {
   ps_server_options opt;
   char data_dir[2048];
@@ -140,15 +148,14 @@ struct ps_server {
   bool excl_active;
   srv_req *held_head, *held_tail; /* requests held while an exclusive op runs */
   uint64_t held;
+  /* held requests released by the end of an exclusive op, to be handled again in order; the
+   * main loop drains it (srv_run_ready) before it takes the next message */
+  srv_req *ready_head, *ready_tail;
   /* last checkpoint (persisted in the metadata) */
-  bool have_ckpt;
-  uint64_t ckpt_step;
-  char ckpt_path[4096];
+  ps_server_ckpt last;
   /* a prepared checkpoint awaiting its commit or abort; persisted too, so that a restart can
    * find its staging and delete it */
-  bool have_staged;
-  uint64_t staged_step;
-  char staged_path[4096];
+  ps_server_ckpt staged;
   srv_coord *coord;
   bool stopping;       /* shutting down: new requests are refused */
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
@@ -156,59 +163,113 @@ struct ps_server {
   bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
   /* stats */
   srv_opstat ops[SRV_NOPS];
-  uint64_t malformed, dropped, deferred_now, bytes_in, bytes_out;
+  ps_server_traffic traffic;
+  uint64_t deferred_now;
   uint64_t started_ns;
   pthread_mutex_t snap_mu;
-  char *snap_json;
+  ps_server_stats snap;    /* the published snapshot, under snap_mu */
+  ps_server_stats scratch; /* the STATS reply's, main thread only */
   uint64_t snap_ns;
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
 };
 
-/* ps_server.c */
+/* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
+static inline bool srv_grow(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
+  if (need <= *cap) return true;
+  size_t nc = *cap ? *cap : first;
+  while (nc < need) nc *= 2;
+  void *q = realloc(*p, nc * elem);
+  if (!q) return false;
+  *p = q;
+  *cap = nc;
+  return true;
+}
+
+static inline void srv_list_push(srv_req **head, srv_req **tail, srv_req *r) {
+  r->next = NULL;
+  if (*tail) (*tail)->next = r;
+  else *head = r;
+  *tail = r;
+}
+
+/* ps_server_req.c */
+srv_req *srv_req_new(ps_server *s, int kind);
+void srv_req_free(ps_server *s, srv_req *r);
+void srv_req_destroy_pool(ps_server *s);
+/* Each of these sends its reply (or hands it to the in-process sink) and frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
 void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void srv_req_free(ps_server *s, srv_req *r);
 void srv_reply_ok(ps_server *s, srv_req *r);
+/* Replies every request of the list with PS_ERR_UNAVAILABLE (shutdown); empties it. */
+void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
+/* The coordinator's reply interface, answering through srv_reply. */
+srv_coord_reply srv_coord_io(ps_server *s);
+
+/* ps_server_part.c */
+ps_status srv_parts_start(ps_server *s);
+void srv_parts_stop(ps_server *s);
+/* Hands r to every partition thread (or runs it inline, finishing it before returning). */
+void srv_dispatch(ps_server *s, srv_req *r, int kind);
+/* Takes up the finished tasks the threads sent back. */
+void srv_parts_drain_done(ps_server *s);
+/* Drops every buffered sync push (restore); only while no store work is in flight. */
+void srv_drop_sync_all(ps_server *s);
+
+/* ps_server_sched.c */
+/* Store work of r is over: apply bookkeeping, or its reply (maybe after an injected delay). */
+void srv_finish(ps_server *s, srv_req *r);
+/* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
+uint64_t srv_release_delayed(ps_server *s);
+void srv_adopt_step(srv_table *t, uint64_t step);
+bool srv_pull_ready(const srv_table *t, uint64_t step);
+void srv_start_pull(ps_server *s, srv_req *r);
+/* Re-checks t's deferred pulls. */
+void srv_release_waiters(ps_server *s, srv_table *t);
+/* Records that `worker` finished `step` in table t. */
+ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t step,
+                         ps_error *err);
+/* Queues a checkpoint or restore and runs what can run. */
+void srv_exclusive_add(ps_server *s, srv_req *r);
+/* Runs the head exclusive operation once it can; the requests held meanwhile go to the ready
+ * queue. */
+void srv_try_exclusive(ps_server *s);
+/* Handles the ready queue's requests again, in order. */
+void srv_run_ready(ps_server *s);
+
+/* ps_server_ops.c */
+/* Takes ownership of a decoded request and handles it by op. */
+void srv_handle(ps_server *s, srv_req *r);
+/* Runs a checkpoint or restore (no store work in flight) and replies. */
+void srv_run_exclusive(ps_server *s, srv_req *r);
 
 /* ps_server_meta.c */
 ps_status srv_meta_load(ps_server *s, bool *clean);
 ps_status srv_meta_save(ps_server *s, bool clean);
 srv_table *srv_table_new(const ps_table_spec *spec);
 void srv_table_free(srv_table *t);
+/* Serves the tables the store knows but the server does not (metadata lost or an older
+ * snapshot): the first declaration of each sets its consistency mode. */
+ps_status srv_tables_adopt_store(ps_server *s);
 /* One phase (Ember__CkptPhase) of a checkpoint / a restore of this shard (called with no store
  * work in flight). */
-ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path, char *err,
-                         size_t errlen, char *dir_out, size_t dir_len);
-ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err, size_t errlen);
+ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
+                         char *dir_out, size_t dir_len, ps_error *err);
+ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *err);
 /* Resolves a client path (relative = under the data dir; empty = the default for a step). */
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len);
 void srv_tables_reset_steps(ps_server *s, uint64_t step);
 /* At start: deletes what an uncommitted prepare left (before the last checkpoint is restored). */
 void srv_ckpt_discard_staged(ps_server *s);
 /* {"step", "path"}: how metadata and STATS show a checkpoint. */
-struct json_t *srv_ckpt_json(uint64_t step, const char *path);
-/* ps_server.c: drops every buffered sync push (restore), and re-checks deferred pulls. */
-void srv_drop_sync_all(ps_server *s);
-void srv_release_waiters(ps_server *s, srv_table *t);
-
-/* ps_coord.c (shard 0) */
-srv_coord *srv_coord_create(void);
-void srv_coord_destroy(srv_coord **c);
-/* Takes ownership of r (replies now or later). */
-void srv_coord_handle(ps_server *s, srv_req *r);
-/* Replies PS_ERR_TIMEOUT to waiters past their deadline; returns the next deadline or 0. */
-uint64_t srv_coord_expire(ps_server *s, uint64_t now);
-/* Answers every waiter with PS_ERR_UNAVAILABLE (shutdown). */
-void srv_coord_drain(ps_server *s);
-struct json_t;
-void srv_coord_stats(ps_server *s, struct json_t *obj);
+struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
 
 /* ps_server_stats.c */
-char *srv_stats_build(ps_server *s);
+/* Fills out (initialised) from the server's state. */
+void srv_stats_fill(ps_server *s, ps_server_stats *out);
+/* Refreshes the published snapshot. */
 void srv_stats_publish(ps_server *s);
-const char *srv_op_name(int op);
 
 #endif

@@ -51,15 +51,35 @@ void srv_table_free(srv_table *t) {
   free(t);
 }
 
+ps_status srv_tables_adopt_store(ps_server *s) {
+  uint32_t ids[PS_STORE_MAX_TABLES];
+  size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
+  ps_status st = PS_OK;
+  for (size_t i = 0; i < nt; i++) {
+    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
+    ps_table_spec sp;
+    if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
+    srv_table *t = srv_table_new(&sp);
+    if (!t) {
+      st = PS_ERR_NOMEM;
+      continue;
+    }
+    t->meta_unknown = true;
+    s->tables[ids[i]] = t;
+    if (ids[i] > s->max_table) s->max_table = ids[i];
+  }
+  return st;
+}
+
 static json_t *tables_json(ps_server *s) {
   json_t *a = json_array();
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
     if (!t || t->meta_unknown) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
-                                       t->spec.name, "consistency", (int)t->spec.consistency, "staleness",
-                                       (json_int_t)t->spec.staleness, "num_workers",
-                                       (json_int_t)t->spec.num_workers));
+                                       t->spec.name, "consistency", (int)t->spec.consistency,
+                                       "staleness", (json_int_t)t->spec.staleness,
+                                       "num_workers", (json_int_t)t->spec.num_workers));
   }
   return a;
 }
@@ -80,20 +100,25 @@ static ps_status write_json_atomic(const char *path, json_t *j) {
   return PS_OK;
 }
 
-json_t *srv_ckpt_json(uint64_t step, const char *path) {
-  return json_pack("{s:I, s:s}", "step", (json_int_t)step, "path", path);
+json_t *srv_ckpt_json(const ps_server_ckpt *c) {
+  return json_pack("{s:I, s:s}", "step", (json_int_t)c->step, "path", c->path);
 }
 
-/* A {"step", "path"} entry of the metadata; false when absent or malformed. */
-static bool ckpt_from_json(json_t *e, uint64_t *step, char *path, size_t len) {
+static void ckpt_set(ps_server_ckpt *c, uint64_t step, const char *root) {
+  c->have = true;
+  c->step = step;
+  snprintf(c->path, sizeof c->path, "%s", root);
+}
+
+/* A {"step", "path"} entry of the metadata into c (c->have false when absent or malformed). */
+static void ckpt_from_json(json_t *e, ps_server_ckpt *c) {
   json_int_t st = 0;
   const char *p = NULL;
+  c->have = false;
   if (!e || json_unpack(e, "{s:I, s:s}", "step", &st, "path", &p) != 0 || !p || st < 0 ||
-      strlen(p) >= len)
-    return false;
-  *step = (uint64_t)st;
-  snprintf(path, len, "%s", p);
-  return true;
+      strlen(p) >= sizeof c->path)
+    return;
+  ckpt_set(c, (uint64_t)st, p);
 }
 
 ps_status srv_meta_save(ps_server *s, bool clean) {
@@ -103,10 +128,8 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
                         (json_int_t)s->opt.shard, "shards", (json_int_t)s->opt.shards, "clean",
                         clean, "tables", tables_json(s));
   if (!j) return PS_ERR_NOMEM;
-  if (s->have_ckpt)
-    json_object_set_new(j, "last_checkpoint", srv_ckpt_json(s->ckpt_step, s->ckpt_path));
-  if (s->have_staged)
-    json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(s->staged_step, s->staged_path));
+  if (s->last.have) json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&s->last));
+  if (s->staged.have) json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&s->staged));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
   return st;
@@ -183,10 +206,8 @@ ps_status srv_meta_load(ps_server *s, bool *clean) {
   }
   *clean = cl != 0;
   apply_tables_meta(s, tables);
-  s->have_ckpt = ckpt_from_json(json_object_get(j, "last_checkpoint"), &s->ckpt_step,
-                                s->ckpt_path, sizeof s->ckpt_path);
-  s->have_staged = ckpt_from_json(json_object_get(j, "prepared_checkpoint"), &s->staged_step,
-                                  s->staged_path, sizeof s->staged_path);
+  ckpt_from_json(json_object_get(j, "last_checkpoint"), &s->last);
+  ckpt_from_json(json_object_get(j, "prepared_checkpoint"), &s->staged);
 out:
   json_decref(j);
   return st;
@@ -218,63 +239,57 @@ static ps_status ckpt_remove(ps_server *s, const char *root, bool staging) {
 /* Forgets the prepared checkpoint: staging first, then the record, so that a failure in
  * between leaves a record that the next start deletes again. */
 static ps_status staged_drop(ps_server *s) {
-  if (!s->have_staged) return PS_OK;
-  ps_status st = ckpt_remove(s, s->staged_path, true);
+  if (!s->staged.have) return PS_OK;
+  ps_status st = ckpt_remove(s, s->staged.path, true);
   if (st != PS_OK) PS_WARN("could not delete the staging of step %" PRIu64 " in %s",
-                           s->staged_step, s->staged_path);
-  s->have_staged = false;
+                           s->staged.step, s->staged.path);
+  s->staged.have = false;
   if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the dropped staging");
   return st;
 }
 
 void srv_ckpt_discard_staged(ps_server *s) {
-  if (!s->have_staged) return;
+  if (!s->staged.have) return;
   /* A commit that renamed the files and died before recording them was never acknowledged,
    * so no driver counts it as committed: its final files go too. They are this prepare's,
    * since a prepare refuses a root where this shard already has a checkpoint. */
   char dir[4200], meta[4200];
-  ckpt_files(s, s->staged_path, false, dir, meta, sizeof dir);
+  ckpt_files(s, s->staged.path, false, dir, meta, sizeof dir);
   bool renamed = access(dir, F_OK) == 0 &&
-                 !(s->have_ckpt && strcmp(s->ckpt_path, s->staged_path) == 0);
+                 !(s->last.have && strcmp(s->last.path, s->staged.path) == 0);
   PS_WARN("deleting checkpoint of step %" PRIu64 " in %s: prepared, never committed",
-          s->staged_step, s->staged_path);
-  if (renamed && ckpt_remove(s, s->staged_path, false) != PS_OK)
+          s->staged.step, s->staged.path);
+  if (renamed && ckpt_remove(s, s->staged.path, false) != PS_OK)
     PS_WARN("could not delete %s", dir);
   staged_drop(s);
 }
 
 /* Phase 1: snapshot into staging. Not this shard's last checkpoint until committed. */
-static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, char *err,
-                              size_t errlen) {
+static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_error *err) {
   char dir[4200], meta[4200];
   ckpt_files(s, root, false, dir, meta, sizeof dir);
   if (access(dir, F_OK) == 0) {
-    snprintf(err, errlen, "checkpoint %s already exists", dir);
-    return PS_ERR_CONFLICT;
+    return ps_error_set(err, PS_ERR_CONFLICT, "checkpoint %s already exists", dir);
   }
   /* One prepared checkpoint at a time: a new prepare means the driver gave up on the old one. */
   staged_drop(s);
   ckpt_files(s, root, true, dir, meta, sizeof dir);
   if (access(dir, F_OK) == 0) {
-    snprintf(err, errlen, "%s exists and is not a prepare of this shard", dir);
-    return PS_ERR_CONFLICT;
+    return ps_error_set(err, PS_ERR_CONFLICT, "%s exists and is not a prepare of this shard", dir);
   }
   if (ps_mkdir_p(root) != PS_OK) {
-    snprintf(err, errlen, "cannot create checkpoint dir %s: %s", root, strerror(errno));
-    return PS_ERR_IO;
+    return ps_error_set(err, PS_ERR_IO, "cannot create checkpoint dir %s: %s", root,
+                        strerror(errno));
   }
-  s->have_staged = true;
-  s->staged_step = step;
-  snprintf(s->staged_path, sizeof s->staged_path, "%s", root);
+  ckpt_set(&s->staged, step, root);
   ps_status st = srv_meta_save(s, false);
   if (st != PS_OK) {
-    s->have_staged = false;
-    snprintf(err, errlen, "cannot record the staging in %s", s->data_dir);
-    return st;
+    s->staged.have = false;
+    return ps_error_set(err, st, "cannot record the staging in %s", s->data_dir);
   }
   st = ps_store_snapshot(s->store, dir);
   if (st != PS_OK) {
-    snprintf(err, errlen, "snapshot into %s failed: %s", dir, ps_status_str(st));
+    ps_error_set(err, st, "snapshot into %s failed: %s", dir, ps_status_str(st));
     staged_drop(s);
     return st;
   }
@@ -284,7 +299,7 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, cha
   st = j ? write_json_atomic(meta, j) : PS_ERR_NOMEM;
   json_decref(j);
   if (st != PS_OK) {
-    snprintf(err, errlen, "cannot write %s", meta);
+    ps_error_set(err, st, "cannot write %s", meta);
     staged_drop(s);
     return st;
   }
@@ -318,71 +333,59 @@ static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
 }
 
 /* Phase 2: staging -> final, and only then the record that makes it the last checkpoint. */
-static ps_status ckpt_commit(ps_server *s, uint64_t step, const char *root, char *err,
-                             size_t errlen) {
-  if (!s->have_staged || s->staged_step != step || strcmp(s->staged_path, root) != 0) {
+static ps_status ckpt_commit(ps_server *s, uint64_t step, const char *root, ps_error *err) {
+  if (!s->staged.have || s->staged.step != step || strcmp(s->staged.path, root) != 0) {
     /* A repeated commit (the first one's reply was lost) finds its work done. */
-    if (s->have_ckpt && s->ckpt_step == step && strcmp(s->ckpt_path, root) == 0) return PS_OK;
-    snprintf(err, errlen,
-             "shard %u has no prepared checkpoint of step %" PRIu64 " in %s (aborted, "
-             "superseded by another prepare, or the shard restarted since)",
-             s->opt.shard, step, root);
-    return PS_ERR_NOT_FOUND;
+    if (s->last.have && s->last.step == step && strcmp(s->last.path, root) == 0) return PS_OK;
+    return ps_error_set(err, PS_ERR_NOT_FOUND,
+                        "shard %u has no prepared checkpoint of step %" PRIu64 " in %s (aborted, "
+                        "superseded by another prepare, or the shard restarted since)",
+                        s->opt.shard, step, root);
   }
   if (ckpt_move(s, root, true) != PS_OK) {
-    snprintf(err, errlen, "cannot rename the staging of shard %u in %s", s->opt.shard, root);
-    return PS_ERR_IO;
+    return ps_error_set(err, PS_ERR_IO, "cannot rename the staging of shard %u in %s",
+                        s->opt.shard, root);
   }
-  bool had = s->have_ckpt;
-  uint64_t prev_step = s->ckpt_step;
-  char prev[sizeof s->ckpt_path];
-  memcpy(prev, s->ckpt_path, sizeof prev);
-  s->have_staged = false;
-  s->have_ckpt = true;
-  s->ckpt_step = step;
-  snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
+  ps_server_ckpt prev = s->last;
+  s->staged.have = false;
+  ckpt_set(&s->last, step, root);
   ps_status st = srv_meta_save(s, false);
   if (st != PS_OK) {
     /* Not recorded, so not committed: back to prepared, which an abort or the next start
      * cleans up, and the previous checkpoint stays the one a restart restores. */
-    s->have_staged = true;
-    s->have_ckpt = had;
-    s->ckpt_step = prev_step;
-    memcpy(s->ckpt_path, prev, sizeof prev);
+    s->staged.have = true;
+    s->last = prev;
     if (ckpt_move(s, root, false) != PS_OK)
       PS_WARN("could not move the checkpoint in %s back to staging", root);
-    snprintf(err, errlen, "cannot record the checkpoint in %s", s->data_dir);
-    return st;
+    return ps_error_set(err, st, "cannot record the checkpoint in %s", s->data_dir);
   }
   PS_INFO("checkpoint at step %" PRIu64 " committed in %s", step, root);
   return PS_OK;
 }
 
-ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path, char *err,
-                         size_t errlen, char *dir_out, size_t dir_len) {
+ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
+                         char *dir_out, size_t dir_len, ps_error *err) {
   char root[4096];
-  if (path && strlen(path) > 1800) {
-    snprintf(err, errlen, "checkpoint path too long");
-    return PS_ERR_INVALID;
-  }
+  if (path && strlen(path) > 1800)
+    return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   srv_ckpt_root(s, path, step, root, sizeof root);
   snprintf(dir_out, dir_len, "%s", root);
   ps_status st = PS_OK;
   switch (phase) {
-    case EMBER__CKPT_PHASE__CKPT_PREPARE: return ckpt_prepare(s, step, root, err, errlen);
-    case EMBER__CKPT_PHASE__CKPT_COMMIT: return ckpt_commit(s, step, root, err, errlen);
+    case EMBER__CKPT_PHASE__CKPT_PREPARE: return ckpt_prepare(s, step, root, err);
+    case EMBER__CKPT_PHASE__CKPT_COMMIT: return ckpt_commit(s, step, root, err);
     case EMBER__CKPT_PHASE__CKPT_ABORT:
       /* Nothing prepared there is fine: an abort goes to every shard, prepared or not. */
-      if (s->have_staged && s->staged_step == step && strcmp(s->staged_path, root) == 0) {
+      if (s->staged.have && s->staged.step == step && strcmp(s->staged.path, root) == 0) {
         PS_INFO("checkpoint at step %" PRIu64 " in %s aborted", step, root);
         st = staged_drop(s);
-        if (st != PS_OK) snprintf(err, errlen, "could not delete the staging in %s", root);
+        if (st != PS_OK) ps_error_set(err, st, "could not delete the staging in %s", root);
       }
       return st;
     default:
       /* A sender without phases: both at once, as before; no cross-shard guarantee. */
-      if ((st = ckpt_prepare(s, step, root, err, errlen)) != PS_OK) return st;
-      return ckpt_commit(s, step, root, err, errlen);
+      if ((st = ckpt_prepare(s, step, root, err)) != PS_OK) return st;
+      return ckpt_commit(s, step, root, err);
   }
 }
 
@@ -396,71 +399,52 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step) {
   }
 }
 
-ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, char *err, size_t errlen) {
+ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *err) {
   char root[4096], dir[4200], meta[4200];
-  if (path && strlen(path) > 1800) {
-    snprintf(err, errlen, "checkpoint path too long");
-    return PS_ERR_INVALID;
-  }
-  if ((!path || !path[0]) && !s->have_ckpt) {
-    snprintf(err, errlen, "RESTORE without a path, and shard %u has no checkpoint", s->opt.shard);
-    return PS_ERR_NOT_FOUND;
-  }
-  if (!path || !path[0]) snprintf(root, sizeof root, "%s", s->ckpt_path);
+  if (path && strlen(path) > 1800)
+    return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
+  if ((!path || !path[0]) && !s->last.have)
+    return ps_error_set(err, PS_ERR_NOT_FOUND,
+                        "RESTORE without a path, and shard %u has no checkpoint", s->opt.shard);
+  if (!path || !path[0]) snprintf(root, sizeof root, "%s", s->last.path);
   else srv_ckpt_root(s, path, 0, root, sizeof root);
   ckpt_files(s, root, false, dir, meta, sizeof dir);
   json_error_t jerr;
   json_t *j = json_load_file(meta, 0, &jerr);
-  if (!j) {
-    snprintf(err, errlen, "checkpoint metadata %s: %s", meta, jerr.text);
-    return PS_ERR_NOT_FOUND;
-  }
+  if (!j) return ps_error_set(err, PS_ERR_NOT_FOUND, "checkpoint metadata %s: %s", meta, jerr.text);
   json_int_t st_step = 0, shards = 0;
   json_t *tables = NULL;
   if (json_unpack(j, "{s:I, s:I, s:o}", "step", &st_step, "shards", &shards, "tables", &tables) !=
           0 ||
       st_step < 0) {
     json_decref(j);
-    snprintf(err, errlen, "checkpoint metadata %s lacks step/shards/tables", meta);
-    return PS_ERR_CORRUPT;
+    return ps_error_set(err, PS_ERR_CORRUPT, "checkpoint metadata %s lacks step/shards/tables",
+                        meta);
   }
   if (shards != s->opt.shards) {
     json_decref(j);
-    snprintf(err, errlen, "checkpoint %s was taken with %" PRId64 " shards, this cluster has %u",
-             root, (int64_t)shards, s->opt.shards);
-    return PS_ERR_CONFLICT;
+    return ps_error_set(err, PS_ERR_CONFLICT,
+                        "checkpoint %s was taken with %" PRId64 " shards, this cluster has %u",
+                        root, (int64_t)shards, s->opt.shards);
   }
   ps_status st = ps_store_restore(s->store, dir);
   if (st != PS_OK) {
     json_decref(j);
-    snprintf(err, errlen, "restoring %s failed: %s", dir, ps_status_str(st));
-    return st;
+    return ps_error_set(err, st, "restoring %s failed: %s", dir, ps_status_str(st));
   }
-  /* Tables of the snapshot that we did not know, then their consistency metadata. */
-  uint32_t ids[PS_STORE_MAX_TABLES];
-  size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
-  for (size_t i = 0; i < nt; i++) {
-    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
-    ps_table_spec sp;
-    if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
-    srv_table *t = srv_table_new(&sp);
-    if (!t) continue;
-    t->meta_unknown = true;
-    s->tables[ids[i]] = t;
-    if (ids[i] > s->max_table) s->max_table = ids[i];
-  }
+  /* Tables of the snapshot that we did not know (as many as memory allows), then their
+   * consistency metadata. */
+  srv_tables_adopt_store(s);
   if (json_is_array(tables)) apply_tables_meta(s, tables);
   json_decref(j);
   *step = (uint64_t)st_step;
   srv_drop_sync_all(s);
   srv_tables_reset_steps(s, *step);
-  s->have_ckpt = true;
-  s->ckpt_step = *step;
-  snprintf(s->ckpt_path, sizeof s->ckpt_path, "%s", root);
+  ckpt_set(&s->last, *step, root);
   /* A prepare taken before the roll-back snapshots a state that no longer exists. */
-  if (s->have_staged && ckpt_remove(s, s->staged_path, true) != PS_OK)
-    PS_WARN("could not delete the staging in %s", s->staged_path);
-  s->have_staged = false;
+  if (s->staged.have && ckpt_remove(s, s->staged.path, true) != PS_OK)
+    PS_WARN("could not delete the staging in %s", s->staged.path);
+  s->staged.have = false;
   if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the restore in the data dir");
   PS_INFO("restored %s (step %" PRIu64 ")", dir, *step);
   return PS_OK;

@@ -1,8 +1,9 @@
-/* ps_server_metrics: ps-server's Prometheus metrics, read at scrape time from the server's
- * published STATS snapshot (ps_server_stats_json, refreshed every 200 ms by the main thread),
- * so the serving threads never see the scraper. One parse per scrape: the first family's
- * callback (ember_server_up) parses and caches the document, the others read the cache. */
-#include <jansson.h>
+/* ps_server_metrics: ps-server's Prometheus metrics, rendered at scrape time from a copy of the
+ * server's published statistics snapshot (ps_server_stats_read, refreshed every 200 ms by the
+ * main thread), so the serving threads never see the scraper. One copy per scrape: the first
+ * family's callback (ember_server_up) takes it, the others read it. Series of per-op families
+ * come in the order of the op names, as they always have. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,86 +12,122 @@
 
 typedef struct srv_metrics {
   ps_server *s;
-  json_t *doc; /* this scrape's STATS document; only touched from the HTTP thread */
+  bool ok;              /* snap holds this scrape's snapshot */
+  ps_server_stats snap; /* only touched from the HTTP thread (collect callbacks run one at a
+                         * time, under the registry lock) */
+  ps_hist *scratch;     /* a histogram rebuilt from a snapshot's buckets */
+  int order[PS_SERVER_NOPS]; /* op numbers sorted by name */
+  int nops;
 } srv_metrics;
 
 static srv_metrics g_sm;
 
-static double num(json_t *o, const char *k) {
-  json_t *v = o ? json_object_get(o, k) : NULL;
-  return v ? json_number_value(v) : 0;
+static int by_name(const void *a, const void *b) {
+  return strcmp(ps_server_op_name(*(const int *)a), ps_server_op_name(*(const int *)b));
 }
 
 static void collect_up(ps_metrics_sink *sink, void *ud) {
   srv_metrics *sm = ud;
-  json_decref(sm->doc);
-  sm->doc = NULL;
-  char *text = ps_server_stats_json(sm->s);
-  if (text) sm->doc = json_loads(text, 0, NULL);
-  free(text);
-  ps_metrics_emit(sink, NULL, sm->doc ? 1 : 0);
+  sm->ok = ps_server_stats_read(sm->s, &sm->snap) == PS_OK;
+  ps_metrics_emit(sink, NULL, sm->ok ? 1 : 0);
 }
 
-/* ops.<op>.<field> for every op, as {op="..."} */
-static void emit_ops(ps_metrics_sink *sink, srv_metrics *sm, const char *field) {
-  json_t *ops = sm->doc ? json_object_get(sm->doc, "ops") : NULL;
-  const char *op;
-  json_t *e;
-  json_object_foreach(ops, op, e) {
-    const char *labels[] = {op};
-    ps_metrics_emit(sink, labels, num(e, field));
+/* The k-th op in name order, when STATS lists it (requests seen; "error" is not a request). */
+static const ps_server_op_stats *listed_op(const srv_metrics *sm, int k, const char **name) {
+  int op = sm->order[k];
+  const ps_server_op_stats *o = &sm->snap.ops[op];
+  *name = ps_server_op_name(op);
+  return sm->ok && ps_server_stats_op_listed(&sm->snap, op) ? o : NULL;
+}
+
+/* A per-op counter field, as {op="..."} */
+static void emit_ops(ps_metrics_sink *sink, srv_metrics *sm, size_t field) {
+  for (int k = 0; k < sm->nops; k++) {
+    const char *name;
+    const ps_server_op_stats *o = listed_op(sm, k, &name);
+    if (o) ps_metrics_emit(sink, &name, (double)*(const uint64_t *)((const char *)o + field));
   }
 }
-static void c_requests(ps_metrics_sink *k, void *ud) { emit_ops(k, ud, "count"); }
-static void c_errors(ps_metrics_sink *k, void *ud) { emit_ops(k, ud, "errors"); }
-static void c_keys(ps_metrics_sink *k, void *ud) { emit_ops(k, ud, "keys"); }
+static void c_requests(ps_metrics_sink *k, void *ud) {
+  emit_ops(k, ud, offsetof(ps_server_op_stats, count));
+}
+static void c_errors(ps_metrics_sink *k, void *ud) {
+  emit_ops(k, ud, offsetof(ps_server_op_stats, errors));
+}
+static void c_keys(ps_metrics_sink *k, void *ud) {
+  emit_ops(k, ud, offsetof(ps_server_op_stats, keys));
+}
+
+/* Where a scalar is: a uint64_t of the server's stats or of the store's (absent without a
+ * store), or the uptime. */
+enum { SRC_SRV, SRC_STORE, SRC_UPTIME };
 
 typedef struct scalar_def {
   ps_metric_type type;
-  const char *name, *help, *obj, *field;
+  const char *name, *help;
+  int src;
+  size_t off;
 } scalar_def;
 
+#define SRV(f) SRC_SRV, offsetof(ps_server_stats, traffic.f)
+#define STORE(f) SRC_STORE, offsetof(ps_store_stats, f)
 static const scalar_def scalars[] = {
-    {PS_METRIC_COUNTER, "ember_server_malformed_total", "Messages dropped as malformed.", NULL, "malformed"},
-    {PS_METRIC_COUNTER, "ember_server_replies_dropped_total", "Replies that could not be sent.", NULL, "replies_dropped"},
-    {PS_METRIC_COUNTER, "ember_server_received_bytes_total", "Bytes received.", NULL, "bytes_in"},
-    {PS_METRIC_COUNTER, "ember_server_sent_bytes_total", "Bytes sent.", NULL, "bytes_out"},
-    {PS_METRIC_GAUGE, "ember_server_uptime_seconds", "Seconds since the shard started.", NULL, "uptime_s"},
-    {PS_METRIC_COUNTER, "ember_store_cache_hits_total", "Row lookups served by the hot tier.", "store", "hits"},
-    {PS_METRIC_COUNTER, "ember_store_cache_misses_total", "Row lookups that went to RocksDB.", "store", "misses"},
-    {PS_METRIC_COUNTER, "ember_store_evictions_total", "Rows evicted from the hot tier.", "store", "evictions"},
-    {PS_METRIC_COUNTER, "ember_store_writebacks_total", "Dirty rows written back to RocksDB.", "store", "writebacks"},
-    {PS_METRIC_COUNTER, "ember_store_expired_total", "Rows expired by TTL.", "store", "expired"},
-    {PS_METRIC_GAUGE, "ember_store_rocksdb_bytes", "Bytes in the RocksDB cold tier.", "store", "cold_bytes"},
+    {PS_METRIC_COUNTER, "ember_server_malformed_total", "Messages dropped as malformed.", SRV(malformed)},
+    {PS_METRIC_COUNTER, "ember_server_replies_dropped_total", "Replies that could not be sent.", SRV(replies_dropped)},
+    {PS_METRIC_COUNTER, "ember_server_received_bytes_total", "Bytes received.", SRV(bytes_in)},
+    {PS_METRIC_COUNTER, "ember_server_sent_bytes_total", "Bytes sent.", SRV(bytes_out)},
+    {PS_METRIC_GAUGE, "ember_server_uptime_seconds", "Seconds since the shard started.", SRC_UPTIME, 0},
+    {PS_METRIC_COUNTER, "ember_store_cache_hits_total", "Row lookups served by the hot tier.", STORE(hits)},
+    {PS_METRIC_COUNTER, "ember_store_cache_misses_total", "Row lookups that went to RocksDB.", STORE(misses)},
+    {PS_METRIC_COUNTER, "ember_store_evictions_total", "Rows evicted from the hot tier.", STORE(evictions)},
+    {PS_METRIC_COUNTER, "ember_store_writebacks_total", "Dirty rows written back to RocksDB.", STORE(writebacks)},
+    {PS_METRIC_COUNTER, "ember_store_expired_total", "Rows expired by TTL.", STORE(expired)},
+    {PS_METRIC_GAUGE, "ember_store_rocksdb_bytes", "Bytes in the RocksDB cold tier.", STORE(cold_bytes)},
 };
+#undef SRV
+#undef STORE
 
 static void c_scalar(ps_metrics_sink *k, void *ud) {
   const scalar_def *d = ud;
-  json_t *o = g_sm.doc && d->obj ? json_object_get(g_sm.doc, d->obj) : g_sm.doc;
-  if (o) ps_metrics_emit(k, NULL, num(o, d->field));
+  const ps_server_stats *st = &g_sm.snap;
+  if (!g_sm.ok || (d->src == SRC_STORE && !st->has_store)) return;
+  const char *base = d->src == SRC_STORE ? (const char *)&st->store : (const char *)st;
+  ps_metrics_emit(k, NULL, d->src == SRC_UPTIME ? st->uptime_s
+                                                : (double)*(const uint64_t *)(base + d->off));
 }
 
 static void c_queue(ps_metrics_sink *k, void *ud) {
   srv_metrics *sm = ud;
-  json_t *q = sm->doc ? json_object_get(sm->doc, "queue") : NULL;
-  static const char *qs[] = {"inflight", "deferred", "held"};
-  for (int i = 0; q && i < 3; i++) ps_metrics_emit(k, (const char *[]){qs[i]}, num(q, qs[i]));
+  if (!sm->ok) return;
+  ps_metrics_emit(k, (const char *[]){"inflight"}, (double)sm->snap.inflight);
+  ps_metrics_emit(k, (const char *[]){"deferred"}, (double)sm->snap.deferred);
+  ps_metrics_emit(k, (const char *[]){"held"}, (double)sm->snap.held);
 }
 
-/* One store stat split into hot and cold tiers, from the store's "<hot>" and "<cold>" fields. */
-static void hot_cold(ps_metrics_sink *k, void *ud, const char *hot, const char *cold) {
+/* One store stat split into hot and cold tiers. */
+static void hot_cold(ps_metrics_sink *k, srv_metrics *sm, uint64_t hot, uint64_t cold) {
+  if (!sm->ok || !sm->snap.has_store) return;
+  ps_metrics_emit(k, (const char *[]){"hot"}, (double)hot);
+  ps_metrics_emit(k, (const char *[]){"cold"}, (double)cold);
+}
+
+static void c_rows(ps_metrics_sink *k, void *ud) {
   srv_metrics *sm = ud;
-  json_t *st = sm->doc ? json_object_get(sm->doc, "store") : NULL;
-  if (!st) return;
-  ps_metrics_emit(k, (const char *[]){"hot"}, num(st, hot));
-  ps_metrics_emit(k, (const char *[]){"cold"}, num(st, cold));
+  hot_cold(k, sm, sm->snap.store.rows_hot, sm->snap.store.rows_cold);
 }
-
-static void c_rows(ps_metrics_sink *k, void *ud) { hot_cold(k, ud, "rows_hot", "rows_cold"); }
-static void c_bytes(ps_metrics_sink *k, void *ud) { hot_cold(k, ud, "hot_bytes", "cold_bytes"); }
+static void c_bytes(ps_metrics_sink *k, void *ud) {
+  srv_metrics *sm = ud;
+  hot_cold(k, sm, sm->snap.store.hot_bytes, sm->snap.store.cold_bytes);
+}
 
 ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s) {
   g_sm.s = s;
+  if (!g_sm.scratch) {
+    if (ps_server_stats_init(&g_sm.snap) != PS_OK || !(g_sm.scratch = ps_hist_create()))
+      return PS_ERR_NOMEM;
+    for (int i = 1; i < PS_SERVER_NOPS; i++) g_sm.order[g_sm.nops++] = i;
+    qsort(g_sm.order, (size_t)g_sm.nops, sizeof *g_sm.order, by_name);
+  }
   ps_metric *f;
   ps_status st;
 #define REG(call, fn, ud) \
@@ -115,49 +152,33 @@ ps_status ps_server_metrics_register(ps_metrics *m, ps_server *s) {
   return PS_OK;
 }
 
-/* A per-op histogram family from ops.<op>.<field>_buckets ([index, count] pairs of ps_hist
- * buckets, with <field>_us for the exact maximum); an op without those fields has no series. */
+/* A per-op histogram family; an op whose requests never reached the store has no queue or
+ * service series (as in STATS). The histogram is rebuilt from the snapshot's buckets, so its
+ * _sum is the sum of the buckets' midpoints, as it has always been. */
 typedef struct hist_def {
-  const char *name, *help, *field;
+  const char *name, *help;
+  size_t off; /* of the ps_hist * in ps_server_op_stats */
 } hist_def;
 
 static const hist_def hists[] = {
-    {"ember_server_request_duration_seconds", "Time from a request's receipt to its reply, by op.", "latency"},
-    {"ember_server_request_queue_seconds", "Time from a request's receipt to the start of its store work (deferral, holds, busy partition threads), by op.", "queue"},
-    {"ember_server_request_service_seconds", "Time from the start of a request's store work to its reply, by op.", "service"},
+    {"ember_server_request_duration_seconds", "Time from a request's receipt to its reply, by op.", offsetof(ps_server_op_stats, latency)},
+    {"ember_server_request_queue_seconds", "Time from a request's receipt to the start of its store work (deferral, holds, busy partition threads), by op.", offsetof(ps_server_op_stats, queue)},
+    {"ember_server_request_service_seconds", "Time from the start of a request's store work to its reply, by op.", offsetof(ps_server_op_stats, service)},
 };
 
 static void c_hist(ps_metrics_sink *k, void *ud) {
   const hist_def *d = ud;
-  json_t *ops = g_sm.doc ? json_object_get(g_sm.doc, "ops") : NULL;
-  /* Scratch shared by the families: collect callbacks run one at a time, under the registry
-   * lock. */
-  static uint64_t *dense;
-  static ps_hist *h;
-  size_t nb = ps_hist_nbuckets();
-  if (!dense) dense = calloc(nb, sizeof *dense);
-  if (!h) h = ps_hist_create();
-  if (!dense || !h) return;
-  char bk[32], uk[32];
-  snprintf(bk, sizeof bk, "%s_buckets", d->field);
-  snprintf(uk, sizeof uk, "%s_us", d->field);
-  const char *op;
-  json_t *e;
-  json_object_foreach(ops, op, e) {
-    json_t *b = json_object_get(e, bk);
-    if (!json_is_array(b)) continue;
-    memset(dense, 0, nb * sizeof *dense);
-    size_t i;
-    json_t *pair;
-    json_array_foreach(b, i, pair) {
-      json_int_t idx = json_integer_value(json_array_get(pair, 0));
-      json_int_t cnt = json_integer_value(json_array_get(pair, 1));
-      if (idx >= 0 && (size_t)idx < nb && cnt > 0) dense[idx] = (uint64_t)cnt;
-    }
-    ps_hist_reset(h);
-    double max_us = num(json_object_get(e, uk), "max");
-    ps_hist_add_buckets(h, dense, nb, 0, (uint64_t)(max_us * 1e3));
-    ps_metrics_emit_hist(k, (const char *[]){op}, h);
+  srv_metrics *sm = &g_sm;
+  for (int i = 0; i < sm->nops; i++) {
+    const char *name;
+    const ps_server_op_stats *o = listed_op(sm, i, &name);
+    if (!o || (d->off != offsetof(ps_server_op_stats, latency) && !ps_hist_count(o->queue)))
+      continue;
+    const ps_hist *src = *(ps_hist *const *)((const char *)o + d->off);
+    ps_hist_reset(sm->scratch);
+    ps_hist_add_buckets(sm->scratch, ps_hist_buckets(src), ps_hist_nbuckets(), 0,
+                        ps_hist_max(src));
+    ps_metrics_emit_hist(k, &name, sm->scratch);
   }
 }
 

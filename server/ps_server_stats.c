@@ -1,8 +1,13 @@
-/* ps_server_stats: the STATS document (JSON through jansson), also published every 200 ms as
- * a snapshot that other threads read through ps_server_stats_json (the metrics endpoint's
- * hook), so the main thread's counters never need locks. Latencies are measured from the
- * arrival of a request to the send of its reply, deferral included, and split at the start of
- * its store work into queue (deferral, held, waiting for a partition thread) and service. */
+/* ps_server_stats: the shard's statistics as a typed snapshot (ps_server_stats), and the STATS
+ * document rendered from it.
+ *
+ * The main thread fills a snapshot from its own counters (they need no locks: only it writes
+ * them) and publishes it every 200 ms under snap_mu; other threads (the metrics endpoint) copy
+ * the published one with ps_server_stats_read and render from the copy, so neither side ever
+ * parses text back. Latencies are measured from the arrival of a request to the send of its
+ * reply, deferral included, and split at the start of its store work into queue (deferral,
+ * held, waiting for a partition thread) and service. The JSON keys and number formats are what
+ * clients parse (bench/pslat, tests): change them only with those. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +15,151 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
-const char *srv_op_name(int op) {
+const char *ps_server_op_name(int op) {
   static const char *names[] = {"none",    "declare", "pull",    "push",   "step",
                                 "checkpoint", "stats", "error",  "join",   "kv_set",
                                 "kv_get",  "barrier", "restore", "ping"};
   return op >= 0 && op < (int)(sizeof names / sizeof *names) ? names[op] : "unknown";
 }
 
+/* ---------------------------------------------------------------- the snapshot struct */
+
+ps_status ps_server_stats_init(ps_server_stats *st) {
+  memset(st, 0, sizeof *st);
+  for (int i = 0; i < PS_SERVER_NOPS; i++) {
+    ps_server_op_stats *o = &st->ops[i];
+    if (!(o->latency = ps_hist_create()) || !(o->queue = ps_hist_create()) ||
+        !(o->service = ps_hist_create())) {
+      ps_server_stats_free(st);
+      return PS_ERR_NOMEM;
+    }
+  }
+  return PS_OK;
+}
+
+static void ranks_clear(ps_server_coord_stats *c) {
+  for (size_t i = 0; i < c->nranks; i++) free(c->ranks[i].name);
+  c->nranks = 0;
+}
+
+void ps_server_stats_free(ps_server_stats *st) {
+  if (!st) return;
+  for (int i = 0; i < PS_SERVER_NOPS; i++) {
+    ps_hist_destroy(&st->ops[i].latency);
+    ps_hist_destroy(&st->ops[i].queue);
+    ps_hist_destroy(&st->ops[i].service);
+  }
+  free(st->tables);
+  ranks_clear(&st->coord);
+  free(st->coord.ranks);
+  memset(st, 0, sizeof *st);
+}
+
+static bool reserve(void **p, size_t *cap, size_t n, size_t elem) {
+  return srv_grow(p, cap, n, elem, 16);
+}
+
+static void hist_copy(ps_hist *dst, const ps_hist *src) {
+  ps_hist_reset(dst);
+  ps_hist_merge(dst, src);
+}
+
+/* dst = src, reusing dst's allocations (both initialised). On NOMEM the lists are cut short. */
+static void stats_copy(ps_server_stats *dst, const ps_server_stats *src) {
+  ps_server_stats keep = *dst; /* dst's own allocations */
+  ranks_clear(&dst->coord);
+  *dst = *src;
+  dst->tables = keep.tables;
+  dst->tables_cap = keep.tables_cap;
+  dst->coord.ranks = keep.coord.ranks;
+  dst->coord.ranks_cap = keep.coord.ranks_cap;
+  dst->coord.nranks = 0;
+  for (int i = 0; i < PS_SERVER_NOPS; i++) {
+    dst->ops[i] = keep.ops[i];
+    dst->ops[i].count = src->ops[i].count;
+    dst->ops[i].errors = src->ops[i].errors;
+    dst->ops[i].keys = src->ops[i].keys;
+    hist_copy(dst->ops[i].latency, src->ops[i].latency);
+    hist_copy(dst->ops[i].queue, src->ops[i].queue);
+    hist_copy(dst->ops[i].service, src->ops[i].service);
+  }
+  if (!reserve((void **)&dst->tables, &dst->tables_cap, src->ntables, sizeof *dst->tables))
+    dst->ntables = 0;
+  else if (src->ntables)
+    memcpy(dst->tables, src->tables, src->ntables * sizeof *dst->tables);
+  if (reserve((void **)&dst->coord.ranks, &dst->coord.ranks_cap, src->coord.nranks,
+              sizeof *dst->coord.ranks)) {
+    for (size_t i = 0; i < src->coord.nranks; i++) {
+      char *name = strdup(src->coord.ranks[i].name);
+      if (!name) break;
+      dst->coord.ranks[dst->coord.nranks++] = (ps_server_rank){src->coord.ranks[i].rank, name};
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- filling and publishing */
+
+void srv_stats_fill(ps_server *s, ps_server_stats *out) {
+  out->shard = s->opt.shard;
+  out->shards = s->opt.shards;
+  out->threads = s->nthreads;
+  out->uptime_s = ps_ns_to_s(ps_now_ns() - s->started_ns);
+  for (int i = 0; i < SRV_NOPS; i++) {
+    const srv_opstat *o = &s->ops[i];
+    ps_server_op_stats *d = &out->ops[i];
+    d->count = o->count;
+    d->errors = o->errors;
+    d->keys = o->keys;
+    hist_copy(d->latency, o->lat);
+    hist_copy(d->queue, o->queue);
+    hist_copy(d->service, o->svc);
+  }
+  out->traffic = s->traffic;
+  out->inflight = s->inflight;
+  out->deferred = s->deferred_now;
+  out->held = s->held;
+  out->requests_live = s->reqs_live;
+  out->ntables = 0;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    const srv_table *t = s->tables[id];
+    if (!t) continue;
+    if (!reserve((void **)&out->tables, &out->tables_cap, out->ntables + 1, sizeof *out->tables))
+      break;
+    ps_server_table_stats *e = &out->tables[out->ntables++];
+    e->id = id;
+    e->spec = t->spec;
+    e->applied_step = t->applied;
+    e->pulls_deferred = t->deferred;
+    e->step_known = t->step_init;
+  }
+  out->has_store = s->store != NULL;
+  if (s->store) ps_store_get_stats(s->store, &out->store);
+  out->last_ckpt = s->last;
+  out->prepared_ckpt = s->staged;
+  out->has_coord = s->coord != NULL;
+  if (s->coord) srv_coord_get_stats(s->coord, &out->coord);
+}
+
+void srv_stats_publish(ps_server *s) {
+  s->snap_ns = ps_now_ns();
+  pthread_mutex_lock(&s->snap_mu);
+  srv_stats_fill(s, &s->snap);
+  pthread_mutex_unlock(&s->snap_mu);
+}
+
+ps_status ps_server_stats_read(ps_server *s, ps_server_stats *out) {
+  if (!s || !out || !out->ops[0].latency) return PS_ERR_INVALID;
+  pthread_mutex_lock(&s->snap_mu);
+  stats_copy(out, &s->snap);
+  pthread_mutex_unlock(&s->snap_mu);
+  return PS_OK;
+}
+
+/* ---------------------------------------------------------------- the STATS document */
+
 static json_t *lat_buckets(const ps_hist *h) {
-  /* Non-empty ps_hist buckets as [index, count] pairs: what the metrics endpoint turns back
-   * into a histogram (ps_hist_add_buckets) for Prometheus's cumulative buckets. */
+  /* Non-empty ps_hist buckets as [index, count] pairs: what a client (ps_bench) differences
+   * between two snapshots for a window's percentiles. */
   json_t *a = json_array();
   const uint64_t *c = ps_hist_buckets(h);
   for (size_t i = 0; a && i < ps_hist_nbuckets(); i++)
@@ -36,83 +176,95 @@ static json_t *lat_json(const ps_hist *h) {
                    ps_hist_mean(h) / 1e3);
 }
 
-char *srv_stats_build(ps_server *s) {
-  json_t *j = json_object();
-  if (!j) return NULL;
-  json_object_set_new(j, "shard", json_integer(s->opt.shard));
-  json_object_set_new(j, "shards", json_integer(s->opt.shards));
-  json_object_set_new(j, "threads", json_integer(s->nthreads));
-  json_object_set_new(j, "uptime_s", json_real(ps_ns_to_s(ps_now_ns() - s->started_ns)));
+bool ps_server_stats_op_listed(const ps_server_stats *st, int op) {
+  return op > 0 && op < PS_SERVER_NOPS && op != EMBER__OP__OP_ERROR && st->ops[op].count;
+}
+
+static json_t *ops_json(const ps_server_stats *st) {
   json_t *ops = json_object();
-  for (int i = 1; i < SRV_NOPS; i++) {
-    const srv_opstat *o = &s->ops[i];
-    if (!o->count || i == EMBER__OP__OP_ERROR) continue;
+  for (int i = 1; i < PS_SERVER_NOPS; i++) {
+    const ps_server_op_stats *o = &st->ops[i];
+    if (!ps_server_stats_op_listed(st, i)) continue;
     json_t *e = json_pack("{s:I, s:I, s:I, s:o}", "count", (json_int_t)o->count, "errors",
                           (json_int_t)o->errors, "keys", (json_int_t)o->keys, "latency_us",
-                          lat_json(o->lat));
-    json_object_set_new(e, "latency_buckets", lat_buckets(o->lat));
-    /* The split of latency_us for the requests that reached the store (pull, push): a
-     * client differences the buckets of two snapshots for a window's percentiles. */
+                          lat_json(o->latency));
+    json_object_set_new(e, "latency_buckets", lat_buckets(o->latency));
+    /* The split of latency_us for the requests that reached the store (pull, push). */
     if (ps_hist_count(o->queue)) {
       json_object_set_new(e, "queue_us", lat_json(o->queue));
       json_object_set_new(e, "queue_buckets", lat_buckets(o->queue));
-      json_object_set_new(e, "service_us", lat_json(o->svc));
-      json_object_set_new(e, "service_buckets", lat_buckets(o->svc));
+      json_object_set_new(e, "service_us", lat_json(o->service));
+      json_object_set_new(e, "service_buckets", lat_buckets(o->service));
     }
-    json_object_set_new(ops, srv_op_name(i), e);
+    json_object_set_new(ops, ps_server_op_name(i), e);
   }
-  json_object_set_new(j, "ops", ops);
-  json_object_set_new(j, "malformed", json_integer((json_int_t)s->malformed));
-  json_object_set_new(j, "replies_dropped", json_integer((json_int_t)s->dropped));
-  json_object_set_new(j, "bytes_in", json_integer((json_int_t)s->bytes_in));
-  json_object_set_new(j, "bytes_out", json_integer((json_int_t)s->bytes_out));
-  json_t *q = json_pack("{s:I, s:I, s:I, s:I}", "inflight", (json_int_t)s->inflight, "deferred",
-                        (json_int_t)s->deferred_now, "held", (json_int_t)s->held, "requests_live",
-                        (json_int_t)s->reqs_live);
-  json_object_set_new(j, "queue", q);
+  return ops;
+}
+
+static json_t *tables_json(const ps_server_stats *st) {
   json_t *tabs = json_array();
-  for (uint32_t id = 1; id <= s->max_table; id++) {
-    srv_table *t = s->tables[id];
-    if (!t) continue;
+  for (size_t i = 0; i < st->ntables; i++) {
+    const ps_server_table_stats *t = &st->tables[i];
     json_array_append_new(
-        tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)id,
+        tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)t->id,
                         "name", t->spec.name, "dim", (json_int_t)t->spec.dim, "consistency",
-                        ps_consistency_name(t->spec.consistency), "staleness", (json_int_t)t->spec.staleness,
-                        "num_workers", (json_int_t)t->spec.num_workers, "applied_step",
-                        (json_int_t)t->applied, "pulls_deferred", (json_int_t)t->deferred,
-                        "step_known", (json_int_t)t->step_init));
+                        ps_consistency_name(t->spec.consistency), "staleness",
+                        (json_int_t)t->spec.staleness, "num_workers",
+                        (json_int_t)t->spec.num_workers, "applied_step",
+                        (json_int_t)t->applied_step, "pulls_deferred",
+                        (json_int_t)t->pulls_deferred, "step_known", (json_int_t)t->step_known));
   }
-  json_object_set_new(j, "tables", tabs);
-  if (s->store) {
-    ps_store_stats st;
-    ps_store_get_stats(s->store, &st);
-    json_object_set_new(
-        j, "store",
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows_hot",
-                  (json_int_t)st.rows_hot, "rows_cold", (json_int_t)st.rows_cold, "hits",
-                  (json_int_t)st.hits, "misses", (json_int_t)st.misses, "evictions",
-                  (json_int_t)st.evictions, "writebacks", (json_int_t)st.writebacks, "admitted",
-                  (json_int_t)st.admitted, "pending_admission_pushes",
-                  (json_int_t)st.pending_admission_pushes, "expired", (json_int_t)st.expired,
-                  "hot_bytes", (json_int_t)st.hot_bytes, "cold_bytes", (json_int_t)st.cold_bytes));
-  }
-  if (s->have_ckpt)
-    json_object_set_new(j, "last_checkpoint", srv_ckpt_json(s->ckpt_step, s->ckpt_path));
-  if (s->have_staged)
-    json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(s->staged_step, s->staged_path));
-  if (s->coord) srv_coord_stats(s, j);
+  return tabs;
+}
+
+static json_t *store_json(const ps_store_stats *st) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows_hot",
+                   (json_int_t)st->rows_hot, "rows_cold", (json_int_t)st->rows_cold, "hits",
+                   (json_int_t)st->hits, "misses", (json_int_t)st->misses, "evictions",
+                   (json_int_t)st->evictions, "writebacks", (json_int_t)st->writebacks,
+                   "admitted", (json_int_t)st->admitted, "pending_admission_pushes",
+                   (json_int_t)st->pending_admission_pushes, "expired", (json_int_t)st->expired,
+                   "hot_bytes", (json_int_t)st->hot_bytes, "cold_bytes",
+                   (json_int_t)st->cold_bytes);
+}
+
+static json_t *coord_json(const ps_server_coord_stats *c) {
+  json_t *m = json_array();
+  for (size_t i = 0; i < c->nranks; i++)
+    json_array_append_new(m, json_pack("{s:i, s:s}", "rank", (int)c->ranks[i].rank, "name",
+                                       c->ranks[i].name));
+  return json_pack("{s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:I}", "world", (json_int_t)c->world,
+                   "members", (json_int_t)c->members, "joins", (json_int_t)c->joins, "ranks", m,
+                   "kv_keys", (json_int_t)c->kv_keys, "kv_bytes", (json_int_t)c->kv_bytes,
+                   "kv_waiting", (json_int_t)c->kv_waiting, "barriers_open",
+                   (json_int_t)c->barriers_open);
+}
+
+char *ps_server_stats_to_json(const ps_server_stats *st) {
+  json_t *j = json_object();
+  if (!j) return NULL;
+  json_object_set_new(j, "shard", json_integer(st->shard));
+  json_object_set_new(j, "shards", json_integer(st->shards));
+  json_object_set_new(j, "threads", json_integer(st->threads));
+  json_object_set_new(j, "uptime_s", json_real(st->uptime_s));
+  json_object_set_new(j, "ops", ops_json(st));
+  const ps_server_traffic *tr = &st->traffic;
+  json_object_set_new(j, "malformed", json_integer((json_int_t)tr->malformed));
+  json_object_set_new(j, "replies_dropped", json_integer((json_int_t)tr->replies_dropped));
+  json_object_set_new(j, "bytes_in", json_integer((json_int_t)tr->bytes_in));
+  json_object_set_new(j, "bytes_out", json_integer((json_int_t)tr->bytes_out));
+  json_t *q = json_pack("{s:I, s:I, s:I, s:I}", "inflight", (json_int_t)st->inflight, "deferred",
+                        (json_int_t)st->deferred, "held", (json_int_t)st->held, "requests_live",
+                        (json_int_t)st->requests_live);
+  json_object_set_new(j, "queue", q);
+  json_object_set_new(j, "tables", tables_json(st));
+  if (st->has_store) json_object_set_new(j, "store", store_json(&st->store));
+  if (st->last_ckpt.have)
+    json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&st->last_ckpt));
+  if (st->prepared_ckpt.have)
+    json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&st->prepared_ckpt));
+  if (st->has_coord) json_object_set_new(j, "coordinator", coord_json(&st->coord));
   char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);
   return out;
-}
-
-void srv_stats_publish(ps_server *s) {
-  char *js = srv_stats_build(s);
-  s->snap_ns = ps_now_ns();
-  if (!js) return;
-  pthread_mutex_lock(&s->snap_mu);
-  char *old = s->snap_json;
-  s->snap_json = js;
-  pthread_mutex_unlock(&s->snap_mu);
-  free(old);
 }

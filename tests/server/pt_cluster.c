@@ -3,6 +3,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,6 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "ps_client.h"
 
@@ -252,4 +256,39 @@ ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeou
   o.rank = rank;
   ps_client *c = NULL;
   return ps_client_create(urls, (size_t)n, &o, &c) == PS_OK ? c : NULL;
+}
+
+static pt_group *g_group; /* the group pt_group_run is running */
+
+static int group_setup(void **state) {
+  (void)state;
+  pt_group *g = g_group;
+  pt_tmpdir(g->tag, g->dir);
+  char d[600];
+  for (int i = 0; i < g->n; i++) {
+    snprintf(d, sizeof d, "%s/s%d", g->dir, i);
+    if (!pt_start(&g->srv[i], i, g->n, d, 0, g->threads[i])) return -1;
+  }
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  pt_stop_all(g_group->srv, g_group->n, g_group->dir);
+  return 0;
+}
+
+int pt_group_run(pt_group *g, const struct CMUnitTest *tests, size_t n) {
+  if (g->n < 1 || g->n > 4) return 1;
+  g_group = g;
+  return _cmocka_run_group_tests(g->tag, tests, n, group_setup, group_teardown);
+}
+
+ps_client *pt_group_client(const pt_group *g, uint32_t rank) {
+  ps_client *c = pt_client(g->srv, g->n, rank, g->timeout_ms);
+  if (!c) {
+    fprintf(stderr, "pt_group_client: no client of the %s cluster\n", g->tag);
+    exit(1);
+  }
+  return c;
 }

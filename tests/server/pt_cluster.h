@@ -42,6 +42,21 @@ ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeou
 /* GET http://127.0.0.1:port/path (HTTP/1.1, Connection: close), every read and write bounded by
  * 5 s: the body of a 200 answer, malloc'd and NUL-terminated; NULL otherwise. */
 char *pt_http_get(int port, const char *path);
+/* A cluster that a cmocka test group shares: n shards in a temp dir named for tag, shard i with
+ * threads[i] partition threads, started before the group's tests and SIGKILLed after them. */
+typedef struct pt_group {
+  int n;               /* shards, at most 4 */
+  const char *tag;     /* of the temp dir (and the group's name) */
+  int threads[4];      /* partition threads of each shard */
+  uint32_t timeout_ms; /* of the clients pt_group_client makes */
+  pt_server srv[4];
+  char dir[512];
+} pt_group;
+struct CMUnitTest;
+/* Runs the tests as one cmocka group around g's cluster; the test program's exit status. */
+int pt_group_run(pt_group *g, const struct CMUnitTest *tests, size_t n);
+/* A client of g's servers as rank; ends the test program if it cannot be created. */
+ps_client *pt_group_client(const pt_group *g, uint32_t rank);
 /* The in-process reference a test replays the servers' traffic on: a store in dir/name (one
  * partition, cache_bytes of hot tier) with t declared. NULL, with the reason on stderr, if it
  * cannot be opened or t declared. */

@@ -119,28 +119,28 @@ static bool last_ckpt_is(fixture *f, int i, const char *root, uint64_t step) {
   return stats_has(f, i, want);
 }
 
+/* On both shards: ck2 is prepared (its staging there, recorded as prepared) or not at all, and
+ * ck1 is still the last checkpoint. */
+static void assert_ck2_prepared(fixture *f, bool prepared) {
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(has_file(f, i, "ck2", ".staging"), prepared);
+    assert_int_equal(has_file(f, i, "ck2", ".staging.json"), prepared);
+    assert_false(has_file(f, i, "ck2", ""));
+    assert_int_equal(stats_has(f, i, "\"prepared_checkpoint\":{"), prepared);
+    assert_true(last_ckpt_is(f, i, "ck1", 1));
+  }
+}
+
 static void test_crash_between_phases(void **state) {
   (void)state;
   fixture f;
   setup(&f, "ckpt-2pc");
   assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_PREPARE, 2, "ck2"), PS_OK);
-  for (int i = 0; i < 2; i++) {
-    assert_true(has_file(&f, i, "ck2", ".staging"));
-    assert_true(has_file(&f, i, "ck2", ".staging.json"));
-    assert_false(has_file(&f, i, "ck2", ""));
-    assert_true(stats_has(&f, i, "\"prepared_checkpoint\":{"));
-    assert_true(last_ckpt_is(&f, i, "ck1", 1));
-  }
+  assert_ck2_prepared(&f, true);
   /* The driver dies here: no commit, no abort. */
   crash_and_restart(&f);
   assert_rows(&f, 1, f.at_ck1);
-  for (int i = 0; i < 2; i++) {
-    assert_false(has_file(&f, i, "ck2", ".staging"));
-    assert_false(has_file(&f, i, "ck2", ".staging.json"));
-    assert_false(has_file(&f, i, "ck2", ""));
-    assert_false(stats_has(&f, i, "prepared_checkpoint"));
-    assert_true(last_ckpt_is(&f, i, "ck1", 1));
-  }
+  assert_ck2_prepared(&f, false);
   /* Nothing is left to commit; an abort of nothing is fine. */
   assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_COMMIT, 2, "ck2"), PS_ERR_NOT_FOUND);
   assert_non_null(strstr(ps_client_error(f.c), "no prepared checkpoint"));

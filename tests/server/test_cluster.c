@@ -22,33 +22,11 @@
 #define DIM 8
 #define TABLE 3
 
-static pt_server g_srv[2];
-static char g_dir[512];
+/* Shard 1 with no partition threads: store work on the socket thread, the default on
+ * machines of 2 CPUs or fewer. */
+static pt_group g_cl = {.n = 2, .tag = "cluster", .threads = {2, 0}, .timeout_ms = 10000};
 
-static int setup(void **state) {
-  (void)state;
-  pt_tmpdir("cluster", g_dir);
-  char d0[600], d1[600];
-  snprintf(d0, sizeof d0, "%s/s0", g_dir);
-  snprintf(d1, sizeof d1, "%s/s1", g_dir);
-  if (!pt_start(&g_srv[0], 0, 2, d0, 0, 2)) return -1;
-  /* Shard 1 with no partition threads: store work on the socket thread, the default on
-   * machines of 2 CPUs or fewer. */
-  if (!pt_start(&g_srv[1], 1, 2, d1, 0, 0)) return -1;
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  pt_stop_all(g_srv, 2, g_dir);
-  return 0;
-}
-
-static ps_client *client(void) {
-  ps_client *c = pt_client(g_srv, 2, 0, 10000);
-  assert_non_null(c);
-  return c;
-}
+static ps_client *client(void) { return pt_group_client(&g_cl, 0); }
 
 static void table_of(ps_table_spec *t, int opt) {
   ps_table_spec_default(t, TABLE, "emb", DIM);
@@ -76,7 +54,7 @@ static void test_equal_to_store(void **state) {
   table_of(&t, 1 /* Adagrad: order-sensitive if a push were applied twice */);
   for (int i = 0; i < 3; i++) assert_int_equal(ps_client_declare(c[i], &t), PS_OK);
 
-  ps_store *ref = pt_ref_store(g_dir, "ref", 64 << 20, &t);
+  ps_store *ref = pt_ref_store(g_cl.dir, "ref", 64 << 20, &t);
   assert_non_null(ref);
 
   enum { N = 3000 };
@@ -153,7 +131,7 @@ static void test_refusals(void **state) {
   ps_client_destroy(&c);
 
   /* A client that believes shard 1 is the only server sends it keys of shard 0. */
-  const char *urls[1] = {g_srv[1].url};
+  const char *urls[1] = {g_cl.srv[1].url};
   ps_client *one = NULL;
   assert_int_equal(ps_client_create(urls, 1, NULL, &one), PS_OK);
   assert_int_equal(ps_client_declare(one, &t), PS_OK);
@@ -161,7 +139,7 @@ static void test_refusals(void **state) {
   while (ps_shard_of(k, 2) != 0) k++;
   float row[DIM];
   assert_int_equal(ps_client_pull(one, TABLE, 0, &k, 1, row), PS_ERR_WRONG_SHARD);
-  assert_non_null(strstr(ps_client_error(one), g_srv[1].url));
+  assert_non_null(strstr(ps_client_error(one), g_cl.srv[1].url));
   assert_int_equal(ps_client_push(one, TABLE, 0, &k, 1, row), PS_ERR_WRONG_SHARD);
   uint64_t k1 = 0;
   while (ps_shard_of(k1, 2) != 1) k1++;
@@ -202,7 +180,7 @@ static void test_stats(void **state) {
  * unique key by the client, rounded to f16, and applied as such. Checked bit-exactly. */
 static void test_f16_wire(void **state) {
   (void)state;
-  const char *urls[2] = {g_srv[0].url, g_srv[1].url};
+  const char *urls[2] = {g_cl.srv[0].url, g_cl.srv[1].url};
   ps_client_options o;
   ps_client_options_default(&o);
   o.wire_f16 = true;
@@ -213,7 +191,7 @@ static void test_f16_wire(void **state) {
   t.id = 4;
   snprintf(t.name, sizeof t.name, "half");
   assert_int_equal(ps_client_declare(c, &t), PS_OK);
-  ps_store *ref = pt_ref_store(g_dir, "ref16", 16 << 20, &t);
+  ps_store *ref = pt_ref_store(g_cl.dir, "ref16", 16 << 20, &t);
   assert_non_null(ref);
   enum { N = 500 };
   uint64_t keys[N], uk[N];
@@ -250,5 +228,5 @@ int main(void) {
       cmocka_unit_test(test_stats),
       cmocka_unit_test(test_f16_wire),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }

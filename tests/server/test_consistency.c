@@ -21,25 +21,9 @@
 
 #define DIM 4
 
-static pt_server g_srv[2];
-static char g_dir[512];
+static pt_group g_cl = {.n = 2, .tag = "cons", .threads = {2, 2}, .timeout_ms = 15000};
 
-static int setup(void **state) {
-  (void)state;
-  return pt_start_all(g_srv, 2, "cons", g_dir, 2) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  pt_stop_all(g_srv, 2, g_dir);
-  return 0;
-}
-
-static ps_client *client(uint32_t rank) {
-  ps_client *c = pt_client(g_srv, 2, rank, 15000);
-  assert_non_null(c);
-  return c;
-}
+static ps_client *client(uint32_t rank) { return pt_group_client(&g_cl, rank); }
 
 static void test_sync(void **state) {
   (void)state;
@@ -89,7 +73,7 @@ static void test_sync(void **state) {
   assert_int_equal(ps_client_wait(a, &r), PS_OK);
 
   /* Reference: one push of both workers' gradients, applied once. */
-  ps_store *ref = pt_ref_store(g_dir, "ref", 16 << 20, &t);
+  ps_store *ref = pt_ref_store(g_cl.dir, "ref", 16 << 20, &t);
   assert_non_null(ref);
   uint64_t kall[2 * N];
   float gall[2 * N * DIM];
@@ -102,7 +86,7 @@ static void test_sync(void **state) {
   assert_int_equal(ps_store_pull(ref, 10, ka, N, want), PS_OK);
   for (int i = 0; i < N * DIM; i++) assert_true(fabsf(r1[i] - want[i]) <= 1e-6f);
   /* The test can fail: two separate applications give other rows for the shared keys. */
-  ps_store *twice = pt_ref_store(g_dir, "ref2", 16 << 20, &t);
+  ps_store *twice = pt_ref_store(g_cl.dir, "ref2", 16 << 20, &t);
   assert_non_null(twice);
   assert_int_equal(ps_store_push(twice, 10, ka, N, ga), PS_OK);
   assert_int_equal(ps_store_push(twice, 10, kb, N, gb), PS_OK);
@@ -188,5 +172,5 @@ int main(void) {
       cmocka_unit_test(test_sync),
       cmocka_unit_test(test_ssp),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }

@@ -17,25 +17,9 @@
 #include "ps_client.h"
 #include "pt_cluster.h"
 
-static pt_server g_srv[2];
-static char g_dir[512];
+static pt_group g_cl = {.n = 2, .tag = "coord", .threads = {1, 1}, .timeout_ms = 10000};
 
-static int setup(void **state) {
-  (void)state;
-  return pt_start_all(g_srv, 2, "coord", g_dir, 1) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  pt_stop_all(g_srv, 2, g_dir);
-  return 0;
-}
-
-static ps_client *client(void) {
-  ps_client *c = pt_client(g_srv, 2, 0, 10000);
-  assert_non_null(c);
-  return c;
-}
+static ps_client *client(void) { return pt_group_client(&g_cl, 0); }
 
 static void test_join(void **state) {
   (void)state;
@@ -97,7 +81,7 @@ static void test_kv(void **state) {
   assert_memory_equal(v, bin + 1, 299);
   free(v);
   /* Shard 1 is not the coordinator. */
-  const char *u1[1] = {g_srv[1].url};
+  const char *u1[1] = {g_cl.srv[1].url};
   ps_client *one = NULL;
   assert_int_equal(ps_client_create(u1, 1, NULL, &one), PS_OK);
   assert_int_equal(ps_client_kv_set(one, "k", "v", 1), PS_ERR_UNSUPPORTED);
@@ -145,5 +129,5 @@ int main(void) {
       cmocka_unit_test(test_kv),
       cmocka_unit_test(test_barrier),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }

@@ -1,0 +1,41 @@
+/* ps_coord_int: the coordinator's interface (JOIN, KV_SET/KV_GET, BARRIER on shard 0).
+ *
+ * The coordinator owns its state and nothing else: it sees a request as an opaque handle plus
+ * its decoded header, and answers through the two callbacks of srv_coord_reply. So it knows
+ * nothing of sockets, the server's request pool or its statistics, and a test can drive it
+ * in-process with a fake reply interface. A handle given to srv_coord_handle belongs to the
+ * coordinator until it is answered (now or later: KV_GET waits, barriers); its header must stay
+ * valid until then. Not a public header. */
+#ifndef PS_COORD_INT_H
+#define PS_COORD_INT_H
+
+#include <stdint.h>
+
+#include "ps_server.h"
+#include "ps_wire.h"
+
+typedef struct srv_coord_reply {
+  void *ctx;
+  /* Answers req with rh (the coordinator filled its op and fields) and releases req. */
+  void (*reply)(void *ctx, void *req, Ember__Header *rh);
+  /* Answers req with an error status and message and releases req. */
+  void (*error)(void *ctx, void *req, ps_status st, const char *msg);
+} srv_coord_reply;
+
+typedef struct srv_coord srv_coord;
+
+/* The reply interface is copied. NULL without memory. */
+srv_coord *srv_coord_create(const srv_coord_reply *io);
+/* Frees the state; waiters still parked are dropped unanswered (drain first). */
+void srv_coord_destroy(srv_coord **c);
+/* Takes ownership of req (answers now or later); h is its decoded header. */
+void srv_coord_handle(srv_coord *c, void *req, const Ember__Header *h);
+/* Answers PS_ERR_TIMEOUT to waiters whose deadline is <= now (ns, ps_now_ns); returns the next
+ * deadline or 0 when nobody waits with one. */
+uint64_t srv_coord_expire(srv_coord *c, uint64_t now);
+/* Answers every waiter with PS_ERR_UNAVAILABLE (shutdown). */
+void srv_coord_drain(srv_coord *c);
+/* The coordinator's part of the server's statistics (ranks reuses out's earlier allocation). */
+void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out);
+
+#endif

@@ -1,0 +1,266 @@
+/* ps_server_ops: the op handlers, one per request op, each validating its request against the
+ * table and the shard before any store work.
+ *
+ * A handler owns its request: it replies (an error at the first failed check, so a refused
+ * request never reaches the store) or passes it on -- to the partition threads
+ * (ps_server_part.c), to a wait list (ps_server_sched.c), or to the coordinator (ps_coord.c).
+ * Store ops that arrive during a checkpoint or restore are held and come back here, in order,
+ * through the ready queue. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_hash.h"
+#include "ps_log.h"
+#include "ps_server_int.h"
+
+static ps_status check_keys(ps_server *s, srv_req *r) {
+  if (s->opt.shards <= 1) return PS_OK;
+  const uint64_t *k = r->msg.keys;
+  for (size_t i = 0; i < r->msg.nkeys; i++) {
+    uint32_t sh = ps_shard_of(k[i], s->opt.shards);
+    if (sh != s->opt.shard) {
+      srv_reply_error(s, r, PS_ERR_WRONG_SHARD,
+                      "key %" PRIu64 " (position %zu) belongs to shard %u of %u, this is shard %u",
+                      k[i], i, sh, s->opt.shards, s->opt.shard);
+      return PS_ERR_WRONG_SHARD;
+    }
+  }
+  return PS_OK;
+}
+
+/* Sync and ssp tables keep a clock per worker, so a data op must name one of them. */
+static ps_status check_worker(ps_server *s, srv_req *r) {
+  const srv_table *t = r->tab;
+  if (t->spec.consistency == PS_CONS_ASYNC || r->h->worker < t->spec.num_workers) return PS_OK;
+  srv_reply_error(s, r, PS_ERR_INVALID, "worker %u out of range: table %u has %u workers",
+                  r->h->worker, t->spec.id, t->spec.num_workers);
+  return PS_ERR_INVALID;
+}
+
+static void handle_pull(ps_server *s, srv_req *r) {
+  Ember__Header *h = r->h;
+  srv_table *t = r->tab;
+  if (h->dim && h->dim != t->spec.dim) {
+    srv_reply_error(s, r, PS_ERR_INVALID, "pull asks for dim %u, table %u has dim %u", h->dim,
+                    t->spec.id, t->spec.dim);
+    return;
+  }
+  if (h->value_type != EMBER__VALUE_TYPE__VT_F32 && h->value_type != EMBER__VALUE_TYPE__VT_F16) {
+    srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "value type %d (f32 or f16)", (int)h->value_type);
+    return;
+  }
+  r->f16 = h->value_type == EMBER__VALUE_TYPE__VT_F16;
+  if (r->msg.nkeys * (size_t)t->spec.dim * sizeof(float) > SRV_MAX_REPLY_BYTES) {
+    srv_reply_error(s, r, PS_ERR_INVALID, "pull of %zu keys x dim %u exceeds the reply limit",
+                    r->msg.nkeys, t->spec.dim);
+    return;
+  }
+  if (check_worker(s, r) != PS_OK || check_keys(s, r) != PS_OK) return;
+  s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
+  if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
+  if (!srv_pull_ready(t, h->step)) {
+    t->deferred++;
+    s->deferred_now++;
+    srv_list_push(&t->wait_head, &t->wait_tail, r);
+    return;
+  }
+  srv_start_pull(s, r);
+}
+
+static void handle_push(ps_server *s, srv_req *r) {
+  Ember__Header *h = r->h;
+  srv_table *t = r->tab;
+  if (h->dim != t->spec.dim) {
+    srv_reply_error(s, r, PS_ERR_INVALID, "push has dim %u, table %u has dim %u", h->dim,
+                    t->spec.id, t->spec.dim);
+    return;
+  }
+  if (r->msg.value_size != sizeof(float) && r->msg.value_size != 2) {
+    srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "push gradients must be f32 or f16");
+    return;
+  }
+  r->f16 = r->msg.value_size == 2;
+  if (check_worker(s, r) != PS_OK || check_keys(s, r) != PS_OK) return;
+  s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
+  if (t->spec.consistency != PS_CONS_SYNC) {
+    srv_dispatch(s, r, TK_PUSH);
+    return;
+  }
+  srv_adopt_step(t, h->step);
+  if (h->step < t->apply_issued) {
+    srv_reply_error(s, r, PS_ERR_CONFLICT,
+                    "push for step %" PRIu64 " of table %u arrived after that step was applied",
+                    h->step, t->spec.id);
+    return;
+  }
+  if (h->step >= t->apply_issued + SRV_WINDOW) {
+    srv_reply_error(s, r, PS_ERR_INVALID,
+                    "push for step %" PRIu64 " is more than %u steps ahead of step %" PRIu64,
+                    h->step, SRV_WINDOW, t->apply_issued);
+    return;
+  }
+  r->step = h->step;
+  srv_dispatch(s, r, TK_BUFFER);
+}
+
+static void handle_step(ps_server *s, srv_req *r) {
+  Ember__Header *h = r->h;
+  ps_error err;
+  ps_error_clear(&err);
+  ps_status st = PS_OK;
+  if (h->table_id) {
+    st = srv_table_step(s, r->tab, h->worker, h->step, &err);
+  } else {
+    for (uint32_t id = 1; id <= s->max_table && st == PS_OK; id++)
+      if (s->tables[id]) st = srv_table_step(s, s->tables[id], h->worker, h->step, &err);
+  }
+  if (st != PS_OK) srv_reply_error(s, r, st, "%s", err.msg);
+  else srv_reply_ok(s, r);
+  srv_try_exclusive(s);
+}
+
+static void handle_declare(ps_server *s, srv_req *r) {
+  ps_table_spec spec;
+  ps_error e;
+  if (ps_wire_spec_from_pb(r->h->table, &spec, &e) != PS_OK) {
+    srv_reply_error(s, r, e.code, "bad table spec: %s", e.msg);
+    return;
+  }
+  const uint32_t id = spec.id;
+  srv_table *t = s->tables[id];
+  if (t && !t->meta_unknown && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
+    srv_reply_error(s, r, PS_ERR_CONFLICT,
+                    "table %u '%s' was declared with consistency %s (staleness %u) for %u "
+                    "workers; this declaration asks for %s (staleness %u) for %u workers",
+                    id, t->spec.name, ps_consistency_name(t->spec.consistency),
+                    t->spec.staleness, t->spec.num_workers,
+                    ps_consistency_name(spec.consistency), spec.staleness, spec.num_workers);
+    return;
+  }
+  ps_status st = ps_store_declare(s->store, &spec);
+  if (st != PS_OK) {
+    srv_reply_error(s, r, st,
+                    st == PS_ERR_CONFLICT
+                        ? "table %u '%s' conflicts with a table already declared (another spec "
+                          "under this id or name)"
+                        : "declaring table %u '%s' failed",
+                    id, spec.name);
+    return;
+  }
+  if (!t || t->meta_unknown) {
+    srv_table *nt = srv_table_new(&spec);
+    if (!nt) {
+      srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory declaring table %u", id);
+      return;
+    }
+    if (t) srv_table_free(t);
+    s->tables[id] = nt;
+    if (id > s->max_table) s->max_table = id;
+    if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not persist the table metadata");
+    PS_INFO("declared table %u '%s' dim %u, %s%s for %u workers", id, spec.name, spec.dim,
+            ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
+            spec.num_workers);
+  }
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
+  rh.table_id = id;
+  srv_reply(s, r, &rh, NULL);
+}
+
+static void handle_stats(ps_server *s, srv_req *r) {
+  srv_stats_fill(s, &s->scratch);
+  char *js = ps_server_stats_to_json(&s->scratch);
+  if (!js) {
+    srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory building stats");
+    return;
+  }
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_STATS);
+  rh.blob.data = (uint8_t *)js;
+  rh.blob.len = strlen(js);
+  srv_reply(s, r, &rh, NULL);
+  free(js);
+}
+
+void srv_run_exclusive(ps_server *s, srv_req *r) {
+  ps_error err;
+  ps_error_clear(&err);
+  Ember__Header rh;
+  ps_wire_header_init(&rh, r->h->op);
+  ps_status st;
+  char dir[4096] = "";
+  if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
+    st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, dir, sizeof dir, &err);
+    rh.step = r->h->step;
+    rh.path = dir;
+    rh.ckpt_phase = r->h->ckpt_phase;
+  } else {
+    uint64_t step = 0;
+    st = srv_restore(s, r->h->path, &step, &err);
+    rh.step = step;
+    for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
+      if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
+  }
+  if (st != PS_OK) srv_reply_error(s, r, st, "%s", err.msg);
+  else srv_reply(s, r, &rh, NULL);
+}
+
+static bool store_op(int op) {
+  return op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP ||
+         op == EMBER__OP__OP_DECLARE;
+}
+
+static bool coord_op(int op) {
+  return op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_KV_GET ||
+         op == EMBER__OP__OP_BARRIER;
+}
+
+void srv_handle(ps_server *s, srv_req *r) {
+  Ember__Header *h = r->h;
+  int op = (int)h->op;
+  if (s->stopping) {
+    srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
+    return;
+  }
+  if (s->excl_active && store_op(op)) {
+    srv_list_push(&s->held_head, &s->held_tail, r);
+    s->held++;
+    return;
+  }
+  if (op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH ||
+      (op == EMBER__OP__OP_STEP && h->table_id)) {
+    srv_table *t = h->table_id ? s->tables[h->table_id] : NULL;
+    if (!t) {
+      srv_reply_error(s, r, PS_ERR_UNKNOWN_TABLE, "table %u is not declared on shard %u",
+                      h->table_id, s->opt.shard);
+      return;
+    }
+    r->tab = t;
+  }
+  switch (op) {
+    case EMBER__OP__OP_DECLARE: handle_declare(s, r); return;
+    case EMBER__OP__OP_PULL: handle_pull(s, r); return;
+    case EMBER__OP__OP_PUSH: handle_push(s, r); return;
+    case EMBER__OP__OP_STEP: handle_step(s, r); return;
+    case EMBER__OP__OP_STATS: handle_stats(s, r); return;
+    case EMBER__OP__OP_PING: srv_reply_ok(s, r); return;
+    case EMBER__OP__OP_CHECKPOINT:
+    case EMBER__OP__OP_RESTORE:
+      srv_exclusive_add(s, r);
+      return;
+    default: break;
+  }
+  if (coord_op(op)) {
+    if (s->opt.shard != 0 || !s->coord) {
+      srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
+                      "%s goes to the coordinator on shard 0; this is shard %u",
+                      ps_server_op_name(op), s->opt.shard);
+      return;
+    }
+    srv_coord_handle(s->coord, r, r->h);
+    return;
+  }
+  srv_reply_error(s, r, PS_ERR_UNKNOWN_OP, "op %d is not a request", op);
+}

@@ -1,0 +1,163 @@
+/* ps_server_req: a request's life on the main thread, from its pooled srv_req to its reply.
+ *
+ * Requests are recycled through a free list (with their per-thread task array) because every
+ * message needs one and the main thread is the hot path. A reply always ends the request: every
+ * srv_reply* call sends (or hands to the in-process sink), records the op's latency split
+ * (arrival -> store work -> reply) and frees r, so no caller can answer twice. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_log.h"
+#include "ps_server_int.h"
+#include "ps_time.h"
+
+srv_req *srv_req_new(ps_server *s, int kind) {
+  srv_req *r = s->free_reqs;
+  if (r) {
+    s->free_reqs = r->next;
+  } else {
+    r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    uint32_t nt = s->nthreads ? s->nthreads : 1;
+    r->tasks = calloc(nt, sizeof *r->tasks);
+    if (!r->tasks) {
+      free(r);
+      return NULL;
+    }
+  }
+  srv_task *tasks = r->tasks;
+  memset(r, 0, sizeof *r);
+  r->tasks = tasks;
+  r->kind = kind;
+  r->t0 = ps_now_ns();
+  s->reqs_live++;
+  return r;
+}
+
+void srv_req_free(ps_server *s, srv_req *r) {
+  if (!r) return;
+  if (r->has_ident) zmq_msg_close(&r->ident);
+  for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
+  if (r->has_out) zmq_msg_close(&r->out);
+  ps_store_batch_destroy(&r->batch);
+  ps_msg_clear(&r->msg);
+  r->has_ident = r->has_out = false;
+  r->nfr = 0;
+  r->h = NULL;
+  r->next = s->free_reqs;
+  s->free_reqs = r;
+  s->reqs_live--;
+}
+
+void srv_req_destroy_pool(ps_server *s) {
+  while (s->free_reqs) {
+    srv_req *r = s->free_reqs;
+    s->free_reqs = r->next;
+    free(r->tasks);
+    free(r);
+  }
+}
+
+static void record(ps_server *s, srv_req *r, bool ok) {
+  int op = r->h ? (int)r->h->op : 0;
+  if (op < 0 || op >= SRV_NOPS) op = 0;
+  srv_opstat *o = &s->ops[op];
+  o->count++;
+  if (!ok) o->errors++;
+  uint64_t now = ps_now_ns();
+  ps_hist_record(o->lat, now - r->t0);
+  if (r->t_svc) {
+    ps_hist_record(o->queue, r->t_svc - r->t0);
+    ps_hist_record(o->svc, now - r->t_svc);
+  }
+}
+
+/* Sends [ident][header][values?] (or hands it to the in-process sink), then frees r. */
+void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
+  rh->version = PS_WIRE_VERSION;
+  rh->is_reply = true;
+  rh->request_id = r->h ? r->h->request_id : 0;
+  rh->shard = s->opt.shard;
+  rh->shards = s->opt.shards;
+  record(s, r, rh->status == 0);
+  size_t hs = ember__header__get_packed_size(rh);
+  zmq_msg_t hm;
+  if (zmq_msg_init_size(&hm, hs) != 0) {
+    srv_req_free(s, r);
+    return;
+  }
+  ember__header__pack(rh, zmq_msg_data(&hm));
+  if (s->router) {
+    if (!r->has_ident) {
+      zmq_msg_close(&hm);
+      srv_req_free(s, r);
+      return;
+    }
+    s->traffic.bytes_out += hs + (values ? zmq_msg_size(values) : 0);
+    r->has_ident = false;
+    /* ROUTER never blocks: a peer that is gone or past its HWM loses the reply. */
+    if (zmq_msg_send(&r->ident, s->router, ZMQ_SNDMORE) < 0) {
+      zmq_msg_close(&r->ident);
+      zmq_msg_close(&hm);
+      s->traffic.replies_dropped++;
+    } else if (zmq_msg_send(&hm, s->router, values ? ZMQ_SNDMORE : 0) < 0) {
+      zmq_msg_close(&hm);
+      s->traffic.replies_dropped++;
+    } else if (values && zmq_msg_send(values, s->router, 0) < 0) {
+      s->traffic.replies_dropped++;
+    }
+  } else {
+    if (s->sink) {
+      const void *f[2] = {zmq_msg_data(&hm), values ? zmq_msg_data(values) : NULL};
+      size_t z[2] = {hs, values ? zmq_msg_size(values) : 0};
+      s->sink(s->sink_ctx, f, z, values ? 2 : 1);
+    }
+    zmq_msg_close(&hm);
+  }
+  srv_req_free(s, r);
+}
+
+void srv_reply_ok(ps_server *s, srv_req *r) {
+  Ember__Header rh;
+  ps_wire_header_init(&rh, r->h ? r->h->op : EMBER__OP__OP_NONE);
+  srv_reply(s, r, &rh, NULL);
+}
+
+void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  PS_DEBUG("error reply (%s): %s", ps_status_str(st), msg);
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_ERROR);
+  rh.status = (int32_t)st;
+  rh.message = msg;
+  srv_reply(s, r, &rh, NULL);
+}
+
+void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail) {
+  srv_req *r = *head;
+  *head = NULL;
+  if (tail) *tail = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
+    r = next;
+  }
+}
+
+/* ---------------------------------------------------------------- the coordinator's replies */
+
+static void coord_reply(void *ctx, void *req, Ember__Header *rh) { srv_reply(ctx, req, rh, NULL); }
+
+static void coord_error(void *ctx, void *req, ps_status st, const char *msg) {
+  srv_reply_error(ctx, req, st, "%s", msg);
+}
+
+srv_coord_reply srv_coord_io(ps_server *s) {
+  return (srv_coord_reply){.ctx = s, .reply = coord_reply, .error = coord_error};
+}

@@ -1,0 +1,274 @@
+/* ps_server_sched: scheduling and consistency, the main thread's bookkeeping of when a
+ * request may run and when its reply may leave.
+ *
+ * Nothing here ever blocks a thread on another worker: a reply that must wait (a sync pull of
+ * a step not yet applied, an ssp pull too far ahead, a store op during a checkpoint, a reply
+ * under an injected delay) is parked in a list and taken up when its condition turns true.
+ * Sync tables apply a step once every worker reported it (STEP), as one store call per
+ * partition thread. Checkpoints and restores are exclusive: they run with no store work in
+ * flight, store ops arriving meanwhile are held, and afterwards the held requests move to a
+ * ready queue that the main loop drains in order (srv_run_ready) -- never handled again from
+ * inside a handler, so no handler re-enters another. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "ps_log.h"
+#include "ps_server_int.h"
+#include "ps_time.h"
+
+static void reply_finished(ps_server *s, srv_req *r);
+/* --inject-delay-us: when a request's reply may leave. It simulates service time, so it runs
+ * from the start of the store work: queueing (a deferred pull, busy partition threads) comes
+ * on top of it, as on a server whose service simply takes this long. */
+static uint64_t delay_due(const ps_server *s, const srv_req *r) {
+  return r->t_svc + s->opt.inject_delay_us * 1000u;
+}
+
+void srv_finish(ps_server *s, srv_req *r) {
+  s->inflight--;
+  if (r->kind == REQ_APPLY) {
+    srv_table *t = r->tab;
+    if (r->st != PS_OK)
+      PS_ERROR("applying step %" PRIu64 " of table %u failed: %s", r->step, t->spec.id,
+               ps_status_str(r->st));
+    if (r->step + 1 > t->applied) t->applied = r->step + 1;
+    srv_req_free(s, r);
+    srv_release_waiters(s, t);
+    srv_try_exclusive(s);
+    return;
+  }
+  if (s->opt.inject_delay_us && r->kind == REQ_CLIENT && !s->stopping &&
+      ps_now_ns() < delay_due(s, r)) {
+    /* An injected service time: the reply waits in a FIFO, no thread waits with it, so
+     * requests overlap as they would on a server whose service simply takes this long. The
+     * FIFO is in finishing order, which is the order of t_svc but for requests whose store
+     * work overlapped: a reply is late by at most that overlap. */
+    s->inflight++;
+    srv_list_push(&s->delay_head, &s->delay_tail, r);
+    return;
+  }
+  reply_finished(s, r);
+}
+
+/* Sends the replies whose injected delay is over (all of them when stopping); returns the
+ * nanoseconds until the next one is due, 0 if none waits. */
+uint64_t srv_release_delayed(ps_server *s) {
+  uint64_t now = ps_now_ns();
+  while (s->delay_head) {
+    srv_req *r = s->delay_head;
+    uint64_t due = delay_due(s, r);
+    if (!s->stopping && due > now) return due - now;
+    s->delay_head = r->next;
+    if (!s->delay_head) s->delay_tail = NULL;
+    r->next = NULL;
+    s->inflight--;
+    reply_finished(s, r);
+  }
+  return 0;
+}
+
+static void reply_finished(ps_server *s, srv_req *r) {
+  if (r->st != PS_OK) {
+    srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
+                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
+                    ps_status_str(r->st));
+  } else if (r->task_kind == TK_PULL) {
+    Ember__Header rh;
+    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
+    r->has_out = false;
+    zmq_msg_t out;
+    zmq_msg_init(&out);
+    zmq_msg_move(&out, &r->out);
+    srv_reply(s, r, &rh, &out);
+    zmq_msg_close(&out);
+  } else {
+    Ember__Header rh;
+    ps_wire_header_init(&rh, r->h->op);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.step = r->h->step;
+    srv_reply(s, r, &rh, NULL);
+  }
+  if (s->excl_active) srv_try_exclusive(s);
+}
+
+/* ---------------------------------------------------------------- consistency */
+
+void srv_adopt_step(srv_table *t, uint64_t step) {
+  if (t->step_init) return;
+  t->step_init = true;
+  t->applied = t->apply_issued = step;
+  for (uint32_t w = 0; w < t->spec.num_workers; w++) t->clock[w] = step;
+}
+
+static uint64_t min_clock(const srv_table *t) {
+  uint64_t m = UINT64_MAX;
+  for (uint32_t w = 0; w < t->spec.num_workers; w++)
+    if (t->clock[w] < m) m = t->clock[w];
+  return m == UINT64_MAX ? 0 : m;
+}
+
+/* May a pull of this step be answered now? */
+bool srv_pull_ready(const srv_table *t, uint64_t step) {
+  switch (t->spec.consistency) {
+    case PS_CONS_SYNC: return step <= t->applied;
+    case PS_CONS_SSP: return step <= t->applied + t->spec.staleness;
+    default: return true;
+  }
+}
+
+void srv_start_pull(ps_server *s, srv_req *r) {
+  size_t bytes = r->msg.nkeys * (size_t)r->tab->spec.dim * (r->f16 ? 2 : sizeof(float));
+  if (zmq_msg_init_size(&r->out, bytes) != 0) {
+    srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a %zu-byte reply", bytes);
+    return;
+  }
+  r->has_out = true;
+  r->outp = zmq_msg_data(&r->out);
+  srv_dispatch(s, r, TK_PULL);
+}
+
+void srv_release_waiters(ps_server *s, srv_table *t) {
+  srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;
+  t->wait_head = t->wait_tail = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    if (srv_pull_ready(t, r->h->step)) {
+      s->deferred_now--;
+      if (s->excl_active) srv_list_push(&s->held_head, &s->held_tail, r), s->held++;
+      else srv_start_pull(s, r);
+    } else {
+      srv_list_push(&keep_h, &keep_t, r);
+    }
+    r = next;
+  }
+  /* Waiters that arrived while we were dispatching went to t's (now fresh) list. */
+  if (keep_h) {
+    keep_t->next = t->wait_head;
+    t->wait_head = keep_h;
+    if (!t->wait_tail) t->wait_tail = keep_t;
+  }
+}
+
+/* Sync: hands to the threads the application of every step all workers have finished. */
+static void issue_applies(ps_server *s, srv_table *t) {
+  uint64_t done = min_clock(t);
+  while (t->apply_issued < done) {
+    srv_req *a = srv_req_new(s, REQ_APPLY);
+    if (!a) {
+      PS_ERROR("out of memory issuing step %" PRIu64, t->apply_issued);
+      return;
+    }
+    a->tab = t;
+    a->step = t->apply_issued++;
+    srv_dispatch(s, a, TK_APPLY);
+  }
+}
+
+/* Advances the store's clock (row metadata, TTL) and runs TTL expiry once the clock moved by
+ * the smallest ttl_steps of any table since the last run. Expiry scans the cold tier under the
+ * store's write lock, so it is rare by construction. */
+static void advance_clock(ps_server *s, uint64_t step) {
+  if (step <= s->step_max) return;
+  s->step_max = step;
+  ps_store_set_step(s->store, step);
+  uint64_t ttl = 0;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (t && t->spec.ttl_steps && (!ttl || t->spec.ttl_steps < ttl)) ttl = t->spec.ttl_steps;
+  }
+  if (ttl && step - s->expired_at >= ttl) {
+    s->expired_at = step;
+    uint64_t n = ps_store_expire(s->store);
+    if (n) PS_INFO("TTL: expired %" PRIu64 " rows at step %" PRIu64, n, step);
+  }
+}
+
+ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t step,
+                         ps_error *err) {
+  /* Async tables keep clocks only for stats: a STEP for "all tables" from a rank beyond an
+   * async table's num_workers is not an error there. */
+  if (t->spec.consistency == PS_CONS_ASYNC && worker >= t->spec.num_workers) return PS_OK;
+  if (worker >= t->spec.num_workers) {
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "worker %u out of range: table %u was declared for %u workers", worker,
+                        t->spec.id, t->spec.num_workers);
+  }
+  srv_adopt_step(t, step);
+  if (t->spec.consistency == PS_CONS_SYNC && step >= t->apply_issued + SRV_WINDOW) {
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "step %" PRIu64 " is more than %u steps ahead of step %" PRIu64, step,
+                        SRV_WINDOW, t->apply_issued);
+  }
+  if (step + 1 > t->clock[worker]) t->clock[worker] = step + 1;
+  advance_clock(s, step + 1);
+  if (t->spec.consistency == PS_CONS_SYNC) {
+    issue_applies(s, t);
+  } else {
+    t->applied = min_clock(t);
+    srv_release_waiters(s, t);
+  }
+  return PS_OK;
+}
+
+/* ---------------------------------------------------------------- exclusive operations */
+
+static bool excl_ready(ps_server *s, srv_req *r) {
+  /* Only a snapshot needs its step's pushes applied; commit and abort touch files alone. */
+  if (r->h->op != EMBER__OP__OP_CHECKPOINT ||
+      (r->h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT &&
+       r->h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_PREPARE))
+    return true;
+  uint64_t step = r->h->step;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t || t->spec.consistency != PS_CONS_SYNC || !t->step_init) continue;
+    if (r->h->table_id && r->h->table_id != id) continue;
+    if (t->applied < step) return false;
+  }
+  return true;
+}
+
+void srv_exclusive_add(ps_server *s, srv_req *r) {
+  srv_list_push(&s->excl_head, &s->excl_tail, r);
+  srv_try_exclusive(s);
+}
+
+/* Runs the head exclusive operation once its step condition holds and no store work is in
+ * flight; requests arriving meanwhile are held, and released to the ready queue afterwards. */
+void srv_try_exclusive(ps_server *s) {
+  while (s->excl_head) {
+    srv_req *r = s->excl_head;
+    if (!s->excl_active) {
+      if (!excl_ready(s, r)) return;
+      s->excl_active = true;
+    }
+    if (s->inflight) return;
+    s->excl_head = r->next;
+    if (!s->excl_head) s->excl_tail = NULL;
+    srv_run_exclusive(s, r);
+    s->excl_active = false;
+    if (s->held_head) {
+      if (s->ready_tail) s->ready_tail->next = s->held_head;
+      else s->ready_head = s->held_head;
+      s->ready_tail = s->held_tail;
+    }
+    s->held_head = s->held_tail = NULL;
+    s->held = 0;
+  }
+}
+
+void srv_run_ready(ps_server *s) {
+  while (s->ready_head) {
+    srv_req *r = s->ready_head;
+    s->ready_head = r->next;
+    if (!s->ready_head) s->ready_tail = NULL;
+    r->next = NULL;
+    srv_handle(s, r);
+  }
+}
