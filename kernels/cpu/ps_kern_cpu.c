@@ -477,53 +477,49 @@ static int have_avx512(void) {
   return v;
 }
 
-/* The interaction's threads (one below 64 samples, where a parallel region costs more than it
- * saves) and its scratch, `per` floats for each thread. NULL when out of memory. */
-static float *interact_scratch(ps_kern *k, int batch, size_t per, int *T) {
-  *T = batch < 64 ? 1 : CTX(k)->threads;
-  return scratch_get(k, (size_t)*T * per * sizeof(float));
-}
-
-static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
-                                  const float *emb, float *out) {
+/* The interaction, forward (out = [bottom, dots]) or backward (dbottom and demb from dout):
+ * the per-sample kernels above over the batch, the dim-16 AVX-512 ones where they apply. One
+ * thread below 64 samples, where a parallel region costs more than it saves; each thread has
+ * `per` floats of scratch, the workspace its kernel carves up. */
+static ps_status interact(ps_kern *k, bool bwd, int batch, int S, int D, const float *bottom,
+                          const float *emb, const float *dout, float *out, float *dbottom,
+                          float *demb) {
   int F = S + 1, W = ps_kern_interact_width(S, D), Fp = (F + 15) & ~15;
-  size_t per = (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
-  int T;
-  float *scr = interact_scratch(k, batch, per, &T);
+  size_t per = bwd ? (size_t)F * D + (size_t)F * F + (size_t)D
+                   : (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
+  int T = batch < 64 ? 1 : CTX(k)->threads;
+  float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
   if (!scr) return PS_ERR_NOMEM;
   const bool v16 = D == 16 && have_avx512();
 #pragma omp parallel for schedule(static) num_threads(T)
   for (int b = 0; b < batch; b++) {
     float *ws = scr + (size_t)omp_get_thread_num() * per;
     const float *bb = bottom + (size_t)b * D, *eb = emb + (size_t)b * S * D;
-    if (v16)
-      inter_fwd16(bb, eb, S, out + (size_t)b * W, ws, ws + (size_t)16 * Fp, Fp);
-    else
-      inter_fwd_any(bb, eb, S, D, out + (size_t)b * W, ws, Fp);
+    if (!bwd) {
+      if (v16)
+        inter_fwd16(bb, eb, S, out + (size_t)b * W, ws, ws + (size_t)16 * Fp, Fp);
+      else
+        inter_fwd_any(bb, eb, S, D, out + (size_t)b * W, ws, Fp);
+    } else {
+      float *db = dbottom + (size_t)b * D, *de = demb + (size_t)b * S * D;
+      if (v16)
+        inter_bwd16(bb, eb, dout + (size_t)b * W, S, db, de, ws);
+      else
+        inter_bwd_any(bb, eb, dout + (size_t)b * W, S, D, db, de, ws);
+    }
   }
   return PS_OK;
+}
+
+static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
+                                  const float *emb, float *out) {
+  return interact(k, false, batch, S, D, bottom, emb, NULL, out, NULL, NULL);
 }
 
 static ps_status cpu_interact_bwd(ps_kern *k, int batch, int S, int D, const float *bottom,
                                   const float *emb, const float *dout, float *dbottom,
                                   float *demb) {
-  int F = S + 1, W = ps_kern_interact_width(S, D);
-  size_t per = (size_t)F * D + (size_t)F * F + (size_t)D;
-  int T;
-  float *scr = interact_scratch(k, batch, per, &T);
-  if (!scr) return PS_ERR_NOMEM;
-  const bool v16 = D == 16 && have_avx512();
-#pragma omp parallel for schedule(static) num_threads(T)
-  for (int b = 0; b < batch; b++) {
-    float *ws = scr + (size_t)omp_get_thread_num() * per;
-    const float *bb = bottom + (size_t)b * D, *eb = emb + (size_t)b * S * D;
-    float *db = dbottom + (size_t)b * D, *de = demb + (size_t)b * S * D;
-    if (v16)
-      inter_bwd16(bb, eb, dout + (size_t)b * W, S, db, de, ws);
-    else
-      inter_bwd_any(bb, eb, dout + (size_t)b * W, S, D, db, de, ws);
-  }
-  return PS_OK;
+  return interact(k, true, batch, S, D, bottom, emb, dout, NULL, dbottom, demb);
 }
 
 /* ---- embedding-bag pooling ---- */
