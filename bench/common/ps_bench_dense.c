@@ -88,9 +88,7 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *list
 }
 
 void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg) {
-  ps_dlrm_config_default(cfg);
-  cfg->mlp_bot = mb->mlp_bot, cfg->mlp_top = mb->mlp_top, cfg->emb_dim = mb->emb_dim;
-  cfg->num_sparse = mb->num_sparse, cfg->max_batch = B;
+  ps_dlrm_config_shape(cfg, mb->mlp_bot, mb->mlp_top, mb->emb_dim, mb->num_sparse, B);
 }
 
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,

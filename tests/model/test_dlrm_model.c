@@ -30,8 +30,7 @@ static int teardown(void **st) {
 
 static ps_status make(const char *bot, const char *top, int dim, int S, int maxb, ps_dlrm **m) {
   ps_dlrm_config c;
-  ps_dlrm_config_default(&c);
-  c.mlp_bot = bot, c.mlp_top = top, c.emb_dim = dim, c.num_sparse = S, c.max_batch = maxb;
+  ps_dlrm_config_shape(&c, bot, top, dim, S, maxb);
   return ps_dlrm_create(K, &c, m);
 }
 
@@ -63,6 +62,17 @@ static void test_config(void **st) {
   assert_int_equal(ps_dlrm_opt_parse("adam", &k), PS_OK);
   assert_int_equal(k, PS_DLRM_OPT_ADAM);
   assert_int_equal(ps_dlrm_opt_parse("rmsprop", &k), PS_ERR_INVALID);
+  /* a shape over garbage: the five given fields, the documented defaults for the rest */
+  ps_dlrm_config c;
+  memset(&c, 0x5a, sizeof c);
+  ps_dlrm_config_shape(&c, "7-3", "5-1", 3, 2, 9);
+  assert_string_equal(c.mlp_bot, "7-3");
+  assert_string_equal(c.mlp_top, "5-1");
+  assert_int_equal(c.emb_dim, 3);
+  assert_int_equal(c.num_sparse, 2);
+  assert_int_equal(c.max_batch, 9);
+  assert_int_equal(c.pool, PS_KERN_POOL_SUM);
+  assert_true(c.seed == 1);
 }
 
 static void test_kaggle_layout_and_init(void **st) {
@@ -270,8 +280,7 @@ static void test_device_path(void **st) {
   ps_kern dev = *K;
   dev.host_memory = false;
   ps_dlrm_config c;
-  ps_dlrm_config_default(&c);
-  c.mlp_bot = "5-8-4", c.mlp_top = "6-1", c.emb_dim = D, c.num_sparse = S, c.max_batch = B;
+  ps_dlrm_config_shape(&c, "5-8-4", "6-1", D, S, B);
   ps_dlrm *mh = NULL, *md = NULL;
   assert_int_equal(ps_dlrm_create(K, &c, &mh), PS_OK);
   assert_int_equal(ps_dlrm_create(&dev, &c, &md), PS_OK);
