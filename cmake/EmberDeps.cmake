@@ -62,6 +62,20 @@ if(NOT EMBER_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "Ember: CUDA backend ${EMBER_HAVE_CUDA}")
 
+# ember_add_subdirectories(): adds every subfolder of the current folder that has a
+# CMakeLists.txt, in name order (tests/ and bench/: one subfolder per area, none listed by hand).
+macro(ember_add_subdirectories)
+  file(GLOB _ember_subdirs LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}
+    ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT _ember_subdirs)
+  foreach(_ember_d ${_ember_subdirs})
+    if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${_ember_d} AND
+       EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_ember_d}/CMakeLists.txt)
+      add_subdirectory(${_ember_d})
+    endif()
+  endforeach()
+endmacro()
+
 # ember_library(NAME SOURCES ... LIBS ...): a module library with our warning flags.
 function(ember_library name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
