@@ -62,6 +62,20 @@ if(NOT EMBER_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "Ember: CUDA backend ${EMBER_HAVE_CUDA}")
 
+# ember_add_subdirectories(): adds every subfolder of the current folder that has a
+# CMakeLists.txt, in name order (tests/ and bench/: one subfolder per area, none listed by hand).
+macro(ember_add_subdirectories)
+  file(GLOB _ember_subdirs LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}
+    ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT _ember_subdirs)
+  foreach(_ember_d ${_ember_subdirs})
+    if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${_ember_d} AND
+       EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${_ember_d}/CMakeLists.txt)
+      add_subdirectory(${_ember_d})
+    endif()
+  endforeach()
+endmacro()
+
 # ember_library(NAME SOURCES ... LIBS ...): a module library with our warning flags.
 function(ember_library name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
@@ -80,6 +94,22 @@ function(ember_binary name)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 endfunction()
 
+# _ember_test_properties(NAME TIMEOUT s DEFAULT_TIMEOUT s ENVIRONMENT ... [LABELS ...]): what
+# every Ember test gets, cmocka or script: exit code 77 means SKIPPED (no GPU, missing data
+# file, ...), a timeout (DEFAULT_TIMEOUT where TIMEOUT is empty), the environment its runner
+# reads, and its labels.
+function(_ember_test_properties name)
+  cmake_parse_arguments(A "" "TIMEOUT;DEFAULT_TIMEOUT" "ENVIRONMENT;LABELS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT ${A_DEFAULT_TIMEOUT})
+  endif()
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "${A_ENVIRONMENT}")
+  if(A_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
+  endif()
+endfunction()
+
 # ember_test(NAME SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s]): a cmocka test under ctest.
 # Exit code 77 means SKIPPED (no GPU, missing data file, ...).
 function(ember_test name)
@@ -89,14 +119,8 @@ function(ember_test name)
   target_link_libraries(${name} PRIVATE ${A_LIBS} PkgConfig::CMOCKA)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${name} COMMAND ${name})
-  if(NOT A_TIMEOUT)
-    set(A_TIMEOUT 120)
-  endif()
-  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+  _ember_test_properties(${name} TIMEOUT "${A_TIMEOUT}" DEFAULT_TIMEOUT 120 LABELS ${A_LABELS}
     ENVIRONMENT "EMBER_BIN=${CMAKE_BINARY_DIR}/bin;EMBER_SRC=${CMAKE_SOURCE_DIR};CMOCKA_MESSAGE_OUTPUT=STDOUT")
-  if(A_LABELS)
-    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
-  endif()
 endfunction()
 
 # ember_script_test(NAME COMMAND ... [LABELS ...] [TIMEOUT s]): a test run by a script
@@ -104,12 +128,6 @@ endfunction()
 function(ember_script_test name)
   cmake_parse_arguments(A "" "TIMEOUT" "COMMAND;LABELS" ${ARGN})
   add_test(NAME ${name} COMMAND ${A_COMMAND})
-  if(NOT A_TIMEOUT)
-    set(A_TIMEOUT 300)
-  endif()
-  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT}
+  _ember_test_properties(${name} TIMEOUT "${A_TIMEOUT}" DEFAULT_TIMEOUT 300 LABELS ${A_LABELS}
     ENVIRONMENT "EMBER_BIN=${CMAKE_BINARY_DIR}/bin;EMBER_TESTS=${CMAKE_BINARY_DIR}/tests;EMBER_SRC=${CMAKE_SOURCE_DIR};EMBER_SHARED=${CMAKE_SOURCE_DIR}/../shared")
-  if(A_LABELS)
-    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
-  endif()
 endfunction()

@@ -1,3 +1,5 @@
+/* ps_bench_dense.c: the synthetic batch, the step over it, and the flags, model and report
+ * fields that ps-dense-bench and ps-gpu-bench share (see ps_bench_dense.h). */
 #include "ps_bench_dense.h"
 
 #include <stdio.h>
@@ -83,4 +85,43 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *list
   }
   free(items[0]);
   return nb;
+}
+
+void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg) {
+  ps_dlrm_config_shape(cfg, mb->mlp_bot, mb->mlp_top, mb->emb_dim, mb->num_sparse, B);
+}
+
+int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
+                        ps_dlrm **m, ps_bench_synth *s) {
+  ps_dlrm_config cfg;
+  ps_bench_dense_config(mb, B, &cfg);
+  memset(s, 0, sizeof *s);
+  *m = NULL;
+  ps_status st = ps_dlrm_create(k, &cfg, m);
+  if (st == PS_OK && ps_bench_synth_make(s, B, mb->num_sparse, mb->emb_dim,
+                                         ps_dlrm_num_dense(*m), 42) == 0)
+    return 0;
+  fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? ps_status_str(st) : "out of memory");
+  ps_bench_synth_free(s);
+  ps_dlrm_destroy(m);
+  return -1;
+}
+
+void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb) {
+  json_object_set_new(root, "mlp_bot", json_string(mb->mlp_bot));
+  json_object_set_new(root, "mlp_top", json_string(mb->mlp_top));
+  json_object_set_new(root, "emb_dim", json_integer(mb->emb_dim));
+  json_object_set_new(root, "num_sparse", json_integer(mb->num_sparse));
+  json_object_set_new(root, "optimizer", json_string(mb->opt_name));
+}
+
+int ps_bench_dense_json_finish(const char *prog, json_t *root, json_t *res, const char *path,
+                               int ret) {
+  json_object_set_new(root, "results", res);
+  if (path && ret == 0 && json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
+    fprintf(stderr, "%s: cannot write %s\n", prog, path);
+    ret = 1;
+  }
+  json_decref(root);
+  return ret;
 }

@@ -7,13 +7,23 @@
 #ifndef PS_BENCH_DENSE_H
 #define PS_BENCH_DENSE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ps_cli.h"
 #include "ps_dlrm.h"
+#include "ps_kernels.h"
 #include "ps_status.h"
 
 enum { PS_BENCH_MAX_BATCHES = 64 };
+
+/* The model both benchmarks build from their flags (--mlp-bot, --mlp-top, --emb-dim,
+ * --num-sparse, --opt). */
+typedef struct ps_bench_model {
+  const char *mlp_bot, *mlp_top, *opt_name;
+  int emb_dim, num_sparse;
+} ps_bench_model;
 
 typedef struct ps_bench_synth {
   int B, S, D, nd; /* batch, sparse features, embedding dim, dense features */
@@ -37,5 +47,32 @@ ps_status ps_bench_synth_step(ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt *
  * starts with prog (exit 2). */
 int ps_bench_dense_args(const char *prog, const char *opt_name, const char *batches,
                         ps_dlrm_opt *opt, int bs[PS_BENCH_MAX_BATCHES]);
+
+/* The rows of the model flags in a ps_cli_opt table, the same in both benchmarks. */
+#define PS_BENCH_MODEL_OPTS(mb)                                                               \
+  {"mlp-bot", 0, PS_CLI_STRING, &(mb)->mlp_bot, "DIMS", "bottom MLP widths", false, 0, 0},    \
+  {"mlp-top", 0, PS_CLI_STRING, &(mb)->mlp_top, "DIMS", "top MLP widths (input prepended)",   \
+   false, 0, 0},                                                                              \
+  {"emb-dim", 0, PS_CLI_INT, &(mb)->emb_dim, "D", "embedding dimension", false, 1, 4096},     \
+  {"num-sparse", 0, PS_CLI_INT, &(mb)->num_sparse, "N", "sparse features (tables)", false, 0, \
+   1024},                                                                                     \
+  {"opt", 0, PS_CLI_STRING, &(mb)->opt_name, "NAME", "dense optimizer: sgd, adagrad, adam",   \
+   false, 0, 0}
+
+/* The DLRM configuration of model mb for batches of up to B samples (defaults elsewhere). */
+void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg);
+
+/* Creates the model of mb for batch size B on k (*m) and its synthetic batch (*s, seed 42).
+ * 0, or -1 after "prog: batch B: reason" on stderr, with nothing left to free. */
+int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
+                        ps_dlrm **m, ps_bench_synth *s);
+
+/* Adds the model's fields (mlp_bot, mlp_top, emb_dim, num_sparse, optimizer) to a report. */
+void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb);
+
+/* Sets root's "results" to res, writes root to path (when not NULL and ret is 0) and frees
+ * it. Returns ret, or 1 after "prog: cannot write path" on stderr. */
+int ps_bench_dense_json_finish(const char *prog, json_t *root, json_t *res, const char *path,
+                               int ret);
 
 #endif

@@ -128,9 +128,10 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  const char *device = "cpu", *batches = "128,2048,8192", *json_path = NULL, *opt_name = "sgd";
-  const char *mlp_bot = "13-512-256-64-16", *mlp_top = "512-256-1";
-  int threads = 2, emb_dim = 16, num_sparse = 26, warmup = 3, profile = 1;
+  const char *device = "cpu", *batches = "128,2048,8192", *json_path = NULL;
+  ps_bench_model mb = {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd",
+                       .emb_dim = 16, .num_sparse = 26};
+  int threads = 2, warmup = 3, profile = 1;
   double seconds = 3.0;
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cpu, cuda, cuda:N", false, 0, 0},
@@ -138,11 +139,7 @@ int main(int argc, char **argv) {
       {"batch", 'b', PS_CLI_STRING, &batches, "LIST", "comma-separated batch sizes", false, 0, 0},
       {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size", false, 0.01, 3600},
       {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
-      {"mlp-bot", 0, PS_CLI_STRING, &mlp_bot, "DIMS", "bottom MLP widths", false, 0, 0},
-      {"mlp-top", 0, PS_CLI_STRING, &mlp_top, "DIMS", "top MLP widths (input prepended)", false, 0, 0},
-      {"emb-dim", 0, PS_CLI_INT, &emb_dim, "D", "embedding dimension", false, 1, 4096},
-      {"num-sparse", 0, PS_CLI_INT, &num_sparse, "N", "sparse features (tables)", false, 0, 1024},
-      {"opt", 0, PS_CLI_STRING, &opt_name, "NAME", "dense optimizer: sgd, adagrad, adam", false, 0, 0},
+      PS_BENCH_MODEL_OPTS(&mb),
       {"profile", 0, PS_CLI_INT, &profile, "0|1", "also run a per-operation breakdown", false, 0, 1},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
   };
@@ -153,7 +150,7 @@ int main(int argc, char **argv) {
   if (rc != PS_CLI_OK) return 2;
   ps_dlrm_opt opt;
   int bs[PS_BENCH_MAX_BATCHES];
-  int nb = ps_bench_dense_args("ps-dense-bench", opt_name, batches, &opt, bs);
+  int nb = ps_bench_dense_args("ps-dense-bench", mb.opt_name, batches, &opt, bs);
   if (nb < 0) return 2;
   ps_kern *k = NULL;
   ps_status st = ps_kern_create(device, threads, &k);
@@ -164,28 +161,17 @@ int main(int argc, char **argv) {
   json_t *root = json_object(), *res = json_array();
   json_object_set_new(root, "device", json_string(device));
   json_object_set_new(root, "threads", json_integer(threads));
-  json_object_set_new(root, "mlp_bot", json_string(mlp_bot));
-  json_object_set_new(root, "mlp_top", json_string(mlp_top));
-  json_object_set_new(root, "emb_dim", json_integer(emb_dim));
-  json_object_set_new(root, "num_sparse", json_integer(num_sparse));
-  json_object_set_new(root, "optimizer", json_string(opt_name));
+  ps_bench_dense_json_model(root, &mb);
   printf("ps-dense-bench: device %s, %d threads, bot %s, top %s, dim %d, %d tables, opt %s\n", device,
-         threads, mlp_bot, mlp_top, emb_dim, num_sparse, opt_name);
+         threads, mb.mlp_bot, mb.mlp_top, mb.emb_dim, mb.num_sparse, mb.opt_name);
   int ret = 0;
   for (int i = 0; i < nb && ret == 0; i++) {
     ps_dlrm_config cfg;
-    ps_dlrm_config_default(&cfg);
-    cfg.mlp_bot = mlp_bot, cfg.mlp_top = mlp_top, cfg.emb_dim = emb_dim;
-    cfg.num_sparse = num_sparse, cfg.max_batch = bs[i];
-    ps_dlrm *m = NULL;
+    ps_bench_dense_config(&mb, bs[i], &cfg);
+    ps_dlrm *m;
     ps_bench_synth s;
-    memset(&s, 0, sizeof(s));
-    if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
-        ps_bench_synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
-      fprintf(stderr, "ps-dense-bench: batch %d: %s\n", bs[i], st != PS_OK ? ps_status_str(st) : "out of memory");
+    if (ps_bench_dense_open("ps-dense-bench", k, &mb, bs[i], &m, &s) != 0) {
       ret = 1;
-      ps_bench_synth_free(&s);
-      ps_dlrm_destroy(&m);
       break;
     }
     for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
@@ -273,12 +259,7 @@ int main(int argc, char **argv) {
     json_array_append_new(res, r);
     ps_bench_synth_free(&s);
   }
-  json_object_set_new(root, "results", res);
-  if (json_path && ret == 0 && json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
-    fprintf(stderr, "ps-dense-bench: cannot write %s\n", json_path);
-    ret = 1;
-  }
-  json_decref(root);
+  ret = ps_bench_dense_json_finish("ps-dense-bench", root, res, json_path, ret);
   ps_kern_destroy(&k);
   return ret;
 }

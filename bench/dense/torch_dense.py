@@ -11,11 +11,15 @@ Usage: torch_dense.py [--threads T] [--batch 128,2048,8192] [--seconds S] [--jso
 import argparse
 import ctypes
 import json
+import os
 import re
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from torch_dlrm import DLRM, kaggle_mlps  # noqa: E402
 
 
 def blas_loaded():
@@ -38,39 +42,9 @@ def blas_loaded():
     return sorted(libs), core
 
 
-class DLRM(torch.nn.Module):
-    def __init__(self, bot, top):
-        super().__init__()
-
-        def mlp(ln, sigmoid_layer):
-            layers = []
-            for i in range(len(ln) - 1):
-                layers.append(torch.nn.Linear(ln[i], ln[i + 1]))
-                layers.append(torch.nn.Sigmoid() if i == sigmoid_layer else torch.nn.ReLU())
-            return torch.nn.Sequential(*layers)
-
-        self.bot_l = mlp(bot, -1)
-        self.top_l = mlp(top, len(top) - 2)
-        self.li = self.lj = None
-
-    def interact(self, x, ly):  # dlrm_s_pytorch.py interact_features, 'dot', not itself
-        (batch_size, d) = x.shape
-        T = torch.cat([x] + ly, dim=1).view((batch_size, -1, d))
-        Z = torch.bmm(T, torch.transpose(T, 1, 2))
-        _, ni, nj = Z.shape
-        if self.li is None:
-            self.li = torch.tensor([i for i in range(ni) for j in range(i)])
-            self.lj = torch.tensor([j for i in range(nj) for j in range(i)])
-        return torch.cat([x] + [Z[:, self.li, self.lj]], dim=1)
-
-    def forward(self, dense, ly):
-        return self.top_l(self.interact(self.bot_l(dense), ly))
-
-
 def bench(B, S, D, seconds, full):
     torch.manual_seed(0)
-    bot = [13, 512, 256, 64, 16]
-    top = [D + (S + 1) * S // 2, 512, 256, 1]
+    bot, top = kaggle_mlps(S, D)
     model = DLRM(bot, top)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.BCELoss()

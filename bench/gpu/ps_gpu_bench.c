@@ -51,9 +51,10 @@ static double timed(ps_kern *k, ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt
 }
 
 int main(int argc, char **argv) {
-  const char *device = "cuda", *batches = "2048,16384,65536", *json_path = NULL, *opt_name = "sgd";
-  const char *mlp_bot = "13-512-256-64-16", *mlp_top = "512-256-1";
-  int emb_dim = 16, num_sparse = 26, warmup = 5, tf32 = 0, gemm_steps = 20;
+  const char *device = "cuda", *batches = "2048,16384,65536", *json_path = NULL;
+  ps_bench_model mb = {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd",
+                       .emb_dim = 16, .num_sparse = 26};
+  int warmup = 5, tf32 = 0, gemm_steps = 20;
   double seconds = 2.0;
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cuda or cuda:N", false, 0, 0},
@@ -62,13 +63,7 @@ int main(int argc, char **argv) {
        0.01, 3600},
       {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
       {"gemm-steps", 0, PS_CLI_INT, &gemm_steps, "N", "steps for the cuBLAS share", false, 1, 1000},
-      {"mlp-bot", 0, PS_CLI_STRING, &mlp_bot, "DIMS", "bottom MLP widths", false, 0, 0},
-      {"mlp-top", 0, PS_CLI_STRING, &mlp_top, "DIMS", "top MLP widths (input prepended)", false, 0,
-       0},
-      {"emb-dim", 0, PS_CLI_INT, &emb_dim, "D", "embedding dimension", false, 1, 4096},
-      {"num-sparse", 0, PS_CLI_INT, &num_sparse, "N", "sparse features (tables)", false, 0, 1024},
-      {"opt", 0, PS_CLI_STRING, &opt_name, "NAME", "dense optimizer: sgd, adagrad, adam", false, 0,
-       0},
+      PS_BENCH_MODEL_OPTS(&mb),
       {"tf32", 0, PS_CLI_INT, &tf32, "0|1", "TF32 tensor-core GEMMs (default 0: plain FP32)", false,
        0, 1},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
@@ -85,7 +80,7 @@ int main(int argc, char **argv) {
   }
   ps_dlrm_opt opt;
   int bs[PS_BENCH_MAX_BATCHES];
-  int nb = ps_bench_dense_args("ps-gpu-bench", opt_name, batches, &opt, bs);
+  int nb = ps_bench_dense_args("ps-gpu-bench", mb.opt_name, batches, &opt, bs);
   if (nb < 0) return 2;
   if (!ps_cuda_available()) {
     fprintf(stderr,
@@ -103,29 +98,16 @@ int main(int argc, char **argv) {
   ps_cuda_device_describe(ps_kern_cuda_device(k), desc, sizeof desc);
   json_t *root = json_object(), *res = json_array();
   json_object_set_new(root, "device", json_string(desc));
-  json_object_set_new(root, "mlp_bot", json_string(mlp_bot));
-  json_object_set_new(root, "mlp_top", json_string(mlp_top));
-  json_object_set_new(root, "emb_dim", json_integer(emb_dim));
-  json_object_set_new(root, "num_sparse", json_integer(num_sparse));
-  json_object_set_new(root, "optimizer", json_string(opt_name));
+  ps_bench_dense_json_model(root, &mb);
   json_object_set_new(root, "tf32", json_boolean(tf32));
-  printf("ps-gpu-bench: %s; bot %s, top %s, dim %d, %d tables, opt %s, %s GEMMs\n", desc, mlp_bot,
-         mlp_top, emb_dim, num_sparse, opt_name, tf32 ? "TF32" : "FP32");
+  printf("ps-gpu-bench: %s; bot %s, top %s, dim %d, %d tables, opt %s, %s GEMMs\n", desc,
+         mb.mlp_bot, mb.mlp_top, mb.emb_dim, mb.num_sparse, mb.opt_name, tf32 ? "TF32" : "FP32");
   int ret = 0;
   for (int i = 0; i < nb && ret == 0; i++) {
-    ps_dlrm_config cfg;
-    ps_dlrm_config_default(&cfg);
-    cfg.mlp_bot = mlp_bot, cfg.mlp_top = mlp_top, cfg.emb_dim = emb_dim;
-    cfg.num_sparse = num_sparse, cfg.max_batch = bs[i];
-    ps_dlrm *m = NULL;
+    ps_dlrm *m;
     ps_bench_synth s;
-    if ((st = ps_dlrm_create(k, &cfg, &m)) != PS_OK ||
-        ps_bench_synth_make(&s, bs[i], num_sparse, emb_dim, ps_dlrm_num_dense(m), 42) != 0) {
-      fprintf(stderr, "ps-gpu-bench: batch %d: %s\n", bs[i],
-              st != PS_OK ? ps_status_str(st) : "out of memory");
+    if (ps_bench_dense_open("ps-gpu-bench", k, &mb, bs[i], &m, &s) != 0) {
       ret = 1;
-      if (st == PS_OK) ps_bench_synth_free(&s);
-      ps_dlrm_destroy(&m);
       break;
     }
     for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
@@ -169,13 +151,7 @@ int main(int argc, char **argv) {
     ps_dlrm_destroy(&m);
     ps_bench_synth_free(&s);
   }
-  json_object_set_new(root, "results", res);
-  if (json_path && ret == 0 &&
-      json_dump_file(root, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0) {
-    fprintf(stderr, "ps-gpu-bench: cannot write %s\n", json_path);
-    ret = 1;
-  }
-  json_decref(root);
+  ret = ps_bench_dense_json_finish("ps-gpu-bench", root, res, json_path, ret);
   ps_kern_destroy(&k);
   return ret;
 }

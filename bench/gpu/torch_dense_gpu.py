@@ -17,41 +17,18 @@ Usage: torch_dense_gpu.py [--batch 2048,16384,65536] [--seconds S] [--tf32] [--j
 Runs with the python3 that has a CUDA build of torch (on the GPU machine: plain python3)."""
 import argparse
 import json
+import os
 import re
 import sys
 import time
 
 import torch
 
-
-class DLRM(torch.nn.Module):
-    def __init__(self, bot, top):
-        super().__init__()
-
-        def mlp(ln, last_linear):
-            layers = []
-            for i in range(len(ln) - 1):
-                layers.append(torch.nn.Linear(ln[i], ln[i + 1]))
-                if not (last_linear and i == len(ln) - 2):
-                    layers.append(torch.nn.ReLU())
-            return torch.nn.Sequential(*layers)
-
-        self.bot_l = mlp(bot, False)
-        self.top_l = mlp(top, True)  # the logit; sigmoid is inside the loss
-        self.li = self.lj = None
-
-    def interact(self, x, ly):  # dlrm_s_pytorch.py interact_features, 'dot', not itself
-        (batch_size, d) = x.shape
-        T = torch.cat([x, ly.reshape(batch_size, -1)], dim=1).view((batch_size, -1, d))
-        Z = torch.bmm(T, torch.transpose(T, 1, 2))
-        _, ni, nj = Z.shape
-        if self.li is None:
-            self.li = torch.tensor([i for i in range(ni) for j in range(i)], device=x.device)
-            self.lj = torch.tensor([j for i in range(nj) for j in range(i)], device=x.device)
-        return torch.cat([x, Z[:, self.li, self.lj]], dim=1)
-
-    def forward(self, dense, ly):
-        return self.top_l(self.interact(self.bot_l(dense), ly))
+# The model (bench/common/torch_dlrm.py) sits beside this script in a GPU bundle
+# (tests/gpu/pack-gpu-bundle.sh), in ../common in the source tree.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.join(_here, "..", "common")]
+from torch_dlrm import DLRM, kaggle_mlps  # noqa: E402
 
 
 def sync(dev):
@@ -68,9 +45,8 @@ GEMM_RE = re.compile(r"gemm|gemv|splitKreduce|cublas|cutlass", re.I)
 
 def bench(B, S, D, seconds, variant, dev, profile_steps):
     torch.manual_seed(0)
-    bot = [13, 512, 256, 64, 16]
-    top = [D + (S + 1) * S // 2, 512, 256, 1]
-    model = DLRM(bot, top).to(dev)
+    bot, top = kaggle_mlps(S, D)
+    model = DLRM(bot, top, logit=True).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     g = torch.Generator().manual_seed(42)

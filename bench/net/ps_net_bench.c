@@ -113,6 +113,14 @@ static void result_fill(result *res, const cfg *c, int dim, const ps_hist *h, ui
 
 /* ------------------------------------------------------------------ Ember */
 
+/* Starts one request of the load: a push of the B rows at v, or a pull of B rows into v, for
+ * the B keys at k (table 1). */
+static ps_status start_req(ps_client *cl, int op_push, const uint64_t *k, int B, float *v,
+                           ps_client_req **r) {
+  return op_push ? ps_client_push_start(cl, 1, 0, k, (size_t)B, false, v, r)
+                 : ps_client_pull_start(cl, 1, 0, k, (size_t)B, false, v, r);
+}
+
 static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *res) {
   pid_t pid[MAXS] = {0};
   char urls[MAXS][64];
@@ -175,12 +183,9 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   ps_status st = PS_OK;
   float *outs = malloc((size_t)B * dim * MAXQ * sizeof *outs);
   for (int i = 0; i < q; i++) {
-    const uint64_t *k = keys + (size_t)(next++ % NBATCH) * B;
     t0[i] = ps_now_ns();
-    st = op_push ? ps_client_push_start(cl, 1, 0, k, (size_t)B, false,
-                                        vals + (size_t)i * B * dim, &r[i])
-                 : ps_client_pull_start(cl, 1, 0, k, (size_t)B, false,
-                                        outs + (size_t)i * B * dim, &r[i]);
+    st = start_req(cl, op_push, keys + (size_t)(next++ % NBATCH) * B, B,
+                   (op_push ? vals : outs) + (size_t)i * B * dim, &r[i]);
   }
   uint64_t now = 0;
   while (st == PS_OK) {
@@ -191,12 +196,9 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
       ps_hist_record(h, now - t0[slot]);
       nreq++;
     }
-    const uint64_t *k = keys + (size_t)(next++ % NBATCH) * B;
     t0[slot] = ps_now_ns();
-    st = op_push ? ps_client_push_start(cl, 1, 0, k, (size_t)B, false,
-                                        vals + (size_t)slot * B * dim, &r[slot])
-                 : ps_client_pull_start(cl, 1, 0, k, (size_t)B, false,
-                                        outs + (size_t)slot * B * dim, &r[slot]);
+    st = start_req(cl, op_push, keys + (size_t)(next++ % NBATCH) * B, B,
+                   (op_push ? vals : outs) + (size_t)slot * B * dim, &r[slot]);
     slot = (slot + 1) % q;
   }
   if (st != PS_OK) fprintf(stderr, "ember run failed: %s\n", ps_client_error(cl));

@@ -325,6 +325,72 @@ static inline void gather_t(float *restrict t, const float *restrict bb, const f
   memcpy(t + D, eb, (size_t)S * D * sizeof(float));
 }
 
+/* dout's strictly-lower triangle gz (row-major, i > j) as the symmetric F x F matrix
+ * G + G^T with a zero diagonal, the form both backward kernels multiply by T. */
+static inline void grad_square(float *restrict g, const float *restrict gz, int F) {
+  for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
+  for (int i = 1; i < F; i++)
+    for (int j = 0; j < i; j++) {
+      float v = *gz++;
+      g[(size_t)i * F + j] = v;
+      g[(size_t)j * F + i] = v;
+    }
+}
+
+/* One sample, any dim: o = [bb, strictly-lower dots of T]. ws holds F*D + D*Fp + Fp floats
+ * (T, T^T padded to Fp columns, one row of dots). */
+static inline void inter_fwd_any(const float *bb, const float *eb, int S, int D, float *o,
+                                 float *ws, int Fp) {
+  int F = S + 1;
+  float *restrict t = ws;
+  float *restrict tt = t + (size_t)F * D;
+  float *restrict z = tt + (size_t)D * Fp;
+  gather_t(t, bb, eb, S, D);
+  for (int d = 0; d < D; d++) {
+    for (int f = 0; f < F; f++) tt[(size_t)d * Fp + f] = t[(size_t)f * D + d];
+    for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
+  }
+  memcpy(o, bb, (size_t)D * sizeof(float));
+  float *oz = o + D;
+  for (int i = 1; i < F; i++) {
+    int jn = (i + 15) & ~15;
+    for (int j = 0; j < jn; j++) z[j] = 0.0f;
+    for (int d = 0; d < D; d++) {
+      float a = t[(size_t)i * D + d];
+      const float *restrict col = tt + (size_t)d * Fp;
+      for (int j = 0; j < jn; j++) z[j] += a * col[j];
+    }
+    memcpy(oz, z, (size_t)i * sizeof(float));
+    oz += i;
+  }
+}
+
+/* One sample, any dim: db = gb[0:D] + row 0 of (G + G^T) T, de = its rows 1..S. ws holds
+ * F*D + F*F + D floats (T, G + G^T, one accumulator row). */
+static inline void inter_bwd_any(const float *bb, const float *eb, const float *gb, int S, int D,
+                                 float *db, float *de, float *ws) {
+  int F = S + 1;
+  float *restrict t = ws;
+  float *restrict g = t + (size_t)F * D;
+  float *restrict acc = g + (size_t)F * F;
+  gather_t(t, bb, eb, S, D);
+  grad_square(g, gb + D, F);
+  for (int i = 0; i < F; i++) {
+    for (int d = 0; d < D; d++) acc[d] = 0.0f;
+    const float *gi = g + (size_t)i * F;
+    for (int j = 0; j < F; j++) {
+      float w = gi[j];
+      const float *restrict tj = t + (size_t)j * D;
+      for (int d = 0; d < D; d++) acc[d] += w * tj[d];
+    }
+    if (i == 0) {
+      for (int d = 0; d < D; d++) db[d] = gb[d] + acc[d];
+    } else {
+      memcpy(de + (size_t)(i - 1) * D, acc, (size_t)D * sizeof(float));
+    }
+  }
+}
+
 /* dim == 16 (DLRM's usual width): one AVX-512 register per vector, 4 independent FMA chains
  * (4 rows of the Gram matrix at a time) to hide FMA latency. Same sums as the generic code,
  * in the same d order, but fused (FMA). */
@@ -376,14 +442,7 @@ __attribute__((target("avx512f"))) static void inter_bwd16(const float *bb, cons
                                                            const float *gb, int S, float *db,
                                                            float *de, float *g) {
   int F = S + 1;
-  const float *gz = gb + 16;
-  for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
-  for (int i = 1; i < F; i++)
-    for (int j = 0; j < i; j++) {
-      float v = *gz++;
-      g[(size_t)i * F + j] = v;
-      g[(size_t)j * F + i] = v;
-    }
+  grad_square(g, gb + 16, F);
   for (int i0 = 0; i0 < F; i0 += 4) {
     int ni = F - i0 < 4 ? F - i0 : 4;
     const float *g0 = g + (size_t)i0 * F;
@@ -418,112 +477,49 @@ static int have_avx512(void) {
   return v;
 }
 
-static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
-                                  const float *emb, float *out) {
-  int T = CTX(k)->threads;
-  if (batch < 64) T = 1;
+/* The interaction, forward (out = [bottom, dots]) or backward (dbottom and demb from dout):
+ * the per-sample kernels above over the batch, the dim-16 AVX-512 ones where they apply. One
+ * thread below 64 samples, where a parallel region costs more than it saves; each thread has
+ * `per` floats of scratch, the workspace its kernel carves up. */
+static ps_status interact(ps_kern *k, bool bwd, int batch, int S, int D, const float *bottom,
+                          const float *emb, const float *dout, float *out, float *dbottom,
+                          float *demb) {
   int F = S + 1, W = ps_kern_interact_width(S, D), Fp = (F + 15) & ~15;
-  size_t per = (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
+  size_t per = bwd ? (size_t)F * D + (size_t)F * F + (size_t)D
+                   : (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
+  int T = batch < 64 ? 1 : CTX(k)->threads;
   float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
   if (!scr) return PS_ERR_NOMEM;
-  if (D == 16 && have_avx512()) {
-#pragma omp parallel num_threads(T)
-    {
-      float *tt = scr + (size_t)omp_get_thread_num() * per;
-      float *zb = tt + (size_t)16 * Fp;
-#pragma omp for schedule(static)
-      for (int b = 0; b < batch; b++)
-        inter_fwd16(bottom + (size_t)b * 16, emb + (size_t)b * S * 16, S, out + (size_t)b * W, tt, zb, Fp);
-    }
-    return PS_OK;
-  }
-#pragma omp parallel num_threads(T)
-  {
-    float *restrict t = scr + (size_t)omp_get_thread_num() * per;
-    float *restrict tt = t + (size_t)F * D;
-    float *restrict z = tt + (size_t)D * Fp;
-#pragma omp for schedule(static)
-    for (int b = 0; b < batch; b++) {
-      const float *bb = bottom + (size_t)b * D;
-      gather_t(t, bb, emb + (size_t)b * S * D, S, D);
-      for (int d = 0; d < D; d++) {
-        for (int f = 0; f < F; f++) tt[(size_t)d * Fp + f] = t[(size_t)f * D + d];
-        for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
-      }
-      float *o = out + (size_t)b * W;
-      memcpy(o, bb, (size_t)D * sizeof(float));
-      float *oz = o + D;
-      for (int i = 1; i < F; i++) {
-        int jn = (i + 15) & ~15;
-        for (int j = 0; j < jn; j++) z[j] = 0.0f;
-        for (int d = 0; d < D; d++) {
-          float a = t[(size_t)i * D + d];
-          const float *restrict col = tt + (size_t)d * Fp;
-          for (int j = 0; j < jn; j++) z[j] += a * col[j];
-        }
-        memcpy(oz, z, (size_t)i * sizeof(float));
-        oz += i;
-      }
+  const bool v16 = D == 16 && have_avx512();
+#pragma omp parallel for schedule(static) num_threads(T)
+  for (int b = 0; b < batch; b++) {
+    float *ws = scr + (size_t)omp_get_thread_num() * per;
+    const float *bb = bottom + (size_t)b * D, *eb = emb + (size_t)b * S * D;
+    if (!bwd) {
+      if (v16)
+        inter_fwd16(bb, eb, S, out + (size_t)b * W, ws, ws + (size_t)16 * Fp, Fp);
+      else
+        inter_fwd_any(bb, eb, S, D, out + (size_t)b * W, ws, Fp);
+    } else {
+      float *db = dbottom + (size_t)b * D, *de = demb + (size_t)b * S * D;
+      if (v16)
+        inter_bwd16(bb, eb, dout + (size_t)b * W, S, db, de, ws);
+      else
+        inter_bwd_any(bb, eb, dout + (size_t)b * W, S, D, db, de, ws);
     }
   }
   return PS_OK;
 }
 
+static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
+                                  const float *emb, float *out) {
+  return interact(k, false, batch, S, D, bottom, emb, NULL, out, NULL, NULL);
+}
+
 static ps_status cpu_interact_bwd(ps_kern *k, int batch, int S, int D, const float *bottom,
                                   const float *emb, const float *dout, float *dbottom,
                                   float *demb) {
-  int T = CTX(k)->threads;
-  if (batch < 64) T = 1;
-  int F = S + 1, W = ps_kern_interact_width(S, D);
-  size_t per = (size_t)F * D + (size_t)F * F + (size_t)D;
-  float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
-  if (!scr) return PS_ERR_NOMEM;
-  if (D == 16 && have_avx512()) {
-#pragma omp parallel num_threads(T)
-    {
-      float *g = scr + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(static)
-      for (int b = 0; b < batch; b++)
-        inter_bwd16(bottom + (size_t)b * 16, emb + (size_t)b * S * 16, dout + (size_t)b * W, S,
-                    dbottom + (size_t)b * 16, demb + (size_t)b * S * 16, g);
-    }
-    return PS_OK;
-  }
-#pragma omp parallel num_threads(T)
-  {
-    float *restrict t = scr + (size_t)omp_get_thread_num() * per;
-    float *restrict g = t + (size_t)F * D;
-    float *restrict acc = g + (size_t)F * F;
-#pragma omp for schedule(static)
-    for (int b = 0; b < batch; b++) {
-      gather_t(t, bottom + (size_t)b * D, emb + (size_t)b * S * D, S, D);
-      const float *gb = dout + (size_t)b * W;
-      const float *gz = gb + D;
-      for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
-      for (int i = 1; i < F; i++)
-        for (int j = 0; j < i; j++) {
-          float v = *gz++;
-          g[(size_t)i * F + j] = v;
-          g[(size_t)j * F + i] = v;
-        }
-      for (int i = 0; i < F; i++) {
-        for (int d = 0; d < D; d++) acc[d] = 0.0f;
-        const float *gi = g + (size_t)i * F;
-        for (int j = 0; j < F; j++) {
-          float w = gi[j];
-          const float *restrict tj = t + (size_t)j * D;
-          for (int d = 0; d < D; d++) acc[d] += w * tj[d];
-        }
-        if (i == 0) {
-          float *db = dbottom + (size_t)b * D;
-          for (int d = 0; d < D; d++) db[d] = gb[d] + acc[d];
-        } else {
-          memcpy(demb + ((size_t)b * S + (i - 1)) * D, acc, (size_t)D * sizeof(float));
-        }
-      }
-    }
-  }
-  return PS_OK;
+  return interact(k, true, batch, S, D, bottom, emb, dout, NULL, dbottom, demb);
 }
 
 /* ---- embedding-bag pooling ---- */

@@ -15,10 +15,10 @@
  *   is materialised. Shapes too large for shared memory fall back to a global-memory kernel.
  * - Bad pooling offsets or indices are skipped and reported through a device flag rather than
  *   read out of bounds; the backend turns the flag into PS_ERR_INVALID at the next sync. */
-#ifdef PS_CU_EMULATE
-#include "ps_cuda_emu.h" /* tests/cuda/emu: the same kernels run on CPU threads */
-#else
 #include <cuda_runtime.h>
+/* Launches and dynamic shared memory go through these macros, so that a stand-in for the CUDA
+ * headers that runs the kernels on CPU threads (the tests' emulator) can define them first. */
+#ifndef PS_CU_LAUNCH
 #define PS_CU_LAUNCH(k, grid, block, smem, stream, ...) \
   k<<<grid, block, smem, stream>>>(__VA_ARGS__)
 /* the same launch, marking a kernel that uses __syncthreads (the emulator needs to know) */

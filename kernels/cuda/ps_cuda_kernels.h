@@ -9,11 +9,7 @@
 #ifndef PS_CUDA_KERNELS_H
 #define PS_CUDA_KERNELS_H
 
-#ifdef PS_CU_EMULATE
-#include "ps_cuda_emu.h"
-#else
 #include <cuda_runtime_api.h>
-#endif
 #include <stddef.h>
 #include <stdint.h>
 

@@ -80,12 +80,7 @@ typedef struct shape {
 
 static void run_shape(const shape *sh) {
   ps_dlrm_config cfg;
-  ps_dlrm_config_default(&cfg);
-  cfg.mlp_bot = sh->bot;
-  cfg.mlp_top = sh->top;
-  cfg.num_sparse = sh->S;
-  cfg.emb_dim = sh->D;
-  cfg.max_batch = sh->B;
+  ps_dlrm_config_shape(&cfg, sh->bot, sh->top, sh->D, sh->S, sh->B);
   cfg.pool = sh->pool;
   cfg.seed = 7;
   ps_dlrm *mc = NULL, *mg = NULL;

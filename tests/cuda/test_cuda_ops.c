@@ -217,6 +217,18 @@ static void test_interact(void **st) {
 
 /* ---- pooling ------------------------------------------------------------------------------ */
 
+/* An int32 host array (bytes long) copied to both backends: *c on the CPU's, *g on CUDA's. */
+static void ints_upload(const int32_t *host, size_t bytes, int32_t **c, int32_t **g) {
+  assert_int_equal(ps_kern_alloc(CPU, bytes, (void **)c), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, bytes, (void **)g), PS_OK);
+  assert_int_equal(ps_kern_to_device(CPU, *c, host, bytes), PS_OK);
+  assert_int_equal(ps_kern_to_device(GPU, *g, host, bytes), PS_OK);
+}
+static void ints_free(int32_t *c, int32_t *g) {
+  ps_kern_free(CPU, c);
+  ps_kern_free(GPU, g);
+}
+
 typedef struct bags {
   int nbags, nnz;
   int32_t *idx, *off; /* host */
@@ -234,22 +246,13 @@ static bags bags_make(ct_rng *r, int nbags, int nrows, int maxlen) {
     for (int j = 0; j < len; j++) b.idx[b.nnz++] = ct_int(r, nrows);
     b.off[i + 1] = b.nnz;
   }
-  size_t ib = ((size_t)b.nnz + 1) * sizeof(int32_t), ob = ((size_t)nbags + 1) * sizeof(int32_t);
-  assert_int_equal(ps_kern_alloc(CPU, ib, (void **)&b.idx_c), PS_OK);
-  assert_int_equal(ps_kern_alloc(GPU, ib, (void **)&b.idx_g), PS_OK);
-  assert_int_equal(ps_kern_alloc(CPU, ob, (void **)&b.off_c), PS_OK);
-  assert_int_equal(ps_kern_alloc(GPU, ob, (void **)&b.off_g), PS_OK);
-  assert_int_equal(ps_kern_to_device(CPU, b.idx_c, b.idx, ib), PS_OK);
-  assert_int_equal(ps_kern_to_device(GPU, b.idx_g, b.idx, ib), PS_OK);
-  assert_int_equal(ps_kern_to_device(CPU, b.off_c, b.off, ob), PS_OK);
-  assert_int_equal(ps_kern_to_device(GPU, b.off_g, b.off, ob), PS_OK);
+  ints_upload(b.idx, ((size_t)b.nnz + 1) * sizeof(int32_t), &b.idx_c, &b.idx_g);
+  ints_upload(b.off, ((size_t)nbags + 1) * sizeof(int32_t), &b.off_c, &b.off_g);
   return b;
 }
 static void bags_free(bags *b) {
-  ps_kern_free(CPU, b->idx_c);
-  ps_kern_free(GPU, b->idx_g);
-  ps_kern_free(CPU, b->off_c);
-  ps_kern_free(GPU, b->off_g);
+  ints_free(b->idx_c, b->idx_g);
+  ints_free(b->off_c, b->off_g);
   free(b->idx);
   free(b->off);
 }
@@ -301,14 +304,8 @@ static void test_pool_bad_index(void **st) {
   const int32_t idx[2] = {0, 3}; /* 3 == nrows */
   const int32_t off[5] = {0, 1, 2, 2, 2};
   int32_t *ic, *ig, *oc, *og;
-  assert_int_equal(ps_kern_alloc(CPU, sizeof idx, (void **)&ic), PS_OK);
-  assert_int_equal(ps_kern_alloc(GPU, sizeof idx, (void **)&ig), PS_OK);
-  assert_int_equal(ps_kern_alloc(CPU, sizeof off, (void **)&oc), PS_OK);
-  assert_int_equal(ps_kern_alloc(GPU, sizeof off, (void **)&og), PS_OK);
-  assert_int_equal(ps_kern_to_device(CPU, ic, idx, sizeof idx), PS_OK);
-  assert_int_equal(ps_kern_to_device(GPU, ig, idx, sizeof idx), PS_OK);
-  assert_int_equal(ps_kern_to_device(CPU, oc, off, sizeof off), PS_OK);
-  assert_int_equal(ps_kern_to_device(GPU, og, off, sizeof off), PS_OK);
+  ints_upload(idx, sizeof idx, &ic, &ig);
+  ints_upload(off, sizeof off, &oc, &og);
   buf rows = buf_rand(&r, 3 * 4, -1, 1), out = buf_new(4 * 4);
   assert_int_equal(ps_kern_pool_fwd(CPU, PS_KERN_POOL_SUM, 4, 4, 3, rows.c, 2, ic, oc, out.c),
                    PS_ERR_INVALID);
@@ -318,10 +315,8 @@ static void test_pool_bad_index(void **st) {
   assert_int_equal(ps_kern_sync(GPU), PS_OK); /* reported once, then cleared */
   buf_free(&rows);
   buf_free(&out);
-  ps_kern_free(CPU, ic);
-  ps_kern_free(GPU, ig);
-  ps_kern_free(CPU, oc);
-  ps_kern_free(GPU, og);
+  ints_free(ic, ig);
+  ints_free(oc, og);
 }
 
 /* ---- BCE ---------------------------------------------------------------------------------- */

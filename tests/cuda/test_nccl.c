@@ -85,19 +85,20 @@ static ps_status store_get(void *ctx, const char *key, void **val, size_t *len,
   }
 }
 
-static void store_init(store *s) {
+static ps_rendezvous rdv_of(store *s) {
+  return (ps_rendezvous){.ctx = s, .set = store_set, .get = store_get};
+}
+/* An empty store, and the rendezvous over it. */
+static ps_rendezvous store_open(store *s) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  return rdv_of(s);
 }
 static void store_fini(store *s) {
   for (int i = 0; i < s->n; i++) free(s->items[i].val);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
-}
-
-static ps_rendezvous rdv_of(store *s) {
-  return (ps_rendezvous){.ctx = s, .set = store_set, .get = store_get};
 }
 
 /* ---- one rank's work ---------------------------------------------------------------------- */
@@ -184,8 +185,7 @@ out:
 static void test_bad_arguments(void **st) {
   (void)st;
   store s;
-  store_init(&s);
-  ps_rendezvous rdv = rdv_of(&s);
+  ps_rendezvous rdv = store_open(&s);
   ps_coll *c = (ps_coll *)1;
   assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 1, 0, NULL, &c), PS_ERR_INVALID);
   assert_null(c);
@@ -206,8 +206,7 @@ static ps_status store_get_never(void *ctx, const char *key, void **val, size_t 
 static void test_missing_rank0(void **st) {
   (void)st;
   store s;
-  store_init(&s);
-  ps_rendezvous rdv = rdv_of(&s);
+  ps_rendezvous rdv = store_open(&s);
   rdv.get = store_get_never;
   ps_coll *c = NULL;
   assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 2, 0, NULL, &c), PS_ERR_TIMEOUT);
@@ -223,8 +222,7 @@ static void test_missing_rank0(void **st) {
 static void test_single_rank(void **st) {
   (void)st;
   store s;
-  store_init(&s);
-  ps_rendezvous rdv = rdv_of(&s);
+  ps_rendezvous rdv = store_open(&s);
   char why[256];
   for (int ns = 0; ns < 2; ns++) {
     const char *res = rank_work(&rdv, 0, 1, ns, why, sizeof why);
@@ -250,8 +248,7 @@ static void *thr_main(void *p) {
 static void test_two_ranks(void **st) {
   (void)st;
   store s;
-  store_init(&s);
-  ps_rendezvous rdv = rdv_of(&s);
+  ps_rendezvous rdv = store_open(&s);
   for (int ns = 0; ns < 2; ns++) {
     thr t[2];
     pthread_t id[2];
@@ -270,8 +267,7 @@ int main(int argc, char **argv) {
   bool two = argc > 1 && strcmp(argv[1], "--two-rank") == 0;
   if (!ps_cuda_available()) {
     store s;
-    store_init(&s);
-    ps_rendezvous rdv = rdv_of(&s);
+    ps_rendezvous rdv = store_open(&s);
     ps_coll *c = (ps_coll *)1;
     ps_status st = ps_coll_create_nccl(&rdv, "x", 0, 1, 0, NULL, &c);
     store_fini(&s);

@@ -7,7 +7,8 @@
 #                              not glibc/libstdc++ or CUDA (found with ldd + dpkg -S, fetched
 #                              with apt-get download: the .debs, compressed, are far smaller
 #                              than the libraries, e.g. OpenBLAS 36 MB -> ~6 MB)
-#   BUNDLE/src                 the scripts (bench/gpu/torch_dense_gpu.py, this folder)
+#   BUNDLE/src                 the scripts (bench/gpu/torch_dense_gpu.py and its model
+#                              bench/common/torch_dlrm.py, this folder)
 # The CUDA libraries (cudart, cuBLAS, cuBLASLt, NCCL: ~800 MB) are NOT carried: the GPU
 # machine has them (CUDA toolkit, or the nvidia-* wheels beside PyTorch); run-gpu-tests.sh
 # finds them there.
@@ -32,7 +33,8 @@ done
 for b in ps-gpu-bench ps-dense-bench ps-datagen ps-server ps-worker; do
   [ -x "$build/bin/$b" ] && cp "$build/bin/$b" "$bundle/bin/" && bins+=("$bundle/bin/$b")
 done
-cp "$src/bench/gpu/torch_dense_gpu.py" "$src/tests/gpu/run-gpu-tests.sh" "$bundle/src/"
+cp "$src/bench/gpu/torch_dense_gpu.py" "$src/bench/common/torch_dlrm.py" \
+  "$src/tests/gpu/run-gpu-tests.sh" "$bundle/src/"
 
 # Shared libraries -> owning packages, minus what every Linux and every CUDA machine has.
 declare -A pkgs=()

@@ -79,12 +79,7 @@ int main(int argc, char **argv) {
   ps_kern *k = NULL;
   CHECK(ps_kern_cpu_create(threads, &k));
   ps_dlrm_config cfg;
-  ps_dlrm_config_default(&cfg);
-  cfg.mlp_bot = "13-64-32-8";
-  cfg.mlp_top = "32-16-1";
-  cfg.emb_dim = D;
-  cfg.num_sparse = S;
-  cfg.max_batch = B;
+  ps_dlrm_config_shape(&cfg, "13-64-32-8", "32-16-1", D, S, B);
   cfg.pool = pool;
   cfg.seed = 7;
   ps_dlrm *m = NULL;

@@ -30,8 +30,7 @@ static int teardown(void **st) {
 
 static ps_status make(const char *bot, const char *top, int dim, int S, int maxb, ps_dlrm **m) {
   ps_dlrm_config c;
-  ps_dlrm_config_default(&c);
-  c.mlp_bot = bot, c.mlp_top = top, c.emb_dim = dim, c.num_sparse = S, c.max_batch = maxb;
+  ps_dlrm_config_shape(&c, bot, top, dim, S, maxb);
   return ps_dlrm_create(K, &c, m);
 }
 
@@ -63,6 +62,17 @@ static void test_config(void **st) {
   assert_int_equal(ps_dlrm_opt_parse("adam", &k), PS_OK);
   assert_int_equal(k, PS_DLRM_OPT_ADAM);
   assert_int_equal(ps_dlrm_opt_parse("rmsprop", &k), PS_ERR_INVALID);
+  /* a shape over garbage: the five given fields, the documented defaults for the rest */
+  ps_dlrm_config c;
+  memset(&c, 0x5a, sizeof c);
+  ps_dlrm_config_shape(&c, "7-3", "5-1", 3, 2, 9);
+  assert_string_equal(c.mlp_bot, "7-3");
+  assert_string_equal(c.mlp_top, "5-1");
+  assert_int_equal(c.emb_dim, 3);
+  assert_int_equal(c.num_sparse, 2);
+  assert_int_equal(c.max_batch, 9);
+  assert_int_equal(c.pool, PS_KERN_POOL_SUM);
+  assert_true(c.seed == 1);
 }
 
 static void test_kaggle_layout_and_init(void **st) {
@@ -156,14 +166,36 @@ static void fixture_init(fixture *f) {
                          .nnz = n, .idx = f->idx, .offsets = f->off};
 }
 
-static void test_model_fd(void **st) {
-  (void)st;
+/* The small model (bottom 5-8-4, top 6-1) that the fixture's batch fits, and that batch. */
+static ps_dlrm *small_model(fixture *f) {
   ps_dlrm *m = NULL;
   assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
+  fixture_init(f);
+  return m;
+}
+
+/* The central difference of the loss on batch b in *x, one dense parameter or one embedding-row
+ * value, with step eps; *x ends as it was. params (n floats, x among them) go to the model
+ * after each change when not NULL; rows are read at each forward. */
+static double central_diff(ps_dlrm *m, const ps_dlrm_batch *b, float *x, float eps,
+                           const float *params, size_t n) {
+  float x0 = *x, l1, l2;
+  *x = x0 + eps;
+  if (params) ps_dlrm_set_params(m, params, n);
+  ps_dlrm_forward(m, b, &l1);
+  *x = x0 - eps;
+  if (params) ps_dlrm_set_params(m, params, n);
+  ps_dlrm_forward(m, b, &l2);
+  *x = x0;
+  return ((double)l1 - l2) / (2 * eps);
+}
+
+static void test_model_fd(void **st) {
+  (void)st;
   fixture f;
-  fixture_init(&f);
+  ps_dlrm *m = small_model(&f);
   size_t n = ps_dlrm_num_params(m);
-  float *p = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float)), drow[U * D], loss, l1, l2;
+  float *p = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float)), drow[U * D], loss;
   ps_dlrm_get_params(m, p, n);
   assert_int_equal(ps_dlrm_forward(m, &f.b, &loss), PS_OK);
   assert_int_equal(ps_dlrm_backward(m, drow), PS_OK);
@@ -171,21 +203,13 @@ static void test_model_fd(void **st) {
   const float eps = 1e-2f;
   int checked = 0;
   for (size_t i = 0; i < n; i += 3) {
-    float p0 = p[i];
-    p[i] = p0 + eps, ps_dlrm_set_params(m, p, n), ps_dlrm_forward(m, &f.b, &l1);
-    p[i] = p0 - eps, ps_dlrm_set_params(m, p, n), ps_dlrm_forward(m, &f.b, &l2);
-    p[i] = p0;
-    double num = ((double)l1 - l2) / (2 * eps);
+    double num = central_diff(m, &f.b, &p[i], eps, p, n);
     if (fabs(num - g[i]) > 2e-3 * fmax(1, fabs(num)) + 2e-4) fail_msg("dparam[%zu]: %g vs fd %g", i, g[i], num);
     checked++;
   }
   ps_dlrm_set_params(m, p, n);
   for (int i = 0; i < U * D; i++) {
-    float r0 = f.rows[i];
-    f.rows[i] = r0 + eps, ps_dlrm_forward(m, &f.b, &l1);
-    f.rows[i] = r0 - eps, ps_dlrm_forward(m, &f.b, &l2);
-    f.rows[i] = r0;
-    double num = ((double)l1 - l2) / (2 * eps);
+    double num = central_diff(m, &f.b, &f.rows[i], eps, NULL, 0);
     if (fabs(num - drow[i]) > 2e-3 * fmax(1, fabs(num)) + 2e-4) fail_msg("drow[%d]: %g vs fd %g", i, drow[i], num);
   }
   for (int d = 0; d < D; d++) assert_true(drow[(U - 1) * D + d] == 0.0f); /* unused row */
@@ -196,10 +220,8 @@ static void test_model_fd(void **st) {
 
 static void test_bad_batches_and_eval(void **st) {
   (void)st;
-  ps_dlrm *m = NULL;
-  assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
   fixture f;
-  fixture_init(&f);
+  ps_dlrm *m = small_model(&f);
   float loss, probs[B], probs2[B], drow[U * D];
   assert_int_equal(ps_dlrm_backward(m, drow), PS_ERR_INVALID); /* no forward yet */
   ps_dlrm_batch b = f.b;
@@ -231,10 +253,8 @@ static void test_bad_batches_and_eval(void **st) {
 
 static void test_sgd_learns(void **st) {
   (void)st;
-  ps_dlrm *m = NULL;
-  assert_int_equal(make("5-8-4", "6-1", D, S, B, &m), PS_OK);
   fixture f;
-  fixture_init(&f);
+  ps_dlrm *m = small_model(&f);
   float first = 0, loss = 0, drow[U * D];
   ps_dlrm_opt o = ps_dlrm_opt_default(PS_DLRM_OPT_SGD, 0.5f);
   for (int s = 0; s < 100; s++) {
@@ -260,8 +280,7 @@ static void test_device_path(void **st) {
   ps_kern dev = *K;
   dev.host_memory = false;
   ps_dlrm_config c;
-  ps_dlrm_config_default(&c);
-  c.mlp_bot = "5-8-4", c.mlp_top = "6-1", c.emb_dim = D, c.num_sparse = S, c.max_batch = B;
+  ps_dlrm_config_shape(&c, "5-8-4", "6-1", D, S, B);
   ps_dlrm *mh = NULL, *md = NULL;
   assert_int_equal(ps_dlrm_create(K, &c, &mh), PS_OK);
   assert_int_equal(ps_dlrm_create(&dev, &c, &md), PS_OK);

@@ -19,18 +19,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 
-SRC = os.environ.get("EMBER_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+from deploy_checks import SRC, check, finish
+
 DEPLOY = os.path.join(SRC, "deploy")
-errors = []
-
-
-def check(cond, msg):
-    if not cond:
-        errors.append(msg)
-    return cond
 
 
 def read_env(path):
@@ -205,9 +198,7 @@ def main():
         test_docker()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for e in errors:
-        print("FAIL:", e)
-    sys.exit(1 if errors else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -23,21 +23,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 
 import yaml
 
-SRC = os.environ.get("EMBER_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+from deploy_checks import SRC, check, finish
+
 K8S = os.path.join(SRC, "deploy/k8s")
-errors = []
-
-
-def check(cond, msg):
-    if not cond:
-        errors.append(msg)
-    return cond
 
 
 def load():
@@ -208,11 +201,7 @@ def main():
         shutil.rmtree(fake, ignore_errors=True)
 
     kubectl_checks()
-    if errors:
-        for e in errors:
-            print("FAIL:", e)
-        sys.exit(1)
-    print("ok: all manifest checks passed")
+    finish("ok: all manifest checks passed")
 
 
 class Discovery(http.server.BaseHTTPRequestHandler):

@@ -34,7 +34,7 @@
 #include <gloo/transport/tcp/device.h>
 
 extern "C" {
-#include "ps_collectives.h"
+#include "ps_collectives_int.h"
 #include "ps_log.h"
 }
 
@@ -162,18 +162,11 @@ std::chrono::milliseconds gloo_timeout() {
 
 extern "C" ps_status ps_coll_create_gloo(const ps_rendezvous *rdv, const char *prefix, int rank,
                                          int world, const char *host, ps_coll **out) {
-  if (!out) return PS_ERR_INVALID;
-  *out = nullptr;
-  if (!rdv || !rdv->set || !rdv->get || !prefix || !host || world <= 0 || rank < 0 ||
-      rank >= world)
-    return PS_ERR_INVALID;
+  ps_status st = ps_coll_check_create(rdv, rank, world, out);
+  if (st != PS_OK) return st;
+  if (!prefix || !host) return PS_ERR_INVALID;
   GlooImpl *impl = new (std::nothrow) GlooImpl();
-  ps_coll *c = static_cast<ps_coll *>(calloc(1, sizeof(ps_coll)));
-  if (!impl || !c) {
-    delete impl;
-    free(c);
-    return PS_ERR_NOMEM;
-  }
+  if (!impl) return PS_ERR_NOMEM;
   try {
     auto timeout = gloo_timeout();
     gloo::transport::tcp::attr attr(host);
@@ -184,16 +177,15 @@ extern "C" ps_status ps_coll_create_gloo(const ps_rendezvous *rdv, const char *p
     gloo::rendezvous::PrefixStore pstore(std::string("gloo/") + prefix, store);
     impl->ctx->connectFullMesh(pstore, impl->dev);
   } catch (const std::exception &e) {
-    ps_status st = fail("connect", e);
+    st = fail("connect", e);
     delete impl;
-    free(c);
     return st;
   }
-  c->ops = &kGlooOps;
-  c->kind = PS_COLL_GLOO;
-  c->rank = rank;
-  c->world = world;
-  c->impl = impl;
+  ps_coll *c = ps_coll_new(&kGlooOps, PS_COLL_GLOO, rank, world, impl);
+  if (!c) {
+    delete impl;
+    return PS_ERR_NOMEM;
+  }
   *out = c;
   return PS_OK;
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ps_collectives.h"
+#include "ps_collectives_int.h"
 #include "ps_log.h"
 
 /* How long a non-zero rank waits for rank 0's unique id. Workers start within seconds of
@@ -157,10 +158,9 @@ static ps_status init_comm(nccl_impl *im, int rank, int world, const ncclUniqueI
 
 ps_status ps_coll_create_nccl(const ps_rendezvous *rdv, const char *prefix, int rank, int world,
                               int device, void *cuda_stream, ps_coll **out) {
-  if (!out) return PS_ERR_INVALID;
-  *out = NULL;
-  if (!rdv || !rdv->set || !rdv->get || world < 1 || rank < 0 || rank >= world || device < 0)
-    return PS_ERR_INVALID;
+  ps_status st = ps_coll_check_create(rdv, rank, world, out);
+  if (st != PS_OK) return st;
+  if (device < 0) return PS_ERR_INVALID;
 
   int ndev = 0;
   cudaError_t ce = cudaGetDeviceCount(&ndev);
@@ -174,24 +174,18 @@ ps_status ps_coll_create_nccl(const ps_rendezvous *rdv, const char *prefix, int 
     return PS_ERR_INVALID;
   }
 
-  ps_coll *c = calloc(1, sizeof *c);
   nccl_impl *im = calloc(1, sizeof *im);
-  if (!c || !im) {
-    free(c);
+  ps_coll *c = im ? ps_coll_new(&nccl_ops, PS_COLL_NCCL, rank, world, im) : NULL;
+  if (!c) {
     free(im);
     return PS_ERR_NOMEM;
   }
   im->device = device;
   im->stream = (cudaStream_t)cuda_stream;
-  c->ops = &nccl_ops;
-  c->kind = PS_COLL_NCCL;
-  c->rank = rank;
-  c->world = world;
-  c->impl = im;
 
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
-  ps_status st = exchange_id(rdv, prefix, rank, &id);
+  st = exchange_id(rdv, prefix, rank, &id);
   if (st == PS_OK) st = init_comm(im, rank, world, &id);
   if (st != PS_OK) {
     nccl_destroy(c);

@@ -1,11 +1,36 @@
+/* ps_collectives.c: the backend-independent part of ps_collectives.h (destroy, the shared
+ * argument checks and handle of ps_collectives_int.h) and the NCCL stand-in of builds
+ * without CUDA. */
 #include "ps_collectives.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+
+#include "ps_collectives_int.h"
 
 void ps_coll_destroy(ps_coll **c) {
   if (!c || !*c) return;
   (*c)->ops->destroy(*c);
   *c = NULL;
+}
+
+ps_status ps_coll_check_create(const ps_rendezvous *rdv, int rank, int world, ps_coll **out) {
+  if (!out) return PS_ERR_INVALID;
+  *out = NULL;
+  if (!rdv || !rdv->set || !rdv->get || world < 1 || rank < 0 || rank >= world)
+    return PS_ERR_INVALID;
+  return PS_OK;
+}
+
+ps_coll *ps_coll_new(const ps_coll_ops *ops, ps_coll_kind kind, int rank, int world, void *impl) {
+  ps_coll *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->ops = ops;
+  c->kind = kind;
+  c->rank = rank;
+  c->world = world;
+  c->impl = impl;
+  return c;
 }
 
 #if !EMBER_HAVE_NCCL

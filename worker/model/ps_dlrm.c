@@ -61,6 +61,16 @@ void ps_dlrm_config_default(ps_dlrm_config *cfg) {
   cfg->seed = 1;
 }
 
+void ps_dlrm_config_shape(ps_dlrm_config *cfg, const char *mlp_bot, const char *mlp_top,
+                          int emb_dim, int num_sparse, int max_batch) {
+  ps_dlrm_config_default(cfg);
+  cfg->mlp_bot = mlp_bot;
+  cfg->mlp_top = mlp_top;
+  cfg->emb_dim = emb_dim;
+  cfg->num_sparse = num_sparse;
+  cfg->max_batch = max_batch;
+}
+
 ps_dlrm_opt ps_dlrm_opt_default(ps_dlrm_opt_kind kind, float lr) {
   ps_dlrm_opt o = {.kind = kind, .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f};
   o.eps = kind == PS_DLRM_OPT_ADAGRAD ? 1e-10f : 1e-8f;

@@ -45,6 +45,10 @@ typedef struct ps_dlrm_config {
 /* Fills cfg with the Kaggle shape: 13-512-256-64-16, 512-256-1, dim 16, 26 tables, batch 2048,
  * SUM pooling, seed 1. */
 void ps_dlrm_config_default(ps_dlrm_config *cfg);
+/* Fills cfg with another shape: the MLPs, embedding dim, sparse features and batch size
+ * given, everything else (pooling, seed) at its default. */
+void ps_dlrm_config_shape(ps_dlrm_config *cfg, const char *mlp_bot, const char *mlp_top,
+                          int emb_dim, int num_sparse, int max_batch);
 
 typedef enum ps_dlrm_opt_kind {
   PS_DLRM_OPT_SGD = 0,

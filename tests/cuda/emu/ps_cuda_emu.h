@@ -7,8 +7,12 @@
  * against the CPU backend on every build (and under ASan/UBSan). It says nothing about
  * speed, warps, memory coalescing or the real memory model; the GPU tests cover those.
  *
- * Included instead of the CUDA headers when PS_CU_EMULATE is defined. The declarations part
- * is C (so ps_cuda_kernels.h can be included from C tests); the emulation is C++17. */
+ * Reached through emu/fake/, whose cuda_runtime.h, cuda_runtime_api.h and cublas_v2.h stand in
+ * for CUDA's (the emulated targets put that folder first on the include path), so kernels/cuda
+ * includes only the real header names and nothing from tests/. It defines the launch macros
+ * PS_CU_LAUNCH, PS_CU_LAUNCH_SYNC and PS_CU_DYN_SMEM before ps_cuda_kernels.cu would. The
+ * declarations part is C (so ps_cuda_kernels.h can be included from C tests); the emulation
+ * is C++17. */
 #ifndef PS_CUDA_EMU_H
 #define PS_CUDA_EMU_H
 
