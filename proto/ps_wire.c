@@ -68,11 +68,15 @@ typedef struct wire_layout {
   size_t vsize;
 } wire_layout;
 
-static ps_status check_frames(const ps_frame *frames, size_t nframes, ps_error *err) {
+/* Requests hold their header frame to PS_WIRE_MAX_HEADER before it is parsed; a reply's has
+ * been received already (nothing is saved by refusing it), and a STATS reply of a server with
+ * thousands of tables can come near that bound, so replies are not. */
+static ps_status check_frames(const ps_frame *frames, size_t nframes, size_t max_header,
+                              ps_error *err) {
   if (!frames || nframes == 0) return ps_error_set(err, PS_ERR_PROTO, "empty message");
   if (nframes > PS_WIRE_MAX_FRAMES)
     return ps_error_set(err, PS_ERR_PROTO, "%zu frames (at most %u)", nframes, PS_WIRE_MAX_FRAMES);
-  if (frames[0].size == 0 || frames[0].size > PS_WIRE_MAX_HEADER || !frames[0].data)
+  if (frames[0].size == 0 || frames[0].size > max_header || !frames[0].data)
     return ps_error_set(err, PS_ERR_PROTO, "header frame of %zu bytes", frames[0].size);
   return PS_OK;
 }
@@ -132,14 +136,14 @@ static ps_status check_bulk(const Ember__Header *h, const ps_frame *frames,
 }
 
 Ember__Header *ps_wire_header_unpack(const ps_frame *f) {
-  if (!f || !f->data || f->size == 0 || f->size > PS_WIRE_MAX_HEADER) return NULL;
+  if (!f || !f->data || f->size == 0) return NULL;
   return ember__header__unpack(NULL, f->size, f->data);
 }
 
 /* ------------------------------------------------------------------ requests */
 
 static ps_status decode(const ps_frame *frames, size_t nframes, ps_msg *out, ps_error *err) {
-  ps_status st = check_frames(frames, nframes, err);
+  ps_status st = check_frames(frames, nframes, PS_WIRE_MAX_HEADER, err);
   if (st != PS_OK) return st;
   Ember__Header *h = ps_wire_header_unpack(&frames[0]);
   if (!h) return ps_error_set(err, PS_ERR_PROTO, "header does not parse");
@@ -181,7 +185,7 @@ ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, ch
 
 ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, size_t nframes,
                               const ps_wire_expect *want, ps_error *err) {
-  ps_status st = check_frames(frames, nframes, err);
+  ps_status st = check_frames(frames, nframes, SIZE_MAX, err);
   if (st != PS_OK) return st;
   if (!h->is_reply) return ps_error_set(err, PS_ERR_PROTO, "a request where a reply was due");
   if (h->version != PS_WIRE_VERSION)

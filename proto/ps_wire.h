@@ -64,9 +64,9 @@ ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, ch
                          size_t errlen);
 void ps_msg_clear(ps_msg *m);
 
-/* Parses a header frame of at most PS_WIRE_MAX_HEADER bytes; NULL if it does not parse (free
- * with ember__header__free_unpacked). Checks nothing else: a reply's receiver parses first to
- * find, by request_id, the request the reply answers, then calls ps_wire_check_reply. */
+/* Parses a header frame; NULL if it does not parse (free with ember__header__free_unpacked).
+ * Checks nothing else: a reply's receiver parses first to find, by request_id, the request
+ * the reply answers, then calls ps_wire_check_reply. */
 Ember__Header *ps_wire_header_unpack(const ps_frame *f);
 
 /* What a reply must match: the request it answers. */
@@ -85,7 +85,9 @@ typedef struct ps_wire_expect {
  * (op ERROR or a non-zero status, header only) returns the server's status (PS_ERR_INTERNAL
  * for a code this build does not know) with err reading "<OP> refused: <server's message>".
  * Anything else returns PS_ERR_PROTO / PS_ERR_VERSION / PS_ERR_UNKNOWN_OP /
- * PS_ERR_UNSUPPORTED with the reason. Only sizes are read; the caller keeps its frames. */
+ * PS_ERR_UNSUPPORTED with the reason. Only sizes are read; the caller keeps its frames. The
+ * header frame is not held to PS_WIRE_MAX_HEADER: it has arrived already, and a STATS reply
+ * of a server with thousands of tables comes near that bound. */
 ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, size_t nframes,
                               const ps_wire_expect *want, ps_error *err);
 
