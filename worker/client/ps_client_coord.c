@@ -15,8 +15,7 @@
 
 #include "ps_client_int.h"
 
-/* Sends h to one shard (shard >= 0) or all (-1) and waits; on success the caller reads
- * r->subs[i].rep and releases r. */
+/* Sends h to one shard (shard >= 0) or to all (-1), as one request. */
 static ps_status ctl_start(ps_client *c, int shard, Ember__Header *h, uint64_t timeout_ms,
                            struct ps_client_req **out) {
   struct ps_client_req *r = cl_req_get(c, h->op, timeout_ms);
@@ -30,6 +29,8 @@ static ps_status ctl_start(ps_client *c, int shard, Ember__Header *h, uint64_t t
   return PS_OK;
 }
 
+/* ctl_start, then waits. With out, a successful request is handed over: the caller reads
+ * (*out)->subs[i].rep and releases it; without, it is released here. */
 static ps_status ctl(ps_client *c, int shard, Ember__Header *h, uint64_t timeout_ms,
                      struct ps_client_req **out) {
   struct ps_client_req *r = NULL;
