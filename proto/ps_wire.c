@@ -1,3 +1,8 @@
+/* ps_wire: the codec of ps_wire.h. Requests and replies go through one set of checks (frame
+ * bounds, the header against the layout of its op and direction, bulk sizes against the
+ * header); a request is then viewed as a ps_msg, a reply held to the request it answers. Only
+ * the header is parsed with protobuf-c: bulk frames are raw little-endian arrays, viewed in
+ * place when aligned. */
 #include "ps_wire.h"
 
 #include <stdio.h>

@@ -71,6 +71,17 @@ static void test_push_roundtrip_unaligned(void **st) {
   free((void *)f[0].data);
 }
 
+/* A DECLARE carrying spec, encoded and decoded into *m (the caller clears it). */
+static void declare_roundtrip(Ember__TableSpec *spec, ps_msg *m) {
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
+  h.table = spec;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
+  assert_int_equal(ps_wire_decode(f, 1, m, NULL, 0), PS_OK);
+  free((void *)f[0].data); /* the decoded header owns its own copy */
+}
+
 static void test_declare_roundtrip(void **st) {
   (void)st;
   Ember__TableSpec spec;
@@ -81,19 +92,13 @@ static void test_declare_roundtrip(void **st) {
   spec.optimizer = EMBER__OPTIMIZER__OPT_ADAM;
   spec.lr = 0.01f;
   spec.num_workers = 2;
-  Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
-  h.table = &spec;
-  ps_frame f[PS_WIRE_MAX_FRAMES];
-  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
   ps_msg m;
-  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  declare_roundtrip(&spec, &m);
   assert_non_null(m.hdr->table);
   assert_string_equal(m.hdr->table->name, "emb");
   assert_int_equal(m.hdr->table->dim, 16);
   assert_int_equal(m.hdr->table->optimizer, EMBER__OPTIMIZER__OPT_ADAM);
   ps_msg_clear(&m);
-  free((void *)f[0].data);
 }
 
 /* ps_table_spec -> TableSpec -> bytes -> TableSpec -> ps_table_spec gives every field back,
@@ -109,20 +114,14 @@ static void test_spec_conversion(void **st) {
   t.ttl_steps = 1000, t.consistency = PS_CONS_SSP, t.staleness = 4, t.num_workers = 8;
   Ember__TableSpec p;
   ps_wire_spec_to_pb(&t, &p);
-  Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
-  h.table = &p;
-  ps_frame f[PS_WIRE_MAX_FRAMES];
-  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
   ps_msg m;
-  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  declare_roundtrip(&p, &m);
   ps_table_spec back;
   memset(&back, 0xab, sizeof back);
   assert_int_equal(ps_wire_spec_from_pb(m.hdr->table, &back, NULL), PS_OK);
   assert_true(ps_table_spec_rows_equal(&t, &back));
   assert_true(ps_table_spec_stepping_equal(&t, &back));
   ps_msg_clear(&m);
-  free((void *)f[0].data);
 
   /* num_workers 0 reads as 1; staleness only counts for SSP. */
   ps_table_spec_default(&t, 2, "a", 4);
