@@ -149,20 +149,24 @@ static void test_spec_conversion(void **st) {
   assert_int_equal(ps_wire_spec_from_pb(NULL, &back, &e), PS_ERR_INVALID);
 }
 
-/* Packs a header and decodes it with the given bulk frames; returns the status. */
-static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
+/* A message's frames: h packed into f[0] (free f[0].data), then the bulk frames. */
+static void frames_of(const Ember__Header *h, const ps_frame *bulk, size_t nbulk, ps_frame *f) {
   size_t hs;
-  uint8_t *hb = ps_wire_header_pack(h, &hs);
-  ps_frame f[8];
-  f[0].data = hb;
+  f[0].data = ps_wire_header_pack(h, &hs);
   f[0].size = hs;
   for (size_t i = 0; i < nbulk; i++) f[1 + i] = bulk[i];
+}
+
+/* Packs a header and decodes it with the given bulk frames; returns the status. */
+static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
+  ps_frame f[8];
+  frames_of(h, bulk, nbulk, f);
   ps_msg m;
   char err[160] = "";
   ps_status s = ps_wire_decode(f, 1 + nbulk, &m, err, sizeof err);
   if (s == PS_OK) ps_msg_clear(&m);
   else assert_true(err[0] != '\0'); /* every rejection says why */
-  free(hb);
+  free((void *)f[0].data);
   return s;
 }
 
@@ -241,12 +245,8 @@ static void test_rejections(void **st) {
 static ps_status check_reply_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk,
                                   const ps_wire_expect *want, ps_error *e) {
   h->is_reply = true;
-  size_t hs;
-  uint8_t *hb = ps_wire_header_pack(h, &hs);
   ps_frame f[8];
-  f[0].data = hb;
-  f[0].size = hs;
-  for (size_t i = 0; i < nbulk; i++) f[1 + i] = bulk[i];
+  frames_of(h, bulk, nbulk, f);
   Ember__Header *back = ps_wire_header_unpack(&f[0]);
   assert_non_null(back);
   ps_error_clear(e);
@@ -254,7 +254,7 @@ static ps_status check_reply_with(Ember__Header *h, const ps_frame *bulk, size_t
   if (s != PS_OK) assert_true(e->msg[0] != '\0'); /* every rejection says why */
   else assert_int_equal(e->code, PS_OK);            /* and success leaves err alone */
   ember__header__free_unpacked(back, NULL);
-  free(hb);
+  free((void *)f[0].data);
   return s;
 }
 
@@ -313,14 +313,13 @@ static void test_reply_checks(void **st) {
   h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_COMMIT;                     /* phase on a STEP */
   assert_int_equal(check_reply_with(&h, NULL, 0, &step, &e), PS_ERR_PROTO);
   {
-    size_t hs;
     ps_wire_header_init(&h, EMBER__OP__OP_STEP);
-    uint8_t *hb = ps_wire_header_pack(&h, &hs); /* is_reply left false */
-    ps_frame f = {hb, hs};
+    ps_frame f;
+    frames_of(&h, NULL, 0, &f); /* is_reply left false */
     Ember__Header *back = ps_wire_header_unpack(&f);
     assert_int_equal(ps_wire_check_reply(back, &f, 1, &step, &e), PS_ERR_PROTO);
     ember__header__free_unpacked(back, NULL);
-    free(hb);
+    free((void *)f.data);
   }
 
   /* Error replies: the server's code and message, for the request's op. */
