@@ -194,7 +194,7 @@ ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, si
   if (st != PS_OK) return st;
   if (!h->is_reply) return ps_error_set(err, PS_ERR_PROTO, "a request where a reply was due");
   if (h->version != PS_WIRE_VERSION)
-    return ps_error_set(err, PS_ERR_VERSION, "reply in protocol version %u (this build speaks %u)",
+    return ps_error_set(err, PS_ERR_VERSION, "server speaks protocol version %u, this client %u",
                         h->version, PS_WIRE_VERSION);
   if (h->op == EMBER__OP__OP_ERROR || h->status != 0) {
     if (nframes != 1)
