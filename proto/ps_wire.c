@@ -1,25 +1,16 @@
+/* ps_wire: the codec of ps_wire.h. Requests and replies go through one set of checks (frame
+ * bounds, the header against the layout of its op and direction, bulk sizes against the
+ * header); a request is then viewed as a ps_msg, a reply held to the request it answers. Only
+ * the header is parsed with protobuf-c: bulk frames are raw little-endian arrays, viewed in
+ * place when aligned. */
 #include "ps_wire.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
-
-static ps_status fail(ps_status st, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static ps_status fail(ps_status st, char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
 
 void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
   *has_keys = false;
@@ -39,6 +30,12 @@ size_t ps_wire_value_size(Ember__ValueType vt) {
     case EMBER__VALUE_TYPE__VT_F16: return 2;
     default: return 0;
   }
+}
+
+const char *ps_wire_op_name(int op) {
+  static const char *n[] = {"NONE", "DECLARE", "PULL", "PUSH", "STEP", "CHECKPOINT", "STATS",
+                            "ERROR", "JOIN", "KV_SET", "KV_GET", "BARRIER", "RESTORE", "PING"};
+  return op >= 0 && op < (int)(sizeof n / sizeof n[0]) ? n[op] : "?";
 }
 
 /* ERROR is a reply-only op; every other known op may travel both ways. */
@@ -65,108 +62,163 @@ static const void *view_or_copy(const ps_frame *f, size_t align, void **owned) {
   return *owned;
 }
 
-ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
-                         size_t errlen) {
-  memset(out, 0, sizeof *out);
-  if (!frames || nframes == 0) return fail(PS_ERR_PROTO, err, errlen, "empty message");
-  if (nframes > PS_WIRE_MAX_FRAMES)
-    return fail(PS_ERR_PROTO, err, errlen, "%zu frames (at most %u)", nframes, PS_WIRE_MAX_FRAMES);
-  if (frames[0].size == 0 || frames[0].size > PS_WIRE_MAX_HEADER || !frames[0].data)
-    return fail(PS_ERR_PROTO, err, errlen, "header frame of %zu bytes", frames[0].size);
+/* ------------------------------------------------------------------ the shared checks
+ * Requests (ps_wire_decode) and replies (ps_wire_check_reply) go through the same three
+ * steps: frame bounds, the header against the layout of its op and direction, and the bulk
+ * frame sizes against the header's count, dim and value type. */
 
-  Ember__Header *h = ember__header__unpack(NULL, frames[0].size, frames[0].data);
-  if (!h) return fail(PS_ERR_PROTO, err, errlen, "header does not parse");
-  ps_status st = PS_OK;
-  if (h->version != PS_WIRE_VERSION) {
-    st = fail(PS_ERR_VERSION, err, errlen, "protocol version %u (this build speaks %u)",
-              h->version, PS_WIRE_VERSION);
-    goto bad;
-  }
+/* What the header promises: which bulk frames, and the bytes of one value. */
+typedef struct wire_layout {
+  bool has_keys, has_values;
+  size_t vsize;
+} wire_layout;
+
+/* Requests hold their header frame to PS_WIRE_MAX_HEADER before it is parsed; a reply's has
+ * been received already (nothing is saved by refusing it), and a STATS reply of a server with
+ * thousands of tables can come near that bound, so replies are not. */
+static ps_status check_frames(const ps_frame *frames, size_t nframes, size_t max_header,
+                              ps_error *err) {
+  if (!frames || nframes == 0) return ps_error_set(err, PS_ERR_PROTO, "empty message");
+  if (nframes > PS_WIRE_MAX_FRAMES)
+    return ps_error_set(err, PS_ERR_PROTO, "%zu frames (at most %u)", nframes, PS_WIRE_MAX_FRAMES);
+  if (frames[0].size == 0 || frames[0].size > max_header || !frames[0].data)
+    return ps_error_set(err, PS_ERR_PROTO, "header frame of %zu bytes", frames[0].size);
+  return PS_OK;
+}
+
+static ps_status check_header(const Ember__Header *h, size_t nframes, wire_layout *lay,
+                              ps_error *err) {
+  if (h->version != PS_WIRE_VERSION)
+    return ps_error_set(err, PS_ERR_VERSION, "protocol version %u (this build speaks %u)",
+                        h->version, PS_WIRE_VERSION);
   int op = (int)h->op;
-  if (!(op_known(op) || (op == EMBER__OP__OP_ERROR && h->is_reply))) {
-    st = fail(PS_ERR_UNKNOWN_OP, err, errlen, "unknown op %d", op);
-    goto bad;
-  }
-  if (h->table_id > PS_WIRE_MAX_TABLE) {
-    st = fail(PS_ERR_PROTO, err, errlen, "table id %u out of range", h->table_id);
-    goto bad;
-  }
-  if (h->table && (h->table->id > PS_WIRE_MAX_TABLE || h->table->dim > PS_WIRE_MAX_DIM)) {
-    st = fail(PS_ERR_PROTO, err, errlen, "table spec out of range (id %u, dim %u)",
-              h->table->id, h->table->dim);
-    goto bad;
-  }
+  if (!(op_known(op) || (op == EMBER__OP__OP_ERROR && h->is_reply)))
+    return ps_error_set(err, PS_ERR_UNKNOWN_OP, "unknown op %d", op);
+  if (h->table_id > PS_WIRE_MAX_TABLE)
+    return ps_error_set(err, PS_ERR_PROTO, "table id %u out of range", h->table_id);
+  if (h->table && (h->table->id > PS_WIRE_MAX_TABLE || h->table->dim > PS_WIRE_MAX_DIM))
+    return ps_error_set(err, PS_ERR_PROTO, "table spec out of range (id %u, dim %u)",
+                        h->table->id, h->table->dim);
   /* protobuf-c keeps an out-of-range enum value as it came; a phase on another op would be
    * silently ignored by the receiver, so both are refused rather than guessed at. */
   if ((int)h->ckpt_phase < EMBER__CKPT_PHASE__CKPT_ONESHOT ||
       (int)h->ckpt_phase > EMBER__CKPT_PHASE__CKPT_ABORT ||
-      (h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT && op != EMBER__OP__OP_CHECKPOINT)) {
-    st = fail(PS_ERR_PROTO, err, errlen, "checkpoint phase %d on op %d", (int)h->ckpt_phase, op);
-    goto bad;
-  }
-  bool has_keys, has_values;
-  ps_wire_layout((Ember__Op)op, h->is_reply, &has_keys, &has_values);
-  size_t want = 1 + (has_keys ? 1 : 0) + (has_values ? 1 : 0);
-  if (nframes != want) {
-    st = fail(PS_ERR_PROTO, err, errlen, "op %d %s has %zu frames, expected %zu", op,
-              h->is_reply ? "reply" : "request", nframes, want);
-    goto bad;
-  }
-  if (h->count > PS_WIRE_MAX_KEYS) {
-    st = fail(PS_ERR_PROTO, err, errlen, "count %llu over the limit %u",
-              (unsigned long long)h->count, PS_WIRE_MAX_KEYS);
-    goto bad;
-  }
-  if (has_values && (h->dim == 0 || h->dim > PS_WIRE_MAX_DIM)) {
-    st = fail(PS_ERR_PROTO, err, errlen, "dim %u out of range [1, %u]", h->dim, PS_WIRE_MAX_DIM);
-    goto bad;
-  }
-  size_t vsize = ps_wire_value_size(h->value_type);
-  if (has_values && vsize == 0) {
-    st = fail(PS_ERR_UNSUPPORTED, err, errlen, "value type %d", (int)h->value_type);
-    goto bad;
-  }
-  size_t n = (size_t)h->count;
-  size_t fi = 1;
-  out->hdr = h;
-  if (has_keys) {
-    if (frames[fi].size != n * sizeof(uint64_t)) {
-      st = fail(PS_ERR_PROTO, err, errlen, "keys frame of %zu bytes for count %zu",
-                frames[fi].size, n);
-      goto bad_out;
-    }
-    out->keys = view_or_copy(&frames[fi], 8, &out->owned_keys_);
-    if (n && !out->keys) {
-      st = fail(PS_ERR_NOMEM, err, errlen, "out of memory copying keys");
-      goto bad_out;
-    }
-    out->nkeys = n;
+      (h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT && op != EMBER__OP__OP_CHECKPOINT))
+    return ps_error_set(err, PS_ERR_PROTO, "checkpoint phase %d on op %d", (int)h->ckpt_phase,
+                        op);
+  ps_wire_layout((Ember__Op)op, h->is_reply, &lay->has_keys, &lay->has_values);
+  size_t want = 1 + (lay->has_keys ? 1 : 0) + (lay->has_values ? 1 : 0);
+  if (nframes != want)
+    return ps_error_set(err, PS_ERR_PROTO, "op %d %s has %zu frames, expected %zu", op,
+                        h->is_reply ? "reply" : "request", nframes, want);
+  if (h->count > PS_WIRE_MAX_KEYS)
+    return ps_error_set(err, PS_ERR_PROTO, "count %llu over the limit %u",
+                        (unsigned long long)h->count, PS_WIRE_MAX_KEYS);
+  if (lay->has_values && (h->dim == 0 || h->dim > PS_WIRE_MAX_DIM))
+    return ps_error_set(err, PS_ERR_PROTO, "dim %u out of range [1, %u]", h->dim,
+                        PS_WIRE_MAX_DIM);
+  lay->vsize = ps_wire_value_size(h->value_type);
+  if (lay->has_values && lay->vsize == 0)
+    return ps_error_set(err, PS_ERR_UNSUPPORTED, "value type %d", (int)h->value_type);
+  return PS_OK;
+}
+
+/* Bulk frames must be exactly what the (already checked) header promises. */
+static ps_status check_bulk(const Ember__Header *h, const ps_frame *frames,
+                            const wire_layout *lay, ps_error *err) {
+  size_t n = (size_t)h->count, fi = 1;
+  if (lay->has_keys) {
+    if (frames[fi].size != n * sizeof(uint64_t))
+      return ps_error_set(err, PS_ERR_PROTO, "keys frame of %zu bytes for count %zu",
+                          frames[fi].size, n);
     fi++;
   }
-  if (has_values) {
-    /* count <= 2^22 and dim <= 4096: the product fits easily in size_t. */
+  /* count <= 2^22 and dim <= 4096: the product fits easily in size_t. */
+  if (lay->has_values && frames[fi].size != n * (size_t)h->dim * lay->vsize)
+    return ps_error_set(err, PS_ERR_PROTO, "values frame of %zu bytes for %zu x %u values",
+                        frames[fi].size, n, h->dim);
+  return PS_OK;
+}
+
+Ember__Header *ps_wire_header_unpack(const ps_frame *f) {
+  if (!f || !f->data || f->size == 0) return NULL;
+  return ember__header__unpack(NULL, f->size, f->data);
+}
+
+/* ------------------------------------------------------------------ requests */
+
+static ps_status decode(const ps_frame *frames, size_t nframes, ps_msg *out, ps_error *err) {
+  ps_status st = check_frames(frames, nframes, PS_WIRE_MAX_HEADER, err);
+  if (st != PS_OK) return st;
+  Ember__Header *h = ps_wire_header_unpack(&frames[0]);
+  if (!h) return ps_error_set(err, PS_ERR_PROTO, "header does not parse");
+  out->hdr = h;
+  wire_layout lay = {false, false, 0};
+  if ((st = check_header(h, nframes, &lay, err)) != PS_OK ||
+      (st = check_bulk(h, frames, &lay, err)) != PS_OK)
+    return st;
+  size_t n = (size_t)h->count, fi = 1;
+  if (lay.has_keys) {
+    out->keys = view_or_copy(&frames[fi++], 8, &out->owned_keys_);
+    if (n && !out->keys) return ps_error_set(err, PS_ERR_NOMEM, "out of memory copying keys");
+    out->nkeys = n;
+  }
+  if (lay.has_values) {
     size_t nv = n * (size_t)h->dim;
-    if (frames[fi].size != nv * vsize) {
-      st = fail(PS_ERR_PROTO, err, errlen, "values frame of %zu bytes for %zu x %u values",
-                frames[fi].size, n, h->dim);
-      goto bad_out;
-    }
-    out->values = view_or_copy(&frames[fi], vsize, &out->owned_values_);
-    if (nv && !out->values) {
-      st = fail(PS_ERR_NOMEM, err, errlen, "out of memory copying values");
-      goto bad_out;
-    }
+    out->values = view_or_copy(&frames[fi], lay.vsize, &out->owned_values_);
+    if (nv && !out->values)
+      return ps_error_set(err, PS_ERR_NOMEM, "out of memory copying values");
     out->nvalues = nv;
-    out->value_size = vsize;
+    out->value_size = lay.vsize;
   }
   return PS_OK;
+}
 
-bad_out:
-  ps_msg_clear(out);
+ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
+                         size_t errlen) {
+  memset(out, 0, sizeof *out);
+  ps_error e;
+  ps_status st = decode(frames, nframes, out, &e);
+  if (st != PS_OK) {
+    ps_msg_clear(out);
+    if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+  }
   return st;
-bad:
-  ember__header__free_unpacked(h, NULL);
-  return st;
+}
+
+/* ------------------------------------------------------------------ replies */
+
+ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, size_t nframes,
+                              const ps_wire_expect *want, ps_error *err) {
+  ps_status st = check_frames(frames, nframes, SIZE_MAX, err);
+  if (st != PS_OK) return st;
+  if (!h->is_reply) return ps_error_set(err, PS_ERR_PROTO, "a request where a reply was due");
+  if (h->version != PS_WIRE_VERSION)
+    return ps_error_set(err, PS_ERR_VERSION, "server speaks protocol version %u, this client %u",
+                        h->version, PS_WIRE_VERSION);
+  if (h->op == EMBER__OP__OP_ERROR || h->status != 0) {
+    if (nframes != 1)
+      return ps_error_set(err, PS_ERR_PROTO, "error reply of %zu frames", nframes);
+    st = h->status > 0 && h->status < PS_ERR_COUNT_ ? (ps_status)h->status : PS_ERR_INTERNAL;
+    return ps_error_set(err, st, "%s refused: %s", ps_wire_op_name(want->op),
+                        h->message ? h->message : "");
+  }
+  if (h->op != want->op)
+    return ps_error_set(err, PS_ERR_PROTO, "%s reply to a %s request", ps_wire_op_name(h->op),
+                        ps_wire_op_name(want->op));
+  wire_layout lay = {false, false, 0};
+  if ((st = check_header(h, nframes, &lay, err)) != PS_OK) return st;
+  if (want->op == EMBER__OP__OP_PULL &&
+      (h->count != want->count || h->dim != want->dim || h->value_type != want->value_type ||
+       h->table_id != want->table_id))
+    return ps_error_set(err, PS_ERR_PROTO,
+                        "PULL reply does not match the request (%llu keys of dim %u, value "
+                        "type %d, table %u; expected %llu keys of dim %u, value type %d, "
+                        "table %u)",
+                        (unsigned long long)h->count, h->dim, (int)h->value_type, h->table_id,
+                        (unsigned long long)want->count, want->dim, (int)want->value_type,
+                        want->table_id);
+  return check_bulk(h, frames, &lay, err);
 }
 
 void ps_wire_header_init(Ember__Header *h, Ember__Op op) {

@@ -11,7 +11,12 @@
  * The codec knows nothing of sockets: it works on arrays of (pointer, size) frames, so the
  * same code serves the server, the client and the fuzzer. Everything that arrives is
  * untrusted: frame count, header size, version, op, table id, count, dim and value type are
- * checked before any bulk byte is looked at, and bulk frame sizes must match exactly. */
+ * checked before any bulk byte is looked at, and bulk frame sizes must match exactly.
+ *
+ * One validator serves both directions: a server decodes requests with ps_wire_decode; a
+ * client checks each reply with ps_wire_check_reply, which runs the same checks and then
+ * holds the reply to the request it answers (a reply is only well-formed relative to what
+ * was asked, e.g. a PULL reply carries exactly the rows requested). */
 #ifndef PS_WIRE_H
 #define PS_WIRE_H
 
@@ -58,6 +63,36 @@ typedef struct ps_msg {
 ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
                          size_t errlen);
 void ps_msg_clear(ps_msg *m);
+
+/* Parses a header frame; NULL if it does not parse (free with ember__header__free_unpacked).
+ * Checks nothing else: a reply's receiver parses first to find, by request_id, the request
+ * the reply answers, then calls ps_wire_check_reply. */
+Ember__Header *ps_wire_header_unpack(const ps_frame *f);
+
+/* What a reply must match: the request it answers. */
+typedef struct ps_wire_expect {
+  Ember__Op op;                /* the request's op */
+  uint32_t table_id;           /* PULL only: the table, */
+  uint64_t count;              /* the keys asked for, */
+  uint32_t dim;                /* the values per key */
+  Ember__ValueType value_type; /* and their type */
+} ps_wire_expect;
+
+/* Validates a reply: h (unpacked from frames[0]) and its frames get the checks of
+ * ps_wire_decode (version, op, ranges, frame count, bulk frame sizes), and the reply must be
+ * a reply, of the request's op, and for a PULL carry exactly count*dim values of the
+ * requested type and table. Returns PS_OK for a good success reply. A well-formed error reply
+ * (op ERROR or a non-zero status, header only) returns the server's status (PS_ERR_INTERNAL
+ * for a code this build does not know) with err reading "<OP> refused: <server's message>".
+ * Anything else returns PS_ERR_PROTO / PS_ERR_VERSION / PS_ERR_UNKNOWN_OP /
+ * PS_ERR_UNSUPPORTED with the reason. Only sizes are read; the caller keeps its frames. The
+ * header frame is not held to PS_WIRE_MAX_HEADER: it has arrived already, and a STATS reply
+ * of a server with thousands of tables comes near that bound. */
+ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, size_t nframes,
+                              const ps_wire_expect *want, ps_error *err);
+
+/* "PULL", "STEP", ... for an op number; "?" if unknown. */
+const char *ps_wire_op_name(int op);
 
 /* Which bulk frames a message of this op and direction carries. */
 void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values);

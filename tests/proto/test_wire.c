@@ -1,5 +1,6 @@
 /* Wire codec: round trips, and rejection of truncated frames, wrong counts, oversize counts,
- * unknown ops and wrong versions with an error code. Runs under ASan in CI, so an
+ * unknown ops and wrong versions with an error code; replies checked against the request they
+ * answer (ps_wire_check_reply), error replies read with their code. Runs under ASan in CI, so an
  * out-of-bounds read in the decoder fails this test. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +71,17 @@ static void test_push_roundtrip_unaligned(void **st) {
   free((void *)f[0].data);
 }
 
+/* A DECLARE carrying spec, encoded and decoded into *m (the caller clears it). */
+static void declare_roundtrip(Ember__TableSpec *spec, ps_msg *m) {
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
+  h.table = spec;
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
+  assert_int_equal(ps_wire_decode(f, 1, m, NULL, 0), PS_OK);
+  free((void *)f[0].data); /* the decoded header owns its own copy */
+}
+
 static void test_declare_roundtrip(void **st) {
   (void)st;
   Ember__TableSpec spec;
@@ -80,19 +92,13 @@ static void test_declare_roundtrip(void **st) {
   spec.optimizer = EMBER__OPTIMIZER__OPT_ADAM;
   spec.lr = 0.01f;
   spec.num_workers = 2;
-  Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
-  h.table = &spec;
-  ps_frame f[PS_WIRE_MAX_FRAMES];
-  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
   ps_msg m;
-  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  declare_roundtrip(&spec, &m);
   assert_non_null(m.hdr->table);
   assert_string_equal(m.hdr->table->name, "emb");
   assert_int_equal(m.hdr->table->dim, 16);
   assert_int_equal(m.hdr->table->optimizer, EMBER__OPTIMIZER__OPT_ADAM);
   ps_msg_clear(&m);
-  free((void *)f[0].data);
 }
 
 /* ps_table_spec -> TableSpec -> bytes -> TableSpec -> ps_table_spec gives every field back,
@@ -108,20 +114,14 @@ static void test_spec_conversion(void **st) {
   t.ttl_steps = 1000, t.consistency = PS_CONS_SSP, t.staleness = 4, t.num_workers = 8;
   Ember__TableSpec p;
   ps_wire_spec_to_pb(&t, &p);
-  Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
-  h.table = &p;
-  ps_frame f[PS_WIRE_MAX_FRAMES];
-  assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
   ps_msg m;
-  assert_int_equal(ps_wire_decode(f, 1, &m, NULL, 0), PS_OK);
+  declare_roundtrip(&p, &m);
   ps_table_spec back;
   memset(&back, 0xab, sizeof back);
   assert_int_equal(ps_wire_spec_from_pb(m.hdr->table, &back, NULL), PS_OK);
   assert_true(ps_table_spec_rows_equal(&t, &back));
   assert_true(ps_table_spec_stepping_equal(&t, &back));
   ps_msg_clear(&m);
-  free((void *)f[0].data);
 
   /* num_workers 0 reads as 1; staleness only counts for SSP. */
   ps_table_spec_default(&t, 2, "a", 4);
@@ -149,20 +149,24 @@ static void test_spec_conversion(void **st) {
   assert_int_equal(ps_wire_spec_from_pb(NULL, &back, &e), PS_ERR_INVALID);
 }
 
-/* Packs a header and decodes it with the given bulk frames; returns the status. */
-static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
+/* A message's frames: h packed into f[0] (free f[0].data), then the bulk frames. */
+static void frames_of(const Ember__Header *h, const ps_frame *bulk, size_t nbulk, ps_frame *f) {
   size_t hs;
-  uint8_t *hb = ps_wire_header_pack(h, &hs);
-  ps_frame f[8];
-  f[0].data = hb;
+  f[0].data = ps_wire_header_pack(h, &hs);
   f[0].size = hs;
   for (size_t i = 0; i < nbulk; i++) f[1 + i] = bulk[i];
+}
+
+/* Packs a header and decodes it with the given bulk frames; returns the status. */
+static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk) {
+  ps_frame f[8];
+  frames_of(h, bulk, nbulk, f);
   ps_msg m;
   char err[160] = "";
   ps_status s = ps_wire_decode(f, 1 + nbulk, &m, err, sizeof err);
   if (s == PS_OK) ps_msg_clear(&m);
   else assert_true(err[0] != '\0'); /* every rejection says why */
-  free(hb);
+  free((void *)f[0].data);
   return s;
 }
 
@@ -236,6 +240,112 @@ static void test_rejections(void **st) {
   assert_int_equal(decode_with(&h, NULL, 0), PS_OK);
 }
 
+/* Packs a reply header, parses it back as a client does and checks it with the given bulk
+ * frames against the request `want`; returns the status and the message in e. */
+static ps_status check_reply_with(Ember__Header *h, const ps_frame *bulk, size_t nbulk,
+                                  const ps_wire_expect *want, ps_error *e) {
+  h->is_reply = true;
+  ps_frame f[8];
+  frames_of(h, bulk, nbulk, f);
+  Ember__Header *back = ps_wire_header_unpack(&f[0]);
+  assert_non_null(back);
+  ps_error_clear(e);
+  ps_status s = ps_wire_check_reply(back, f, 1 + nbulk, want, e);
+  if (s != PS_OK) assert_true(e->msg[0] != '\0'); /* every rejection says why */
+  else assert_int_equal(e->code, PS_OK);            /* and success leaves err alone */
+  ember__header__free_unpacked(back, NULL);
+  free((void *)f[0].data);
+  return s;
+}
+
+static void test_reply_checks(void **st) {
+  (void)st;
+  enum { N = 4, D = 8 };
+  float vals[N * D] = {0};
+  ps_error e;
+  ps_wire_expect pull = {EMBER__OP__OP_PULL, 3, N, D, EMBER__VALUE_TYPE__VT_F32};
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.table_id = 3;
+  h.count = N;
+  h.dim = D;
+  ps_frame rows = {vals, sizeof vals};
+  assert_int_equal(check_reply_with(&h, &rows, 1, &pull, &e), PS_OK);
+  ps_frame short_rows = {vals, sizeof vals - 4};                        /* truncated values */
+  assert_int_equal(check_reply_with(&h, &short_rows, 1, &pull, &e), PS_ERR_PROTO);
+  assert_non_null(strstr(e.msg, "values frame"));
+  assert_int_equal(check_reply_with(&h, NULL, 0, &pull, &e), PS_ERR_PROTO); /* no values */
+  ps_frame two[2] = {rows, rows};
+  assert_int_equal(check_reply_with(&h, two, 2, &pull, &e), PS_ERR_PROTO);  /* extra frame */
+  /* Self-consistent replies that are not what was asked: wrong count, dim, type, table. */
+  h.count = N - 1;
+  ps_frame fewer = {vals, (N - 1) * D * sizeof(float)};
+  assert_int_equal(check_reply_with(&h, &fewer, 1, &pull, &e), PS_ERR_PROTO);
+  assert_non_null(strstr(e.msg, "does not match the request"));
+  h.count = N;
+  h.dim = D / 2;
+  ps_frame narrow = {vals, N * (D / 2) * sizeof(float)};
+  assert_int_equal(check_reply_with(&h, &narrow, 1, &pull, &e), PS_ERR_PROTO);
+  h.dim = D;
+  h.value_type = EMBER__VALUE_TYPE__VT_F16;
+  ps_frame halves = {vals, sizeof vals / 2};
+  assert_int_equal(check_reply_with(&h, &halves, 1, &pull, &e), PS_ERR_PROTO);
+  pull.value_type = EMBER__VALUE_TYPE__VT_F16;                           /* f16 asked: fine */
+  assert_int_equal(check_reply_with(&h, &halves, 1, &pull, &e), PS_OK);
+  assert_int_equal(check_reply_with(&h, &rows, 1, &pull, &e), PS_ERR_PROTO);
+  h.table_id = 4;
+  assert_int_equal(check_reply_with(&h, &halves, 1, &pull, &e), PS_ERR_PROTO);
+  h.table_id = 3;
+  h.version = 2;
+  assert_int_equal(check_reply_with(&h, &halves, 1, &pull, &e), PS_ERR_VERSION);
+  h.version = PS_WIRE_VERSION;
+
+  /* A reply to another op, and a request where a reply was due. */
+  ps_wire_header_init(&h, EMBER__OP__OP_STATS);
+  assert_int_equal(check_reply_with(&h, NULL, 0, &pull, &e), PS_ERR_PROTO);
+  assert_non_null(strstr(e.msg, "STATS reply to a PULL request"));
+  ps_wire_expect step = {EMBER__OP__OP_STEP, 0, 0, 0, EMBER__VALUE_TYPE__VT_F32};
+  ps_wire_header_init(&h, EMBER__OP__OP_PUSH);
+  assert_int_equal(check_reply_with(&h, NULL, 0, &step, &e), PS_ERR_PROTO);
+  ps_wire_header_init(&h, EMBER__OP__OP_STEP);
+  assert_int_equal(check_reply_with(&h, NULL, 0, &step, &e), PS_OK);
+  assert_int_equal(check_reply_with(&h, &rows, 1, &step, &e), PS_ERR_PROTO); /* stray bulk */
+  h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_COMMIT;                     /* phase on a STEP */
+  assert_int_equal(check_reply_with(&h, NULL, 0, &step, &e), PS_ERR_PROTO);
+  {
+    ps_wire_header_init(&h, EMBER__OP__OP_STEP);
+    ps_frame f;
+    frames_of(&h, NULL, 0, &f); /* is_reply left false */
+    Ember__Header *back = ps_wire_header_unpack(&f);
+    assert_int_equal(ps_wire_check_reply(back, &f, 1, &step, &e), PS_ERR_PROTO);
+    ember__header__free_unpacked(back, NULL);
+    free((void *)f.data);
+  }
+
+  /* Error replies: the server's code and message, for the request's op. */
+  ps_wire_expect declare = {EMBER__OP__OP_DECLARE, 0, 0, 0, EMBER__VALUE_TYPE__VT_F32};
+  ps_wire_header_init(&h, EMBER__OP__OP_ERROR);
+  h.status = PS_ERR_CONFLICT;
+  h.message = "table 7 exists with dim 16";
+  assert_int_equal(check_reply_with(&h, NULL, 0, &declare, &e), PS_ERR_CONFLICT);
+  assert_int_equal(e.code, PS_ERR_CONFLICT);
+  assert_string_equal(e.msg, "DECLARE refused: table 7 exists with dim 16");
+  h.status = 999;                                                      /* unknown code */
+  assert_int_equal(check_reply_with(&h, NULL, 0, &declare, &e), PS_ERR_INTERNAL);
+  h.status = 0;                                                        /* ERROR without one */
+  assert_int_equal(check_reply_with(&h, NULL, 0, &declare, &e), PS_ERR_INTERNAL);
+  h.status = PS_ERR_TIMEOUT;
+  assert_int_equal(check_reply_with(&h, &rows, 1, &declare, &e), PS_ERR_PROTO); /* bulk */
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);                     /* status on its op */
+  h.status = PS_ERR_INVALID;
+  assert_int_equal(check_reply_with(&h, NULL, 0, &declare, &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "DECLARE refused"));
+  assert_string_equal(ps_wire_op_name(EMBER__OP__OP_PULL), "PULL");
+  assert_string_equal(ps_wire_op_name(99), "?");
+  ps_frame empty = {NULL, 0};
+  assert_null(ps_wire_header_unpack(&empty));
+}
+
 static void test_garbage_headers(void **st) {
   (void)st;
   /* Random bytes and every truncation of a valid header: never a crash, never an OK that
@@ -279,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_pull_roundtrip),   cmocka_unit_test(test_push_roundtrip_unaligned),
       cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_garbage_headers), cmocka_unit_test(test_spec_conversion),
+      cmocka_unit_test(test_reply_checks),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

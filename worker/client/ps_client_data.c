@@ -1,0 +1,242 @@
+/* ps_client_data: pull and push (see ps_client_int.h for the client's layout).
+ *
+ * A pull or push de-duplicates its keys (unless the caller says they are unique), shards the
+ * unique keys by ps_shard_of, and writes each key straight into its shard's zmq frame; a push
+ * sums the gradients of duplicate keys straight into the shards' value frames (in f32, then
+ * converted once when the wire carries f16). Pulled rows are copied once, from the reply
+ * frames to the caller's rows, when the request completes (cl_scatter_pull). With one shard
+ * the per-key shard bookkeeping is skipped. These loops are the client's hot path: measure
+ * (bench/net) before changing them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "ps_client_int.h"
+#include "ps_hash.h"
+#include "ps_rowcopy.h"
+
+static void scatter_pull_f16(ps_client *c, struct ps_client_req *r) {
+  const size_t dim = r->dim;
+  for (size_t i = 0; i < c->nsrv; i++)
+    c->vbase[i] = r->subs[i].has_vals ? zmq_msg_data(&r->subs[i].vals) : NULL;
+  for (size_t k = 0; k < r->n; k++) {
+    uint32_t u = r->unique ? (uint32_t)k : r->inv[k];
+    uint32_t sh = c->nsrv == 1 ? 0 : r->ush[u], idx = c->nsrv == 1 ? u : r->uidx[u];
+    ps_wire_f16_to_f32((const uint16_t *)c->vbase[sh] + (size_t)idx * dim, r->out + k * dim, dim);
+  }
+}
+
+void cl_scatter_pull(ps_client *c, struct ps_client_req *r) {
+  if (c->opt.wire_f16) {
+    scatter_pull_f16(c, r);
+    return;
+  }
+  const size_t row = (size_t)r->dim * sizeof(float);
+  if (c->nsrv == 1) {
+    const char *v = zmq_msg_data(&r->subs[0].vals);
+    if (r->unique) memcpy(r->out, v, r->n * row);
+    else
+      for (size_t k = 0; k < r->n; k++)
+        ps_row_copy((char *)r->out + k * row, v + (size_t)r->inv[k] * row, row);
+    return;
+  }
+  for (size_t i = 0; i < c->nsrv; i++)
+    c->vbase[i] = r->subs[i].has_vals ? zmq_msg_data(&r->subs[i].vals) : NULL;
+  for (size_t k = 0; k < r->n; k++) {
+    uint32_t u = r->unique ? (uint32_t)k : r->inv[k];
+    ps_row_copy((char *)r->out + k * row, c->vbase[r->ush[u]] + (size_t)r->uidx[u] * row, row);
+  }
+}
+
+/* Makes room for n keys in r's key scratch (one block; nothing in it is kept). */
+static bool req_reserve(struct ps_client_req *r, size_t n) {
+  if (n <= r->cap) return true;
+  size_t nc = r->cap ? r->cap : 1024;
+  while (nc < n) nc *= 2;
+  char *b = malloc(nc * (sizeof *r->ukeys + 3 * sizeof *r->inv));
+  if (!b) return false;
+  free(r->scratch);
+  r->scratch = b;
+  r->ukeys = (uint64_t *)b;
+  r->inv = (uint32_t *)(r->ukeys + nc);
+  r->ush = r->inv + nc;
+  r->uidx = r->ush + nc;
+  r->cap = nc;
+  return true;
+}
+
+/* Shards r's nu unique keys uk: counts per shard, then writes each key straight into its
+ * shard's keys frame (s->part[1]); c->vbase[i] is left pointing at shard i's frame. */
+static ps_status shard_keys(ps_client *c, struct ps_client_req *r, const uint64_t *uk,
+                            size_t nu) {
+  size_t S = c->nsrv;
+  memset(c->cnt, 0, S * sizeof *c->cnt);
+  if (S == 1) {
+    c->cnt[0] = nu;
+  } else {
+    for (size_t u = 0; u < nu; u++) {
+      uint32_t sh = ps_shard_of(uk[u], (uint32_t)S);
+      r->ush[u] = sh;
+      r->uidx[u] = (uint32_t)c->cnt[sh]++;
+    }
+  }
+  for (size_t i = 0; i < S; i++) {
+    cl_sub *s = &r->subs[i];
+    s->nkeys = c->cnt[i];
+    if (!c->cnt[i]) continue;
+    if (c->cnt[i] > PS_WIRE_MAX_KEYS)
+      return cl_set_err(c, PS_ERR_INVALID, "%zu keys for one shard exceed the limit %u",
+                           c->cnt[i], PS_WIRE_MAX_KEYS);
+    zmq_msg_init_size(&s->part[1], c->cnt[i] * sizeof(uint64_t));
+    c->vbase[i] = zmq_msg_data(&s->part[1]);
+    s->nparts = 2;
+  }
+  if (S == 1) {
+    if (nu) memcpy(c->vbase[0], uk, nu * sizeof(uint64_t));
+  } else {
+    for (size_t u = 0; u < nu; u++) ((uint64_t *)c->vbase[r->ush[u]])[r->uidx[u]] = uk[u];
+  }
+  return PS_OK;
+}
+
+/* Adds each shard's values frame (s->part[2]) to a push and sums grads into them: the first
+ * occurrence of a key is copied, later ones added (unique indices follow first occurrence).
+ * With f16 on the wire the sums are made in f32 (c->acc) and converted once. */
+static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *grads) {
+  const size_t S = c->nsrv, n = r->n, nu = r->nu;
+  const uint32_t dim = r->dim;
+  const bool f16 = c->opt.wire_f16, unique = r->unique;
+  const size_t row = (size_t)dim * sizeof(float);
+  if (f16 && nu * dim > c->acc_cap) {
+    float *a = realloc(c->acc, nu * dim * sizeof(float));
+    if (!a) return cl_set_err(c, PS_ERR_NOMEM, "out of memory");
+    c->acc = a;
+    c->acc_cap = nu * dim;
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < S; i++) {
+    cl_sub *s = &r->subs[i];
+    if (s->nparts != 2) continue;
+    zmq_msg_init_size(&s->part[2], s->nkeys * dim * (f16 ? 2 : sizeof(float)));
+    c->vbase[i] = f16 ? (char *)(c->acc + off * dim) : zmq_msg_data(&s->part[2]);
+    off += s->nkeys;
+    s->nparts = 3;
+  }
+  size_t seen = 0;
+  for (size_t k = 0; k < n; k++) {
+    uint32_t u = unique ? (uint32_t)k : r->inv[k];
+    float *dst = (float *)(c->vbase[S == 1 ? 0 : r->ush[u]] +
+                           (size_t)(S == 1 ? u : r->uidx[u]) * row);
+    const float *src = grads + k * dim;
+    if (u == seen) {
+      memcpy(dst, src, row);
+      seen++;
+    } else {
+      for (uint32_t j = 0; j < dim; j++) dst[j] += src[j];
+    }
+  }
+  if (f16)
+    for (size_t i = 0; i < S; i++)
+      if (r->subs[i].nparts == 3)
+        ps_wire_f32_to_f16((const float *)c->vbase[i], zmq_msg_data(&r->subs[i].part[2]),
+                           r->subs[i].nkeys * dim);
+  return PS_OK;
+}
+
+static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                            const uint64_t *keys, size_t n, bool unique, float *out,
+                            const float *grads, ps_client_req **rp) {
+  *rp = NULL;
+  if (table == 0 || table > PS_WIRE_MAX_TABLE || !c->dims[table])
+    return cl_set_err(c, PS_ERR_UNKNOWN_TABLE,
+                         "table %u was not declared by this client (call ps_client_declare first)",
+                         table);
+  if (n && !keys) return cl_set_err(c, PS_ERR_INVALID, "keys missing");
+  if (n >= UINT32_MAX) return cl_set_err(c, PS_ERR_INVALID, "%zu keys in one request", n);
+  uint32_t dim = c->dims[table];
+  struct ps_client_req *r = cl_req_get(c, op, c->opt.timeout_ms);
+  if (!r || !req_reserve(r, n ? n : 1)) {
+    if (r) cl_req_release(c, r);
+    return cl_set_err(c, PS_ERR_NOMEM, "out of memory");
+  }
+  r->table = table;
+  r->dim = dim;
+  r->n = n;
+  r->out = out;
+  r->unique = unique;
+  const uint64_t *uk = keys;
+  size_t nu = n;
+  ps_status st = PS_OK;
+  if (!unique) {
+    st = ps_dedup_keys(c->dd, keys, n, r->ukeys, r->inv, &nu);
+    if (st != PS_OK) {
+      cl_req_release(c, r);
+      return cl_set_err(c, st, "de-duplicating %zu keys failed", n);
+    }
+    uk = r->ukeys;
+  }
+  r->nu = nu;
+  if ((st = shard_keys(c, r, uk, nu)) != PS_OK ||
+      (op == EMBER__OP__OP_PUSH && (st = sum_grads(c, r, grads)) != PS_OK)) {
+    cl_req_release(c, r);
+    return st;
+  }
+  for (size_t i = 0; i < c->nsrv; i++) {
+    cl_sub *s = &r->subs[i];
+    if (s->nparts < 2) continue;
+    Ember__Header h;
+    ps_wire_header_init(&h, op);
+    h.table_id = table;
+    h.step = step;
+    h.worker = c->opt.rank;
+    h.count = s->nkeys;
+    h.dim = dim;
+    if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
+    cl_sub_start(c, s, &h, s->nparts - 1);
+  }
+  *rp = r;
+  return PS_OK;
+}
+
+ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
+                               const uint64_t *keys, size_t n, bool unique, float *out,
+                               ps_client_req **r) {
+  if (n && !out) return cl_set_err(c, PS_ERR_INVALID, "no output buffer");
+  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, r);
+}
+
+ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
+                               const uint64_t *keys, size_t n, bool unique, const float *grads,
+                               ps_client_req **r) {
+  if (n && !grads) return cl_set_err(c, PS_ERR_INVALID, "no gradients");
+  return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, r);
+}
+
+static ps_status run_data(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                          const uint64_t *keys, size_t n, bool unique, float *out,
+                          const float *grads) {
+  ps_client_req *r = NULL;
+  ps_status st = op == EMBER__OP__OP_PULL
+                     ? ps_client_pull_start(c, table, step, keys, n, unique, out, &r)
+                     : ps_client_push_start(c, table, step, keys, n, unique, grads, &r);
+  if (st != PS_OK) return st;
+  return ps_client_wait(c, &r);
+}
+
+ps_status ps_client_pull(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
+                         size_t n, float *out) {
+  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, false, out, NULL);
+}
+ps_status ps_client_push(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
+                         size_t n, const float *grads) {
+  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, false, NULL, grads);
+}
+ps_status ps_client_pull_unique(ps_client *c, uint32_t table, uint64_t step,
+                                const uint64_t *keys, size_t n, float *out) {
+  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, true, out, NULL);
+}
+ps_status ps_client_push_unique(ps_client *c, uint32_t table, uint64_t step,
+                                const uint64_t *keys, size_t n, const float *grads) {
+  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, true, NULL, grads);
+}

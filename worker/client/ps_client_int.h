@@ -1,0 +1,124 @@
+/* ps_client_int.h: the client's insides, shared by its four files and by nothing else.
+ *
+ *   ps_client.c        the client object: sockets per shard, options, errors, accessors
+ *   ps_client_io.c     request bookkeeping: request ids, the in-flight table, sending,
+ *                      receiving and validating replies (ps_wire_check_reply), timeouts,
+ *                      reconnect and re-send
+ *   ps_client_data.c   pull and push: de-duplication, per-shard key splitting, gradient sums,
+ *                      f16 conversion, scattering pulled rows back
+ *   ps_client_coord.c  every other op: declare, step, join, barrier, kv, checkpoint, restore,
+ *                      stats, ping
+ *
+ * Design: no background thread. Requests are sent from the caller's thread when they start;
+ * waiting polls every server socket and handles whatever reply arrives, for any request in
+ * flight, until the one waited for is complete (so a pipelined caller never loses a reply). A
+ * request is a set of sub-requests, one per shard it touches, each with its own request id.
+ * Bulk frames are written straight into zmq messages (keys sharded into them, gradients summed
+ * into them), and pulled rows are copied once, from the reply frames to the caller's rows. A
+ * socket monitor per server tells when a connection drops and comes back, which is what drives
+ * re-sending (idempotent requests) or failing (the others). */
+#ifndef PS_CLIENT_INT_H
+#define PS_CLIENT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "ember.pb-c.h"
+#include "ps_client.h"
+#include "ps_dedup.h"
+#include "ps_wire.h"
+
+#define CL_MAX_SERVERS 4096
+
+/* One request's part for one shard. */
+typedef struct cl_sub {
+  uint64_t rid;
+  struct ps_client_req *req;
+  uint32_t srv;
+  bool pending;  /* registered, waiting for its reply */
+  bool lost;     /* its connection dropped; re-send when it is back */
+  zmq_msg_t part[PS_WIRE_MAX_FRAMES]; /* kept for re-sending (idempotent requests) */
+  int nparts;
+  zmq_msg_t vals; /* pull reply rows */
+  bool has_vals;
+  Ember__Header *rep; /* control replies */
+  size_t nkeys;
+} cl_sub;
+
+struct ps_client_req {
+  ps_client *c;
+  struct ps_client_req *next_free, *next_all;
+  Ember__Op op;
+  uint32_t table, dim;
+  size_t n, nu;
+  float *out;
+  bool unique;
+  bool idempotent;
+  bool in_use;
+  /* Key scratch of pulls and pushes, cap entries each, in one block (scratch): the unique
+   * keys, each key's unique index, and each unique key's shard and index in that shard. */
+  uint64_t *ukeys;
+  uint32_t *inv, *ush, *uidx;
+  void *scratch;
+  size_t cap;
+  cl_sub *subs;   /* one per server */
+  uint32_t active, done;
+  ps_status st;
+  char err[1024];
+  uint64_t deadline;
+  uint64_t timeout_ms;
+};
+
+typedef struct cl_server {
+  char url[256];
+  void *sock;
+  void *mon;
+  bool down;
+} cl_server;
+
+struct ps_client {
+  ps_client_options opt;
+  void *ctx;
+  /* The per-shard arrays, fixed at create, in one block that srv points to. */
+  cl_server *srv;
+  size_t nsrv;
+  zmq_pollitem_t *items; /* 2 per server: its socket, its monitor */
+  size_t *cnt;           /* per-shard scratch of a pull or push */
+  char **vbase;
+  ps_dedup *dd;
+  uint64_t next_rid;
+  cl_sub **pend; /* the in-flight table: every sub-request waiting for its reply */
+  size_t npend, pend_cap;
+  struct ps_client_req *free_reqs, *all_reqs;
+  uint16_t *dims; /* by table id; 0 = not declared here */
+  char err[1024];
+  uint64_t disconnects, resent, stale;
+  float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
+  size_t acc_cap;
+};
+
+/* Sets c's last error; returns st. */
+ps_status cl_set_err(ps_client *c, ps_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ps_client_io.c */
+/* A request from the free list (or a new one) for op, due within timeout_ms; NULL if out of
+ * memory. Its subs are reset; release it with cl_req_release. */
+struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms);
+void cl_req_release(ps_client *c, struct ps_client_req *r);
+/* Frees every request (at destroy). */
+void cl_reqs_free(ps_client *c);
+/* Packs h (with a fresh request id) as part 0 of s and sends s, whose further nbulk parts are
+ * already in s->part[1..]; a failure fails s (the request reports it when waited for). */
+void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
+/* Waits for r and, for a pull, scatters its rows; leaves r in use (the caller reads its
+ * replies and releases it). On failure c's error says why. */
+ps_status cl_req_wait(ps_client *c, struct ps_client_req *r);
+
+/* ps_client_data.c */
+/* Copies a complete pull's rows from its reply frames to the caller's rows. */
+void cl_scatter_pull(ps_client *c, struct ps_client_req *r);
+
+#endif

@@ -1,0 +1,380 @@
+/* ps_client_io: request bookkeeping and I/O of the client (see ps_client_int.h): request
+ * ids, the in-flight table, sending, receiving and validating replies, timeouts, reconnect
+ * and re-send.
+ *
+ * Every sub-request waiting for its reply sits in one in-flight table (c->pend), found by
+ * (shard, request id) when a reply comes. A reply is held to the request it answers by
+ * ps_wire_check_reply, the validator the server uses for requests; a reply nobody waits for
+ * (its request timed out, or a duplicate after a re-send) is counted as stale and dropped.
+ * When a connection drops, idempotent requests outstanding on it are re-sent once it is back
+ * (their frames are kept, sharing their buffers with the sent ones); the others fail at once,
+ * since they may or may not have been applied. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "ps_client_int.h"
+#include "ps_time.h"
+
+static void sub_clear(cl_sub *s) {
+  for (int i = 0; i < s->nparts; i++) zmq_msg_close(&s->part[i]);
+  s->nparts = 0;
+  if (s->has_vals) zmq_msg_close(&s->vals);
+  s->has_vals = false;
+  if (s->rep) ember__header__free_unpacked(s->rep, NULL);
+  s->rep = NULL;
+}
+
+static void unregister(ps_client *c, cl_sub *s) {
+  if (!s->pending) return;
+  for (size_t i = 0; i < c->npend; i++) {
+    if (c->pend[i] == s) {
+      c->pend[i] = c->pend[--c->npend];
+      break;
+    }
+  }
+  s->pending = false;
+}
+
+void cl_req_release(ps_client *c, struct ps_client_req *r) {
+  if (!r || !r->in_use) return;
+  for (size_t i = 0; i < c->nsrv; i++) {
+    unregister(c, &r->subs[i]);
+    sub_clear(&r->subs[i]);
+  }
+  r->in_use = false;
+  r->next_free = c->free_reqs;
+  c->free_reqs = r;
+}
+
+void cl_reqs_free(ps_client *c) {
+  while (c->all_reqs) {
+    struct ps_client_req *r = c->all_reqs;
+    c->all_reqs = r->next_all;
+    if (r->in_use)
+      for (size_t i = 0; i < c->nsrv; i++) sub_clear(&r->subs[i]);
+    free(r->scratch);
+    free(r->subs);
+    free(r);
+  }
+}
+
+struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms) {
+  struct ps_client_req *r = c->free_reqs;
+  if (r) {
+    c->free_reqs = r->next_free;
+  } else {
+    r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->subs = calloc(c->nsrv, sizeof *r->subs);
+    if (!r->subs) {
+      free(r);
+      return NULL;
+    }
+    r->next_all = c->all_reqs;
+    c->all_reqs = r;
+  }
+  r->c = c;
+  r->op = op;
+  r->in_use = true;
+  r->active = r->done = 0;
+  r->st = PS_OK;
+  r->err[0] = '\0';
+  r->out = NULL;
+  r->n = r->nu = 0;
+  r->idempotent = op != EMBER__OP__OP_PUSH && op != EMBER__OP__OP_STEP &&
+                  op != EMBER__OP__OP_CHECKPOINT && op != EMBER__OP__OP_RESTORE &&
+                  op != EMBER__OP__OP_KV_SET;
+  r->deadline = ps_now_ns() + timeout_ms * 1000000ull;
+  r->timeout_ms = timeout_ms;
+  for (size_t i = 0; i < c->nsrv; i++) {
+    cl_sub *s = &r->subs[i];
+    s->req = r;
+    s->srv = (uint32_t)i;
+    s->pending = s->lost = false;
+    s->nkeys = 0;
+  }
+  return r;
+}
+
+static void sub_fail(cl_sub *s, ps_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sub_fail(cl_sub *s, ps_status st, const char *fmt, ...) {
+  struct ps_client_req *r = s->req;
+  ps_client *c = r->c;
+  if (r->st == PS_OK) {
+    r->st = st;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(r->err, sizeof r->err, "%s (shard %u): %s", c->srv[s->srv].url, s->srv, msg);
+  }
+  unregister(c, s);
+  r->done++;
+}
+
+static void sub_done(cl_sub *s) {
+  unregister(s->req->c, s);
+  s->req->done++;
+}
+
+/* Sends the sub-request's frames; keeps copies when it may have to be re-sent. */
+static int sub_send(ps_client *c, cl_sub *s, bool keep) {
+  void *sock = c->srv[s->srv].sock;
+  for (int i = 0; i < s->nparts; i++) {
+    int flags = i + 1 < s->nparts ? ZMQ_SNDMORE : 0;
+    if (keep) {
+      zmq_msg_t m;
+      zmq_msg_init(&m);
+      zmq_msg_copy(&m, &s->part[i]); /* shares the buffer: no byte copy for large frames */
+      if (zmq_msg_send(&m, sock, flags) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+      }
+    } else if (zmq_msg_send(&s->part[i], sock, flags) < 0) {
+      return -1;
+    }
+  }
+  if (!keep) {
+    /* zmq took the messages; re-initialize so sub_clear has nothing to close. */
+    s->nparts = 0;
+  }
+  return 0;
+}
+
+static bool register_sub(ps_client *c, cl_sub *s) {
+  if (c->npend == c->pend_cap) {
+    size_t nc = c->pend_cap ? c->pend_cap * 2 : 64;
+    cl_sub **np = realloc(c->pend, nc * sizeof *np);
+    if (!np) return false;
+    c->pend = np;
+    c->pend_cap = nc;
+  }
+  c->pend[c->npend++] = s;
+  s->pending = true;
+  return true;
+}
+
+void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
+  struct ps_client_req *r = s->req;
+  s->rid = c->next_rid++;
+  h->request_id = s->rid;
+  size_t hs = ember__header__get_packed_size(h);
+  zmq_msg_init_size(&s->part[0], hs);
+  ember__header__pack(h, zmq_msg_data(&s->part[0]));
+  s->nparts = 1 + nbulk;
+  r->active++;
+  if (!register_sub(c, s)) {
+    sub_fail(s, PS_ERR_NOMEM, "out of memory");
+    return;
+  }
+  if (sub_send(c, s, r->idempotent) != 0)
+    sub_fail(s, PS_ERR_UNAVAILABLE, "send failed: %s", zmq_strerror(errno));
+}
+
+/* ------------------------------------------------------------------ receiving */
+
+static cl_sub *find_pending(ps_client *c, uint32_t srv, uint64_t rid) {
+  for (size_t i = 0; i < c->npend; i++)
+    if (c->pend[i]->rid == rid && c->pend[i]->srv == srv) return c->pend[i];
+  return NULL;
+}
+
+static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
+  ps_frame f[PS_WIRE_MAX_FRAMES];
+  for (int i = 0; i < nfr; i++) {
+    f[i].data = zmq_msg_data(&fr[i]);
+    f[i].size = zmq_msg_size(&fr[i]);
+  }
+  Ember__Header *h = ps_wire_header_unpack(&f[0]);
+  if (!h) {
+    c->stale++;
+    return;
+  }
+  cl_sub *s = find_pending(c, srv, h->request_id);
+  if (!s || !h->is_reply) {
+    c->stale++; /* a reply to a request that timed out, or a duplicate after a re-send */
+    ember__header__free_unpacked(h, NULL);
+    return;
+  }
+  struct ps_client_req *r = s->req;
+  ps_wire_expect want = {r->op, r->table, s->nkeys, r->dim,
+                         c->opt.wire_f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32};
+  ps_error e;
+  ps_status st = ps_wire_check_reply(h, f, (size_t)nfr, &want, &e);
+  if (st != PS_OK) {
+    sub_fail(s, st, "%s", e.msg);
+  } else if (r->op == EMBER__OP__OP_PULL) {
+    zmq_msg_init(&s->vals);
+    if (c->opt.wire_f16 && ((uintptr_t)f[1].data & 1)) {
+      /* f16 rows are read as uint16_t: give an odd-addressed frame an aligned copy. */
+      zmq_msg_init_size(&s->vals, f[1].size);
+      memcpy(zmq_msg_data(&s->vals), f[1].data, f[1].size);
+    } else {
+      zmq_msg_move(&s->vals, &fr[1]);
+    }
+    s->has_vals = true;
+    sub_done(s);
+  } else {
+    s->rep = h;
+    h = NULL;
+    sub_done(s);
+  }
+  if (h) ember__header__free_unpacked(h, NULL);
+}
+
+static void drain_socket(ps_client *c, uint32_t srv) {
+  void *sock = c->srv[srv].sock;
+  for (;;) {
+    zmq_msg_t fr[PS_WIRE_MAX_FRAMES];
+    int nfr = 0;
+    zmq_msg_init(&fr[0]);
+    if (zmq_msg_recv(&fr[0], sock, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&fr[0]);
+      return;
+    }
+    nfr = 1;
+    bool extra = false;
+    int more = zmq_msg_more(&fr[0]);
+    while (more) {
+      zmq_msg_t scratch, *m = nfr < (int)PS_WIRE_MAX_FRAMES ? &fr[nfr] : &scratch;
+      zmq_msg_init(m);
+      if (zmq_msg_recv(m, sock, 0) < 0) {
+        zmq_msg_close(m);
+        break;
+      }
+      more = zmq_msg_more(m);
+      if (m == &scratch) {
+        zmq_msg_close(m);
+        extra = true;
+      } else {
+        nfr++;
+      }
+    }
+    if (!extra) handle_reply(c, srv, fr, nfr);
+    else c->stale++;
+    for (int i = 0; i < nfr; i++) zmq_msg_close(&fr[i]);
+  }
+}
+
+static void handle_monitor(ps_client *c, uint32_t srv) {
+  cl_server *S = &c->srv[srv];
+  for (;;) {
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, S->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return;
+    }
+    uint16_t event = 0;
+    if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) {
+      zmq_msg_init(&addr);
+      if (zmq_msg_recv(&addr, S->mon, 0) < 0) {
+        zmq_msg_close(&addr);
+        break;
+      }
+      more = zmq_msg_more(&addr);
+      zmq_msg_close(&addr);
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      S->down = true;
+      c->disconnects++;
+      /* Walk a snapshot: sub_fail edits the pending array. */
+      for (size_t i = 0; i < c->npend;) {
+        cl_sub *s = c->pend[i];
+        if (s->srv != srv) {
+          i++;
+          continue;
+        }
+        if (s->req->idempotent) {
+          s->lost = true;
+          i++;
+        } else {
+          sub_fail(s, PS_ERR_UNAVAILABLE,
+                   "connection lost while a %s request was outstanding; it may or may not have "
+                   "been applied",
+                   ps_wire_op_name(s->req->op));
+        }
+      }
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (!S->down) continue;
+      S->down = false;
+      for (size_t i = 0; i < c->npend; i++) {
+        cl_sub *s = c->pend[i];
+        if (s->srv != srv || !s->lost) continue;
+        s->lost = false;
+        c->resent++;
+        sub_send(c, s, true);
+      }
+    }
+  }
+}
+
+/* Handles whatever arrives within timeout_ms (0 = just what is there). */
+static void pump(ps_client *c, long timeout_ms) {
+  int rc = zmq_poll(c->items, (int)(2 * c->nsrv), timeout_ms);
+  if (rc <= 0) return;
+  for (size_t i = 0; i < c->nsrv; i++) {
+    if (c->items[2 * i + 1].revents & ZMQ_POLLIN) handle_monitor(c, (uint32_t)i);
+    if (c->items[2 * i].revents & ZMQ_POLLIN) drain_socket(c, (uint32_t)i);
+  }
+}
+
+ps_status cl_req_wait(ps_client *c, struct ps_client_req *r) {
+  while (r->done < r->active) {
+    uint64_t now = ps_now_ns();
+    if (now >= r->deadline) {
+      for (size_t i = 0; i < c->nsrv; i++) {
+        cl_sub *s = &r->subs[i];
+        if (!s->pending) continue;
+        sub_fail(s, PS_ERR_TIMEOUT, "no answer to %s (request %" PRIu64 ") within %" PRIu64
+                 " ms%s", ps_wire_op_name(r->op), s->rid, r->timeout_ms,
+                 c->srv[i].down ? " (the connection is down)" : "");
+      }
+      break;
+    }
+    long ms = (long)((r->deadline - now) / 1000000ull) + 1;
+    pump(c, ms > 1000 ? 1000 : ms);
+  }
+  if (r->st != PS_OK) {
+    snprintf(c->err, sizeof c->err, "%s", r->err);
+    return r->st;
+  }
+  if (r->op == EMBER__OP__OP_PULL && r->out && r->n) cl_scatter_pull(c, r);
+  return PS_OK;
+}
+
+ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done) {
+  if (!r || !done) return PS_ERR_INVALID;
+  uint64_t end = ps_now_ns() + (uint64_t)wait_ms * 1000000ull;
+  for (;;) {
+    *done = r->done >= r->active;
+    uint64_t now = ps_now_ns();
+    if (*done || now >= end || now >= r->deadline) break;
+    long ms = (long)((end - now) / 1000000ull);
+    pump(c, ms);
+    if (ms == 0) {
+      *done = r->done >= r->active;
+      break;
+    }
+  }
+  if (!*done && ps_now_ns() >= r->deadline) *done = true; /* ps_client_wait reports the timeout */
+  return PS_OK;
+}
+
+ps_status ps_client_wait(ps_client *c, ps_client_req **rp) {
+  if (!rp || !*rp) return PS_ERR_INVALID;
+  ps_status st = cl_req_wait(c, *rp);
+  cl_req_release(c, *rp);
+  *rp = NULL;
+  return st;
+}
