@@ -30,8 +30,11 @@ void ps_dedup_destroy(ps_dedup **d) {
   *d = NULL;
 }
 
-ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
-                        uint32_t *inverse, size_t *nunique) {
+/* The one de-duplication loop. pos is NULL (keys in order) or a position list; inlined into
+ * each caller so the NULL test folds away and ps_dedup_keys pays nothing for the _at form. */
+static inline __attribute__((always_inline)) ps_status
+dedup_keys(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, size_t n, uint64_t *unique,
+           uint32_t *inverse, size_t *nunique) {
   *nunique = 0;
   if (n == 0) return PS_OK;
   if (n >= UINT32_MAX || !keys || !unique || !inverse) return PS_ERR_INVALID;
@@ -49,7 +52,7 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
   memset(tab, 0xff, need * sizeof *tab);
   uint32_t nu = 0;
   for (size_t i = 0; i < n; i++) {
-    const uint64_t k = keys[i];
+    const uint64_t k = pos ? keys[pos[i]] : keys[i];
     size_t j = ps_mix64(k) & mask;
     for (;;) {
       const uint32_t x = tab[j];
@@ -70,21 +73,34 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
   return PS_OK;
 }
 
+ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
+                        uint32_t *inverse, size_t *nunique) {
+  return dedup_keys(d, keys, NULL, n, unique, inverse, nunique);
+}
+
+ps_status ps_dedup_keys_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, size_t n,
+                           uint64_t *unique, uint32_t *inverse, size_t *nunique) {
+  if (n && !pos) return PS_ERR_INVALID;
+  return dedup_keys(d, keys, pos, n, unique, inverse, nunique);
+}
+
 void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,
                           float *out) {
   for (size_t i = 0; i < n; i++)
     ps_row_copy(out + i * dim, rows + (size_t)inverse[i] * dim, dim * sizeof(float));
 }
 
-void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const float *in,
-                       size_t dim, float *out) {
-  /* Unique indices are assigned in order of first occurrence, so position i is the first
-   * occurrence of its key exactly when inverse[i] == the number of keys seen so far. */
+/* The one summing loop (pos as in dedup_keys). Unique indices are assigned in order of first
+ * occurrence, so position i is the first occurrence of its key exactly when inverse[i] == the
+ * number of keys seen so far. */
+static inline __attribute__((always_inline)) void
+sum_rows(const uint32_t *inverse, const uint32_t *pos, size_t n, const float *in, size_t dim,
+         float *out) {
   size_t seen = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t u = inverse[i];
     float *dst = out + (size_t)u * dim;
-    const float *src = in + i * dim;
+    const float *src = in + (pos ? (size_t)pos[i] : i) * dim;
     if (u == seen) {
       memcpy(dst, src, dim * sizeof(float));
       seen++;
@@ -92,5 +108,15 @@ void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const 
       for (size_t j = 0; j < dim; j++) dst[j] += src[j];
     }
   }
+}
+
+void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const float *in,
+                       size_t dim, float *out) {
   (void)nunique;
+  sum_rows(inverse, NULL, n, in, dim, out);
+}
+
+void ps_dedup_sum_rows_at(const uint32_t *inverse, const uint32_t *pos, size_t n, const float *in,
+                          size_t dim, float *out) {
+  sum_rows(inverse, pos, n, in, dim, out);
 }
