@@ -313,22 +313,18 @@ ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_bat
   uint64_t *uk = malloc(n * sizeof(uint64_t));
   uint64_t *uh = malloc(n * sizeof(uint64_t));
   float *ug = malloc(n * dim * sizeof(float));
-  uint32_t *inv = malloc(n * sizeof(uint32_t));
   size_t *mi = malloc(n * sizeof(size_t));
   hentry **ents = malloc(n * sizeof(hentry *));
-  if (ps_dedup_create(&dd) != PS_OK || !uk || !uh || !ug || !inv || !mi || !ents)
+  if (ps_dedup_create(&dd) != PS_OK || !uk || !uh || !ug || !mi || !ents)
     st = PS_ERR_NOMEM;
   for (uint32_t p = first; st == PS_OK && p < s->nparts; p += stride) {
     size_t lo = b->start[p], hi = b->start[p + 1], u;
     if (lo == hi) continue;
     /* The partition's unique keys (first-appearance order), their hashes, and their gradients
      * summed in float in order of position. */
-    const uint32_t *ord = b->order + lo;
-    st = ps_dedup_keys_at(dd, b->keys, ord, hi - lo, uk, inv, &u);
+    st = ps_dedup_sum_at(dd, b->keys, b->order + lo, b->hash + lo, hi - lo, grads, dim, uk, uh,
+                         ug, &u);
     if (st != PS_OK) break;
-    ps_dedup_sum_rows_at(inv, ord, hi - lo, grads, dim, ug);
-    for (size_t i = 0, seen = 0; seen < u; i++)
-      if (inv[i] == seen) uh[seen++] = b->hash[lo + i];
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
     st = push_part(s, pa, ti, uk, uh, ug, u, mi, ents);
@@ -338,7 +334,6 @@ ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_bat
   free(uk);
   free(uh);
   free(ug);
-  free(inv);
   free(mi);
   ps_dedup_destroy(&dd);
 done:
