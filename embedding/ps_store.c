@@ -127,12 +127,12 @@ ps_status store_flush_locked(ps_store *s) {
   ps_status st = store_write_dirty(s);
   char *err = NULL;
   rocksdb_flush_cf(s->db, s->fo, s->meta_cf, &err);
-  if (err && st == PS_OK) st = store_rdb_err("flush", err);
+  if (err && st == PS_OK) st = store_rdb_log("flush", err);
   else free(err);
   for (size_t t = 0; t < s->ntables; t++) {
     err = NULL;
     rocksdb_flush_cf(s->db, s->fo, s->tables[t].cf, &err);
-    if (err && st == PS_OK) st = store_rdb_err("flush", err);
+    if (err && st == PS_OK) st = store_rdb_log("flush", err);
     else free(err);
   }
   return st;
@@ -195,7 +195,7 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
     key_be(key, kb);
     char *v = rocksdb_get_cf(s->db, s->ro, t->cf, kb, 8, &vl, &err);
     if (err) {
-      st = store_rdb_err("get", err);
+      st = store_rdb_log("get", err);
     } else if (!v) {
       st = PS_ERR_NOT_FOUND;
     } else {

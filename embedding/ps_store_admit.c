@@ -40,7 +40,7 @@ uint32_t store_cms_bump(ptable *pt, uint64_t h) {
 static void expire_write(ps_store *s, rocksdb_writebatch_t *wb) {
   char *err = NULL;
   rocksdb_write(s->db, s->wo, wb, &err);
-  if (err) store_rdb_err("expire write", err);
+  if (err) store_rdb_log("expire write", err);
   rocksdb_writebatch_clear(wb);
 }
 

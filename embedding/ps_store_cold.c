@@ -23,7 +23,7 @@ ps_status store_rdb_error(ps_error *err, const char *what, char *rerr) {
   return PS_ERR_IO;
 }
 
-ps_status store_rdb_err(const char *what, char *rerr) {
+ps_status store_rdb_log(const char *what, char *rerr) {
   ps_error e;
   store_rdb_error(&e, what, rerr);
   PS_ERROR("%s", e.msg);
@@ -65,7 +65,7 @@ ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys,
   rocksdb_batched_multi_get_cf(s->db, s->ro, t->cf, n, kl, ks, vals, errs, false);
   for (size_t i = 0; i < n; i++) {
     if (errs[i]) {
-      if (st == PS_OK) st = store_rdb_err("multiget", errs[i]);
+      if (st == PS_OK) st = store_rdb_log("multiget", errs[i]);
       else free(errs[i]);
     }
   }
@@ -82,7 +82,7 @@ ps_status store_cold_flush_wb(ps_store *s, partition *pa) {
   char *err = NULL;
   rocksdb_write(s->db, s->wo, pa->wb, &err);
   rocksdb_writebatch_clear(pa->wb);
-  return err ? store_rdb_err("write", err) : PS_OK;
+  return err ? store_rdb_log("write", err) : PS_OK;
 }
 
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row) {
@@ -131,7 +131,7 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
     rocksdb_sstfilewriter_put(w, kb, 8, val, REC_HDR + t->row_bytes, &err);
   }
   if (!err) rocksdb_sstfilewriter_finish(w, &err);
-  if (err) st = store_rdb_err("writing an SST file of dirty rows", err);
+  if (err) st = store_rdb_log("writing an SST file of dirty rows", err);
   rocksdb_sstfilewriter_destroy(w);
   rocksdb_envoptions_destroy(eo);
   if (st == PS_OK) {
@@ -141,7 +141,7 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
     err = NULL;
     rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &err);
     rocksdb_ingestexternalfileoptions_destroy(io);
-    if (err) st = store_rdb_err("ingesting dirty rows", err);
+    if (err) st = store_rdb_log("ingesting dirty rows", err);
   }
   unlink(file); /* moved into the database (hard link) or failed: either way not needed */
   free(file);

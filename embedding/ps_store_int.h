@@ -217,7 +217,7 @@ typedef struct store_cold_table {
 
 /* Logs a RocksDB error (and frees it); returns PS_ERR_IO. For the data paths, whose public
  * calls have no ps_error to fill. */
-ps_status store_rdb_err(const char *what, char *rerr);
+ps_status store_rdb_log(const char *what, char *rerr);
 /* Fills err from a RocksDB error (and frees it); returns PS_ERR_IO. */
 ps_status store_rdb_error(ps_error *err, const char *what, char *rerr);
 /* The RocksDB options (tuned for point lookups of small values) and their destruction. */

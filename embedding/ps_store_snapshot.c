@@ -27,7 +27,7 @@ ps_status ps_store_snapshot(ps_store *s, const char *dir) {
     char *err = NULL;
     rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &err);
     if (!err) rocksdb_checkpoint_create(cp, dir, 0, &err);
-    if (err) st = store_rdb_err("checkpoint", err);
+    if (err) st = store_rdb_log("checkpoint", err);
     if (cp) rocksdb_checkpoint_object_destroy(cp);
   }
   pthread_rwlock_unlock(&s->lock);
