@@ -30,11 +30,20 @@ void ps_dedup_destroy(ps_dedup **d) {
   *d = NULL;
 }
 
-ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
-                        uint32_t *inverse, size_t *nunique) {
+/* The one de-duplication loop, inlined into each entry point so that the tests of its optional
+ * arguments fold away (ps_dedup_keys pays nothing for the other form): pos is NULL (keys in
+ * order) or a position list; hashes NULL (hash the key) or given; inverse, or (in, sums) for
+ * ps_dedup_sum_at, NULL. Summing in the same pass, probing with a hash already at hand (not
+ * one computed from the gathered key) and no second pass for the hashes of the unique keys
+ * together keep the store's push as fast as its former private copy (measured 0.5-1 ns per
+ * key slower for 1,024 keys with a separate sum pass). */
+static inline __attribute__((always_inline)) ps_status
+dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *hashes, size_t n,
+      uint64_t *unique, uint64_t *unique_hashes, uint32_t *inverse, const float *in, size_t dim,
+      float *sums, size_t *nunique) {
   *nunique = 0;
   if (n == 0) return PS_OK;
-  if (n >= UINT32_MAX || !keys || !unique || !inverse) return PS_ERR_INVALID;
+  if (n >= UINT32_MAX || !keys || !unique || (!inverse && !sums)) return PS_ERR_INVALID;
   size_t need = 16;
   while (need < 4 * n) need <<= 1;
   if (need > d->cap) {
@@ -49,18 +58,27 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
   memset(tab, 0xff, need * sizeof *tab);
   uint32_t nu = 0;
   for (size_t i = 0; i < n; i++) {
-    const uint64_t k = keys[i];
-    size_t j = ps_mix64(k) & mask;
+    const size_t p = pos ? pos[i] : i;
+    const uint64_t k = keys[p];
+    size_t j = ps_mix64(hashes ? hashes[i] : k) & mask;
     for (;;) {
       const uint32_t x = tab[j];
       if (x == DD_EMPTY) {
         tab[j] = nu;
         unique[nu] = k;
-        inverse[i] = nu++;
+        if (unique_hashes) unique_hashes[nu] = hashes[i];
+        if (inverse) inverse[i] = nu;
+        if (sums) memcpy(sums + (size_t)nu * dim, in + p * dim, dim * sizeof(float));
+        nu++;
         break;
       }
       if (unique[x] == k) {
-        inverse[i] = x;
+        if (inverse) inverse[i] = x;
+        if (sums) {
+          float *dst = sums + (size_t)x * dim;
+          const float *src = in + p * dim;
+          for (size_t c = 0; c < dim; c++) dst[c] += src[c];
+        }
         break;
       }
       j = (j + 1) & mask;
@@ -68,6 +86,22 @@ ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *u
   }
   *nunique = nu;
   return PS_OK;
+}
+
+ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
+                        uint32_t *inverse, size_t *nunique) {
+  return dedup(d, keys, NULL, NULL, n, unique, NULL, inverse, NULL, 0, NULL, nunique);
+}
+
+ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
+                          const uint64_t *hashes, size_t n, const float *in, size_t dim,
+                          uint64_t *unique, uint64_t *unique_hashes, float *sums,
+                          size_t *nunique) {
+  if (n && (!pos || !hashes || !in || !sums)) {
+    *nunique = 0;
+    return PS_ERR_INVALID;
+  }
+  return dedup(d, keys, pos, hashes, n, unique, unique_hashes, NULL, in, dim, sums, nunique);
 }
 
 void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,

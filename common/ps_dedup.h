@@ -1,7 +1,8 @@
 /* ps_dedup: de-duplication of a batch of 64-bit keys into unique keys plus an inverse index,
  * and the two row operations that go with it (gather rows per original position, sum rows per
  * unique key). The PS client uses it for every pull and push; ps-worker uses it directly, since
- * its embedding-bag kernels want the unique keys and the inverse index too.
+ * its embedding-bag kernels want the unique keys and the inverse index too; the embedding store
+ * sums the gradients of a push with it (ps_dedup_sum_at).
  *
  * Unique keys come out in order of first occurrence, so results are deterministic and do not
  * depend on hash-table layout. The workspace is an open-addressing table of indices kept
@@ -31,5 +32,16 @@ void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, 
  * order of position, first occurrence copied (so a key seen once is passed through exactly). */
 void ps_dedup_sum_rows(const uint32_t *inverse, size_t n, size_t nunique, const float *in,
                        size_t dim, float *out);
+
+/* De-duplication and summing in one pass, for a caller that has the keys' hashes and wants
+ * the sums, not the inverse index (the store's push, over one partition's share of a batch):
+ * over the keys keys[pos[i]] for i < n, with hashes[i] a well-mixed 64-bit hash of that key,
+ * unique[u] as ps_dedup_keys gives them, unique_hashes[u] their hashes (when not NULL), and
+ * sums[u*dim ..] = the rows in[pos[i]*dim ..] of key u summed as ps_dedup_sum_rows does (bit
+ * for bit the same). unique and unique_hashes need room for n entries, sums for n rows. */
+ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
+                          const uint64_t *hashes, size_t n, const float *in, size_t dim,
+                          uint64_t *unique, uint64_t *unique_hashes, float *sums,
+                          size_t *nunique);
 
 #endif

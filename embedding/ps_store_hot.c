@@ -1,0 +1,136 @@
+/* ps_store_hot: the hot tier — rows in DRAM under a byte budget per partition, and CLOCK
+ * eviction.
+ *
+ * - Rows: one jemalloc allocation per row (size class from nallocx, counted in the budget), so
+ *   tables of different row sizes share one partition budget and evicting a row of table A
+ *   makes room for table B.
+ * - CLOCK over all tables of a partition: approximates LRU at O(1) per hit (one bit, set only
+ *   if clear) — no list to relink on the pull path, unlike LRU; LFU would need counters and
+ *   aging for little gain on Zipf keys. Dirty rows evicted during a call go into the
+ *   partition's WriteBatch, written before the partition lock is released (so no reader can
+ *   miss a row in flight). */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ps_store_int.h"
+
+void store_hot_remove(ps_store *s, partition *pa, size_t ti, hentry *e) {
+  const table *t = &s->tables[ti];
+  ptable *pt = &pa->tabs[ti];
+  row_free(ent_row(e), t->row_bytes);
+  pa->used -= t->alloc_bytes;
+  store_idx_delete_at(pt, (size_t)(e - pt->slots));
+}
+
+/* Evicts one row of the partition (any table); false if it holds none. */
+static bool clock_evict_one(ps_store *s, partition *pa) {
+  size_t total = 0;
+  for (size_t t = 0; t < s->ntables; t++) total += pa->tabs[t].count;
+  if (!total) return false;
+  for (;;) {
+    if (pa->hand_tab >= s->ntables) pa->hand_tab = 0;
+    ptable *pt = &pa->tabs[pa->hand_tab];
+    if (pa->hand_slot >= pt->cap || !pt->count) {
+      pa->hand_tab++;
+      pa->hand_slot = 0;
+      continue;
+    }
+    hentry *e = &pt->slots[pa->hand_slot];
+    if (!e->p) {
+      pa->hand_slot++;
+      continue;
+    }
+    if (e->p & F_REF) {
+      e->p &= ~F_REF;
+      pa->hand_slot++;
+      continue;
+    }
+    if (e->p & F_DIRTY) {
+      store_cold_put_row(pa->wb, &s->tables[pa->hand_tab], e->key, ent_row(e));
+      pa->writebacks++;
+    }
+    store_hot_remove(s, pa, pa->hand_tab, e); /* the slot may now hold a shifted entry: re-examine */
+    pa->evictions++;
+    return true;
+  }
+}
+
+/* Row memory comes from jemalloc in 4 KB pages; random row reads then miss the TLB on
+ * nearly every access. Before a row is first touched, its 2 MB region is hinted
+ * MADV_HUGEPAGE once (a handful of syscalls per GB), so the first touch faults in a huge
+ * page where the kernel can. Measured: bench/RESULTS-embedding.md. */
+static void hugepage_hint(partition *pa, const void *row) {
+#ifndef PS_STORE_PLAIN_MALLOC
+  const uintptr_t base = (uintptr_t)row & ~(((uintptr_t)2 << 20) - 1);
+  for (size_t i = pa->nhuge; i-- > 0;)
+    if (pa->huge[i] == base) return;
+  if (pa->nhuge == pa->huge_cap) {
+    if (pa->huge_cap >= 65536) return;
+    size_t nc = pa->huge_cap ? 2 * pa->huge_cap : 16;
+    uintptr_t *nh = realloc(pa->huge, nc * sizeof(uintptr_t));
+    if (!nh) return;
+    pa->huge = nh;
+    pa->huge_cap = nc;
+  }
+  pa->huge[pa->nhuge++] = base;
+  (void)madvise((void *)base, (size_t)2 << 20, MADV_HUGEPAGE);
+#else
+  (void)pa;
+  (void)row;
+#endif
+}
+
+void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                       uintptr_t flags) {
+  const table *t = &s->tables[ti];
+  ptable *pt = &pa->tabs[ti];
+  if ((pt->count + 1) * 10 > pt->cap * 7 && store_idx_grow(pa, pt) != PS_OK) return NULL;
+  while (pa->used + t->alloc_bytes > pa->budget)
+    if (!clock_evict_one(s, pa)) break; /* budget smaller than one row: overshoot by one */
+  void *row = row_alloc(t->row_bytes);
+  if (!row) return NULL;
+  pa->used += t->alloc_bytes;
+  hugepage_hint(pa, row);
+  const size_t mask = pt->cap - 1;
+  size_t i = h & mask;
+  while (pt->slots[i].p) i = (i + 1) & mask;
+  pt->slots[i].key = key;
+  pt->slots[i].p = (uintptr_t)row | flags;
+  pt->count++;
+  return row;
+}
+
+void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                     uintptr_t flags, const char *v, size_t len, ps_status *st) {
+  void *row = store_hot_insert(s, pa, ti, key, h, flags);
+  if (!row) {
+    *st = PS_ERR_NOMEM;
+    return NULL;
+  }
+  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, row);
+  if (ds == PS_OK) return row;
+  store_hot_remove(s, pa, ti, idx_find(&pa->tabs[ti], key, h));
+  *st = ds;
+  return NULL;
+}
+
+void store_hot_drop(ps_store *s) {
+  for (uint32_t p = 0; p < s->nparts; p++) {
+    partition *pa = &s->parts[p];
+    for (size_t t = 0; t < s->ntables; t++) {
+      ptable *pt = &pa->tabs[t];
+      for (size_t i = 0; i < pt->cap; i++)
+        if (pt->slots[i].p) row_free(ent_row(&pt->slots[i]), s->tables[t].row_bytes);
+      free(pt->slots);
+      free(pt->cms);
+    }
+    free(pa->tabs);
+    pa->tabs = NULL;
+    pa->used = 0;
+    pa->hand_tab = pa->hand_slot = 0;
+  }
+  free(s->tables);
+  s->tables = NULL;
+  s->ntables = 0;
+  memset(s->idmap, 0, 65536 * sizeof(uint16_t));
+}

@@ -1,0 +1,279 @@
+/* ps_store_int.h: the store's private vocabulary, shared by the ps_store_*.c files and by
+ * nothing outside embedding/ (the public API is ps_store.h).
+ *
+ * The design, in one place (measured in bench/RESULTS-embedding.md):
+ * - Share-nothing partitions. A key belongs to partition (h * P) >> 64 with
+ *   h = ps_hash_u64(key, PS_HASH_SEED_PARTITION); each partition has its own mutex, its own
+ *   open-addressing index per table, its own CLOCK hand, its own count-min sketches and its
+ *   share cache_bytes / P of the budget. A batch call splits its keys by partition (counting
+ *   sort) and handles one partition at a time, so threads that own disjoint partitions never
+ *   touch the same lock or cache line. A store-wide rwlock is taken shared by data calls and
+ *   exclusively by declare/flush/snapshot/restore/expire (maintenance at step boundaries).
+ * - Files, one concept each: ps_store_index.c (hash index), ps_store_hot.c (hot tier, CLOCK
+ *   eviction), ps_store_optim.c (optimizers, row init), ps_store_cold.c (RocksDB: options,
+ *   records, specs on disk), ps_store_tables.c (declaration), ps_store_admit.c (count-min
+ *   admission, TTL), ps_store_snapshot.c, ps_store_batch.c (pull/push pipeline) and
+ *   ps_store.c (open/close/flush/stats).
+ * - What the pull and push loops call per key lives here as static inline (index probe, key
+ *   hash, row layout), so splitting the files costs the hot loops no call.
+ * - Floats and metadata are stored in host (little-endian) byte order. */
+#ifndef PS_STORE_INT_H
+#define PS_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <rocksdb/c.h>
+
+#include "ps_hash.h"
+#include "ps_status.h"
+#include "ps_store.h"
+
+/* ------------------------------------------------------------ row memory */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PS_STORE_PLAIN_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PS_STORE_PLAIN_MALLOC 1
+#endif
+#endif
+
+#ifdef PS_STORE_PLAIN_MALLOC
+/* Under ASan rows come from the sanitizer's malloc so overflows are caught. */
+static inline void *row_alloc(size_t n) { return malloc(n); }
+static inline void row_free(void *p, size_t n) { (void)n; free(p); }
+static inline size_t row_class(size_t n) { return (n + 15) & ~(size_t)15; }
+#else
+#include <jemalloc/jemalloc.h>
+static inline void *row_alloc(size_t n) { return mallocx(n, 0); }
+static inline void row_free(void *p, size_t n) { sdallocx(p, n, 0); }
+static inline size_t row_class(size_t n) { return nallocx(n, 0); }
+#endif
+
+#define REC_HDR 8        /* stored value header */
+#define ROW_META 16      /* u64 last_step, u32 adam step, u32 reserved */
+#define REC_MAGIC 0x45   /* 'E' */
+#define REC_VERSION 1
+#define F_REF ((uintptr_t)1)
+#define F_DIRTY ((uintptr_t)2)
+#define F_MASK ((uintptr_t)3)
+#define CMS_DEPTH 4
+#define PREFETCH_DIST 32
+
+typedef struct row_meta {
+  uint64_t last_step;
+  uint32_t adam_t;
+  uint32_t reserved;
+} row_meta;
+
+/* ----------------------------------------------------------------- state */
+
+typedef struct hentry {
+  uint64_t key;
+  uintptr_t p; /* row pointer | F_REF | F_DIRTY; 0 = empty slot */
+} hentry;
+
+typedef struct ptable { /* one table inside one partition */
+  hentry *slots;
+  size_t cap, count; /* cap: power of two or 0 */
+  uint16_t *cms;     /* CMS_DEPTH x cms_width saturating counters, or NULL */
+  size_t cms_width;
+} ptable;
+
+typedef struct partition {
+  pthread_mutex_t mu;
+  ptable *tabs; /* indexed like store->tables */
+  size_t used, budget;
+  size_t hand_tab, hand_slot;
+  rocksdb_writebatch_t *wb;
+  uint64_t hits, misses, evictions, writebacks, admitted, pending, expired;
+  uintptr_t *huge;   /* 2 MB regions of row memory already madvise(MADV_HUGEPAGE)d */
+  size_t nhuge, huge_cap;
+} __attribute__((aligned(64))) partition; /* own cache lines: no false sharing between partitions */
+
+typedef struct table {
+  ps_table_spec spec;
+  size_t state_floats;
+  size_t row_bytes;   /* meta + values + state */
+  size_t alloc_bytes; /* jemalloc size class of row_bytes */
+  rocksdb_column_family_handle_t *cf;
+  char hdr[REC_HDR];
+} table;
+
+struct ps_store {
+  ps_store_options opt;
+  char *path;
+  rocksdb_t *db;
+  rocksdb_options_t *dbopt;
+  rocksdb_block_based_table_options_t *bbto;
+  rocksdb_cache_t *cache;
+  rocksdb_readoptions_t *ro, *ro_iter;
+  rocksdb_writeoptions_t *wo, *wo_sync;
+  rocksdb_flushoptions_t *fo;
+  rocksdb_column_family_handle_t *meta_cf;
+  rocksdb_column_family_handle_t **orphan; /* "t<id>" families without a spec */
+  char **orphan_names;
+  size_t norphan;
+  pthread_rwlock_t lock;
+  table *tables;
+  size_t ntables;
+  uint16_t *idmap; /* table id -> index + 1 */
+  partition *parts;
+  uint32_t nparts;
+  _Atomic uint64_t step;
+};
+
+/* -------------------------------------------------------- inline helpers */
+
+static inline uint64_t key_hash(uint64_t key) { return ps_hash_u64(key, PS_HASH_SEED_PARTITION); }
+static inline uint32_t part_of_hash(uint64_t h, uint32_t n) {
+  return (uint32_t)(((unsigned __int128)h * n) >> 64);
+}
+static inline void key_be(uint64_t key, char out[8]) {
+  for (int i = 0; i < 8; i++) out[i] = (char)(key >> (56 - 8 * i));
+}
+static inline uint64_t be_key(const char *in) {
+  uint64_t k = 0;
+  for (int i = 0; i < 8; i++) k = (k << 8) | (uint8_t)in[i];
+  return k;
+}
+static inline row_meta *row_m(void *row) { return (row_meta *)row; }
+static inline float *row_vals(void *row) { return (float *)((char *)row + ROW_META); }
+static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); }
+
+/* The index probe (ps_store_index.c holds the rest of the index): the slot is h & mask, the
+ * low bits of the hash whose high bits chose the partition. */
+static inline hentry *idx_find(const ptable *pt, uint64_t key, uint64_t h) {
+  if (!pt->cap) return NULL;
+  const size_t mask = pt->cap - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    hentry *e = &pt->slots[i];
+    if (!e->p) return NULL;
+    if (e->key == key) return e;
+  }
+}
+
+/* The table of an id and its index (*ti), or NULL when not declared. */
+static inline table *find_table(ps_store *s, uint32_t id, size_t *ti) {
+  if (id == 0 || id > 65535) return NULL;
+  uint16_t m = s->idmap[id];
+  if (!m) return NULL;
+  *ti = m - 1u;
+  return &s->tables[m - 1];
+}
+
+/* The start of every data call on one table: the store lock taken shared and the table found.
+ * On NULL (*st = PS_ERR_UNKNOWN_TABLE) the lock is held all the same: the caller unlocks. */
+static inline table *store_read_table(ps_store *s, uint32_t id, size_t *ti, ps_status *st) {
+  pthread_rwlock_rdlock(&s->lock);
+  table *t = find_table(s, id, ti);
+  *st = t ? PS_OK : PS_ERR_UNKNOWN_TABLE;
+  return t;
+}
+
+/* ---------------------------------------------- ps_store_index.c: index */
+
+/* Removes the entry at slot i (backward shift: no tombstones). */
+void store_idx_delete_at(ptable *pt, size_t i);
+/* Doubles pt's index (64 slots when empty), charging the growth to pa's budget. */
+ps_status store_idx_grow(partition *pa, ptable *pt);
+
+/* ------------------------------------ ps_store_hot.c: hot tier, eviction */
+
+/* Inserts a new row for key (not present) and returns its memory; evicts to stay in budget.
+ * NULL when out of memory. */
+void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                       uintptr_t flags);
+/* Brings key's row (absent from the hot tier) in from its cold-tier record v. Returns the row,
+ * or NULL with *st set: PS_ERR_NOMEM, or PS_ERR_CORRUPT when the record does not decode (the
+ * row just inserted is taken out again, so the hot tier is as it was). */
+void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                     uintptr_t flags, const char *v, size_t len, ps_status *st);
+/* Frees the row of entry e of table ti and takes e out of the index (no write-back). */
+void store_hot_remove(ps_store *s, partition *pa, size_t ti, hentry *e);
+/* Frees every hot row, index and sketch and forgets every table (store write-locked). */
+void store_hot_drop(ps_store *s);
+
+/* --------------------------------- ps_store_optim.c: optimizers, row init */
+
+/* Floats of optimizer state a row of this spec carries after its values. */
+size_t store_state_floats(const ps_table_spec *sp);
+/* A new stored row: metadata, initial values, initial optimizer state. */
+void store_init_full_row(const table *t, uint64_t key, void *row, uint64_t step);
+/* Applies one (already summed) gradient to a row and stamps its last step. */
+void store_apply_grad(const table *t, void *row, const float *g, uint64_t step);
+
+/* -------------------------------------------- ps_store_cold.c: RocksDB */
+
+/* A table found in the database at open: its decoded spec and its column family. */
+typedef struct store_cold_table {
+  ps_table_spec spec;
+  rocksdb_column_family_handle_t *cf;
+} store_cold_table;
+
+/* Logs a RocksDB error (and frees it); returns PS_ERR_IO. For the data paths, whose public
+ * calls have no ps_error to fill. */
+ps_status store_rdb_log(const char *what, char *rerr);
+/* Fills err from a RocksDB error (and frees it); returns PS_ERR_IO. */
+ps_status store_rdb_error(ps_error *err, const char *what, char *rerr);
+/* The RocksDB options (tuned for point lookups of small values) and their destruction. */
+void store_cold_options_create(ps_store *s);
+void store_cold_options_destroy(ps_store *s);
+/* Opens RocksDB at s->path with every column family and returns the tables its specs name
+ * (*found, *nfound; the caller frees the array and owns the handles). Families without a
+ * spec are kept as orphans. */
+ps_status store_cold_open(ps_store *s, store_cold_table **found, size_t *nfound, ps_error *err);
+/* Closes RocksDB and every column family handle (the tables' too). */
+void store_cold_close(ps_store *s);
+/* Creates table spec's column family (dropping an orphan of the same name) and persists the
+ * spec with a synced write; *cf gets the family. */
+ps_status store_cold_table_create(ps_store *s, const ps_table_spec *spec,
+                                  rocksdb_column_family_handle_t **cf, ps_error *err);
+/* The stored form of a spec into b (SPEC_BYTES); returns its length. */
+#define SPEC_BYTES 160
+size_t store_spec_encode(const ps_table_spec *sp, char *b);
+/* Checks the row fields of a spec (the stepping fields are the server's, ps_table.h). */
+ps_status store_spec_validate(const ps_table_spec *sp);
+/* Copies a stored record's row into row; PS_ERR_CORRUPT (and a log line) if it does not have
+ * table t's length and header. */
+ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row);
+/* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
+ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
+                              rocksdb_pinnableslice_t **vals);
+/* Appends a row's record to a write batch. */
+void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row);
+/* Writes (and clears) a partition's write batch. */
+ps_status store_cold_flush_wb(ps_store *s, partition *pa);
+/* A dirty hot row to write back: its key and index entry. */
+typedef struct store_dirty_ref {
+  uint64_t key;
+  hentry *e;
+} store_dirty_ref;
+/* Writes n dirty rows of table ti (sorted here) as one SST file ingested into the database,
+ * and clears their dirty bits once it is in. */
+ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n);
+
+/* -------------------------------------------- ps_store_tables.c: tables */
+
+/* Opens the database and registers the tables it holds (store write-locked or opening). */
+ps_status store_tables_open(ps_store *s, ps_error *err);
+
+/* ----------------------------------- ps_store_admit.c: admission and TTL */
+
+/* A table's share of the count-min sketch in one partition (2 MB per table over all). */
+ps_status store_cms_create(ptable *pt, uint32_t nparts);
+/* Counts one more push of a new key (hash h); returns the estimated count so far. */
+uint32_t store_cms_bump(ptable *pt, uint64_t h);
+
+/* ---------------------------------------------- ps_store.c: write-back */
+
+/* Writes every dirty hot row to RocksDB (store write-locked). */
+ps_status store_write_dirty(ps_store *s);
+/* write_dirty + flush of every memtable (store write-locked). */
+ps_status store_flush_locked(ps_store *s);
+
+#endif

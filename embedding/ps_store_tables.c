@@ -1,0 +1,116 @@
+/* ps_store_tables: the tables a store holds — declaration, lookup, and registration of the
+ * tables found in the database at open.
+ *
+ * - A table is a spec plus what the hot tier needs per partition (an index, maybe a sketch);
+ *   the arrays only grow (PS_STORE_MAX_TABLES at most) and are indexed through idmap, so a
+ *   data call finds its table in one load under the shared lock.
+ * - Declaring is idempotent: the same spec again is a no-op, compared in its stored form so
+ *   "the same" means what a reopened store would read back. */
+#include <string.h>
+
+#include "ps_log.h"
+#include "ps_store_int.h"
+
+/* Adds a table to the in-memory arrays (store write-locked or opening). */
+static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_family_handle_t *cf) {
+  if (s->ntables >= PS_STORE_MAX_TABLES) return PS_ERR_NOMEM;
+  table *nt = realloc(s->tables, (s->ntables + 1) * sizeof(table));
+  if (!nt) return PS_ERR_NOMEM;
+  s->tables = nt;
+  for (uint32_t p = 0; p < s->nparts; p++) {
+    ptable *np = realloc(s->parts[p].tabs, (s->ntables + 1) * sizeof(ptable));
+    if (!np) return PS_ERR_NOMEM;
+    s->parts[p].tabs = np;
+    memset(&np[s->ntables], 0, sizeof(ptable));
+    if (sp->admit_threshold > 1 && store_cms_create(&np[s->ntables], s->nparts) != PS_OK)
+      return PS_ERR_NOMEM;
+  }
+  table *t = &s->tables[s->ntables];
+  memset(t, 0, sizeof(*t));
+  t->spec = *sp;
+  t->state_floats = store_state_floats(sp);
+  t->row_bytes = ROW_META + 4 * ((size_t)sp->dim + t->state_floats);
+  t->alloc_bytes = row_class(t->row_bytes);
+  t->cf = cf;
+  t->hdr[0] = REC_MAGIC;
+  t->hdr[1] = REC_VERSION;
+  t->hdr[2] = (char)sp->optimizer;
+  t->hdr[3] = 0;
+  memcpy(t->hdr + 4, &sp->dim, 4);
+  s->ntables++;
+  s->idmap[sp->id] = (uint16_t)s->ntables;
+  return PS_OK;
+}
+
+ps_status store_tables_open(ps_store *s, ps_error *err) {
+  store_cold_table *found;
+  size_t n;
+  ps_status st = store_cold_open(s, &found, &n, err);
+  if (st != PS_OK) return st;
+  size_t i = 0;
+  for (; i < n; i++) {
+    st = add_table(s, &found[i].spec, found[i].cf);
+    if (st != PS_OK) {
+      ps_error_set(err, st, "%s: table %u (%s) could not be added", s->path, found[i].spec.id,
+                   found[i].spec.name);
+      break;
+    }
+  }
+  for (; i < n; i++) rocksdb_column_family_handle_destroy(found[i].cf); /* not added */
+  free(found);
+  return st;
+}
+
+ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec) {
+  if (!s || !spec) return PS_ERR_INVALID;
+  ps_status st = store_spec_validate(spec);
+  if (st != PS_OK) return st;
+  char enc[SPEC_BYTES], enc2[SPEC_BYTES];
+  size_t elen = store_spec_encode(spec, enc);
+  pthread_rwlock_wrlock(&s->lock);
+  size_t ti;
+  table *t = find_table(s, spec->id, &ti);
+  if (t) {
+    store_spec_encode(&t->spec, enc2);
+    st = memcmp(enc, enc2, elen) == 0 ? PS_OK : PS_ERR_CONFLICT;
+    if (st) PS_WARN("table %u (%s): declared again with a different spec", spec->id, spec->name);
+    goto done;
+  }
+  for (size_t i = 0; i < s->ntables; i++)
+    if (strncmp(s->tables[i].spec.name, spec->name, sizeof(spec->name)) == 0) {
+      PS_WARN("table name %s already used by table %u", spec->name, s->tables[i].spec.id);
+      st = PS_ERR_CONFLICT;
+      goto done;
+    }
+  rocksdb_column_family_handle_t *cf = NULL;
+  ps_error err;
+  st = store_cold_table_create(s, spec, &cf, &err);
+  if (st != PS_OK) {
+    PS_ERROR("%s", err.msg);
+    goto done;
+  }
+  st = add_table(s, spec, cf);
+  if (st == PS_OK) PS_INFO("declared table %u (%s): dim %u, optimizer %d", spec->id, spec->name, spec->dim, spec->optimizer);
+done:
+  pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
+ps_status ps_store_get_spec(ps_store *s, uint32_t table_id, ps_table_spec *out) {
+  if (!s || !out) return PS_ERR_INVALID;
+  size_t ti;
+  ps_status st;
+  table *t = store_read_table(s, table_id, &ti, &st);
+  if (t) *out = t->spec;
+  pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
+size_t ps_store_tables(ps_store *s, uint32_t *ids, size_t max) {
+  if (!s) return 0;
+  pthread_rwlock_rdlock(&s->lock);
+  size_t n = s->ntables;
+  for (size_t i = 0; i < n && i < max && ids; i++) ids[i] = s->tables[i].spec.id;
+  pthread_rwlock_unlock(&s->lock);
+  return n;
+}
