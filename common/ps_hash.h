@@ -30,18 +30,32 @@ static inline uint64_t ps_mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/* Which of n shards owns a key. Uses a seed distinct from partitioning inside a server so
- * that keys of one shard still spread over its partitions. */
-static inline uint32_t ps_shard_of(uint64_t key, uint32_t nshards);
+/* The key hash: the one hash of a key on its way through Ember. A process hashes a key once
+ * and takes everything from that value: the shard from its high bits (ps_shard_of_hash), the
+ * server's store partition from its low 32 bits (ps_partition_of_hash), the store's index
+ * slot from its lowest bits. Shard and partition come from disjoint bits, so the keys of one
+ * shard still spread evenly over its partitions. The shard mapping is the one Ember has always
+ * used (seed "SHARD", multiply-shift of the whole hash): data dirs and checkpoints keep their
+ * meaning. */
+#define PS_HASH_SEED_SHARD 0x5348415244ull /* "SHARD" */
 
-#define PS_HASH_SEED_SHARD 0x5348415244ull     /* "SHARD" */
-#define PS_HASH_SEED_PARTITION 0x50415254ull   /* "PART" */
+static inline uint64_t ps_key_hash(uint64_t key) { return ps_hash_u64(key, PS_HASH_SEED_SHARD); }
 
+/* Which of n shards owns the key of hash h (Lemire's multiply-shift: division-free). */
+static inline uint32_t ps_shard_of_hash(uint64_t h, uint32_t nshards) {
+  if (nshards <= 1) return 0;
+  return (uint32_t)(((unsigned __int128)h * nshards) >> 64);
+}
+
+/* Which of n store partitions holds the key of hash h: multiply-shift of the low 32 bits. */
+static inline uint32_t ps_partition_of_hash(uint64_t h, uint32_t nparts) {
+  return (uint32_t)(((uint64_t)(uint32_t)h * nparts) >> 32);
+}
+
+/* Which of n shards owns a key. */
 static inline uint32_t ps_shard_of(uint64_t key, uint32_t nshards) {
   if (nshards <= 1) return 0;
-  /* Lemire's multiply-shift range reduction: unbiased enough and division-free. */
-  uint64_t h = ps_hash_u64(key, PS_HASH_SEED_SHARD);
-  return (uint32_t)(((unsigned __int128)h * nshards) >> 64);
+  return ps_shard_of_hash(ps_key_hash(key), nshards);
 }
 
 #endif

@@ -3,7 +3,8 @@
  * feature admission, TTL and snapshots. No networking here.
  *
  * Thread safety: every call may be made concurrently from several threads. Internally the
- * key space is split into partitions by ps_hash_u64(key, PS_HASH_SEED_PARTITION); a server
+ * key space is split into partitions by ps_partition_of_hash(ps_key_hash(key), P) — the key
+ * hash that also names the key's shard, so a batch's hashes serve both; a server
  * whose partition threads each touch only their own partition's keys (see
  * ps_store_partition_of) never contends. */
 #ifndef PS_STORE_H
@@ -83,6 +84,11 @@ typedef struct ps_store_batch ps_store_batch;
 ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t n,
                                 ps_store_batch **out);
 void ps_store_batch_destroy(ps_store_batch **b);
+/* Checks, from the hashes the batch already holds, that every key belongs to shard `shard` of
+ * `nshards` (ps_shard_of): PS_OK, or PS_ERR_WRONG_SHARD with *pos the lowest position (index
+ * into keys) of a key that does not. */
+ps_status ps_store_batch_check_shard(const ps_store_batch *b, uint32_t shard, uint32_t nshards,
+                                     size_t *pos);
 /* Positions (indices into keys) of the batch's keys in store partition part; returns count. */
 size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_t **pos);
 /* ps_store_pull / ps_store_push restricted to the partitions p with p % stride == first;

@@ -76,6 +76,18 @@ ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t 
   return PS_OK;
 }
 
+ps_status ps_store_batch_check_shard(const ps_store_batch *b, uint32_t shard, uint32_t nshards,
+                                     size_t *pos) {
+  if (!b) return PS_ERR_INVALID;
+  if (nshards <= 1) return PS_OK;
+  size_t first = SIZE_MAX;
+  for (size_t k = 0; k < b->n; k++)
+    if (ps_shard_of_hash(b->hash[k], nshards) != shard && b->order[k] < first) first = b->order[k];
+  if (first == SIZE_MAX) return PS_OK;
+  if (pos) *pos = first;
+  return PS_ERR_WRONG_SHARD;
+}
+
 void ps_store_batch_destroy(ps_store_batch **bp) {
   if (!bp || !*bp) return;
   free((*bp)->order); /* the head of the one allocation */

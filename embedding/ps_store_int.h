@@ -2,8 +2,8 @@
  * nothing outside embedding/ (the public API is ps_store.h).
  *
  * The design, in one place (measured in bench/RESULTS-embedding.md):
- * - Share-nothing partitions. A key belongs to partition (h * P) >> 64 with
- *   h = ps_hash_u64(key, PS_HASH_SEED_PARTITION); each partition has its own mutex, its own
+ * - Share-nothing partitions. A key belongs to partition ps_partition_of_hash(h, P) of its
+ *   key hash h = ps_key_hash(key) (the hash that also picks its shard); each partition has its own mutex, its own
  *   open-addressing index per table, its own CLOCK hand, its own count-min sketches and its
  *   share cache_bytes / P of the budget. A batch call splits its keys by partition (counting
  *   sort) and handles one partition at a time, so threads that own disjoint partitions never
@@ -129,10 +129,10 @@ struct ps_store {
 
 /* -------------------------------------------------------- inline helpers */
 
-static inline uint64_t key_hash(uint64_t key) { return ps_hash_u64(key, PS_HASH_SEED_PARTITION); }
-static inline uint32_t part_of_hash(uint64_t h, uint32_t n) {
-  return (uint32_t)(((unsigned __int128)h * n) >> 64);
-}
+/* ps_key_hash (common/ps_hash.h): the same hash the client's shard choice and the server's
+ * ownership check use, so a batch's hashes serve all three (ps_store_batch_check_shard). */
+static inline uint64_t key_hash(uint64_t key) { return ps_key_hash(key); }
+static inline uint32_t part_of_hash(uint64_t h, uint32_t n) { return ps_partition_of_hash(h, n); }
 static inline void key_be(uint64_t key, char out[8]) {
   for (int i = 0; i < 8; i++) out[i] = (char)(key >> (56 - 8 * i));
 }

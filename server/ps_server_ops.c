@@ -15,19 +15,29 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 
+/* Every key must be this shard's. A key is hashed once here: an f32 request's keys go into
+ * the store batch (hashed and grouped by partition), whose hashes also answer ownership, and
+ * the store works from the same batch later (srv_dispatch, part_run). f16 requests, and a
+ * batch that cannot be allocated, check key by key. */
 static ps_status check_keys(ps_server *s, srv_req *r) {
-  if (s->opt.shards <= 1) return PS_OK;
   const uint64_t *k = r->msg.keys;
-  for (size_t i = 0; i < r->msg.nkeys; i++) {
-    uint32_t sh = ps_shard_of(k[i], s->opt.shards);
-    if (sh != s->opt.shard) {
-      srv_reply_error(s, r, PS_ERR_WRONG_SHARD,
-                      "key %" PRIu64 " (position %zu) belongs to shard %u of %u, this is shard %u",
-                      k[i], i, sh, s->opt.shards, s->opt.shard);
-      return PS_ERR_WRONG_SHARD;
-    }
+  size_t bad = SIZE_MAX;
+  if (!r->f16 && !r->batch &&
+      ps_store_batch_create(s->store, k, r->msg.nkeys, &r->batch) != PS_OK)
+    r->batch = NULL;
+  if (s->opt.shards <= 1) return PS_OK;
+  if (r->batch) {
+    if (ps_store_batch_check_shard(r->batch, s->opt.shard, s->opt.shards, &bad) == PS_OK)
+      return PS_OK;
+  } else {
+    for (size_t i = 0; i < r->msg.nkeys && bad == SIZE_MAX; i++)
+      if (ps_shard_of(k[i], s->opt.shards) != s->opt.shard) bad = i;
+    if (bad == SIZE_MAX) return PS_OK;
   }
-  return PS_OK;
+  srv_reply_error(s, r, PS_ERR_WRONG_SHARD,
+                  "key %" PRIu64 " (position %zu) belongs to shard %u of %u, this is shard %u",
+                  k[bad], bad, ps_shard_of(k[bad], s->opt.shards), s->opt.shards, s->opt.shard);
+  return PS_ERR_WRONG_SHARD;
 }
 
 /* Sync and ssp tables keep a clock per worker, so a data op must name one of them. */

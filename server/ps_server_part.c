@@ -114,13 +114,15 @@ static ps_status part_run(srv_part *p, srv_req *r) {
   size_t n = r->msg.nkeys, m = n;
   const uint32_t *pos = NULL;
   ps_status st = PS_OK;
-  /* f32 pulls and pushes over a shared batch: rows go straight between the store and the
-   * request/reply frames, each thread on its own partitions. */
+  /* f32 pulls and pushes over the request's batch (check_keys made it): rows go straight
+   * between the store and the request/reply frames, each thread on its own partitions (the
+   * socket thread on all of them when there are no partition threads). */
+  const uint32_t stride = split ? s->nthreads : 1;
   if (r->batch && r->task_kind == TK_PULL)
-    return ps_store_pull_batch(s->store, id, r->batch, p->idx, s->nthreads, r->outp);
+    return ps_store_pull_batch(s->store, id, r->batch, p->idx, stride, r->outp);
   if (r->batch && r->task_kind == TK_PUSH)
-    return ps_store_push_batch(s->store, id, r->batch, p->idx, s->nthreads, r->msg.values);
-  if (r->batch && r->task_kind == TK_BUFFER) {
+    return ps_store_push_batch(s->store, id, r->batch, p->idx, stride, r->msg.values);
+  if (r->batch && split && r->task_kind == TK_BUFFER) {
     st = part_batch_keys(p, r, &m);
     if (st != PS_OK || m == 0) return st;
     sync_slot *sl = sync_slot_of(p, id, dim, r->step);
@@ -250,7 +252,7 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
     srv_finish(s, r);
     return;
   }
-  if (s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
+  if (!r->batch && s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
     /* Hash and group the keys once here rather than once per thread. Without memory for
      * it the threads fall back to filtering the keys themselves. */
     if (ps_store_batch_create(s->store, r->msg.keys, r->msg.nkeys, &r->batch) != PS_OK)
