@@ -30,4 +30,29 @@ bad --dense-opt ftrl
 bad --bad-lines ignore
 bad --resume
 bad --rank 2 --world 2
+bad --max-bad-fraction 1.5
+
+# Refusals that name a flag (and its path): input paths, the model's shape, the checkpoint
+# directory, --holdout (issue 17; each used to fail only after connecting, or not at all).
+named() {
+  local needle="$1"
+  shift
+  bad "$@"
+  [ "$(wc -l <"$TMP/err")" = 1 ] || fail "ps-worker $* printed more than one line"
+  grep -q -- "$needle" "$TMP/err" || fail "ps-worker $*: '$(cat "$TMP/err")' does not name $needle"
+}
+mkdir -p "$TMP/ck-empty"
+named "--train $TMP/none.tsv" --train "$TMP/none.tsv"
+named "--train $TMP" --train "$TMP"
+named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
+named "--holdout" --holdout 10
+named "--mlp-bot 12-32-16" --mlp-bot 12-32-16
+named "--mlp-bot 14-32-16" --mlp-bot 14-32-16
+named "--emb-dim is 16" --mlp-bot 13-32-8
+named "--mlp-bot" --mlp-bot 13
+named "--mlp-top 32-2" --mlp-top 32-2
+named "--mlp-top" --mlp-top 32-x-1
+named "--checkpoint-dir /dev/null/x" --checkpoint-dir /dev/null/x
+named "--checkpoint-dir $TMP/none" --checkpoint-dir "$TMP/none" --resume
+named "no checkpoint" --checkpoint-dir "$TMP/ck-empty" --resume
 echo "PASS"
