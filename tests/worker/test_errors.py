@@ -27,8 +27,12 @@ def lines_of(out, needle):
 
 
 def latest(ck):
-    with open(os.path.join(ck, "latest")) as f:
-        return f.read().strip()
+    p = os.path.join(ck, "latest")
+    return open(p).read().strip() if os.path.exists(p) else "no latest"
+
+
+def listing(ck):
+    return sorted(os.listdir(ck)) if os.path.isdir(ck) else []
 
 
 r = h.Results()
@@ -38,23 +42,32 @@ with tempfile.TemporaryDirectory() as d:
         good = f.read().splitlines(keepends=True)
 
     # 1. A --checkpoint-dir that does not exist is created (it used to exit 1 at the first
-    # checkpoint, silently); 8. --checkpoint-every 4 on 11 steps ends with a checkpoint at step
-    # 11 (it used to stop at step 8).
-    ck = os.path.join(d, "new", "ckpt")
+    # checkpoint, silently).
+    new = os.path.join(d, "new", "ckpt")
+    rc, out = worker(["--train", train, "--checkpoint-dir", new, "--max-steps", "2"])
+    r.check("missing --checkpoint-dir is created", rc == 0 and latest(new) == "step-2",
+            f"rc={rc} {latest(new)}")
+
+    # 8. --checkpoint-every 4 on 11 steps ends with a checkpoint at step 11 (it used to stop at
+    # step 8).
+    ck = os.path.join(d, "ckpt")
+    os.makedirs(ck)
     rc, out = worker(["--train", train, "--checkpoint-dir", ck, "--checkpoint-every", "4"])
-    r.check("missing --checkpoint-dir is created", rc == 0 and os.path.isdir(ck), f"rc={rc}")
-    r.check("final checkpoint at the last step", rc == 0 and latest(ck) == "step-11",
-            latest(ck) if os.path.exists(os.path.join(ck, "latest")) else "no latest")
-    r.check("checkpoints at 4, 8, 11 only", sorted(os.listdir(ck)) == ["latest", "step-11", "step-4",
-                                                                       "step-8"], f"{sorted(os.listdir(ck))}")
+    r.check("final checkpoint at the last step", rc == 0 and latest(ck) == "step-11", latest(ck))
+    r.check("checkpoints at 4, 8, 11 only",
+            listing(ck) == ["latest", "step-11", "step-4", "step-8"], f"{listing(ck)}")
     r.check("checkpoint records its key flags",
             os.path.exists(os.path.join(ck, "step-11", "config")))
 
     # 9. Resuming a finished run evaluates the checkpoint and writes the summary (it used to
     # fail: "checkpoint .../step-11/shards/shard-0 already exists").
+    fin = os.path.join(d, "fin")
+    os.makedirs(fin)
+    rc, out = worker(["--train", train, "--checkpoint-dir", fin])
+    assert rc == 0 and latest(fin) == "step-11", out
     summary = os.path.join(d, "resumed.json")
-    rc, out = worker(["--train", train, "--test", test, "--checkpoint-dir", ck,
-                      "--checkpoint-every", "4", "--resume", "--summary", summary])
+    rc, out = worker(["--train", train, "--test", test, "--checkpoint-dir", fin, "--resume",
+                      "--summary", summary])
     ok = rc == 0 and os.path.exists(summary)
     r.check("resume of a finished run evaluates", ok and "test auc" in out, f"rc={rc} "
             + " | ".join(lines_of(out, "ERROR")[:2]))
@@ -69,7 +82,8 @@ with tempfile.TemporaryDirectory() as d:
     # ... and a checkpoint without a config (older ps-worker) resumes with a warning.
     old = os.path.join(d, "old")
     shutil.copytree(ck, old)
-    os.remove(os.path.join(old, "step-11", "config"))
+    if os.path.exists(os.path.join(old, "step-11", "config")):
+        os.remove(os.path.join(old, "step-11", "config"))
     rc, out = worker(["--train", train, "--checkpoint-dir", old, "--resume"])
     r.check("checkpoint without config resumes with a warning", rc == 0
             and "no config" in out, f"rc={rc}")
@@ -78,7 +92,7 @@ with tempfile.TemporaryDirectory() as d:
     # used to resume silently).
     bad = os.path.join(d, "bad")
     shutil.copytree(ck, bad)
-    with open(os.path.join(bad, "step-11", "dense.bin"), "r+b") as f:
+    with open(os.path.join(bad, latest(ck), "dense.bin"), "r+b") as f:
         f.seek(200)
         f.write(os.urandom(64))
     rc, out = worker(["--train", train, "--checkpoint-dir", bad, "--resume"])
