@@ -334,6 +334,23 @@ static const char *make_tsv(const char *name, uint64_t n, int crlf) {
   return p;
 }
 
+/* The binary file of make_line's first n rows, through the writer from rows parsed directly. */
+static const char *make_bin(const char *name, uint64_t n) {
+  const char *p = tmp_path(name);
+  ps_criteo_bin_writer *w;
+  assert_int_equal(ps_criteo_bin_writer_create(p, &w), PS_OK);
+  char line[600];
+  for (uint64_t i = 0; i < n; i++) {
+    ps_criteo_row row;
+    make_line(line, sizeof line, i, 0);
+    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
+    assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
+  }
+  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+  assert_null(w);
+  return p;
+}
+
 typedef struct seen {
   size_t nbatches, nrows;
   float *labels, *dense;
@@ -397,19 +414,8 @@ static void test_reader_values(void **st) {
 static void test_binary_and_gzip_round_trip(void **st) {
   (void)st;
   const char *tsv = make_tsv("rt.tsv", 1000, 1); /* CRLF */
-  /* binary through the writer, from rows parsed directly */
-  const char *bin = tmp_path("rt.bin");
-  ps_criteo_bin_writer *w;
-  assert_int_equal(ps_criteo_bin_writer_create(bin, &w), PS_OK);
+  const char *bin = make_bin("rt.bin", 1000);
   char line[600];
-  for (uint64_t i = 0; i < 1000; i++) {
-    ps_criteo_row row;
-    make_line(line, sizeof line, i, 1);
-    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
-    assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
-  }
-  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
-  assert_null(w);
   /* gzip of the same text */
   const char *gz = tmp_path("rt.tsv.gz");
   gzFile g = gzopen(gz, "wb6");
@@ -509,16 +515,7 @@ static void test_file_errors(void **st) {
   }
   assert_int_equal(ps_data_count_lines(gz, &n), PS_ERR_IO);
 
-  const char *bin = tmp_path("corrupt.bin");
-  ps_criteo_bin_writer *w;
-  assert_int_equal(ps_criteo_bin_writer_create(bin, &w), PS_OK);
-  for (uint64_t i = 0; i < 300; i++) {
-    ps_criteo_row row;
-    make_line(line, sizeof line, i, 0);
-    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
-    assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
-  }
-  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+  const char *bin = make_bin("corrupt.bin", 300);
   f = fopen(bin, "r+b");
   assert_non_null(f);
   fseek(f, PS_CRITEO_BIN_HEADER + 183 * PS_CRITEO_BIN_RECORD, SEEK_SET);
@@ -602,20 +599,10 @@ static void test_bad_lines_policy(void **st) {
 static void test_sharding(void **st) {
   (void)st;
   static const uint64_t Ls[] = {0, 1, 2, 5, 23, 96, 97, 250};
-  const char *bin = tmp_path("shard.bin");
   for (size_t li = 0; li < sizeof Ls / sizeof Ls[0]; li++) {
     uint64_t L = Ls[li];
     const char *tsv = make_tsv("shard.tsv", L, 0);
-    ps_criteo_bin_writer *w;
-    assert_int_equal(ps_criteo_bin_writer_create(bin, &w), PS_OK);
-    char line[600];
-    for (uint64_t i = 0; i < L; i++) {
-      ps_criteo_row row;
-      make_line(line, sizeof line, i, 0);
-      assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
-      ps_criteo_bin_write(w, &row);
-    }
-    assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+    const char *bin = make_bin("shard.bin", L);
     for (int W = 1; W <= 3; W++)
       for (int B = 1; B <= 16; B += 5)
         for (int tail = 0; tail < 2; tail++)
