@@ -256,7 +256,6 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
       PS_ERROR("--resume: the data has fewer than %" PRIu64 " batches", skip);
       return PS_ERR_INVALID;
     }
-    t->skipped += b->n;
     ps_reader_release(r, b);
   }
   uint64_t t_start = ps_now_ns(), t_last = t_start;
@@ -388,12 +387,13 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
 
 /* A run fails when it trained on nothing (but for a resumed run with no steps left, which
  * only evaluates), or when more than --max-bad-fraction of the --train lines it read were bad:
- * a wrong format or a damaged file, not data. All ranks count together. */
-static ps_status check_trained(ps_trainer *t, uint64_t train_bad) {
+ * a wrong format or a damaged file, not data. All ranks count together; the lines read are
+ * the reader's (good rows, skipped by a resume or read ahead included, and bad ones). */
+static ps_status check_trained(ps_trainer *t, uint64_t rows, uint64_t train_bad) {
   const ps_train_config *c = t->cfg;
-  uint64_t v[3] = {t->samples, t->skipped, train_bad};
+  uint64_t v[3] = {t->samples, rows, train_bad};
   TRY(ps_train_allreduce_u64(t, v, 3));
-  uint64_t lines = v[0] + v[1] + v[2];
+  uint64_t lines = v[1] + v[2];
   if (v[0] == 0 && !(c->resume && t->step > 0)) {
     if (lines == 0) PS_ERROR("--train %s: no lines to train on (an empty file?)", c->train);
     else PS_ERROR("--train %s: trained on 0 samples: %" PRIu64 " of %" PRIu64 " lines were bad",
@@ -434,11 +434,11 @@ static ps_status run(ps_trainer *t) {
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
   double secs = ps_train_since(t0);
-  uint64_t train_bad = ps_reader_bad_lines(r);
+  uint64_t train_bad = ps_reader_bad_lines(r), rows = ps_reader_rows(r);
   t->bad_lines += train_bad;
   ps_reader_destroy(&r);
   if (st != PS_OK) return st;
-  TRY(check_trained(t, train_bad));
+  TRY(check_trained(t, rows, train_bad));
   /* The final checkpoint, unless the last step has one (from the loop, or resumed from). */
   if (c->checkpoint_dir && !(t->have_ckpt && t->ckpt_step == t->step))
     TRY(ps_train_checkpoint(t));

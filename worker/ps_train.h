@@ -70,7 +70,7 @@ typedef struct ps_train_config {
 
 void ps_train_config_default(ps_train_config *c);
 /* Everything about c that can be known before connecting (ps_train_check.c): every input path
- * readable, the checkpoint directory there (created as mkdir -p would, except for --resume),
+ * readable, the directory of --summary writable, the checkpoint directory there (created as mkdir -p would, except for --resume),
  * the model's shape, --holdout against the lines of --train. PS_ERR_INVALID with a one-line
  * reason in err that names the flag (a bad argument: ps-worker exits 2). */
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err);

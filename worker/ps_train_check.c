@@ -1,5 +1,5 @@
 /* ps_train_check: what ps-worker can know is wrong before it connects — every input path, the
- * checkpoint directory, the model's shape, --holdout against the length of --train. Each
+ * directory of --summary, the checkpoint directory, the model's shape, --holdout against the length of --train. Each
  * refusal is one line naming the flag (and the path), which ps-worker's main prints before
  * exiting 2.
  *
@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,6 +30,18 @@ static ps_status check_input(const char *flag, const char *path, ps_error *err) 
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ps_error_set(err, PS_ERR_INVALID, "%s %s: %s", flag, path, strerror(errno));
   close(fd);
+  return PS_OK;
+}
+
+/* --summary is written at the end: its directory must be there and writable now. */
+static ps_status check_output(const char *flag, const char *path, ps_error *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) != 0)
+    return ps_error_set(err, PS_ERR_INVALID, "%s %s: cannot write in %s (%s)", flag, path, dir,
+                        strerror(errno));
   return PS_OK;
 }
 
@@ -86,6 +99,7 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
   if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;

@@ -65,7 +65,6 @@ typedef struct ps_trainer {
   float last_loss;
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
-  uint64_t skipped;    /* samples of the batches a resumed run dropped (trained before) */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
   /* --metrics-port: Prometheus series updated once per step */

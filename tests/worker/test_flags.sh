@@ -46,6 +46,7 @@ named "--train $TMP/none.tsv" --train "$TMP/none.tsv"
 named "--train $TMP" --train "$TMP"
 named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
 named "--holdout" --holdout 10
+named "--summary $TMP/none/s.json" --summary "$TMP/none/s.json"
 named "--mlp-bot 12-32-16" --mlp-bot 12-32-16
 named "--mlp-bot 14-32-16" --mlp-bot 14-32-16
 named "--emb-dim is 16" --mlp-bot 13-32-8
