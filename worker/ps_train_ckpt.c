@@ -93,6 +93,7 @@ static ps_status load_dense(ps_trainer *t, const char *dir, uint64_t *step) {
   float *state = NULL;
   size_t np = t->nparams;
   uint64_t sum = 0;
+  bool damaged = false;
   if (fread(h, sizeof h, 1, f) != 1 || (h[0] != CKPT_MAGIC && h[0] != CKPT_MAGIC_V1) ||
       h[2] != np)
     goto out;
@@ -101,15 +102,12 @@ static ps_status load_dense(ps_trainer *t, const char *dir, uint64_t *step) {
   state = ns ? malloc(ns * sizeof(float)) : NULL;
   if (ns && (!state || fread(state, sizeof(float), ns, f) != ns)) goto out;
   if (h[0] == CKPT_MAGIC_V1) {
-    if (t->rank == 0) PS_WARN("%s has no checksum (written by an older ps-worker): not verified", path);
+    if (t->rank == 0)
+      PS_WARN("%s has no checksum (written by an older ps-worker): not verified", path);
   } else if (fread(&sum, sizeof sum, 1, f) != 1 || fgetc(f) != EOF ||
              sum != dense_sum(h, t->host_grads, o, ns, state)) {
-    PS_ERROR("%s: checksum mismatch: the file is damaged; resume from another checkpoint "
-             "(edit %s/latest)", path, t->cfg->checkpoint_dir);
-    st = PS_ERR_CORRUPT;
-    fclose(f);
-    free(state);
-    return st;
+    damaged = true;
+    goto out;
   }
   st = ps_dlrm_set_params(t->model, t->host_grads, np);
   if (st == PS_OK) st = ps_dlrm_set_opt_state(t->model, (int)o[0], o[1], state, ns);
@@ -117,7 +115,11 @@ static ps_status load_dense(ps_trainer *t, const char *dir, uint64_t *step) {
 out:
   free(state);
   fclose(f);
-  if (st != PS_OK) PS_ERROR("%s: not a checkpoint of this model (%s)", path, ps_status_str(st));
+  if (damaged)
+    PS_ERROR("%s: checksum mismatch: the file is damaged; resume from another checkpoint "
+             "(edit %s/latest)", path, t->cfg->checkpoint_dir);
+  else if (st != PS_OK)
+    PS_ERROR("%s: not a checkpoint of this model (%s)", path, ps_status_str(st));
   return st;
 }
 

@@ -100,6 +100,18 @@ with tempfile.TemporaryDirectory() as d:
     r.check("damaged dense.bin refused", rc == 1 and len(msg) == 1 and "dense.bin" in msg[0],
             f"rc={rc} {msg}")
 
+    # ... and an EMBERCK1 dense.bin (before the checksum) resumes with a warning.
+    v1 = os.path.join(d, "v1")
+    shutil.copytree(ck, v1)
+    dense = os.path.join(v1, latest(ck), "dense.bin")
+    with open(dense, "rb") as f:
+        body = f.read()
+    with open(dense, "wb") as f:
+        f.write(b"1KCREBME" + body[8:-8])  # the old magic, little-endian; no checksum
+    rc, out = worker(["--train", train, "--checkpoint-dir", v1, "--resume"])
+    r.check("dense.bin without checksum resumes with a warning", rc == 0
+            and len(lines_of(out, "has no checksum")) == 1, f"rc={rc}")
+
     # 3. A file of bad lines, an empty file and one with 5% bad lines fail (exit 0 before).
     allbad = os.path.join(d, "allbad.tsv")
     with open(allbad, "w") as f:
