@@ -329,16 +329,10 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
   return PS_OK;
 }
 
-/* Everything the run needs: client, rank, backend, model, buffers, table, collectives,
- * metrics. */
+/* Everything the run needs: backend and model (first: a worker without its GPU fails before
+ * it joins and takes a rank), client, rank, buffers, table, collectives, metrics. */
 static ps_status setup(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
-  ps_client_options co;
-  ps_client_options_default(&co);
-  co.timeout_ms = c->timeout_ms;
-  TRY(ps_client_create_list(c->servers, &co, &t->cl));
-  TRY(ps_dedup_create(&t->dedup));
-  TRY(ps_train_join(t));
   ps_status st = ps_kern_create(c->device, c->threads, &t->kern);
   if (st != PS_OK) {
     PS_ERROR("device '%s': %s", c->device, st == PS_ERR_UNSUPPORTED
@@ -358,6 +352,12 @@ static ps_status setup(ps_trainer *t) {
              c->emb_dim, ps_status_str(st));
     return st;
   }
+  ps_client_options co;
+  ps_client_options_default(&co);
+  co.timeout_ms = c->timeout_ms;
+  TRY(ps_client_create_list(c->servers, &co, &t->cl));
+  TRY(ps_dedup_create(&t->dedup));
+  TRY(ps_train_join(t));
   t->nparams = ps_dlrm_num_params(t->model);
   t->dim = c->emb_dim;
   t->batch = c->batch;

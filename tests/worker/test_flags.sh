@@ -56,4 +56,13 @@ named "--mlp-top" --mlp-top 32-x-1
 named "--checkpoint-dir /dev/null/x" --checkpoint-dir /dev/null/x
 named "--checkpoint-dir $TMP/none" --checkpoint-dir "$TMP/none" --resume
 named "no checkpoint" --checkpoint-dir "$TMP/ck-empty" --resume
+
+# A device that is not there fails (exit 1) before joining, so the worker takes no rank.
+timeout 20 "$W" --servers tcp://127.0.0.1:1 --train /dev/null --timeout-ms 500 --device cuda:99 \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 1 ] || { cat "$TMP/err" >&2; fail "--device cuda:99 exited $rc, want 1"; }
+grep -q "device 'cuda:99'" "$TMP/err" || fail "--device cuda:99: '$(cat "$TMP/err")' does not name it"
+! grep -q "joining" "$TMP/err" || fail "--device cuda:99: tried to join first"
+echo "ok   --device cuda:99 -> $(grep -o "device 'cuda:99'.*" "$TMP/err")"
 echo "PASS"
