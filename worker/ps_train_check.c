@@ -1,5 +1,6 @@
-/* ps_train_check: what ps-worker can know is wrong before it connects — every input path, the
- * directory of --summary, the checkpoint directory, the model's shape, --holdout against the length of --train. Each
+/* ps_train_check: what ps-worker can know is wrong before it connects — the server URLs, every
+ * input path, the directory of --summary, the checkpoint directory (and for --resume, the
+ * checkpoint's key flags), the model's shape, --holdout against the length of --train. Each
  * refusal is one line naming the flag (and the path), which ps-worker's main prints before
  * exiting 2.
  *
@@ -12,10 +13,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_cli.h"
 #include "ps_criteo.h"
 #include "ps_fs.h"
 #include "ps_train_int.h"
@@ -31,6 +34,23 @@ static ps_status check_input(const char *flag, const char *path, ps_error *err) 
   if (fd < 0) return ps_error_set(err, PS_ERR_INVALID, "%s %s: %s", flag, path, strerror(errno));
   close(fd);
   return PS_OK;
+}
+
+/* --servers: ZeroMQ endpoints as ps-server --listen takes them (a bare HOST:PORT used to wait
+ * out --timeout-ms and exit 1 with no word). */
+static ps_status check_servers(const char *servers, ps_error *err) {
+  char *items[1024];
+  int n = ps_split_list(servers, ',', items, 1024);
+  if (n <= 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--servers %s: want URL,URL,... (no empty ones)",
+                        servers);
+  ps_status st = PS_OK;
+  for (int i = 0; i < n && st == PS_OK; i++)
+    if (strncmp(items[i], "tcp://", 6) != 0 && strncmp(items[i], "ipc://", 6) != 0)
+      st = ps_error_set(err, PS_ERR_INVALID, "--servers: '%s' is not tcp://HOST:PORT or "
+                        "ipc://PATH", items[i]);
+  free(items[0]);
+  return st;
 }
 
 /* --summary is written at the end: its directory must be there and writable now. */
@@ -97,6 +117,7 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
 }
 
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
+  if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
