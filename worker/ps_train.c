@@ -34,6 +34,7 @@ void ps_train_config_default(ps_train_config *c) {
       .holdout = 0, .rank = -1, .world = 1, .device = "cpu", .threads = 0,
       .consistency = "sync", .consistency_mode = PS_CONS_SYNC, .staleness = 0,
       .epochs = 1, .batch = 2048, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
+      .max_bad_fraction = 0.01,
       .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
@@ -188,7 +189,8 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     red[np] = (float)n;
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    TRY(ps_train_allreduce(t, red, np + 1));
+    ps_status ar = ps_train_allreduce(t, red, np + 1);
+    if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
     t->t_allreduce += ps_train_since(t0);
     t0 = ps_now_ns();
     total = red[np];
@@ -202,7 +204,8 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     TRY(ps_kern_to_device(t->kern, t->red_d + np, &nf, sizeof nf));
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    TRY(ps_train_allreduce(t, t->red_d, np + 1));
+    ps_status ar = ps_train_allreduce(t, t->red_d, np + 1);
+    if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
     float tot = 0; /* reading N waits for the allreduce (and the backward before it) */
     TRY(ps_kern_to_host(t->kern, &tot, t->red_d + np, sizeof tot));
     t->t_allreduce += ps_train_since(t0);
@@ -235,7 +238,7 @@ static ps_status next_batch(ps_trainer *t, ps_reader *r, ps_batch **b) {
   uint64_t t0 = ps_now_ns();
   ps_status st = ps_reader_next(r, b);
   t->t_data += ps_train_since(t0);
-  if (st == PS_ERR_PARSE) PS_ERROR("%s", ps_reader_error(r));
+  if (st != PS_OK) ps_train_reader_fail(r, st);
   return st;
 }
 
@@ -326,16 +329,10 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
   return PS_OK;
 }
 
-/* Everything the run needs: client, rank, backend, model, buffers, table, collectives,
- * metrics. */
+/* Everything the run needs: backend and model (first: a worker without its GPU fails before
+ * it joins and takes a rank), client, rank, buffers, table, collectives, metrics. */
 static ps_status setup(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
-  ps_client_options co;
-  ps_client_options_default(&co);
-  co.timeout_ms = c->timeout_ms;
-  TRY(ps_client_create_list(c->servers, &co, &t->cl));
-  TRY(ps_dedup_create(&t->dedup));
-  TRY(ps_train_join(t));
   ps_status st = ps_kern_create(c->device, c->threads, &t->kern);
   if (st != PS_OK) {
     PS_ERROR("device '%s': %s", c->device, st == PS_ERR_UNSUPPORTED
@@ -355,6 +352,12 @@ static ps_status setup(ps_trainer *t) {
              c->emb_dim, ps_status_str(st));
     return st;
   }
+  ps_client_options co;
+  ps_client_options_default(&co);
+  co.timeout_ms = c->timeout_ms;
+  TRY(ps_client_create_list(c->servers, &co, &t->cl));
+  TRY(ps_dedup_create(&t->dedup));
+  TRY(ps_train_join(t));
   t->nparams = ps_dlrm_num_params(t->model);
   t->dim = c->emb_dim;
   t->batch = c->batch;
@@ -382,6 +385,30 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
   return total;
 }
 
+/* A run fails when it trained on nothing (but for a resumed run with no steps left, which
+ * only evaluates), or when more than --max-bad-fraction of the --train lines it read were bad:
+ * a wrong format or a damaged file, not data. All ranks count together; the lines read are
+ * the reader's (good rows, skipped by a resume or read ahead included, and bad ones). */
+static ps_status check_trained(ps_trainer *t, uint64_t rows, uint64_t train_bad) {
+  const ps_train_config *c = t->cfg;
+  uint64_t v[3] = {t->samples, rows, train_bad};
+  TRY(ps_train_allreduce_u64(t, v, 3));
+  uint64_t lines = v[1] + v[2];
+  if (v[0] == 0 && !(c->resume && t->step > 0)) {
+    if (lines == 0) PS_ERROR("--train %s: no lines to train on (an empty file?)", c->train);
+    else PS_ERROR("--train %s: trained on 0 samples: %" PRIu64 " of %" PRIu64 " lines were bad",
+                  c->train, v[2], lines);
+    return PS_ERR_INVALID;
+  }
+  if ((double)v[2] > c->max_bad_fraction * (double)lines) {
+    PS_ERROR("--train %s: %" PRIu64 " of %" PRIu64 " lines were bad (%.2f%%), more than "
+             "--max-bad-fraction %g", c->train, v[2], lines, 100.0 * (double)v[2] / (double)lines,
+             c->max_bad_fraction);
+    return PS_ERR_INVALID;
+  }
+  return PS_OK;
+}
+
 static ps_status run(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
   TRY(setup(t));
@@ -391,6 +418,8 @@ static ps_status run(ps_trainer *t) {
   if (c->resume) {
     TRY(ps_train_resume(t, &skip));
     t->step = skip;
+    t->ckpt_step = skip;
+    t->have_ckpt = true;
   }
 
   ps_reader *r = NULL;
@@ -405,10 +434,14 @@ static ps_status run(ps_trainer *t) {
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
   double secs = ps_train_since(t0);
-  t->bad_lines += ps_reader_bad_lines(r);
+  uint64_t train_bad = ps_reader_bad_lines(r), rows = ps_reader_rows(r);
+  t->bad_lines += train_bad;
   ps_reader_destroy(&r);
   if (st != PS_OK) return st;
-  if (c->checkpoint_dir && !c->checkpoint_every) TRY(ps_train_checkpoint(t));
+  TRY(check_trained(t, rows, train_bad));
+  /* The final checkpoint, unless the last step has one (from the loop, or resumed from). */
+  if (c->checkpoint_dir && !(t->have_ckpt && t->ckpt_step == t->step))
+    TRY(ps_train_checkpoint(t));
 
   ps_eval_result er;
   memset(&er, 0, sizeof er);

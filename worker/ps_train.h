@@ -43,6 +43,7 @@ typedef struct ps_train_config {
   const char *mlp_bot, *mlp_top;
   int threads;
   const char *bad_lines;    /* skip | fail */
+  double max_bad_fraction;  /* the run fails when more of --train's lines than this are bad */
   int64_t hash_buckets;
   int64_t admit_threshold;
   int64_t ttl_steps;
@@ -63,9 +64,16 @@ typedef struct ps_train_config {
   ps_dlrm_opt_kind dense_optimizer; /* dense_opt */
   ps_optimizer sparse_optimizer;   /* sparse_opt */
   ps_bad_lines bad_lines_mode;     /* bad_lines */
+  uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
+                                    * holdout needs them (0: not counted) */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);
+/* Everything about c that can be known before connecting (ps_train_check.c): every input path
+ * readable, the directory of --summary writable, the checkpoint directory there (created as mkdir -p would, except for --resume),
+ * the model's shape, --holdout against the lines of --train. PS_ERR_INVALID with a one-line
+ * reason in err that names the flag (a bad argument: ps-worker exits 2). */
+ps_status ps_train_config_check(ps_train_config *c, ps_error *err);
 /* Runs the whole job; returns PS_OK or an error after logging its reason. */
 ps_status ps_train_run(const ps_train_config *c);
 

@@ -1,10 +1,15 @@
 /* ps_train_ckpt: ps-worker's checkpoints and --resume. A checkpoint is a directory
- * <checkpoint-dir>/step-S holding every shard's snapshot (shards/, written by the servers) and
- * the dense state (dense.bin, written by rank 0); <checkpoint-dir>/latest names the newest.
+ * <checkpoint-dir>/step-S holding every shard's snapshot (shards/, written by the servers), the
+ * dense state (dense.bin, written by rank 0) and the flags that fix what a key and a row mean
+ * (config); <checkpoint-dir>/latest names the newest.
  *
  * Two-phase across shards: every shard prepares its snapshot at step S, then all commit, and
  * only then is `latest` replaced (write + rename), so a crash at any point leaves the previous
- * checkpoint whole. Resume rolls every shard back to the same step before any rank trains. */
+ * checkpoint whole. Resume rolls every shard back to the same step before any rank trains.
+ *
+ * Trust: dense.bin ends in an XXH3 checksum of everything before it, and config is compared
+ * with the run's flags before anything connects; a mismatch or a bad checksum refuses the
+ * resume. Checkpoints written before either existed resume with a warning. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -14,10 +19,12 @@
 #include <unistd.h>
 
 #include "ps_fs.h"
+#include "ps_hash.h"
 #include "ps_train_int.h"
 
 #define TRY PS_TRAIN_TRY
-#define CKPT_MAGIC 0x454d424552434b31ull /* "EMBERCK1" */
+#define CKPT_MAGIC_V1 0x454d424552434b31ull /* "EMBERCK1": no checksum */
+#define CKPT_MAGIC 0x454d424552434b32ull    /* "EMBERCK2": a checksum at the end */
 
 /* snprintf into a path buffer; PS_ERR_INVALID when the path does not fit. */
 static ps_status pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -31,7 +38,18 @@ static ps_status pathf(char *out, size_t n, const char *fmt, ...) {
 
 /* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots:
  *   u64 magic, u64 step, u64 nparams, f32 params[nparams],
- *   i64 opt kind, i64 opt step, u64 nstate, f32 state[nstate]. */
+ *   i64 opt kind, i64 opt step, u64 nstate, f32 state[nstate], u64 checksum
+ * where the checksum chains ps_hash64 over the five parts before it, each seeded with the
+ * hash so far (dense_sum). EMBERCK1 files have no checksum. */
+static uint64_t dense_sum(const uint64_t h[3], const float *params, const int64_t o[2],
+                          uint64_t ns, const float *state) {
+  uint64_t x = ps_hash64(h, 3 * sizeof *h, 0);
+  x = ps_hash64(params, h[2] * sizeof(float), x);
+  x = ps_hash64(o, 2 * sizeof *o, x);
+  x = ps_hash64(&ns, sizeof ns, x);
+  return ns ? ps_hash64(state, ns * sizeof(float), x) : x;
+}
+
 static ps_status save_dense(ps_trainer *t, const char *dir) {
   char path[4096];
   TRY(pathf(path, sizeof path, "%s/dense.bin", dir));
@@ -47,10 +65,11 @@ static ps_status save_dense(ps_trainer *t, const char *dir) {
   if (f) {
     uint64_t h[3] = {CKPT_MAGIC, t->step, np};
     int64_t o[2] = {kind, ostep};
-    uint64_t nsu = ns;
+    uint64_t nsu = ns, sum = dense_sum(h, t->host_grads, o, nsu, state);
     int ok = fwrite(h, sizeof h, 1, f) == 1 && fwrite(t->host_grads, sizeof(float), np, f) == np &&
              fwrite(o, sizeof o, 1, f) == 1 && fwrite(&nsu, sizeof nsu, 1, f) == 1 &&
-             (ns == 0 || fwrite(state, sizeof(float), ns, f) == ns);
+             (ns == 0 || fwrite(state, sizeof(float), ns, f) == ns) &&
+             fwrite(&sum, sizeof sum, 1, f) == 1;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
     if (fclose(f) != 0 || !ok) st = PS_ERR_IO;
   }
@@ -73,18 +92,119 @@ static ps_status load_dense(ps_trainer *t, const char *dir, uint64_t *step) {
   uint64_t ns = 0;
   float *state = NULL;
   size_t np = t->nparams;
-  if (fread(h, sizeof h, 1, f) != 1 || h[0] != CKPT_MAGIC || h[2] != np) goto out;
+  uint64_t sum = 0;
+  bool damaged = false;
+  if (fread(h, sizeof h, 1, f) != 1 || (h[0] != CKPT_MAGIC && h[0] != CKPT_MAGIC_V1) ||
+      h[2] != np)
+    goto out;
   if (fread(t->host_grads, sizeof(float), np, f) != np) goto out;
   if (fread(o, sizeof o, 1, f) != 1 || fread(&ns, sizeof ns, 1, f) != 1 || ns > 2 * np) goto out;
   state = ns ? malloc(ns * sizeof(float)) : NULL;
   if (ns && (!state || fread(state, sizeof(float), ns, f) != ns)) goto out;
+  if (h[0] == CKPT_MAGIC_V1) {
+    if (t->rank == 0)
+      PS_WARN("%s has no checksum (written by an older ps-worker): not verified", path);
+  } else if (fread(&sum, sizeof sum, 1, f) != 1 || fgetc(f) != EOF ||
+             sum != dense_sum(h, t->host_grads, o, ns, state)) {
+    damaged = true;
+    goto out;
+  }
   st = ps_dlrm_set_params(t->model, t->host_grads, np);
   if (st == PS_OK) st = ps_dlrm_set_opt_state(t->model, (int)o[0], o[1], state, ns);
   *step = h[1];
 out:
   free(state);
   fclose(f);
-  if (st != PS_OK) PS_ERROR("%s: not a checkpoint of this model (%s)", path, ps_status_str(st));
+  if (damaged)
+    PS_ERROR("%s: checksum mismatch: the file is damaged; resume from another checkpoint "
+             "(edit %s/latest)", path, t->cfg->checkpoint_dir);
+  else if (st != PS_OK)
+    PS_ERROR("%s: not a checkpoint of this model (%s)", path, ps_status_str(st));
+  return st;
+}
+
+/* The flags that fix what a key and a row mean (a key's hashing, a row's width and optimizer
+ * state, the model the dense state belongs to), as a checkpoint's config records them. */
+#define CKPT_NFLAGS 5
+typedef struct ckpt_flag {
+  const char *name;
+  char value[256];
+} ckpt_flag;
+
+static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
+  f[0].name = "hash-buckets";
+  snprintf(f[0].value, sizeof f[0].value, "%" PRId64, c->hash_buckets);
+  f[1].name = "emb-dim";
+  snprintf(f[1].value, sizeof f[1].value, "%d", c->emb_dim);
+  f[2].name = "mlp-bot";
+  snprintf(f[2].value, sizeof f[2].value, "%s", c->mlp_bot);
+  f[3].name = "mlp-top";
+  snprintf(f[3].value, sizeof f[3].value, "%s", c->mlp_top);
+  f[4].name = "sparse-opt";
+  snprintf(f[4].value, sizeof f[4].value, "%s", c->sparse_opt);
+}
+
+static ps_status save_config(ps_trainer *t, const char *dir) {
+  char path[4200];
+  TRY(pathf(path, sizeof path, "%s/config", dir));
+  ckpt_flag fl[CKPT_NFLAGS];
+  ckpt_flags(t->cfg, fl);
+  FILE *f = fopen(path, "w");
+  int ok = f != NULL;
+  if (f) {
+    fprintf(f, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
+    for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(f, "%s=%s\n", fl[i].name, fl[i].value);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
+    if (fclose(f) != 0) ok = 0;
+  }
+  if (!ok) {
+    PS_ERROR("writing %s: %s", path, strerror(errno));
+    return PS_ERR_IO;
+  }
+  return PS_OK;
+}
+
+/* The directory `latest` names, into dir; PS_ERR_NOT_FOUND when there is none. */
+static ps_status latest_dir(const char *base, char *dir, size_t n) {
+  char latest[4200], name[256] = "";
+  TRY(pathf(latest, sizeof latest, "%s/latest", base));
+  FILE *f = fopen(latest, "r");
+  if (!f || !fgets(name, sizeof name, f)) {
+    if (f) fclose(f);
+    return PS_ERR_NOT_FOUND;
+  }
+  fclose(f);
+  name[strcspn(name, "\r\n")] = '\0';
+  return pathf(dir, n, "%s/%s", base, name);
+}
+
+ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
+  char dir[4600], path[4700], line[512];
+  if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
+                        "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
+  TRY(pathf(path, sizeof path, "%s/config", dir));
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
+            "--mlp-bot, --mlp-top and --sparse-opt are not compared with the checkpoint's", dir);
+    return PS_OK;
+  }
+  ckpt_flag fl[CKPT_NFLAGS];
+  ckpt_flags(c, fl);
+  ps_status st = PS_OK;
+  while (st == PS_OK && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    char *eq = strchr(line, '=');
+    if (line[0] == '#' || !eq) continue;
+    *eq = '\0';
+    for (int i = 0; i < CKPT_NFLAGS; i++)
+      if (!strcmp(line, fl[i].name) && strcmp(eq + 1, fl[i].value) != 0)
+        st = ps_error_set(err, PS_ERR_INVALID, "--resume: --%s is %s but the checkpoint %s was "
+                          "trained with %s (it changes what a key or a row means)", fl[i].name,
+                          fl[i].value, dir, eq + 1);
+  }
+  fclose(f);
   return st;
 }
 
@@ -93,10 +213,15 @@ out:
  * dense state, then `latest` is replaced atomically (rename), so a crash leaves the previous
  * checkpoint intact. */
 ps_status ps_train_checkpoint(ps_trainer *t) {
+  t->ckpt_step = t->step; /* every rank: the end of the run writes no second one */
+  t->have_ckpt = true;
   if (t->rank != 0) return PS_OK;
   char dir[4096], tmp[4200], latest[4200];
   char abs_base[4096];
-  if (!realpath(t->cfg->checkpoint_dir, abs_base)) return PS_ERR_IO;
+  if (!realpath(t->cfg->checkpoint_dir, abs_base)) {
+    PS_ERROR("--checkpoint-dir %s: %s", t->cfg->checkpoint_dir, strerror(errno));
+    return PS_ERR_IO;
+  }
   TRY(pathf(dir, sizeof dir, "%s/step-%" PRIu64, abs_base, t->step));
   TRY(ps_mkdir_p(dir));
   char shards[4200];
@@ -105,12 +230,15 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   ps_status st = ps_client_checkpoint(t->cl, t->step, shards);
   if (st != PS_OK) return ps_train_client_fail(t, "checkpoint", st);
   TRY(save_dense(t, dir));
+  TRY(save_config(t, dir));
   TRY(pathf(tmp, sizeof tmp, "%s/latest.tmp", abs_base));
   TRY(pathf(latest, sizeof latest, "%s/latest", abs_base));
   FILE *f = fopen(tmp, "w");
-  if (!f) return PS_ERR_IO;
-  fprintf(f, "step-%" PRIu64 "\n", t->step);
-  if (fclose(f) != 0 || rename(tmp, latest) != 0) return PS_ERR_IO;
+  if (f) fprintf(f, "step-%" PRIu64 "\n", t->step);
+  if (!f || fclose(f) != 0 || rename(tmp, latest) != 0) {
+    PS_ERROR("writing %s: %s", latest, strerror(errno));
+    return PS_ERR_IO;
+  }
   PS_INFO("checkpoint at step %" PRIu64 " in %s (%.2f s)", t->step, dir, ps_train_since(t0));
   return PS_OK;
 }
@@ -118,21 +246,15 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
 /* --resume: every rank loads the dense state of `latest`; rank 0 rolls every shard back to
  * the same checkpoint first, and the others wait for that at a barrier. */
 ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
-  char abs_base[4096], latest[4200], name[256] = "", dir[4600], shards[4700];
+  char abs_base[4096], dir[4600], shards[4700];
   if (!realpath(t->cfg->checkpoint_dir, abs_base)) {
     PS_ERROR("--resume: no checkpoint directory %s", t->cfg->checkpoint_dir);
     return PS_ERR_NOT_FOUND;
   }
-  TRY(pathf(latest, sizeof latest, "%s/latest", abs_base));
-  FILE *f = fopen(latest, "r");
-  if (!f || !fgets(name, sizeof name, f)) {
-    if (f) fclose(f);
-    PS_ERROR("--resume: %s has no checkpoint (no %s)", abs_base, latest);
+  if (latest_dir(abs_base, dir, sizeof dir) != PS_OK) {
+    PS_ERROR("--resume: %s has no checkpoint (no %s/latest)", abs_base, abs_base);
     return PS_ERR_NOT_FOUND;
   }
-  fclose(f);
-  name[strcspn(name, "\r\n")] = '\0';
-  TRY(pathf(dir, sizeof dir, "%s/%s", abs_base, name));
   TRY(pathf(shards, sizeof shards, "%s/shards", dir));
   TRY(load_dense(t, dir, step));
   if (t->rank == 0) {

@@ -53,6 +53,12 @@ ps_status ps_train_allreduce_host(void *ctx, float *buf, size_t n) {
   return st;
 }
 
+ps_status ps_train_coll_fail(ps_trainer *t, const char *what, ps_status st) {
+  PS_ERROR("%s at step %" PRIu64 " failed (%s): another worker probably exited; its log says "
+           "why", what, t->step, ps_status_str(st));
+  return st;
+}
+
 /* Sums u64 counters over ranks exactly: each value travels as four 16-bit parts, so float
  * sums stay exact for up to 256 ranks. */
 ps_status ps_train_allreduce_u64(ps_trainer *t, uint64_t *v, size_t n) {
@@ -62,6 +68,7 @@ ps_status ps_train_allreduce_u64(ps_trainer *t, uint64_t *v, size_t n) {
   for (size_t i = 0; i < n; i++)
     for (int p = 0; p < 4; p++) f[i * 4 + p] = (float)((v[i] >> (16 * p)) & 0xffff);
   ps_status st = ps_train_allreduce_host(t, f, n * 4);
+  if (st != PS_OK) ps_train_coll_fail(t, "allreduce of the run's counters", st);
   if (st == PS_OK)
     for (size_t i = 0; i < n; i++) {
       v[i] = 0;

@@ -12,6 +12,11 @@
 
 #define TRY PS_TRAIN_TRY
 
+void ps_train_reader_fail(const ps_reader *r, ps_status st) {
+  const char *why = ps_reader_error(r);
+  PS_ERROR("%s", why[0] ? why : ps_status_str(st));
+}
+
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
                                uint64_t row_end, ps_reader **out) {
   const ps_train_config *c = t->cfg;
@@ -36,8 +41,8 @@ ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp) {
   memset(sp, 0, sizeof *sp);
   sp->eval_path = c->test;
   if (c->test || c->holdout <= 0) return PS_OK;
-  uint64_t lines = 0;
-  ps_status st = ps_data_count_lines(c->train, &lines);
+  uint64_t lines = c->train_lines; /* counted by ps_train_config_check, or here */
+  ps_status st = lines ? PS_OK : ps_data_count_lines(c->train, &lines);
   if (st != PS_OK) {
     PS_ERROR("cannot count the lines of %s", c->train);
     return st;
@@ -66,7 +71,7 @@ ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_res
     ps_batch *b = NULL;
     if (st == PS_OK) st = ps_reader_next(r, &b);
     if (st != PS_OK) {
-      if (st == PS_ERR_PARSE) PS_ERROR("%s", ps_reader_error(r));
+      ps_train_reader_fail(r, st);
       break;
     }
     if (!b) break;
@@ -84,8 +89,10 @@ ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_res
   }
   t->bad_lines += ps_reader_bad_lines(r);
   ps_reader_destroy(&r);
-  if (st == PS_OK && t->world > 1)
+  if (st == PS_OK && t->world > 1) {
     st = ps_eval_allgather(ev, ps_train_allreduce_host, t, t->rank, t->world);
+    if (st != PS_OK) ps_train_coll_fail(t, "gathering the evaluation scores", st);
+  }
   if (st == PS_OK) st = ps_eval_compute(ev, res);
   ps_eval_destroy(&ev);
   t->t_eval += ps_train_since(t0);

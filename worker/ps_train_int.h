@@ -64,7 +64,9 @@ typedef struct ps_trainer {
   uint64_t loss_n;
   float last_loss;
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
-  uint64_t bad_lines;
+  uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
+  uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
+  bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
   /* --metrics-port: Prometheus series updated once per step */
   ps_metrics *reg;
   ps_http *http;
@@ -96,7 +98,9 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
 void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
 
-/* ps_train_eval.c */
+/* ps_train_eval.c; reader_fail logs why ps_reader_next failed (a bad line under --bad-lines
+ * fail, a read or decompression error, a corrupt binary record). */
+void ps_train_reader_fail(const ps_reader *r, ps_status st);
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
                                uint64_t row_end, ps_reader **out);
 ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);
@@ -108,6 +112,10 @@ ps_status ps_train_setup_collectives(ps_trainer *t);
 ps_status ps_train_allreduce_host(void *ctx, float *buf, size_t n);
 ps_status ps_train_allreduce_u64(ps_trainer *t, uint64_t *v, size_t n);
 ps_status ps_train_check_replicas(ps_trainer *t, uint64_t *hash_out);
+/* Logs a failed collective: which one, at which step, and that a peer probably left (Gloo and
+ * NCCL say which connection broke, not which rank: the log of the rank that exited says why).
+ * Returns st. */
+ps_status ps_train_coll_fail(ps_trainer *t, const char *what, ps_status st);
 
 /* Allreduce over the world; a no-op for one worker. buf is backend memory for NCCL, host
  * memory for Gloo. */
@@ -119,6 +127,10 @@ static inline ps_status ps_train_allreduce(ps_trainer *t, float *buf, size_t n) 
 /* ps_train_ckpt.c */
 ps_status ps_train_checkpoint(ps_trainer *t);
 ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
+/* --resume, before connecting: the latest checkpoint was written with this run's
+ * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top and --sparse-opt (a warning for a checkpoint
+ * that does not record them). */
+ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
 
 /* ps_train_report.c */
 ps_status ps_train_metrics_start(ps_trainer *t);

@@ -1,7 +1,9 @@
 /* ps-worker: trains DLRM against Ember's parameter servers (DESIGN.md's contract). Parses
  * flags into a ps_train_config — the flag table, the checks across flags, and the named
- * choices (consistency, optimizers, bad lines) turned into their enums — and runs
- * ps_train_run. Bad arguments exit 2 with a one-line reason before anything connects. */
+ * choices (consistency, optimizers, bad lines) turned into their enums — checks what can be
+ * known before connecting (ps_train_config_check: paths, checkpoint directory, model shape)
+ * and runs ps_train_run. Bad arguments exit 2 with a one-line reason before anything
+ * connects; a run that fails exits 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,12 +85,13 @@ int main(int argc, char **argv) {
       {"mlp-top", 0, PS_CLI_STRING, &c.mlp_top, "W-...-1", "top MLP output widths (the interaction width is prepended)", false, 0, 0},
       {"threads", 0, PS_CLI_INT, &c.threads, "T", "CPU threads for the dense towers (0: all cores)", false, 0, 1024},
       {"bad-lines", 0, PS_CLI_STRING, &c.bad_lines, "skip|fail", "what a malformed input line does", false, 0, 0},
+      {"max-bad-fraction", 0, PS_CLI_DOUBLE, &c.max_bad_fraction, "F", "fail when a larger share of --train's lines is bad (real Criteo has none)", false, 0, 1},
       {"hash-buckets", 0, PS_CLI_I64, &c.hash_buckets, "N", "categorical value -> one of N rows per feature (0: open vocabulary)", false, 0, 1e15},
       {"admit-threshold", 0, PS_CLI_I64, &c.admit_threshold, "N", "a key gets its own row after N sightings (0: at once)", false, 0, 1e9},
       {"ttl-steps", 0, PS_CLI_I64, &c.ttl_steps, "N", "rows untouched for N steps expire (0: never)", false, 0, 1e15},
-      {"checkpoint-dir", 0, PS_CLI_STRING, &c.checkpoint_dir, "DIR", "where checkpoints go (dense state + every shard's snapshot)", false, 0, 0},
-      {"checkpoint-every", 0, PS_CLI_I64, &c.checkpoint_every, "N", "checkpoint every N steps (0: once, at the end)", false, 0, 1e15},
-      {"resume", 0, PS_CLI_FLAG, &c.resume, NULL, "continue from the latest checkpoint in --checkpoint-dir", false, 0, 0},
+      {"checkpoint-dir", 0, PS_CLI_STRING, &c.checkpoint_dir, "DIR", "where checkpoints go (dense state + every shard's snapshot); made if missing", false, 0, 0},
+      {"checkpoint-every", 0, PS_CLI_I64, &c.checkpoint_every, "N", "checkpoint every N steps and at the end (0: only at the end)", false, 0, 1e15},
+      {"resume", 0, PS_CLI_FLAG, &c.resume, NULL, "continue from the latest checkpoint in --checkpoint-dir (none left to train: evaluate it)", false, 0, 0},
       {"summary", 0, PS_CLI_STRING, &c.summary, "FILE", "JSON summary (rank 0)", false, 0, 0},
       {"eval-every", 0, PS_CLI_I64, &c.eval_every, "N", "also evaluate every N steps", false, 0, 1e15},
       {"max-steps", 0, PS_CLI_I64, &c.max_steps, "N", "stop after N steps (0: no limit)", false, 0, 1e15},
@@ -115,6 +118,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (parse_names(&c) != 0) return 2;
+  ps_error err;
+  ps_error_clear(&err);
+  if (ps_train_config_check(&c, &err) != PS_OK) {
+    fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
+    return 2;
+  }
   c.metrics_port = (int)metrics_port;
   return ps_train_run(&c) == PS_OK ? 0 : 1;
 }

@@ -334,6 +334,23 @@ static const char *make_tsv(const char *name, uint64_t n, int crlf) {
   return p;
 }
 
+/* The binary file of make_line's first n rows, through the writer from rows parsed directly. */
+static const char *make_bin(const char *name, uint64_t n) {
+  const char *p = tmp_path(name);
+  ps_criteo_bin_writer *w;
+  assert_int_equal(ps_criteo_bin_writer_create(p, &w), PS_OK);
+  char line[600];
+  for (uint64_t i = 0; i < n; i++) {
+    ps_criteo_row row;
+    make_line(line, sizeof line, i, 0);
+    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
+    assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
+  }
+  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+  assert_null(w);
+  return p;
+}
+
 typedef struct seen {
   size_t nbatches, nrows;
   float *labels, *dense;
@@ -397,19 +414,8 @@ static void test_reader_values(void **st) {
 static void test_binary_and_gzip_round_trip(void **st) {
   (void)st;
   const char *tsv = make_tsv("rt.tsv", 1000, 1); /* CRLF */
-  /* binary through the writer, from rows parsed directly */
-  const char *bin = tmp_path("rt.bin");
-  ps_criteo_bin_writer *w;
-  assert_int_equal(ps_criteo_bin_writer_create(bin, &w), PS_OK);
+  const char *bin = make_bin("rt.bin", 1000);
   char line[600];
-  for (uint64_t i = 0; i < 1000; i++) {
-    ps_criteo_row row;
-    make_line(line, sizeof line, i, 1);
-    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
-    assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
-  }
-  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
-  assert_null(w);
   /* gzip of the same text */
   const char *gz = tmp_path("rt.tsv.gz");
   gzFile g = gzopen(gz, "wb6");
@@ -461,6 +467,62 @@ static void test_binary_and_gzip_round_trip(void **st) {
   assert_non_null(strstr(err, "not a valid Ember binary file"));
   assert_int_equal(ps_reader_create(tmp_path("nonexistent.tsv"), NULL, &r, err, sizeof err),
                    PS_ERR_NOT_FOUND);
+}
+
+/* The reader's next error for path (after any batches), its message into msg. */
+static ps_status read_error(const char *path, ps_bad_lines policy, char *msg, size_t n,
+                            uint64_t *bad) {
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.batch = 64;
+  o.bad_lines = policy;
+  ps_reader *r;
+  ps_status st = ps_reader_create(path, &o, &r, msg, n);
+  if (st) return st;
+  ps_batch *b;
+  while ((st = ps_reader_next(r, &b)) == PS_OK && b) ps_reader_release(r, b);
+  snprintf(msg, n, "%s", ps_reader_error(r));
+  *bad = ps_reader_bad_lines(r);
+  ps_reader_destroy(&r);
+  return st;
+}
+
+/* Errors of the file, not of a line (issue 17): a truncated .gz is PS_ERR_IO naming the file
+ * under either bad-line policy (it was one bad line), and so is counting its lines; a corrupt
+ * binary record is PS_ERR_CORRUPT with its number. */
+static void test_file_errors(void **st) {
+  (void)st;
+  const char *gz = tmp_path("cut.tsv.gz");
+  gzFile g = gzopen(gz, "wb6");
+  char line[600];
+  for (uint64_t i = 0; i < 2000; i++) {
+    make_line(line, sizeof line, i, 0);
+    gzputs(g, line);
+  }
+  gzclose(g);
+  FILE *f = fopen(gz, "r+b");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  assert_int_equal(ftruncate(fileno(f), ftell(f) / 2), 0);
+  fclose(f);
+  char msg[512];
+  uint64_t bad = 0, n = 0;
+  for (int policy = 0; policy < 2; policy++) {
+    assert_int_equal(read_error(gz, (ps_bad_lines)policy, msg, sizeof msg, &bad), PS_ERR_IO);
+    assert_non_null(strstr(msg, gz));
+    assert_non_null(strstr(msg, "truncated"));
+    assert_int_equal(bad, 0);
+  }
+  assert_int_equal(ps_data_count_lines(gz, &n), PS_ERR_IO);
+
+  const char *bin = make_bin("corrupt.bin", 300);
+  f = fopen(bin, "r+b");
+  assert_non_null(f);
+  fseek(f, PS_CRITEO_BIN_HEADER + 183 * PS_CRITEO_BIN_RECORD, SEEK_SET);
+  fputc(7, f); /* a label of 7 */
+  fclose(f);
+  assert_int_equal(read_error(bin, PS_BAD_LINES_SKIP, msg, sizeof msg, &bad), PS_ERR_CORRUPT);
+  assert_non_null(strstr(msg, "record 183 is corrupt"));
 }
 
 static void test_bad_lines_policy(void **st) {
@@ -537,20 +599,10 @@ static void test_bad_lines_policy(void **st) {
 static void test_sharding(void **st) {
   (void)st;
   static const uint64_t Ls[] = {0, 1, 2, 5, 23, 96, 97, 250};
-  const char *bin = tmp_path("shard.bin");
   for (size_t li = 0; li < sizeof Ls / sizeof Ls[0]; li++) {
     uint64_t L = Ls[li];
     const char *tsv = make_tsv("shard.tsv", L, 0);
-    ps_criteo_bin_writer *w;
-    assert_int_equal(ps_criteo_bin_writer_create(bin, &w), PS_OK);
-    char line[600];
-    for (uint64_t i = 0; i < L; i++) {
-      ps_criteo_row row;
-      make_line(line, sizeof line, i, 0);
-      assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
-      ps_criteo_bin_write(w, &row);
-    }
-    assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+    const char *bin = make_bin("shard.bin", L);
     for (int W = 1; W <= 3; W++)
       for (int B = 1; B <= 16; B += 5)
         for (int tail = 0; tail < 2; tail++)
@@ -720,6 +772,7 @@ int main(void) {
       cmocka_unit_test(test_reader_values),
       cmocka_unit_test(test_binary_and_gzip_round_trip),
       cmocka_unit_test(test_bad_lines_policy),
+      cmocka_unit_test(test_file_errors),
       cmocka_unit_test(test_sharding),
       cmocka_unit_test(test_sync_equivalence_of_rounds),
       cmocka_unit_test(test_prefetch_equals_sync_and_shuffle),

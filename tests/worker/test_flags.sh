@@ -30,4 +30,41 @@ bad --dense-opt ftrl
 bad --bad-lines ignore
 bad --resume
 bad --rank 2 --world 2
+bad --max-bad-fraction 1.5
+
+# Refusals that name a flag (and its path): input paths, the model's shape, the checkpoint
+# directory, --holdout (issue 17; each used to fail only after connecting, or not at all).
+named() {
+  local needle="$1"
+  shift
+  bad "$@"
+  [ "$(wc -l <"$TMP/err")" = 1 ] || fail "ps-worker $* printed more than one line"
+  grep -q -- "$needle" "$TMP/err" || fail "ps-worker $*: '$(cat "$TMP/err")' does not name $needle"
+}
+mkdir -p "$TMP/ck-empty"
+named "--train $TMP/none.tsv" --train "$TMP/none.tsv"
+named "--train $TMP" --train "$TMP"
+named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
+named "--holdout" --holdout 10
+named "--servers: '127.0.0.1:1'" --servers 127.0.0.1:1
+named "--servers" --servers "tcp://127.0.0.1:1,"
+named "--summary $TMP/none/s.json" --summary "$TMP/none/s.json"
+named "--mlp-bot 12-32-16" --mlp-bot 12-32-16
+named "--mlp-bot 14-32-16" --mlp-bot 14-32-16
+named "--emb-dim is 16" --mlp-bot 13-32-8
+named "--mlp-bot" --mlp-bot 13
+named "--mlp-top 32-2" --mlp-top 32-2
+named "--mlp-top" --mlp-top 32-x-1
+named "--checkpoint-dir /dev/null/x" --checkpoint-dir /dev/null/x
+named "--checkpoint-dir $TMP/none" --checkpoint-dir "$TMP/none" --resume
+named "no checkpoint" --checkpoint-dir "$TMP/ck-empty" --resume
+
+# A device that is not there fails (exit 1) before joining, so the worker takes no rank.
+timeout 20 "$W" --servers tcp://127.0.0.1:1 --train /dev/null --timeout-ms 500 --device cuda:99 \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 1 ] || { cat "$TMP/err" >&2; fail "--device cuda:99 exited $rc, want 1"; }
+grep -q "device 'cuda:99'" "$TMP/err" || fail "--device cuda:99: '$(cat "$TMP/err")' does not name it"
+! grep -q "joining" "$TMP/err" || fail "--device cuda:99: tried to join first"
+echo "ok   --device cuda:99 -> $(grep -o "device 'cuda:99'.*" "$TMP/err")"
 echo "PASS"

@@ -3,6 +3,7 @@ order (final logloss and AUC within 1e-4); (2) a run interrupted after a checkpo
 resumed ends within 1e-4 of an uninterrupted run's logloss; (3) replicas bit-identical (the
 worker fails the run otherwise; the summary's dense_hash is compared across runs too)."""
 import os
+import shutil
 import sys
 import tempfile
 
@@ -25,8 +26,8 @@ with tempfile.TemporaryDirectory() as d:
     r.check("same sample count", one["samples"] == two["samples"] == 24000,
             f"{one['samples']} {two['samples']}")
 
-    # Resume: 2 workers, checkpoint every 5 steps, stop after 12 steps (last checkpoint at
-    # step 10), then resume on the same servers' data dir and run to the end.
+    # Resume: 2 workers, checkpoint every 5 steps, stop after 12 steps (checkpoints at steps 10
+    # and 12), then resume from step 10 on the same servers' data dir and run to the end.
     ck = os.path.join(d, "ckpt")
     os.makedirs(ck)
     sdir = os.path.join(d, "servers")
@@ -35,6 +36,13 @@ with tempfile.TemporaryDirectory() as d:
     part, _ = h.train(2, 2, base + ["--checkpoint-dir", ck, "--checkpoint-every", "5",
                                     "--max-steps", "12"], data_dir=sdir)
     r.check("interrupted run stopped early", part["steps"] == 12, f"steps {part['steps']}")
+    # The end of a run has its checkpoint (step 12). A crash after step 12 but before that
+    # checkpoint leaves `latest` at step 10 while the shards have applied steps 11 and 12:
+    # made so here, resume must roll the shards back.
+    r.check("final checkpoint at step 12", open(os.path.join(ck, "latest")).read() == "step-12\n")
+    shutil.rmtree(os.path.join(ck, "step-12"))
+    with open(os.path.join(ck, "latest"), "w") as f:
+        f.write("step-10\n")
     res, out = h.train(2, 2, base + ["--checkpoint-dir", ck, "--checkpoint-every", "5",
                                      "--resume"], data_dir=sdir)
     r.check("resumed from step 10", "at step 10" in out)

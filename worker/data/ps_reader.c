@@ -141,10 +141,13 @@ ps_status ps_data_detect(const char *path, ps_input_format *fmt) {
 
 static ssize_t src_read(ps_reader *r, char *dst, size_t n) {
   if (r->fmt == PS_INPUT_TSV_GZ) {
-    int got = gzread(r->gz, dst, (unsigned)n);
-    if (got < 0) {
-      int zerr;
-      set_err(r, "%s: gzip read error: %s", r->path, gzerror(r->gz, &zerr));
+    int got = gzread(r->gz, dst, (unsigned)n), zerr = Z_OK;
+    /* zlib reports a truncated stream only through gzerror (Z_BUF_ERROR) once gzread has
+     * returned everything before the cut: an I/O error of the run, not a short last line. */
+    const char *why = got <= 0 ? gzerror(r->gz, &zerr) : NULL;
+    if (got < 0 || zerr != Z_OK) {
+      set_err(r, "%s: gzip read error: %s", r->path,
+              zerr == Z_BUF_ERROR ? "the file is truncated (unexpected end of file)" : why);
       return -1;
     }
     return got;
@@ -769,9 +772,11 @@ ps_status ps_data_count_lines(const char *path, uint64_t *lines) {
     for (char *p = buf, *e = buf + got; (p = memchr(p, '\n', (size_t)(e - p))); p++) n++;
     lastc = (unsigned char)buf[got - 1];
   }
+  int zerr = Z_OK;
+  if (got == 0) (void)gzerror(g, &zerr); /* a truncated .gz: Z_BUF_ERROR */
   gzclose(g);
   free(buf);
-  if (got < 0) return PS_ERR_IO;
+  if (got < 0 || zerr != Z_OK) return PS_ERR_IO;
   if (lastc != '\n') n++;
   *lines = n;
   return PS_OK;

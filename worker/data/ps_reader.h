@@ -23,7 +23,10 @@
  *
  * Errors: a bad line gives "FILE:LINE: reason". Policy FAIL: ps_reader_next returns
  * PS_ERR_PARSE and ps_reader_error() holds the message. Policy SKIP: the line is counted
- * (ps_reader_bad_lines) and the first `log_bad_lines` are logged as warnings. */
+ * (ps_reader_bad_lines) and the first `log_bad_lines` are logged as warnings. A read or
+ * decompression error (a truncated .gz included) is PS_ERR_IO and a corrupt binary record
+ * PS_ERR_CORRUPT, whatever the policy: errors of the file, not bad lines; ps_reader_error()
+ * names the file. */
 #ifndef PS_READER_H
 #define PS_READER_H
 

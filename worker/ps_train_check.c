@@ -1,0 +1,139 @@
+/* ps_train_check: what ps-worker can know is wrong before it connects — the server URLs, every
+ * input path, the directory of --summary, the checkpoint directory (and for --resume, the
+ * checkpoint's key flags), the model's shape, --holdout against the length of --train. Each
+ * refusal is one line naming the flag (and the path), which ps-worker's main prints before
+ * exiting 2.
+ *
+ * Why here and not where the run would fail: a run that meets a bad path or shape only after
+ * joining keeps its peers waiting in a barrier or a collective and fails with the wrong exit
+ * status (1), after minutes of training for --test. The model's shape rules are DLRM's
+ * (ps_dlrm.h): the bottom MLP starts at the 13 dense features of a Criteo row and ends at
+ * --emb-dim, because the dot interaction multiplies its output with the embedding rows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ps_cli.h"
+#include "ps_criteo.h"
+#include "ps_fs.h"
+#include "ps_train_int.h"
+
+/* A file ps-worker will read: exists, is not a directory, opens for reading. */
+static ps_status check_input(const char *flag, const char *path, ps_error *err) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return ps_error_set(err, PS_ERR_INVALID, "%s %s: %s", flag, path, strerror(errno));
+  if (S_ISDIR(sb.st_mode))
+    return ps_error_set(err, PS_ERR_INVALID, "%s %s: is a directory, not a file", flag, path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ps_error_set(err, PS_ERR_INVALID, "%s %s: %s", flag, path, strerror(errno));
+  close(fd);
+  return PS_OK;
+}
+
+/* --servers: ZeroMQ endpoints as ps-server --listen takes them (a bare HOST:PORT used to wait
+ * out --timeout-ms and exit 1 with no word). */
+static ps_status check_servers(const char *servers, ps_error *err) {
+  char *items[1024];
+  int n = ps_split_list(servers, ',', items, 1024);
+  if (n <= 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--servers %s: want URL,URL,... (no empty ones)",
+                        servers);
+  ps_status st = PS_OK;
+  for (int i = 0; i < n && st == PS_OK; i++)
+    if (strncmp(items[i], "tcp://", 6) != 0 && strncmp(items[i], "ipc://", 6) != 0)
+      st = ps_error_set(err, PS_ERR_INVALID, "--servers: '%s' is not tcp://HOST:PORT or "
+                        "ipc://PATH", items[i]);
+  free(items[0]);
+  return st;
+}
+
+/* --summary is written at the end: its directory must be there and writable now. */
+static ps_status check_output(const char *flag, const char *path, ps_error *err) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) != 0)
+    return ps_error_set(err, PS_ERR_INVALID, "%s %s: cannot write in %s (%s)", flag, path, dir,
+                        strerror(errno));
+  return PS_OK;
+}
+
+/* --checkpoint-dir: made as mkdir -p would for a new run; it must exist for --resume. */
+static ps_status check_checkpoint_dir(const ps_train_config *c, ps_error *err) {
+  const char *d = c->checkpoint_dir;
+  struct stat sb;
+  if (c->resume) {
+    if (stat(d, &sb) != 0)
+      return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s: %s", d,
+                          strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+      return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s: not a directory",
+                          d);
+    return PS_OK;
+  }
+  if (ps_mkdir_p(d) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--checkpoint-dir %s: cannot create it (%s)", d,
+                        strerror(errno));
+  if (access(d, W_OK | X_OK) != 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--checkpoint-dir %s: not writable (%s)", d,
+                        strerror(errno));
+  return PS_OK;
+}
+
+/* --mlp-bot, --mlp-top and --emb-dim as the model will take them (ps_dlrm.h's rules). */
+static ps_status check_model(const ps_train_config *c, ps_error *err) {
+  int bot[PS_DLRM_MAX_LAYERS + 1], top[PS_DLRM_MAX_LAYERS];
+  int nb = ps_dlrm_parse_mlp(c->mlp_bot, bot, PS_DLRM_MAX_LAYERS + 1);
+  int nt = ps_dlrm_parse_mlp(c->mlp_top, top, PS_DLRM_MAX_LAYERS);
+  if (nb < 2)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--mlp-bot %s: need at least two positive widths like 13-512-256-64-16",
+                        c->mlp_bot);
+  if (bot[0] != PS_CRITEO_NDENSE)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--mlp-bot %s: the first width must be %d, the dense features of a row",
+                        c->mlp_bot, PS_CRITEO_NDENSE);
+  if (bot[nb - 1] != c->emb_dim)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--mlp-bot %s ends in %d but --emb-dim is %d: the dot interaction needs "
+                        "them equal", c->mlp_bot, bot[nb - 1], c->emb_dim);
+  if (nt < 1)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--mlp-top %s: need positive widths like 512-256-1", c->mlp_top);
+  if (top[nt - 1] != 1)
+    return ps_error_set(err, PS_ERR_INVALID, "--mlp-top %s: the last width must be 1 (the logit)",
+                        c->mlp_top);
+  if (nb - 1 + nt > PS_DLRM_MAX_LAYERS)
+    return ps_error_set(err, PS_ERR_INVALID, "--mlp-bot %s --mlp-top %s: more than %d layers",
+                        c->mlp_bot, c->mlp_top, PS_DLRM_MAX_LAYERS);
+  return PS_OK;
+}
+
+ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
+  if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
+  if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
+  if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;
+  if (!c->test && c->holdout > 0) {
+    uint64_t lines = 0;
+    ps_status st = ps_data_count_lines(c->train, &lines);
+    if (st != PS_OK)
+      return ps_error_set(err, PS_ERR_INVALID, "--holdout: cannot count the lines of --train %s "
+                          "(%s)", c->train, ps_status_str(st));
+    if ((uint64_t)c->holdout >= lines)
+      return ps_error_set(err, PS_ERR_INVALID, "--holdout %" PRId64 " leaves no training lines "
+                          "(--train %s has %" PRIu64 ")", c->holdout, c->train, lines);
+    c->train_lines = lines;
+  }
+  return PS_OK;
+}
