@@ -94,6 +94,20 @@ static bool recv_one(ps_server *s) {
 
 /* ---------------------------------------------------------------- lifecycle */
 
+/* The coordinator holds ranks per connection: it needs to hear when one closes. */
+static ps_status monitor_start(ps_server *s) {
+  char ep[64];
+  snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
+  if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+      !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, ep) != 0) {
+    PS_ERROR("cannot monitor the connections of %s: %s", s->endpoint, zmq_strerror(errno));
+    return PS_ERR_INTERNAL;
+  }
+  int zero = 0;
+  zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
+  return PS_OK;
+}
+
 ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   *out = NULL;
   if (!opt || opt->shards == 0 || opt->shard >= opt->shards || !opt->data_dir ||
@@ -195,6 +209,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     }
     size_t len = sizeof s->endpoint;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
+    if (s->coord && (st = monitor_start(s)) != PS_OK) goto fail;
   }
   PS_INFO("shard %u of %u: data dir %s, %u partition threads%s%s", opt->shard, opt->shards,
           s->data_dir, s->nthreads, s->router ? ", listening on " : "", s->endpoint);
@@ -262,16 +277,18 @@ ps_status ps_server_run(ps_server *s) {
       srv_run_ready(s);
       if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
     }
-    zmq_pollitem_t items[3] = {
+    zmq_pollitem_t items[4] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
         {.socket = s->done, .events = ZMQ_POLLIN},
         {.fd = s->sigpipe[0], .events = ZMQ_POLLIN},
+        {.socket = s->mon, .events = ZMQ_POLLIN},
     };
     int ni = 3;
     if (!s->done) {
       items[1] = items[2];
       ni = 2;
     }
+    if (s->mon) items[ni++] = items[3];
     int rc = zmq_poll(items, ni, stopping ? 10 : timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
@@ -279,7 +296,8 @@ ps_status ps_server_run(ps_server *s) {
       PS_ERROR("poll: %s", zmq_strerror(errno));
       break;
     }
-    if (items[ni - 1].revents & ZMQ_POLLIN) {
+    if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
+    if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];
       while (read(s->sigpipe[0], buf, sizeof buf) > 0) {
       }
@@ -342,6 +360,11 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
+  if (s->mon) {
+    zmq_socket_monitor(s->router, NULL, 0);
+    zmq_close(s->mon);
+    s->mon = NULL;
+  }
   if (s->router) {
     zmq_close(s->router);
     s->router = NULL;

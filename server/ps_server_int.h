@@ -157,6 +157,7 @@ struct ps_server {
    * find its staging and delete it */
   ps_server_ckpt staged;
   srv_coord *coord;
+  void *mon;           /* PAIR: the ROUTER's disconnect events (shard 0 with a socket) */
   bool stopping;       /* shutting down: new requests are refused */
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
   uint64_t expired_at;   /* step_max at the last TTL expiry */
@@ -207,6 +208,10 @@ void srv_reply_ok(ps_server *s, srv_req *r);
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
 /* The coordinator's reply interface, answering through srv_reply. */
 srv_coord_reply srv_coord_io(ps_server *s);
+/* Who sent r (a request that came through the socket: has_ident). */
+void srv_peer_of(const srv_req *r, srv_coord_peer *p);
+/* Hands the closed connections the monitor reported to the coordinator. */
+void srv_peers_poll(ps_server *s);
 
 /* ps_server_part.c */
 ps_status srv_parts_start(ps_server *s);

@@ -259,7 +259,14 @@ void srv_handle(ps_server *s, srv_req *r) {
                       ps_server_op_name(op), s->opt.shard);
       return;
     }
-    srv_coord_handle(s->coord, r, r->h);
+    if (!r->has_ident) {
+      srv_coord_handle(s->coord, r, r->h);
+      return;
+    }
+    srv_coord_peer p;
+    srv_peer_of(r, &p);
+    srv_peers_poll(s); /* a rank freed by a disconnect is free for this request */
+    srv_coord_handle_from(s->coord, r, r->h, &p);
     return;
   }
   srv_reply_error(s, r, PS_ERR_UNKNOWN_OP, "op %d is not a request", op);
