@@ -25,8 +25,9 @@
 
 /* ---------------------------------------------------------------- message intake */
 
-/* Decodes r's frames; on failure answers (when the header names a request id) or drops. */
-static void handle_frames(ps_server *s, srv_req *r) {
+/* Decodes r's frames (the first of `sent`: more than any message has cannot decode); on failure
+ * answers when the header parses (it names the request id) or drops. */
+static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
   ps_frame f[PS_WIRE_MAX_FRAMES];
   for (size_t i = 0; i < r->nfr; i++) {
     f[i].data = zmq_msg_data(&r->fr[i]);
@@ -34,7 +35,11 @@ static void handle_frames(ps_server *s, srv_req *r) {
     s->traffic.bytes_in += f[i].size;
   }
   char err[256];
-  ps_status st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
+  ps_status st = PS_ERR_PROTO;
+  if (sent > PS_WIRE_MAX_FRAMES)
+    snprintf(err, sizeof err, "a message of %zu frames (at most %u)", sent, PS_WIRE_MAX_FRAMES);
+  else
+    st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
   if (st == PS_OK && r->msg.hdr->is_reply) {
     st = PS_ERR_PROTO;
     snprintf(err, sizeof err, "a reply sent to a server");
@@ -68,27 +73,28 @@ static bool recv_one(ps_server *s) {
   }
   r->has_ident = true;
   int more = zmq_msg_more(&r->ident);
-  bool extra = false;
+  size_t sent = 0;
   while (more) {
     zmq_msg_t *m, scratch;
     if (r->nfr < PS_WIRE_MAX_FRAMES) m = &r->fr[r->nfr];
-    else m = &scratch, extra = true;
+    else m = &scratch;
     zmq_msg_init(m);
     if (zmq_msg_recv(m, s->router, 0) < 0) {
       zmq_msg_close(m);
       break;
     }
+    sent++;
     more = zmq_msg_more(m);
     if (m == &scratch) zmq_msg_close(m);
     else r->nfr++;
   }
-  if (r->nfr == 0 || extra) {
-    /* No header, or more frames than any message has: nothing trustworthy to answer. */
+  if (r->nfr == 0) {
+    /* No header: nothing to answer. */
     s->traffic.malformed++;
     srv_req_free(s, r);
     return true;
   }
-  handle_frames(s, r);
+  handle_frames(s, r, sent);
   return true;
 }
 
@@ -334,17 +340,17 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   s->sink_ctx = ctx;
   srv_req *r = srv_req_new(s, REQ_CLIENT);
   if (!r) return PS_ERR_NOMEM;
-  if (nframes == 0 || nframes > PS_WIRE_MAX_FRAMES) {
+  if (nframes == 0) {
     s->traffic.malformed++;
     srv_req_free(s, r);
     return PS_OK;
   }
-  for (size_t i = 0; i < nframes; i++) {
+  for (size_t i = 0; i < nframes && i < PS_WIRE_MAX_FRAMES; i++) {
     zmq_msg_init_size(&r->fr[i], sizes[i]);
     if (sizes[i]) memcpy(zmq_msg_data(&r->fr[i]), frames[i], sizes[i]);
     r->nfr++;
   }
-  handle_frames(s, r);
+  handle_frames(s, r, nframes);
   srv_run_ready(s);
   uint64_t now = ps_now_ns();
   if (s->coord) srv_coord_expire(s->coord, now);
