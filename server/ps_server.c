@@ -299,7 +299,7 @@ ps_status ps_server_run(ps_server *s) {
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == ETERM) break;
-      PS_ERROR("poll: %s", zmq_strerror(errno));
+      PS_ERROR_RL("poll: %s", zmq_strerror(errno));
       break;
     }
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);

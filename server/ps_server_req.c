@@ -136,7 +136,13 @@ void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ..
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  PS_DEBUG("error reply (%s): %s", ps_status_str(st), msg);
+  /* The server's own failures (a full disk fails every write) are worth an operator's eye;
+   * refusals of bad requests are the client's to report. Both can repeat once per request. */
+  if (st == PS_ERR_IO || st == PS_ERR_NOMEM || st == PS_ERR_CORRUPT || st == PS_ERR_INTERNAL)
+    PS_ERROR_RL("%s failed (%s): %s", ps_server_op_name(r->h ? (int)r->h->op : 0),
+                ps_status_str(st), msg);
+  else
+    PS_DEBUG_RL("error reply (%s): %s", ps_status_str(st), msg);
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_ERROR);
   rh.status = (int32_t)st;
