@@ -159,7 +159,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   }
   bool clean = true;
   if ((st = srv_meta_load(s, &clean)) != PS_OK) goto fail;
-  s->meta_ok = true;
+  if ((st = srv_identity_check(s)) != PS_OK) goto fail;
   /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
   srv_ckpt_discard_staged(s);
   if ((st = srv_tables_adopt_store(s)) != PS_OK) goto fail;
@@ -171,14 +171,19 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, &step, &err)) != PS_OK) {
-      PS_ERROR("restoring the last checkpoint failed: %s", err.msg);
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, &err)) != PS_OK) {
+      PS_ERROR("restoring the last checkpoint failed: %s; the data dir %s stays marked unclean, "
+               "so every start tries again", err.msg, s->data_dir);
       goto fail;
     }
   } else if (!clean) {
     PS_WARN("previous run did not shut down cleanly and there is no checkpoint: serving what "
             "the database holds");
   }
+  /* Only now may a shutdown mark the data dir clean: a start that failed before (a recovery
+   * that did not restore) must leave it as it found it. */
+  s->meta_ok = true;
+  srv_log_existing_state(s);
   if ((st = srv_meta_save(s, false)) != PS_OK) goto fail;
   srv_coord_reply io = srv_coord_io(s);
   if (opt->shard == 0 && !(s->coord = srv_coord_create(&io))) {

@@ -238,7 +238,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     rh.ckpt_phase = r->h->ckpt_phase;
   } else {
     uint64_t step = 0;
-    st = srv_restore(s, r->h->path, &step, &err);
+    st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
