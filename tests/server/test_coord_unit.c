@@ -239,6 +239,12 @@ static srv_coord_peer peer(uint64_t conn, int fd, const char *addr) {
   return p;
 }
 
+static Ember__Header join_hdr(const char *name, uint32_t world, int rank) {
+  Ember__Header h = hdr(EMBER__OP__OP_JOIN, name, world, 0, 0);
+  h.rank = rank;
+  return h;
+}
+
 /* Two workers asking for the same rank from two connections: the second is told who has it,
  * at JOIN and at a BARRIER; the holder itself may join again. */
 static void test_rank_taken(void **state) {
@@ -246,8 +252,7 @@ static void test_rank_taken(void **state) {
   fake f;
   srv_coord *c = coord(&f);
   srv_coord_peer pa = peer(1, 10, "10.0.0.1"), pb = peer(2, 11, "10.0.0.2");
-  Ember__Header j = hdr(EMBER__OP__OP_JOIN, "", 2, 0, 0);
-  j.rank = 1;
+  Ember__Header j = join_hdr("", 2, 1);
   srv_coord_handle_from(c, req(1), &j, &pa);
   srv_coord_handle_from(c, req(2), &j, &pb);
   srv_coord_handle_from(c, req(3), &j, &pa); /* the holder again: fine */
@@ -262,8 +267,7 @@ static void test_rank_taken(void **state) {
   assert_int_equal(f.r[3].st, PS_ERR_CONFLICT);
   assert_non_null(strstr(f.r[3].msg, "rank 1 is already taken by a worker at 10.0.0.1"));
   /* A named holder is named. */
-  Ember__Header n = hdr(EMBER__OP__OP_JOIN, "host/42", 2, 0, 0);
-  n.rank = -1;
+  Ember__Header n = join_hdr("host/42", 2, -1);
   srv_coord_handle_from(c, req(5), &n, &pa);
   j.rank = 0;
   srv_coord_handle_from(c, req(6), &j, &pb);
@@ -280,10 +284,7 @@ static void test_rank_released(void **state) {
   fake f;
   srv_coord *c = coord(&f);
   srv_coord_peer pa = peer(1, 10, "10.0.0.1"), pb = peer(2, 11, "10.0.0.2");
-  Ember__Header j = hdr(EMBER__OP__OP_JOIN, "host/1", 1, 0, 0);
-  j.rank = -1;
-  Ember__Header k = j;
-  k.name = "host/2";
+  Ember__Header j = join_hdr("host/1", 1, -1), k = join_hdr("host/2", 1, -1);
   srv_coord_handle_from(c, req(1), &j, &pa);
   srv_coord_handle_from(c, req(2), &k, &pb);
   assert_int_equal(f.r[1].st, PS_ERR_CONFLICT); /* all 1 ranks are taken */
