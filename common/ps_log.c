@@ -1,3 +1,4 @@
+/* ps_log: see ps_log.h. */
 #include "ps_log.h"
 
 #include <stdarg.h>
@@ -40,7 +41,9 @@ int ps_log_apply_level(const char *prog, const char *s) {
   return 0;
 }
 
-void ps_log_write(ps_log_level level, const char *file, int line, const char *fmt, ...) {
+/* One line: prefix, the formatted message, then suffix (may be ""). */
+static void log_vwrite(ps_log_level level, const char *file, int line, const char *suffix,
+                       const char *fmt, va_list ap) {
   if (level < PS_LOG_DEBUG || level > PS_LOG_ERROR) return;
   char buf[2048];
   struct timespec ts;
@@ -55,14 +58,57 @@ void ps_log_write(ps_log_level level, const char *file, int line, const char *fm
                    g_tag[0] ? " " : "", base, line);
   if (n < 0) return;
   if ((size_t)n < sizeof buf) {
-    va_list ap;
-    va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-    va_end(ap);
+    if (m > 0) n += m;
+  }
+  if (suffix[0] && (size_t)n < sizeof buf) {
+    int m = snprintf(buf + n, sizeof buf - (size_t)n, "%s", suffix);
     if (m > 0) n += m;
   }
   if ((size_t)n >= sizeof buf - 1) n = (int)sizeof buf - 2;
   buf[n++] = '\n';
   ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
   (void)w;
+}
+
+void ps_log_write(ps_log_level level, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_vwrite(level, file, line, "", fmt, ap);
+  va_end(ap);
+}
+
+bool ps_log_site_admit(ps_log_site *site, uint64_t now_ns, uint64_t *suppressed) {
+  uint64_t sec = now_ns / 1000000000ull;
+  uint64_t w = __atomic_load_n(&site->window, __ATOMIC_RELAXED);
+  /* A new second: whoever moves the window restarts the count (a race at the boundary may let
+   * a line or two more through, never fewer). */
+  if (w != sec &&
+      __atomic_compare_exchange_n(&site->window, &w, sec, false, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED))
+    __atomic_store_n(&site->count, 0, __ATOMIC_RELAXED);
+  if (__atomic_add_fetch(&site->count, 1, __ATOMIC_RELAXED) > PS_LOG_RATE) {
+    __atomic_add_fetch(&site->suppressed, 1, __ATOMIC_RELAXED);
+    return false;
+  }
+  *suppressed = __atomic_exchange_n(&site->suppressed, 0, __ATOMIC_RELAXED);
+  return true;
+}
+
+void ps_log_write_rl(ps_log_site *site, ps_log_level level, const char *file, int line,
+                     const char *fmt, ...) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t left_out = 0;
+  if (!ps_log_site_admit(site, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                         &left_out))
+    return;
+  char suffix[64] = "";
+  if (left_out)
+    snprintf(suffix, sizeof suffix, " (suppressed %llu similar lines)",
+             (unsigned long long)left_out);
+  va_list ap;
+  va_start(ap, fmt);
+  log_vwrite(level, file, line, suffix, fmt, ap);
+  va_end(ap);
 }

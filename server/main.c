@@ -3,6 +3,7 @@
  * a second signal exits at once. */
 #include <malloc.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,27 @@
 
 static ps_server *g_server;
 static volatile sig_atomic_t g_signals;
+
+/* --listen: tcp://HOST:PORT (PORT 0..65535, 0 or * = any free one) or ipc://PATH; prints the
+ * one-line reason and returns false otherwise (ZeroMQ would bind a port out of range modulo
+ * 65536, i.e. some other port). */
+static bool listen_ok(const char *url) {
+  if (strncmp(url, "ipc://", 6) == 0 && url[6]) return true;
+  const char *colon = strncmp(url, "tcp://", 6) == 0 ? strrchr(url + 6, ':') : NULL;
+  if (!colon || colon == url + 6 || (url[6] == '[' && colon[-1] != ']')) {
+    fprintf(stderr, "ps-server: --listen: '%s' is not tcp://HOST:PORT or ipc://PATH\n", url);
+    return false;
+  }
+  const char *port = colon + 1;
+  if (strcmp(port, "*") == 0) return true;
+  size_t n = strspn(port, "0123456789");
+  if (n == 0 || port[n] || n > 5 || atol(port) > 65535) {
+    fprintf(stderr, "ps-server: --listen: port '%s' of '%s' is not in 0..65535 (or *)\n", port,
+            url);
+    return false;
+  }
+  return true;
+}
 
 static void on_signal(int sig) {
   (void)sig;
@@ -58,10 +80,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-server: --shard %d must be below --shards %d\n", shard, shards);
     return 2;
   }
-  if (strncmp(listen, "tcp://", 6) != 0 && strncmp(listen, "ipc://", 6) != 0) {
-    fprintf(stderr, "ps-server: --listen: '%s' is not tcp://HOST:PORT\n", listen);
-    return 2;
-  }
+  if (!listen_ok(listen)) return 2;
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */

@@ -9,9 +9,18 @@
  * (ps_coord_int.h), so it can be tested without a server. Waits (KV_GET of an absent key,
  * BARRIER) park the handle with a deadline; the main loop asks srv_coord_expire for the next
  * deadline and answers PS_ERR_TIMEOUT when it passes. The data sets are small (a few dozen
- * workers, a few keys each), so lists are searched linearly. */
+ * workers, a few keys each), so lists are searched linearly.
+ *
+ * A rank is held by the connection that joined it, not forever: when that connection closes
+ * (the worker exited or failed before training) the server calls srv_coord_peer_gone and the
+ * rank is free again, so today's JOIN/BARRIER messages need nothing new from the client. A
+ * JOIN of a held rank from another connection is refused, naming the holder. Disconnects are
+ * known by file descriptor (ZeroMQ's monitor names no routing id), so a request whose fd
+ * matches a holder's but whose connection does not proves the holder gone before its
+ * disconnect event arrived: the holder is released then, and that late event ignored. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +38,20 @@ typedef struct coord_wait {
   void *req;              /* NULL = empty slot */
   const Ember__Header *h; /* the request's, valid until it is answered */
   uint64_t deadline;      /* 0 = none */
+  bool known;             /* peer is the sender's connection */
+  srv_coord_peer peer;
   struct coord_wait *next;
 } coord_wait;
+
+/* A taken rank. */
+typedef struct coord_member {
+  char *name;          /* "" when the worker gave none; NULL = the rank is free */
+  bool known;          /* peer is the holder's connection */
+  srv_coord_peer peer;
+  uint64_t since;      /* when it joined (ns) */
+} coord_member;
+
+#define COORD_MAX_STALE 32
 
 typedef struct coord_kv {
   char *key;
@@ -49,8 +70,10 @@ typedef struct coord_barrier {
 struct srv_coord {
   srv_coord_reply io;
   uint32_t world;       /* 0 until the first JOIN */
-  char **member;        /* by rank: the member's name ("" when it gave none), NULL = free */
+  coord_member *member; /* by rank */
   uint32_t members;
+  int stale_fd[COORD_MAX_STALE]; /* disconnect events still to come for holders released early */
+  uint32_t nstale;
   uint64_t joins;
   coord_kv *kv;
   size_t kv_bytes;
@@ -86,7 +109,7 @@ static void barrier_free(coord_barrier *b) {
 void srv_coord_destroy(srv_coord **cp) {
   if (!cp || !*cp) return;
   srv_coord *c = *cp;
-  for (uint32_t i = 0; c->member && i < c->world; i++) free(c->member[i]);
+  for (uint32_t i = 0; c->member && i < c->world; i++) free(c->member[i].name);
   free(c->member);
   while (c->kv) {
     coord_kv *k = c->kv;
@@ -115,7 +138,43 @@ static uint64_t deadline_of(uint32_t timeout_ms) {
 
 /* ------------------------------------------------------------------ JOIN */
 
-static void handle_join(srv_coord *c, void *r, const Ember__Header *h) {
+/* "worker 'NAME' at ADDR" or "a worker at ADDR", plus how long ago it joined. */
+static void member_describe(const coord_member *m, char *out, size_t len) {
+  double ago = (double)(ps_now_ns() - m->since) / 1e9;
+  const char *addr = m->known && m->peer.addr[0] ? m->peer.addr : "an unknown address";
+  if (m->name[0])
+    snprintf(out, len, "worker '%s' at %s (joined %.1f s ago)", m->name, addr, ago);
+  else
+    snprintf(out, len, "a worker at %s (joined %.1f s ago)", addr, ago);
+}
+
+static void member_release(srv_coord *c, uint32_t rank, const char *why) {
+  coord_member *m = &c->member[rank];
+  PS_INFO("rank %u of %u is free again: %s", rank, c->world, why);
+  free(m->name);
+  memset(m, 0, sizeof *m);
+  c->members--;
+  if (c->members == 0 && !c->barriers) {
+    /* Nobody is left: the next run may have another world. */
+    free(c->member);
+    c->member = NULL;
+    c->world = 0;
+  }
+}
+
+/* The holder of `rank` (if any) against the sender p: whether another live connection holds
+ * it. A holder on p's file descriptor under another connection is gone (its disconnect event
+ * is late): it is released here and that event is ignored when it comes. */
+static bool held_by_other(srv_coord *c, uint32_t rank, const srv_coord_peer *p) {
+  coord_member *m = &c->member[rank];
+  if (!m->name || !p || !m->known || m->peer.conn == p->conn) return false;
+  if (m->peer.fd != p->fd) return true;
+  if (c->nstale < COORD_MAX_STALE) c->stale_fd[c->nstale++] = p->fd;
+  member_release(c, rank, "its connection closed");
+  return false;
+}
+
+static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv_coord_peer *p) {
   const char *name = h->name ? h->name : "";
   if (h->world == 0 || h->world > COORD_MAX_WORKERS || strlen(name) > COORD_MAX_NAME) {
     fail(c, r, PS_ERR_INVALID, "JOIN needs a world in 1..%u and a name of at most %u "
@@ -128,6 +187,7 @@ static void handle_join(srv_coord *c, void *r, const Ember__Header *h) {
     return;
   }
   if (!c->world) {
+    free(c->member);
     c->member = calloc(h->world, sizeof *c->member);
     if (!c->member) {
       fail(c, r, PS_ERR_NOMEM, "out of memory");
@@ -142,31 +202,49 @@ static void handle_join(srv_coord *c, void *r, const Ember__Header *h) {
   }
   if (rank < 0 && name[0]) { /* a member re-joining under its name keeps its rank */
     for (uint32_t i = 0; i < c->world; i++)
-      if (c->member[i] && strcmp(c->member[i], name) == 0) rank = (int)i;
+      if (c->member[i].name && strcmp(c->member[i].name, name) == 0) rank = (int)i;
   }
   if (rank < 0) {
     for (uint32_t i = 0; i < c->world && rank < 0; i++)
-      if (!c->member[i]) rank = (int)i;
+      if (!c->member[i].name) rank = (int)i;
     if (rank < 0) {
       fail(c, r, PS_ERR_CONFLICT, "all %u ranks are taken", c->world);
       return;
     }
+  }
+  coord_member *m = &c->member[rank];
+  if (!(m->name && name[0] && strcmp(m->name, name) == 0) && held_by_other(c, (uint32_t)rank, p)) {
+    char who[COORD_MAX_NAME + 128];
+    member_describe(m, who, sizeof who);
+    fail(c, r, PS_ERR_CONFLICT, "rank %d is already taken by %s", rank, who);
+    return;
+  }
+  if (!c->world) { /* the holder released above was the last member */
+    handle_join(c, r, h, p);
+    return;
   }
   char *nm = strdup(name);
   if (!nm) {
     fail(c, r, PS_ERR_NOMEM, "out of memory");
     return;
   }
-  if (c->member[rank]) {
-    if (strcmp(c->member[rank], name) != 0)
-      PS_INFO("rank %d re-joined (was '%s', now '%s')", rank, c->member[rank], name);
-    free(c->member[rank]);
+  if (m->name) {
+    if (strcmp(m->name, name) != 0)
+      PS_INFO("rank %d re-joined (was '%s', now '%s')", rank, m->name, name);
+    free(m->name);
   } else {
     c->members++;
   }
-  c->member[rank] = nm;
+  m->name = nm;
+  m->known = p != NULL;
+  if (p) m->peer = *p;
+  m->since = ps_now_ns();
   c->joins++;
-  PS_INFO("worker '%s' joined as rank %d of %u (%u members)", name, rank, c->world, c->members);
+  char who[COORD_MAX_NAME + 128];
+  if (name[0]) snprintf(who, sizeof who, "worker '%s'", name);
+  else snprintf(who, sizeof who, "a worker without a name");
+  PS_INFO("%s from %s joined as rank %d of %u (%u members)", who,
+          p && p->addr[0] ? p->addr : "an in-process caller", rank, c->world, c->members);
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_JOIN);
   rh.rank = rank;
@@ -251,7 +329,8 @@ static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
   reply_ok(c, r, h);
 }
 
-static void handle_kv_get(srv_coord *c, void *r, const Ember__Header *h) {
+static void handle_kv_get(srv_coord *c, void *r, const Ember__Header *h,
+                          const srv_coord_peer *p) {
   const char *key = h->name ? h->name : "";
   if (!key[0] || strlen(key) > COORD_MAX_NAME) {
     fail(c, r, PS_ERR_INVALID, "KV_GET needs a key of 1..%u bytes", COORD_MAX_NAME);
@@ -274,13 +353,16 @@ static void handle_kv_get(srv_coord *c, void *r, const Ember__Header *h) {
   w->req = r;
   w->h = h;
   w->deadline = deadline_of(h->timeout_ms);
+  w->known = p != NULL;
+  if (p) w->peer = *p;
   w->next = c->kv_wait;
   c->kv_wait = w;
 }
 
 /* ------------------------------------------------------------------ BARRIER */
 
-static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h) {
+static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h,
+                           const srv_coord_peer *p) {
   const char *name = h->name ? h->name : "";
   if (!name[0] || strlen(name) > COORD_MAX_NAME || h->world == 0 || h->world > COORD_MAX_WORKERS) {
     fail(c, r, PS_ERR_INVALID, "BARRIER needs a name and a world in 1..%u",
@@ -290,6 +372,13 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h) {
   if (h->worker >= h->world) {
     fail(c, r, PS_ERR_INVALID, "BARRIER '%s': worker %u of world %u", name, h->worker,
                     h->world);
+    return;
+  }
+  if (c->world == h->world && held_by_other(c, h->worker, p)) {
+    char who[COORD_MAX_NAME + 128];
+    member_describe(&c->member[h->worker], who, sizeof who);
+    fail(c, r, PS_ERR_CONFLICT, "barrier '%s': rank %u is already taken by %s", name, h->worker,
+         who);
     return;
   }
   coord_barrier *b = c->barriers;
@@ -324,6 +413,8 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h) {
   slot->req = r;
   slot->h = h;
   slot->deadline = deadline_of(h->timeout_ms);
+  slot->known = p != NULL;
+  if (p) slot->peer = *p;
   if (b->arrived < b->world) return;
   for (uint32_t i = 0; i < b->world; i++) {
     Ember__Header rh;
@@ -337,13 +428,66 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h) {
   barrier_free(b);
 }
 
-void srv_coord_handle(srv_coord *c, void *r, const Ember__Header *h) {
+void srv_coord_handle_from(srv_coord *c, void *r, const Ember__Header *h,
+                           const srv_coord_peer *p) {
   switch (h->op) {
-    case EMBER__OP__OP_JOIN: handle_join(c, r, h); return;
+    case EMBER__OP__OP_JOIN: handle_join(c, r, h, p); return;
     case EMBER__OP__OP_KV_SET: handle_kv_set(c, r, h); return;
-    case EMBER__OP__OP_KV_GET: handle_kv_get(c, r, h); return;
-    case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h); return;
+    case EMBER__OP__OP_KV_GET: handle_kv_get(c, r, h, p); return;
+    case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h, p); return;
     default: fail(c, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;
+  }
+}
+
+void srv_coord_handle(srv_coord *c, void *r, const Ember__Header *h) {
+  srv_coord_handle_from(c, r, h, NULL);
+}
+
+static bool on_fd(const coord_wait *w, int fd) { return w->req && w->known && w->peer.fd == fd; }
+
+void srv_coord_peer_gone(srv_coord *c, int fd) {
+  for (uint32_t i = 0; i < c->nstale; i++)
+    if (c->stale_fd[i] == fd) { /* its holder was released when the fd came back */
+      c->stale_fd[i] = c->stale_fd[--c->nstale];
+      return;
+    }
+  coord_wait **pp = &c->kv_wait;
+  while (*pp) {
+    coord_wait *w = *pp;
+    if (on_fd(w, fd)) {
+      *pp = w->next;
+      fail(c, w->req, PS_ERR_UNAVAILABLE, "the connection closed");
+      free(w);
+    } else {
+      pp = &w->next;
+    }
+  }
+  coord_barrier **bp = &c->barriers;
+  while (*bp) {
+    coord_barrier *b = *bp;
+    for (uint32_t i = 0; i < b->world; i++) {
+      if (!on_fd(&b->waiters[i], fd)) continue;
+      void *req = b->waiters[i].req;
+      b->waiters[i].req = NULL;
+      b->arrived--;
+      fail(c, req, PS_ERR_UNAVAILABLE, "the connection closed");
+    }
+    if (b->arrived == 0) {
+      *bp = b->next;
+      barrier_free(b);
+    } else {
+      bp = &b->next;
+    }
+  }
+  for (uint32_t i = 0; c->member && i < c->world; i++) {
+    coord_member *m = &c->member[i];
+    if (!m->name || !m->known || m->peer.fd != fd) continue;
+    char who[COORD_MAX_NAME + 128];
+    member_describe(m, who, sizeof who);
+    char why[COORD_MAX_NAME + 160];
+    snprintf(why, sizeof why, "%s disconnected", who);
+    member_release(c, i, why);
+    if (!c->member) break; /* the last one: the world is forgotten */
   }
 }
 
@@ -415,7 +559,7 @@ void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
   for (size_t i = 0; i < out->nranks; i++) free(out->ranks[i].name);
   out->nranks = 0;
   for (uint32_t i = 0; c->member && i < c->world; i++) {
-    if (!c->member[i]) continue;
+    if (!c->member[i].name) continue;
     if (out->nranks == out->ranks_cap) {
       size_t nc = out->ranks_cap ? 2 * out->ranks_cap : 16;
       ps_server_rank *nr = realloc(out->ranks, nc * sizeof *nr);
@@ -423,7 +567,7 @@ void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
       out->ranks = nr;
       out->ranks_cap = nc;
     }
-    char *name = strdup(c->member[i]);
+    char *name = strdup(c->member[i].name);
     if (!name) break;
     out->ranks[out->nranks++] = (ps_server_rank){.rank = i, .name = name};
   }

@@ -24,12 +24,31 @@ typedef struct srv_coord_reply {
 
 typedef struct srv_coord srv_coord;
 
+/* Who sent a request: its connection (the ROUTER routing id, as a number), the connection's
+ * file descriptor (what a disconnect event names) and the peer's address, for messages. */
+typedef struct srv_coord_peer {
+  uint64_t conn;
+  int fd;
+  char addr[64];
+} srv_coord_peer;
+
 /* The reply interface is copied. NULL without memory. */
 srv_coord *srv_coord_create(const srv_coord_reply *io);
 /* Frees the state; waiters still parked are dropped unanswered (drain first). */
 void srv_coord_destroy(srv_coord **c);
-/* Takes ownership of req (answers now or later); h is its decoded header. */
+/* Takes ownership of req (answers now or later); h is its decoded header. Without a peer
+ * (in-process dispatch) nothing is known of the sender's connection: a rank taken by JOIN is
+ * then never "already taken" and never released. */
 void srv_coord_handle(srv_coord *c, void *req, const Ember__Header *h);
+/* The same, from a known connection (copied): a JOIN of a rank that another live connection
+ * holds is refused with "rank R is already taken by ...", and srv_coord_peer_gone releases
+ * the ranks and waits of a connection. */
+void srv_coord_handle_from(srv_coord *c, void *req, const Ember__Header *h,
+                           const srv_coord_peer *peer);
+/* The connection on file descriptor fd closed: its ranks are free again, its parked requests
+ * are dropped (answered PS_ERR_UNAVAILABLE, which goes nowhere), and once no rank is taken the
+ * cluster forgets its world. */
+void srv_coord_peer_gone(srv_coord *c, int fd);
 /* Answers PS_ERR_TIMEOUT to waiters whose deadline is <= now (ns, ps_now_ns); returns the next
  * deadline or 0 when nobody waits with one. */
 uint64_t srv_coord_expire(srv_coord *c, uint64_t now);

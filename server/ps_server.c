@@ -25,8 +25,9 @@
 
 /* ---------------------------------------------------------------- message intake */
 
-/* Decodes r's frames; on failure answers (when the header names a request id) or drops. */
-static void handle_frames(ps_server *s, srv_req *r) {
+/* Decodes r's frames (the first of `sent`: more than any message has cannot decode); on failure
+ * answers when the header parses (it names the request id) or drops. */
+static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
   ps_frame f[PS_WIRE_MAX_FRAMES];
   for (size_t i = 0; i < r->nfr; i++) {
     f[i].data = zmq_msg_data(&r->fr[i]);
@@ -34,7 +35,11 @@ static void handle_frames(ps_server *s, srv_req *r) {
     s->traffic.bytes_in += f[i].size;
   }
   char err[256];
-  ps_status st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
+  ps_status st = PS_ERR_PROTO;
+  if (sent > PS_WIRE_MAX_FRAMES)
+    snprintf(err, sizeof err, "a message of %zu frames (at most %u)", sent, PS_WIRE_MAX_FRAMES);
+  else
+    st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
   if (st == PS_OK && r->msg.hdr->is_reply) {
     st = PS_ERR_PROTO;
     snprintf(err, sizeof err, "a reply sent to a server");
@@ -68,31 +73,46 @@ static bool recv_one(ps_server *s) {
   }
   r->has_ident = true;
   int more = zmq_msg_more(&r->ident);
-  bool extra = false;
+  size_t sent = 0;
   while (more) {
     zmq_msg_t *m, scratch;
     if (r->nfr < PS_WIRE_MAX_FRAMES) m = &r->fr[r->nfr];
-    else m = &scratch, extra = true;
+    else m = &scratch;
     zmq_msg_init(m);
     if (zmq_msg_recv(m, s->router, 0) < 0) {
       zmq_msg_close(m);
       break;
     }
+    sent++;
     more = zmq_msg_more(m);
     if (m == &scratch) zmq_msg_close(m);
     else r->nfr++;
   }
-  if (r->nfr == 0 || extra) {
-    /* No header, or more frames than any message has: nothing trustworthy to answer. */
+  if (r->nfr == 0) {
+    /* No header: nothing to answer. */
     s->traffic.malformed++;
     srv_req_free(s, r);
     return true;
   }
-  handle_frames(s, r);
+  handle_frames(s, r, sent);
   return true;
 }
 
 /* ---------------------------------------------------------------- lifecycle */
+
+/* The coordinator holds ranks per connection: it needs to hear when one closes. */
+static ps_status monitor_start(ps_server *s) {
+  char ep[64];
+  snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
+  if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+      !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, ep) != 0) {
+    PS_ERROR("cannot monitor the connections of %s: %s", s->endpoint, zmq_strerror(errno));
+    return PS_ERR_INTERNAL;
+  }
+  int zero = 0;
+  zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
+  return PS_OK;
+}
 
 ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   *out = NULL;
@@ -139,7 +159,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   }
   bool clean = true;
   if ((st = srv_meta_load(s, &clean)) != PS_OK) goto fail;
-  s->meta_ok = true;
+  if ((st = srv_identity_check(s)) != PS_OK) goto fail;
   /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
   srv_ckpt_discard_staged(s);
   if ((st = srv_tables_adopt_store(s)) != PS_OK) goto fail;
@@ -151,14 +171,19 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, &step, &err)) != PS_OK) {
-      PS_ERROR("restoring the last checkpoint failed: %s", err.msg);
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, &err)) != PS_OK) {
+      PS_ERROR("restoring the last checkpoint failed: %s; the data dir %s stays marked unclean, "
+               "so every start tries again", err.msg, s->data_dir);
       goto fail;
     }
   } else if (!clean) {
     PS_WARN("previous run did not shut down cleanly and there is no checkpoint: serving what "
             "the database holds");
   }
+  /* Only now may a shutdown mark the data dir clean: a start that failed before (a recovery
+   * that did not restore) must leave it as it found it. */
+  s->meta_ok = true;
+  srv_log_existing_state(s);
   if ((st = srv_meta_save(s, false)) != PS_OK) goto fail;
   srv_coord_reply io = srv_coord_io(s);
   if (opt->shard == 0 && !(s->coord = srv_coord_create(&io))) {
@@ -195,6 +220,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     }
     size_t len = sizeof s->endpoint;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
+    if (s->coord && (st = monitor_start(s)) != PS_OK) goto fail;
   }
   PS_INFO("shard %u of %u: data dir %s, %u partition threads%s%s", opt->shard, opt->shards,
           s->data_dir, s->nthreads, s->router ? ", listening on " : "", s->endpoint);
@@ -262,24 +288,27 @@ ps_status ps_server_run(ps_server *s) {
       srv_run_ready(s);
       if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
     }
-    zmq_pollitem_t items[3] = {
+    zmq_pollitem_t items[4] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
         {.socket = s->done, .events = ZMQ_POLLIN},
         {.fd = s->sigpipe[0], .events = ZMQ_POLLIN},
+        {.socket = s->mon, .events = ZMQ_POLLIN},
     };
     int ni = 3;
     if (!s->done) {
       items[1] = items[2];
       ni = 2;
     }
+    if (s->mon) items[ni++] = items[3];
     int rc = zmq_poll(items, ni, stopping ? 10 : timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == ETERM) break;
-      PS_ERROR("poll: %s", zmq_strerror(errno));
+      PS_ERROR_RL("poll: %s", zmq_strerror(errno));
       break;
     }
-    if (items[ni - 1].revents & ZMQ_POLLIN) {
+    if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
+    if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];
       while (read(s->sigpipe[0], buf, sizeof buf) > 0) {
       }
@@ -316,17 +345,17 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   s->sink_ctx = ctx;
   srv_req *r = srv_req_new(s, REQ_CLIENT);
   if (!r) return PS_ERR_NOMEM;
-  if (nframes == 0 || nframes > PS_WIRE_MAX_FRAMES) {
+  if (nframes == 0) {
     s->traffic.malformed++;
     srv_req_free(s, r);
     return PS_OK;
   }
-  for (size_t i = 0; i < nframes; i++) {
+  for (size_t i = 0; i < nframes && i < PS_WIRE_MAX_FRAMES; i++) {
     zmq_msg_init_size(&r->fr[i], sizes[i]);
     if (sizes[i]) memcpy(zmq_msg_data(&r->fr[i]), frames[i], sizes[i]);
     r->nfr++;
   }
-  handle_frames(s, r);
+  handle_frames(s, r, nframes);
   srv_run_ready(s);
   uint64_t now = ps_now_ns();
   if (s->coord) srv_coord_expire(s->coord, now);
@@ -342,6 +371,11 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
+  if (s->mon) {
+    zmq_socket_monitor(s->router, NULL, 0);
+    zmq_close(s->mon);
+    s->mon = NULL;
+  }
   if (s->router) {
     zmq_close(s->router);
     s->router = NULL;

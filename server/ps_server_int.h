@@ -157,6 +157,7 @@ struct ps_server {
    * find its staging and delete it */
   ps_server_ckpt staged;
   srv_coord *coord;
+  void *mon;           /* PAIR: the ROUTER's disconnect events (shard 0 with a socket) */
   bool stopping;       /* shutting down: new requests are refused */
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
   uint64_t expired_at;   /* step_max at the last TTL expiry */
@@ -207,6 +208,10 @@ void srv_reply_ok(ps_server *s, srv_req *r);
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
 /* The coordinator's reply interface, answering through srv_reply. */
 srv_coord_reply srv_coord_io(ps_server *s);
+/* Who sent r (a request that came through the socket: has_ident). */
+void srv_peer_of(const srv_req *r, srv_coord_peer *p);
+/* Hands the closed connections the monitor reported to the coordinator. */
+void srv_peers_poll(ps_server *s);
 
 /* ps_server_part.c */
 ps_status srv_parts_start(ps_server *s);
@@ -257,7 +262,18 @@ ps_status srv_tables_adopt_store(ps_server *s);
  * work in flight). */
 ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
                          char *dir_out, size_t dir_len, ps_error *err);
-ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *err);
+/* Restores a committed checkpoint (path as for srv_ckpt_root; empty = the last one). Its step
+ * is the one its own metadata records; expect_step (SRV_ANY_STEP = no expectation) and a
+ * directory named step-N must agree with it, else PS_ERR_CORRUPT and nothing is restored. */
+#define SRV_ANY_STEP UINT64_MAX
+ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint64_t *step,
+                      ps_error *err);
+/* The shard identity kept inside the store directory (DIR/store/EMBER-SHARD), which survives a
+ * lost ember-server.json: a mismatch with this shard is refused, as is a store with tables but
+ * neither file (whose shard cannot be known); otherwise (re)written. */
+ps_status srv_identity_check(ps_server *s);
+/* At start: says, once, that the shard continues from the rows and checkpoint it found. */
+void srv_log_existing_state(ps_server *s);
 /* Resolves a client path (relative = under the data dir; empty = the default for a step). */
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len);
 void srv_tables_reset_steps(ps_server *s, uint64_t step);

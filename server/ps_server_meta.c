@@ -1,6 +1,10 @@
 /* ps_server_meta: what a shard keeps in its data dir besides the store, and its checkpoints.
  *
  *   DIR/store/                  the store (RocksDB)
+ *   DIR/store/EMBER-SHARD       {"shard", "shards"}: the store's own record of its shard, so
+ *                               that losing ember-server.json cannot let the rows start as
+ *                               another shard (RocksDB leaves foreign files alone; a restore
+ *                               swaps the directory, so it is written again after one)
  *   DIR/ember-server.json       shard, shards, per-table consistency metadata, the last
  *                               checkpoint, and `clean` (false while running)
  *   ROOT/shard-I/               ps_store_snapshot of shard I (ROOT is the checkpoint path)
@@ -399,7 +403,94 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step) {
   }
 }
 
-ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *err) {
+static void identity_path(const ps_server *s, char *out, size_t len) {
+  snprintf(out, len, "%s/store/EMBER-SHARD", s->data_dir);
+}
+
+static ps_status identity_write(ps_server *s) {
+  char path[2100];
+  identity_path(s, path, sizeof path);
+  json_t *j = json_pack("{s:I, s:I}", "shard", (json_int_t)s->opt.shard, "shards",
+                        (json_int_t)s->opt.shards);
+  ps_status st = j ? write_json_atomic(path, j) : PS_ERR_NOMEM;
+  json_decref(j);
+  if (st != PS_OK) PS_WARN("could not write %s", path);
+  return st;
+}
+
+ps_status srv_identity_check(ps_server *s) {
+  char path[2100], meta[2100];
+  identity_path(s, path, sizeof path);
+  snprintf(meta, sizeof meta, "%s/ember-server.json", s->data_dir);
+  json_error_t jerr;
+  json_t *j = json_load_file(path, 0, &jerr);
+  if (j) {
+    json_int_t shard = -1, shards = -1;
+    int rc = json_unpack(j, "{s:I, s:I}", "shard", &shard, "shards", &shards);
+    json_decref(j);
+    if (rc != 0) {
+      PS_ERROR("%s lacks shard/shards", path);
+      return PS_ERR_CORRUPT;
+    }
+    if (shard != s->opt.shard || shards != s->opt.shards) {
+      PS_ERROR("data dir %s holds the store of shard %" PRId64 " of %" PRId64 " (%s); refusing "
+               "to serve it as shard %u of %u (keys would be misplaced)",
+               s->data_dir, (int64_t)shard, (int64_t)shards, path, s->opt.shard, s->opt.shards);
+      return PS_ERR_CONFLICT;
+    }
+    return PS_OK;
+  }
+  if (access(path, F_OK) == 0) {
+    PS_ERROR("%s does not parse: %s", path, jerr.text);
+    return PS_ERR_CORRUPT;
+  }
+  uint32_t id;
+  if (access(meta, F_OK) != 0 && ps_store_tables(s->store, &id, 1) > 0) {
+    PS_ERROR("data dir %s has a store with tables but neither %s nor %s: its shard cannot be "
+             "known; refusing to serve it (restore one of them, or move the data dir away)",
+             s->data_dir, meta, path);
+    return PS_ERR_CONFLICT;
+  }
+  /* A fresh store, or one from before the identity file (ember-server.json vouched for it). */
+  return identity_write(s);
+}
+
+void srv_log_existing_state(ps_server *s) {
+  uint32_t ntables = 0;
+  for (uint32_t id = 1; id <= s->max_table; id++) ntables += s->tables[id] != NULL;
+  if (!ntables && !s->last.have) return;
+  ps_store_stats st;
+  ps_store_get_stats(s->store, &st);
+  char ck[4200] = "no checkpoint";
+  if (s->last.have)
+    snprintf(ck, sizeof ck, "last checkpoint at step %" PRIu64 " in %s", s->last.step,
+             s->last.path);
+  PS_WARN("continuing from the existing state in %s: %u tables, about %" PRIu64 " rows, %s "
+          "(an empty --data-dir starts a fresh model)",
+          s->data_dir, ntables, st.rows_hot + st.rows_cold, ck);
+}
+
+/* N when the last component of root (or of its parent, when it is "shards", as ps-worker lays
+ * checkpoints out) is "step-N"; -1 otherwise. */
+static int64_t dir_step(const char *root) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", root);
+  for (int up = 0; up < 2; up++) {
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    char *base = strrchr(buf, '/');
+    base = base ? base + 1 : buf;
+    if (strncmp(base, "step-", 5) == 0 && base[5] && strspn(base + 5, "0123456789") ==
+        strlen(base + 5) && strlen(base + 5) < 19)
+      return (int64_t)strtoll(base + 5, NULL, 10);
+    if (strcmp(base, "shards") != 0 || base == buf) return -1;
+    base[-1] = '\0';
+  }
+  return -1;
+}
+
+ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint64_t *step,
+                      ps_error *err) {
   char root[4096], dir[4200], meta[4200];
   if (path && strlen(path) > 1800)
     return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
@@ -427,11 +518,26 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t *step, ps_error *
                         "checkpoint %s was taken with %" PRId64 " shards, this cluster has %u",
                         root, (int64_t)shards, s->opt.shards);
   }
+  int64_t named = dir_step(root);
+  if ((expect_step != SRV_ANY_STEP && (uint64_t)st_step != expect_step) ||
+      (named >= 0 && named != st_step)) {
+    json_decref(j);
+    char why[128];
+    if (expect_step != SRV_ANY_STEP && (uint64_t)st_step != expect_step)
+      snprintf(why, sizeof why, "the data dir's metadata names step %" PRIu64, expect_step);
+    else
+      snprintf(why, sizeof why, "its directory is named step-%" PRId64, named);
+    return ps_error_set(err, PS_ERR_CORRUPT,
+                        "checkpoint %s records step %" PRId64 " (%s), but %s: refusing to "
+                        "restore it",
+                        root, (int64_t)st_step, meta, why);
+  }
   ps_status st = ps_store_restore(s->store, dir);
   if (st != PS_OK) {
     json_decref(j);
     return ps_error_set(err, st, "restoring %s failed: %s", dir, ps_status_str(st));
   }
+  identity_write(s); /* the restore swapped the store directory */
   /* Tables of the snapshot that we did not know (as many as memory allows), then their
    * consistency metadata. */
   srv_tables_adopt_store(s);

@@ -79,6 +79,40 @@ static void handle_pull(ps_server *s, srv_req *r) {
   srv_start_pull(s, r);
 }
 
+/* The first of n f32 (vsize 4) or f16 (2) values that is NaN or infinite (all exponent bits
+ * set), or n. The common all-finite case is one branch-free pass the compiler vectorizes. */
+static size_t first_nonfinite(const void *v, size_t n, size_t vsize) {
+  const uint32_t mask = vsize == 2 ? 0x7c00u : 0x7f800000u;
+  const uint8_t *p = v;
+  uint32_t bad = 0;
+  if (vsize == 2) {
+    for (size_t i = 0; i < n; i++) {
+      uint16_t u;
+      memcpy(&u, p + 2 * i, 2);
+      bad |= (uint32_t)((u & mask) == mask);
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, p + 4 * i, 4);
+      bad |= (uint32_t)((u & mask) == mask);
+    }
+  }
+  if (!bad) return n;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = 0;
+    if (vsize == 2) {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      u = h;
+    } else {
+      memcpy(&u, p + 4 * i, 4);
+    }
+    if ((u & mask) == mask) return i;
+  }
+  return n;
+}
+
 static void handle_push(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
   srv_table *t = r->tab;
@@ -93,6 +127,12 @@ static void handle_push(ps_server *s, srv_req *r) {
   }
   r->f16 = r->msg.value_size == 2;
   if (check_worker(s, r) != PS_OK || check_keys(s, r) != PS_OK) return;
+  size_t bad = first_nonfinite(r->msg.values, r->msg.nvalues, r->msg.value_size);
+  if (bad < r->msg.nvalues) {
+    srv_reply_error(s, r, PS_ERR_INVALID, "gradient of key %" PRIu64 " is not finite (value %zu)",
+                    r->msg.keys[bad / t->spec.dim], bad % t->spec.dim);
+    return;
+  }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_SYNC) {
     srv_dispatch(s, r, TK_PUSH);
@@ -208,7 +248,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     rh.ckpt_phase = r->h->ckpt_phase;
   } else {
     uint64_t step = 0;
-    st = srv_restore(s, r->h->path, &step, &err);
+    st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
@@ -269,7 +309,14 @@ void srv_handle(ps_server *s, srv_req *r) {
                       ps_server_op_name(op), s->opt.shard);
       return;
     }
-    srv_coord_handle(s->coord, r, r->h);
+    if (!r->has_ident) {
+      srv_coord_handle(s->coord, r, r->h);
+      return;
+    }
+    srv_coord_peer p;
+    srv_peer_of(r, &p);
+    srv_peers_poll(s); /* a rank freed by a disconnect is free for this request */
+    srv_coord_handle_from(s->coord, r, r->h, &p);
     return;
   }
   srv_reply_error(s, r, PS_ERR_UNKNOWN_OP, "op %d is not a request", op);

@@ -3,7 +3,12 @@
  * Requests are recycled through a free list (with their per-thread task array) because every
  * message needs one and the main thread is the hot path. A reply always ends the request: every
  * srv_reply* call sends (or hands to the in-process sink), records the op's latency split
- * (arrival -> store work -> reply) and frees r, so no caller can answer twice. */
+ * (arrival -> store work -> reply) and frees r, so no caller can answer twice.
+ *
+ * Who sent a request (its connection, file descriptor and address) is looked up only for the
+ * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
+ * monitor of the ROUTER socket (shard 0 only), read before each coordinator op so that a
+ * rank freed a moment ago is free for the JOIN that follows. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +136,13 @@ void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ..
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  PS_DEBUG("error reply (%s): %s", ps_status_str(st), msg);
+  /* The server's own failures (a full disk fails every write) are worth an operator's eye;
+   * refusals of bad requests are the client's to report. Both can repeat once per request. */
+  if (st == PS_ERR_IO || st == PS_ERR_NOMEM || st == PS_ERR_CORRUPT || st == PS_ERR_INTERNAL)
+    PS_ERROR_RL("%s failed (%s): %s", ps_server_op_name(r->h ? (int)r->h->op : 0),
+                ps_status_str(st), msg);
+  else
+    PS_DEBUG_RL("error reply (%s): %s", ps_status_str(st), msg);
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_ERROR);
   rh.status = (int32_t)st;
@@ -160,4 +171,43 @@ static void coord_error(void *ctx, void *req, ps_status st, const char *msg) {
 
 srv_coord_reply srv_coord_io(ps_server *s) {
   return (srv_coord_reply){.ctx = s, .reply = coord_reply, .error = coord_error};
+}
+
+void srv_peer_of(const srv_req *r, srv_coord_peer *p) {
+  memset(p, 0, sizeof *p);
+  zmq_msg_t *m = (zmq_msg_t *)&r->fr[0];
+  const uint8_t *id = zmq_msg_data((zmq_msg_t *)&r->ident);
+  size_t n = zmq_msg_size((zmq_msg_t *)&r->ident);
+  /* ROUTER's own routing ids are 5 bytes (0 and a counter); a client-chosen one is hashed. */
+  for (size_t i = 0; i < n; i++) p->conn = p->conn * 1099511628211ull + id[i] + 1;
+  p->fd = zmq_msg_get(m, ZMQ_SRCFD);
+  const char *addr = zmq_msg_gets(m, "Peer-Address");
+  snprintf(p->addr, sizeof p->addr, "%s", addr ? addr : "");
+}
+
+void srv_peers_poll(ps_server *s) {
+  if (!s->mon || !s->coord) return;
+  for (;;) {
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&ev);
+      return;
+    }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+      memcpy(&event, zmq_msg_data(&ev), 2);
+      memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) { /* the endpoint */
+      zmq_msg_init(&ep);
+      if (zmq_msg_recv(&ep, s->mon, 0) < 0) more = false;
+      else more = zmq_msg_more(&ep);
+      zmq_msg_close(&ep);
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) srv_coord_peer_gone(s->coord, (int)value);
+  }
 }

@@ -29,7 +29,7 @@ void srv_finish(ps_server *s, srv_req *r) {
   if (r->kind == REQ_APPLY) {
     srv_table *t = r->tab;
     if (r->st != PS_OK)
-      PS_ERROR("applying step %" PRIu64 " of table %u failed: %s", r->step, t->spec.id,
+      PS_ERROR_RL("applying step %" PRIu64 " of table %u failed: %s", r->step, t->spec.id,
                ps_status_str(r->st));
     if (r->step + 1 > t->applied) t->applied = r->step + 1;
     srv_req_free(s, r);
@@ -161,7 +161,7 @@ static void issue_applies(ps_server *s, srv_table *t) {
   while (t->apply_issued < done) {
     srv_req *a = srv_req_new(s, REQ_APPLY);
     if (!a) {
-      PS_ERROR("out of memory issuing step %" PRIu64, t->apply_issued);
+      PS_ERROR_RL("out of memory issuing step %" PRIu64, t->apply_issued);
       return;
     }
     a->tab = t;

@@ -20,6 +20,23 @@ check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --shard 2 --shards 2
 check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --threads lots
 check_bad --listen http://x --data-dir /tmp/x
 check_bad --listen tcp://127.0.0.1:1 --data-dir /tmp/x --log-level loud
+# Bad arguments exit 2 with one line naming the flag, before anything is bound or created (a
+# server that accepted them would run: bounded by timeout, which exits 124).
+check_bad2() {
+  local err rc
+  err=$(timeout 10 "$BIN" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 2 ] || fail "exit $rc (want 2) for: $* -> $err"
+  [ "$(wc -l <<<"$err")" -eq 1 ] || fail "more than one line for: $* -> $err"
+  grep -q -- "$1" <<<"$err" || fail "the message does not name $1: $err"
+  echo "ok: $* -> $err"
+}
+check_bad2 --listen tcp://127.0.0.1:99999 --data-dir /tmp/ember-cli-never
+check_bad2 --listen tcp://127.0.0.1:70000x --data-dir /tmp/ember-cli-never
+check_bad2 --listen tcp://127.0.0.1 --data-dir /tmp/ember-cli-never
+check_bad2 --listen tcp://:5555 --data-dir /tmp/ember-cli-never
+check_bad2 --listen ipc:// --data-dir /tmp/ember-cli-never
+check_bad2 --shard 2 --shards 2 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+[ -e /tmp/ember-cli-never ] && fail "a refused start created its data dir"
 dir=$(mktemp -d /tmp/ember-cli-XXXXXX)
 # A port free a moment ago (bind to port 0); another test may still take it first, so a
 # bind failure is retried with a fresh port, a few times.

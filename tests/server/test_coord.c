@@ -1,7 +1,8 @@
 /* Integration: the coordinator on shard 0 (one real server): rank assignment and re-join,
  * world mismatch, KV_SET/KV_GET with a wait (a getter blocked in another thread is woken by a
- * later set), KV_GET timeout, a 3-worker barrier, the ps_rendezvous callbacks, and that shard 1
- * refuses coordinator ops. */
+ * later set), KV_GET timeout, a 3-worker barrier, the ps_rendezvous callbacks, that shard 1
+ * refuses coordinator ops, and ranks held per connection: a second worker asking for a taken
+ * rank is told who has it, and a rank is free again once its worker's connection closed. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -123,11 +124,51 @@ static void test_barrier(void **state) {
   ps_client_destroy(&c);
 }
 
+/* JOIN, retried for up to 5 s while it is refused (a disconnect reaches the server a moment
+ * after the client closed). */
+static ps_status join_retry(ps_client *c, uint32_t world, int want, const char *name, int *rank) {
+  ps_status st = PS_ERR_INTERNAL;
+  for (int i = 0; i < 100; i++) {
+    st = ps_client_join(c, world, want, name, rank);
+    if (st != PS_ERR_CONFLICT) return st;
+    struct timespec ts = {0, 50000000L};
+    nanosleep(&ts, NULL);
+  }
+  return st;
+}
+
+static void test_rank_held_per_connection(void **state) {
+  (void)state;
+  ps_client *a = client(), *b = client();
+  int r = -1;
+  assert_int_equal(join_retry(a, 2, 1, NULL, &r), PS_OK); /* test_join's members may linger */
+  assert_int_equal(r, 1);
+  assert_int_equal(ps_client_join(b, 2, 1, NULL, &r), PS_ERR_CONFLICT);
+  print_message("second worker on rank 1: %s\n", ps_client_error(b));
+  assert_non_null(strstr(ps_client_error(b), "rank 1 is already taken by a worker at 127.0.0.1"));
+  /* The holder goes away (a worker that failed before training): the rank is free again. */
+  ps_client_destroy(&a);
+  assert_int_equal(join_retry(b, 2, 1, NULL, &r), PS_OK);
+  assert_int_equal(r, 1);
+  /* A world of 1 with an assigned rank, as ps-worker joins: its next run gets the rank again,
+   * and with nobody left the world may change. */
+  ps_client_destroy(&b);
+  ps_client *c = client();
+  assert_int_equal(join_retry(c, 1, -1, "host/1", &r), PS_OK);
+  assert_int_equal(r, 0);
+  ps_client_destroy(&c);
+  c = client();
+  assert_int_equal(join_retry(c, 1, -1, "host/2", &r), PS_OK);
+  assert_int_equal(r, 0);
+  ps_client_destroy(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_join),
       cmocka_unit_test(test_kv),
       cmocka_unit_test(test_barrier),
+      cmocka_unit_test(test_rank_held_per_connection),
   };
   return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }

@@ -1,12 +1,14 @@
 /* Unit: the coordinator (server/ps_coord.c) driven in-process through a fake reply interface,
  * no server and no sockets: a barrier of 3 ranks, a superseded barrier request, KV_SET waking
  * a waiting KV_GET, KV_GET of an absent key, timeouts through srv_coord_expire, JOIN's rank
- * assignment and the coordinator's statistics, and a shutdown drain. Requests are small
+ * assignment and the coordinator's statistics, a shutdown drain, and ranks held per connection
+ * (a second holder of a rank refused by name, a rank freed when its connection closes). Requests are small
  * integers cast to handles; each reply is recorded with its status and header fields. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -22,6 +24,7 @@ typedef struct reply_rec {
   int32_t rank;
   uint32_t count;
   char blob[64];
+  char msg[256]; /* an error's message */
 } reply_rec;
 
 typedef struct fake {
@@ -52,6 +55,7 @@ static void fake_error(void *ctx, void *req, ps_status st, const char *msg) {
   e->req = (intptr_t)req;
   e->st = st;
   e->op = EMBER__OP__OP_ERROR;
+  snprintf(e->msg, sizeof e->msg, "%s", msg);
 }
 
 static srv_coord *coord(fake *f) {
@@ -229,11 +233,97 @@ static void test_join(void **state) {
   srv_coord_destroy(&c);
 }
 
+static srv_coord_peer peer(uint64_t conn, int fd, const char *addr) {
+  srv_coord_peer p = {.conn = conn, .fd = fd};
+  snprintf(p.addr, sizeof p.addr, "%s", addr);
+  return p;
+}
+
+static Ember__Header join_hdr(const char *name, uint32_t world, int rank) {
+  Ember__Header h = hdr(EMBER__OP__OP_JOIN, name, world, 0, 0);
+  h.rank = rank;
+  return h;
+}
+
+/* Two workers asking for the same rank from two connections: the second is told who has it,
+ * at JOIN and at a BARRIER; the holder itself may join again. */
+static void test_rank_taken(void **state) {
+  (void)state;
+  fake f;
+  srv_coord *c = coord(&f);
+  srv_coord_peer pa = peer(1, 10, "10.0.0.1"), pb = peer(2, 11, "10.0.0.2");
+  Ember__Header j = join_hdr("", 2, 1);
+  srv_coord_handle_from(c, req(1), &j, &pa);
+  srv_coord_handle_from(c, req(2), &j, &pb);
+  srv_coord_handle_from(c, req(3), &j, &pa); /* the holder again: fine */
+  Ember__Header b = hdr(EMBER__OP__OP_BARRIER, "start", 2, 1, 0);
+  srv_coord_handle_from(c, req(4), &b, &pb);
+  assert_int_equal(f.n, 4);
+  assert_int_equal(f.r[0].st, PS_OK);
+  assert_int_equal(f.r[0].rank, 1);
+  assert_int_equal(f.r[1].st, PS_ERR_CONFLICT);
+  assert_non_null(strstr(f.r[1].msg, "rank 1 is already taken by a worker at 10.0.0.1"));
+  assert_int_equal(f.r[2].st, PS_OK);
+  assert_int_equal(f.r[3].st, PS_ERR_CONFLICT);
+  assert_non_null(strstr(f.r[3].msg, "rank 1 is already taken by a worker at 10.0.0.1"));
+  /* A named holder is named. */
+  Ember__Header n = join_hdr("host/42", 2, -1);
+  srv_coord_handle_from(c, req(5), &n, &pa);
+  j.rank = 0;
+  srv_coord_handle_from(c, req(6), &j, &pb);
+  assert_int_equal(f.r[4].rank, 0);
+  assert_non_null(strstr(f.r[5].msg, "rank 0 is already taken by worker 'host/42' at 10.0.0.1"));
+  srv_coord_destroy(&c);
+}
+
+/* A worker that joined and went away (its connection closed) leaves its rank free, its barrier
+ * wait dropped, and with nobody left the world is forgotten; a late disconnect event of an fd
+ * that a new connection already reuses does not release the new holder. */
+static void test_rank_released(void **state) {
+  (void)state;
+  fake f;
+  srv_coord *c = coord(&f);
+  srv_coord_peer pa = peer(1, 10, "10.0.0.1"), pb = peer(2, 11, "10.0.0.2");
+  Ember__Header j = join_hdr("host/1", 1, -1), k = join_hdr("host/2", 1, -1);
+  srv_coord_handle_from(c, req(1), &j, &pa);
+  srv_coord_handle_from(c, req(2), &k, &pb);
+  assert_int_equal(f.r[1].st, PS_ERR_CONFLICT); /* all 1 ranks are taken */
+  Ember__Header b = hdr(EMBER__OP__OP_BARRIER, "x", 2, 0, 0);
+  srv_coord_handle_from(c, req(3), &b, &pa); /* parked */
+  assert_int_equal(f.n, 2);
+  srv_coord_peer_gone(c, 10);
+  assert_int_equal(f.n, 3); /* the parked barrier of the closed connection is dropped */
+  assert_int_equal(f.r[2].req, 3);
+  assert_int_equal(f.r[2].st, PS_ERR_UNAVAILABLE);
+  srv_coord_handle_from(c, req(4), &k, &pb);
+  assert_int_equal(f.r[3].st, PS_OK);
+  assert_int_equal(f.r[3].rank, 0);
+  srv_coord_peer_gone(c, 11);
+  Ember__Header w = k;
+  w.world = 3; /* nobody left: another world is fine */
+  srv_coord_handle_from(c, req(5), &w, &pb);
+  assert_int_equal(f.r[4].st, PS_OK);
+  /* pb's fd 11 comes back under a new connection before pb's disconnect event is read: pb is
+   * gone, so its rank 0 goes to the new one, and the late event does not release it. */
+  w.rank = 0;
+  w.name = "";
+  srv_coord_peer pc = peer(3, 11, "10.0.0.3"), pd = peer(4, 12, "10.0.0.4");
+  srv_coord_handle_from(c, req(6), &w, &pc);
+  assert_int_equal(f.r[5].st, PS_OK);
+  assert_int_equal(f.r[5].rank, 0);
+  srv_coord_peer_gone(c, 11);
+  srv_coord_handle_from(c, req(7), &w, &pd);
+  assert_int_equal(f.r[6].st, PS_ERR_CONFLICT);
+  assert_non_null(strstr(f.r[6].msg, "rank 0 is already taken by a worker at 10.0.0.3"));
+  srv_coord_destroy(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_barrier_of_three), cmocka_unit_test(test_barrier_superseded),
       cmocka_unit_test(test_kv),               cmocka_unit_test(test_timeouts_and_drain),
-      cmocka_unit_test(test_join),
+      cmocka_unit_test(test_join),             cmocka_unit_test(test_rank_taken),
+      cmocka_unit_test(test_rank_released),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,9 @@
  * truncated headers, huge counts, wrong versions, unknown ops, tables and checkpoint phases,
  * frame-count and size mismatches, bad table specs, bad coordinator requests, replies sent as
  * requests, keys of another shard). The server must keep running (the test is also run on the ASan build), count
- * what it could not decode, and then answer a valid pull and push correctly. */
+ * what it could not decode, and then answer a valid pull and push correctly. A message of 4
+ * frames whose header parses gets an error reply naming its request id, and a push with a NaN
+ * or infinite gradient is refused without touching the rows. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -222,6 +224,35 @@ static void test_malformed(void **state) {
   printf("malformed counted: %ld, replies seen: %d\n", mal, replies);
   assert_true(mal >= TOTAL / KINDS * 6);
   free(js);
+
+  /* Four frames, the first a good header: answered PS_ERR_PROTO under its request id. */
+  drain(sock);
+  Ember__Header h4;
+  ps_wire_header_init(&h4, EMBER__OP__OP_PING);
+  h4.request_id = 4242;
+  static uint8_t hb4[256], junk[8];
+  uint8_t *f4[4] = {hb4, junk, junk, junk};
+  size_t l4[4] = {pack(&h4, hb4), 8, 8, 8};
+  send_frames(sock, f4, l4, 4);
+  zmq_pollitem_t pi = {.socket = sock, .events = ZMQ_POLLIN};
+  zmq_msg_t rep;
+  zmq_msg_init(&rep);
+  Ember__Header *rh = NULL;
+  for (int tries = 0; tries < 100 && !rh; tries++) { /* late replies of the storm first */
+    assert_int_equal(zmq_poll(&pi, 1, 5000), 1);
+    assert_true(zmq_msg_recv(&rep, sock, 0) >= 0);
+    if (zmq_msg_more(&rep)) continue; /* only single-frame replies (errors) matter */
+    rh = ember__header__unpack(NULL, zmq_msg_size(&rep), zmq_msg_data(&rep));
+    if (rh && rh->request_id != 4242) {
+      ember__header__free_unpacked(rh, NULL);
+      rh = NULL;
+    }
+  }
+  assert_non_null(rh);
+  assert_int_equal(rh->status, PS_ERR_PROTO);
+  assert_non_null(strstr(rh->message, "4 frames"));
+  ember__header__free_unpacked(rh, NULL);
+  zmq_msg_close(&rep);
   zmq_close(sock);
   zmq_ctx_term(ctx);
 
@@ -248,6 +279,20 @@ static void test_malformed(void **state) {
   assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g), PS_OK);
   assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got), PS_OK);
   for (int i = 0; i < 16 * 8; i++) assert_true(fabsf(got[i] - (want[i] - 0.5f)) < 1e-6f);
+  /* A NaN, then an infinite gradient: refused, naming the key, and no row changes. */
+  float before[16 * 8];
+  memcpy(before, got, sizeof before);
+  for (int bad = 0; bad < 2; bad++) {
+    g[3 * 8 + 2] = bad ? INFINITY : NAN;
+    assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g), PS_ERR_INVALID);
+    char want_msg[96];
+    snprintf(want_msg, sizeof want_msg, "gradient of key %llu is not finite",
+             (unsigned long long)keys[3]);
+    printf("%s\n", ps_client_error(c));
+    assert_non_null(strstr(ps_client_error(c), want_msg));
+  }
+  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got), PS_OK);
+  assert_memory_equal(got, before, sizeof got);
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 20000), 0);
   pt_rmrf(dir);

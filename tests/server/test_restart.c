@@ -2,9 +2,15 @@
  * pushes; kill -9 of shard 1 with a pull and a push outstanding (the push fails clearly); restart on the same data dir and port:
  * the client reconnects by itself, re-sends the pull, and shard 1 serves the checkpoint's rows
  * while shard 0 keeps its newer rows. SIGTERM of shard 0 is a clean shutdown (exit 0, rows
- * kept as they were, not rolled back); RESTORE brings every shard back to the checkpoint. */
+ * kept as they were, not rolled back); RESTORE brings every shard back to the checkpoint.
+ * Recovery guards (one server): a restart on a used data dir says it continues from existing
+ * state; a crash recovery whose checkpoint records another step than the data dir names is
+ * refused and leaves the dir unclean (every start refuses again); a checkpoint whose directory
+ * is named step-N but records another step is not restored; a store whose ember-server.json is
+ * gone still refuses to start as another shard, and one with neither record refuses to start. */
 #include <math.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ps_client.h"
@@ -128,7 +135,111 @@ static void test_restart(void **state) {
   pt_rmrf(dir);
 }
 
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = calloc(1, 1 << 20);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static bool file_has(const char *path, const char *needle) {
+  char *t = slurp(path);
+  bool yes = t && strstr(t, needle);
+  free(t);
+  return yes;
+}
+
+/* Replaces the first `from` in the file by `to`. */
+static void file_edit(const char *path, const char *from, const char *to) {
+  char *t = slurp(path);
+  assert_non_null(t);
+  char *at = strstr(t, from);
+  assert_non_null(at);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fwrite(t, 1, (size_t)(at - t), f);
+  fputs(to, f);
+  fputs(at + strlen(from), f);
+  fclose(f);
+  free(t);
+}
+
+static void test_recovery_guards(void **state) {
+  (void)state;
+  char dir[512], d[600], logf[700], meta[700], ckmeta[700], ident[700];
+  pt_tmpdir("guards", dir);
+  snprintf(d, sizeof d, "%s/s0", dir);
+  snprintf(logf, sizeof logf, "%s.log", d);
+  snprintf(meta, sizeof meta, "%s/ember-server.json", d);
+  snprintf(ckmeta, sizeof ckmeta, "%s/ck/shard-0.json", d);
+  snprintf(ident, sizeof ident, "%s/store/EMBER-SHARD", d);
+  pt_server s;
+  assert_true(pt_start(&s, 0, 1, d, 0, 1));
+  ps_client *c = pt_client(&s, 1, 0, 20000);
+  assert_non_null(c);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 3, "emb", DIM);
+  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  uint64_t k[4] = {1, 2, 3, 4};
+  float g[4 * DIM];
+  for (int i = 0; i < 4 * DIM; i++) g[i] = 1.0f;
+  assert_int_equal(ps_client_push(c, 3, 0, k, 4, g), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 3, "ck"), PS_OK);
+  ps_client_destroy(&c);
+  assert_int_equal(pt_stop(&s, SIGTERM, 15000), 0);
+  assert_false(file_has(logf, "continuing from the existing state"));
+
+  /* A restart on the used data dir says so. */
+  assert_true(pt_start(&s, 0, 1, d, 0, 1));
+  assert_true(file_has(logf, "continuing from the existing state in"));
+  assert_true(file_has(logf, "1 tables, about "));
+  assert_true(file_has(logf, "last checkpoint at step 3"));
+  assert_int_equal(pt_stop(&s, SIGKILL, 5000), 128 + SIGKILL);
+
+  /* The checkpoint's own metadata now says step 7, the data dir says 3: refused, and the data
+   * dir stays unclean, so the next start refuses again instead of serving the store as is. */
+  file_edit(ckmeta, "\"step\": 3", "\"step\": 7");
+  pt_server bad;
+  assert_false(pt_start(&bad, 0, 1, d, 0, 1));
+  assert_true(file_has(logf, "records step 7"));
+  assert_true(file_has(meta, "\"clean\": false"));
+  assert_false(pt_start(&bad, 0, 1, d, 0, 1));
+  assert_true(file_has(meta, "\"clean\": false"));
+  file_edit(ckmeta, "\"step\": 7", "\"step\": 3");
+  assert_true(pt_start(&s, 0, 1, d, 0, 1));
+
+  /* A checkpoint taken at step 7 in a directory named step-20 is not restored as either. */
+  c = pt_client(&s, 1, 0, 20000);
+  assert_non_null(c);
+  assert_int_equal(ps_client_checkpoint(c, 7, "step-20"), PS_OK);
+  uint64_t got = 0;
+  assert_int_equal(ps_client_restore(c, "step-20", &got), PS_ERR_CORRUPT);
+  assert_non_null(strstr(ps_client_error(c), "records step 7"));
+  assert_non_null(strstr(ps_client_error(c), "named step-20"));
+  ps_client_destroy(&c);
+  assert_int_equal(pt_stop(&s, SIGTERM, 15000), 0);
+
+  /* ember-server.json lost: the store still knows its shard. */
+  assert_true(file_has(ident, "\"shards\": 1"));
+  unlink(meta);
+  assert_false(pt_start(&bad, 1, 2, d, 0, 1));
+  assert_true(file_has(logf, "holds the store of shard 0 of 1"));
+  assert_true(pt_start(&s, 0, 1, d, 0, 1));
+  assert_int_equal(pt_stop(&s, SIGTERM, 15000), 0);
+  /* Neither record: nobody can tell whose rows these are. */
+  unlink(meta);
+  unlink(ident);
+  assert_false(pt_start(&bad, 0, 1, d, 0, 1));
+  assert_true(file_has(logf, "its shard cannot be known"));
+  pt_rmrf(dir);
+  unlink(logf);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart),
+                                     cmocka_unit_test(test_recovery_guards)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
