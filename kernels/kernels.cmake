@@ -10,7 +10,9 @@ add_library(ember_kernels_iface INTERFACE)
 target_include_directories(ember_kernels_iface INTERFACE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ember_kernels_iface INTERFACE ember_common)
 
-ember_library(ember_kernels_cpu SOURCES cpu/ps_kern_cpu.c LIBS ember_kernels_iface ember_blas)
+ember_library(ember_kernels_cpu
+  SOURCES cpu/ps_kern_cpu.c cpu/ps_kern_cpu_interact.c cpu/ps_kern_cpu_pool.c
+  LIBS ember_kernels_iface ember_blas)
 if(NOT EMBER_SANITIZE)
   # The hot loops are written to vectorize; -ffast-math is NOT used so results stay IEEE
   # (the reference tests compare with PyTorch at 1e-5).

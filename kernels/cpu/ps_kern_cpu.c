@@ -1,5 +1,10 @@
 /* ps_kern_cpu: the CPU backend of ps_kernels.h — OpenBLAS sgemm plus OpenMP C loops.
  *
+ * This file is the backend itself (context, memory, the vtable, creation) with its small
+ * kernels: GEMM, bias + activation, the loss and the optimizers. The feature interaction and
+ * embedding-bag pooling have files of their own (ps_kern_cpu_interact.c, ps_kern_cpu_pool.c);
+ * ps_kern_cpu_int.h is what they share.
+ *
  * Design decisions:
  * - GEMM goes to OpenBLAS's OpenMP build, so its threads and ours come from one OpenMP pool
  *   and do not oversubscribe the cores (the pthread build fights OpenMP: measured 28k vs 18k
@@ -7,10 +12,9 @@
  * - Every loop uses a static schedule over contiguous row ranges, and reductions go through
  *   per-thread partials summed in a fixed order, so results are deterministic for a given
  *   thread count.
- * - Pooling backward partitions the gradient rows among threads (each scans all entries):
- *   no atomics, no races, and each gradient row is summed in entry order.
- * - Scratch (interaction buffers, bias partials) is owned by the backend and grows on demand, so a steady-state step
- *   allocates nothing. A backend instance is used by one thread at a time (like a stream).
+ * - Scratch (interaction buffers, bias partials, thin-GEMM copies) is owned by the backend and
+ *   grows on demand, so a steady-state step allocates nothing. A backend instance is used by
+ *   one thread at a time (like a stream).
  * - Small loops run on one thread (the `if` clauses): forking costs more than they do.
  * - Debian's OpenBLAS is a DYNAMIC_ARCH build that picks its kernels from the CPU model. On a
  *   CPU it does not know (this VM reports "Intel(R) Xeon(R) Processor": Sapphire Rapids-class
@@ -27,7 +31,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 
-#include "ps_kernels.h"
+#include "ps_kern_cpu_int.h"
 #include "ps_log.h"
 
 /* OpenBLAS DYNAMIC_ARCH internals (exported by Debian's build); weak, so that a static or
@@ -70,27 +74,13 @@ static void blas_core_fixup(void) {
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
-typedef struct cpu_ctx {
-  int threads;
-  void *scratch;
-  size_t scratch_bytes;
-} cpu_ctx;
-
-/* Work below this many elements runs on the calling thread. */
-#define PAR_MIN 16384
-
-static inline cpu_ctx *CTX(ps_kern *k) { return (cpu_ctx *)k->ctx; }
-
-static void *scratch_get(ps_kern *k, size_t bytes) {
-  cpu_ctx *c = CTX(k);
-  if (bytes > c->scratch_bytes) {
-    size_t want = bytes + bytes / 2 + 64;
-    void *p = realloc(c->scratch, want);
-    if (!p) return NULL;
-    c->scratch = p;
-    c->scratch_bytes = want;
+int ps_kern_cpu_have_avx512(void) {
+  static int v = -1; /* set by ps_kern_cpu_create before any kernel runs */
+  if (v < 0) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx512f") ? 1 : 0;
   }
-  return c->scratch;
+  return v;
 }
 
 /* ---- memory ---- */
@@ -171,7 +161,6 @@ static ps_status gemm_nt_small_k(ps_kern *k, int m, int n, int kk, float alpha, 
   return PS_OK;
 }
 
-static int have_avx512(void);
 
 /* acc[j][ii] = sum_p b16[p][j] * a[p][ii] for a 16-wide column block of A: 16 accumulators in
  * registers, one broadcast-FMA per (p, j). */
@@ -207,7 +196,7 @@ static ps_status gemm_tn_small_n(ps_kern *k, int m, int n, int kk, float alpha, 
     float acc[THIN][16];
     for (int j = 0; j < THIN; j++)
       for (int ii = 0; ii < 16; ii++) acc[j][ii] = 0.0f;
-    if (w == 16 && have_avx512()) {
+    if (w == 16 && ps_kern_cpu_have_avx512()) {
       tn_tile16(a + i0, lda, bp, kk, &acc[0][0]);
     } else {
       for (int p = 0; p < kk; p++) {
@@ -310,305 +299,6 @@ static ps_status cpu_bias_act_bwd(ps_kern *k, ps_kern_act act, int m, int n, con
   return PS_OK;
 }
 
-/* ---- dot interaction ---- */
-
-/* Per sample, T = [F, dim] stacks the bottom output and the pooled embeddings. The dots are
- * computed as rows of the Gram matrix T T^T with the inner loop running over j (a column of
- * T^T, padded to 16), not over d: each z[j] accumulates its own products in d order, so the
- * loop vectorizes without reassociating any sum (a dot-product loop over d would need
- * -ffast-math to vectorize). Backward is dT = (G + G^T) T with G the strictly-lower gradient
- * matrix, vectorized over d. Measured at batch 2048 on 2 threads: fwd + bwd from 6.3 ms (naive
- * per-pair dots) to ~1 ms. */
-static inline void gather_t(float *restrict t, const float *restrict bb, const float *restrict eb,
-                            int S, int D) {
-  memcpy(t, bb, (size_t)D * sizeof(float));
-  memcpy(t + D, eb, (size_t)S * D * sizeof(float));
-}
-
-/* dout's strictly-lower triangle gz (row-major, i > j) as the symmetric F x F matrix
- * G + G^T with a zero diagonal, the form both backward kernels multiply by T. */
-static inline void grad_square(float *restrict g, const float *restrict gz, int F) {
-  for (int i = 0; i < F; i++) g[(size_t)i * F + i] = 0.0f;
-  for (int i = 1; i < F; i++)
-    for (int j = 0; j < i; j++) {
-      float v = *gz++;
-      g[(size_t)i * F + j] = v;
-      g[(size_t)j * F + i] = v;
-    }
-}
-
-/* One sample, any dim: o = [bb, strictly-lower dots of T]. ws holds F*D + D*Fp + Fp floats
- * (T, T^T padded to Fp columns, one row of dots). */
-static inline void inter_fwd_any(const float *bb, const float *eb, int S, int D, float *o,
-                                 float *ws, int Fp) {
-  int F = S + 1;
-  float *restrict t = ws;
-  float *restrict tt = t + (size_t)F * D;
-  float *restrict z = tt + (size_t)D * Fp;
-  gather_t(t, bb, eb, S, D);
-  for (int d = 0; d < D; d++) {
-    for (int f = 0; f < F; f++) tt[(size_t)d * Fp + f] = t[(size_t)f * D + d];
-    for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
-  }
-  memcpy(o, bb, (size_t)D * sizeof(float));
-  float *oz = o + D;
-  for (int i = 1; i < F; i++) {
-    int jn = (i + 15) & ~15;
-    for (int j = 0; j < jn; j++) z[j] = 0.0f;
-    for (int d = 0; d < D; d++) {
-      float a = t[(size_t)i * D + d];
-      const float *restrict col = tt + (size_t)d * Fp;
-      for (int j = 0; j < jn; j++) z[j] += a * col[j];
-    }
-    memcpy(oz, z, (size_t)i * sizeof(float));
-    oz += i;
-  }
-}
-
-/* One sample, any dim: db = gb[0:D] + row 0 of (G + G^T) T, de = its rows 1..S. ws holds
- * F*D + F*F + D floats (T, G + G^T, one accumulator row). */
-static inline void inter_bwd_any(const float *bb, const float *eb, const float *gb, int S, int D,
-                                 float *db, float *de, float *ws) {
-  int F = S + 1;
-  float *restrict t = ws;
-  float *restrict g = t + (size_t)F * D;
-  float *restrict acc = g + (size_t)F * F;
-  gather_t(t, bb, eb, S, D);
-  grad_square(g, gb + D, F);
-  for (int i = 0; i < F; i++) {
-    for (int d = 0; d < D; d++) acc[d] = 0.0f;
-    const float *gi = g + (size_t)i * F;
-    for (int j = 0; j < F; j++) {
-      float w = gi[j];
-      const float *restrict tj = t + (size_t)j * D;
-      for (int d = 0; d < D; d++) acc[d] += w * tj[d];
-    }
-    if (i == 0) {
-      for (int d = 0; d < D; d++) db[d] = gb[d] + acc[d];
-    } else {
-      memcpy(de + (size_t)(i - 1) * D, acc, (size_t)D * sizeof(float));
-    }
-  }
-}
-
-/* dim == 16 (DLRM's usual width): one AVX-512 register per vector, 4 independent FMA chains
- * (4 rows of the Gram matrix at a time) to hide FMA latency. Same sums as the generic code,
- * in the same d order, but fused (FMA). */
-static inline const float *trow(const float *bb, const float *eb, int f) {
-  return f == 0 ? bb : eb + (size_t)(f - 1) * 16;
-}
-
-__attribute__((target("avx512f"))) static void inter_fwd16(const float *bb, const float *eb, int S,
-                                                           float *o, float *tt, float *zb, int Fp) {
-  int F = S + 1;
-  for (int f = 0; f < F; f++) {
-    const float *src = trow(bb, eb, f);
-    for (int d = 0; d < 16; d++) tt[(size_t)d * Fp + f] = src[d];
-  }
-  for (int d = 0; d < 16; d++)
-    for (int f = F; f < Fp; f++) tt[(size_t)d * Fp + f] = 0.0f;
-  memcpy(o, bb, 16 * sizeof(float));
-  float *oz = o + 16;
-  for (int i0 = 1; i0 < F; i0 += 4) {
-    int ni = F - i0 < 4 ? F - i0 : 4;
-    const float *r0 = trow(bb, eb, i0);
-    const float *r1 = trow(bb, eb, ni > 1 ? i0 + 1 : i0);
-    const float *r2 = trow(bb, eb, ni > 2 ? i0 + 2 : i0);
-    const float *r3 = trow(bb, eb, ni > 3 ? i0 + 3 : i0);
-    int nblk = (i0 + ni - 1 + 15) / 16;
-    for (int blk = 0; blk < nblk; blk++) {
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int d = 0; d < 16; d++) {
-        __m512 col = _mm512_loadu_ps(tt + (size_t)d * Fp + blk * 16);
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(r0[d]), col, a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(r1[d]), col, a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(r2[d]), col, a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(r3[d]), col, a3);
-      }
-      _mm512_storeu_ps(zb + blk * 16, a0);
-      _mm512_storeu_ps(zb + Fp + blk * 16, a1);
-      _mm512_storeu_ps(zb + 2 * Fp + blk * 16, a2);
-      _mm512_storeu_ps(zb + 3 * Fp + blk * 16, a3);
-    }
-    for (int q = 0; q < ni; q++) {
-      int i = i0 + q;
-      memcpy(oz, zb + (size_t)q * Fp, (size_t)i * sizeof(float));
-      oz += i;
-    }
-  }
-}
-
-__attribute__((target("avx512f"))) static void inter_bwd16(const float *bb, const float *eb,
-                                                           const float *gb, int S, float *db,
-                                                           float *de, float *g) {
-  int F = S + 1;
-  grad_square(g, gb + 16, F);
-  for (int i0 = 0; i0 < F; i0 += 4) {
-    int ni = F - i0 < 4 ? F - i0 : 4;
-    const float *g0 = g + (size_t)i0 * F;
-    const float *g1 = g + (size_t)(ni > 1 ? i0 + 1 : i0) * F;
-    const float *g2 = g + (size_t)(ni > 2 ? i0 + 2 : i0) * F;
-    const float *g3 = g + (size_t)(ni > 3 ? i0 + 3 : i0) * F;
-    __m512 a[4];
-    a[0] = _mm512_setzero_ps(), a[1] = a[0], a[2] = a[0], a[3] = a[0];
-    for (int j = 0; j < F; j++) {
-      __m512 tj = _mm512_loadu_ps(trow(bb, eb, j));
-      a[0] = _mm512_fmadd_ps(_mm512_set1_ps(g0[j]), tj, a[0]);
-      a[1] = _mm512_fmadd_ps(_mm512_set1_ps(g1[j]), tj, a[1]);
-      a[2] = _mm512_fmadd_ps(_mm512_set1_ps(g2[j]), tj, a[2]);
-      a[3] = _mm512_fmadd_ps(_mm512_set1_ps(g3[j]), tj, a[3]);
-    }
-    for (int q = 0; q < ni; q++) {
-      int i = i0 + q;
-      if (i == 0)
-        _mm512_storeu_ps(db, _mm512_add_ps(_mm512_loadu_ps(gb), a[0]));
-      else
-        _mm512_storeu_ps(de + (size_t)(i - 1) * 16, a[q]);
-    }
-  }
-}
-
-static int have_avx512(void) {
-  static int v = -1; /* set by ps_kern_cpu_create before any kernel runs */
-  if (v < 0) {
-    __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx512f") ? 1 : 0;
-  }
-  return v;
-}
-
-/* The interaction, forward (out = [bottom, dots]) or backward (dbottom and demb from dout):
- * the per-sample kernels above over the batch, the dim-16 AVX-512 ones where they apply. One
- * thread below 64 samples, where a parallel region costs more than it saves; each thread has
- * `per` floats of scratch, the workspace its kernel carves up. */
-static ps_status interact(ps_kern *k, bool bwd, int batch, int S, int D, const float *bottom,
-                          const float *emb, const float *dout, float *out, float *dbottom,
-                          float *demb) {
-  int F = S + 1, W = ps_kern_interact_width(S, D), Fp = (F + 15) & ~15;
-  size_t per = bwd ? (size_t)F * D + (size_t)F * F + (size_t)D
-                   : (size_t)F * D + (size_t)D * Fp + 4 * (size_t)Fp;
-  int T = batch < 64 ? 1 : CTX(k)->threads;
-  float *scr = scratch_get(k, (size_t)T * per * sizeof(float));
-  if (!scr) return PS_ERR_NOMEM;
-  const bool v16 = D == 16 && have_avx512();
-#pragma omp parallel for schedule(static) num_threads(T)
-  for (int b = 0; b < batch; b++) {
-    float *ws = scr + (size_t)omp_get_thread_num() * per;
-    const float *bb = bottom + (size_t)b * D, *eb = emb + (size_t)b * S * D;
-    if (!bwd) {
-      if (v16)
-        inter_fwd16(bb, eb, S, out + (size_t)b * W, ws, ws + (size_t)16 * Fp, Fp);
-      else
-        inter_fwd_any(bb, eb, S, D, out + (size_t)b * W, ws, Fp);
-    } else {
-      float *db = dbottom + (size_t)b * D, *de = demb + (size_t)b * S * D;
-      if (v16)
-        inter_bwd16(bb, eb, dout + (size_t)b * W, S, db, de, ws);
-      else
-        inter_bwd_any(bb, eb, dout + (size_t)b * W, S, D, db, de, ws);
-    }
-  }
-  return PS_OK;
-}
-
-static ps_status cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,
-                                  const float *emb, float *out) {
-  return interact(k, false, batch, S, D, bottom, emb, NULL, out, NULL, NULL);
-}
-
-static ps_status cpu_interact_bwd(ps_kern *k, int batch, int S, int D, const float *bottom,
-                                  const float *emb, const float *dout, float *dbottom,
-                                  float *demb) {
-  return interact(k, true, batch, S, D, bottom, emb, dout, NULL, dbottom, demb);
-}
-
-/* ---- embedding-bag pooling ---- */
-
-static ps_status check_bags(int nbags, int nrows, int nnz, const int32_t *idx,
-                            const int32_t *offsets) {
-  if (offsets[0] != 0 || offsets[nbags] != nnz) return PS_ERR_INVALID;
-  for (int i = 0; i < nbags; i++)
-    if (offsets[i + 1] < offsets[i]) return PS_ERR_INVALID;
-  for (int j = 0; j < nnz; j++)
-    if (idx[j] < 0 || idx[j] >= nrows) return PS_ERR_INVALID;
-  return PS_OK;
-}
-
-/* o[0..D) += s * r[0..D); with D == 16 a compile-time loop (one AVX-512 FMA). */
-static inline void axpy_row(float *restrict o, const float *restrict r, float s, int D) {
-  if (D == 16) {
-    for (int d = 0; d < 16; d++) o[d] += s * r[d];
-  } else {
-    for (int d = 0; d < D; d++) o[d] += s * r[d];
-  }
-}
-
-static ps_status cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, int nrows,
-                              const float *rows, int nnz, const int32_t *idx,
-                              const int32_t *offsets, float *out) {
-  int T = CTX(k)->threads;
-  ps_status st = check_bags(nbags, nrows, nnz, idx, offsets);
-  if (st != PS_OK) return st;
-#pragma omp parallel for schedule(static) num_threads(T) if ((size_t)nnz * D >= PAR_MIN)
-  for (int i = 0; i < nbags; i++) {
-    float *o = out + (size_t)i * D;
-    memset(o, 0, (size_t)D * sizeof(float));
-    int lo = offsets[i], hi = offsets[i + 1];
-    /* rows are gathered in key order, bags in sample order: the reads are random, so fetch a
-     * few bags ahead */
-    if (i + 8 < nbags && offsets[i + 8] < nnz) __builtin_prefetch(rows + (size_t)idx[offsets[i + 8]] * D);
-    for (int j = lo; j < hi; j++) axpy_row(o, rows + (size_t)idx[j] * D, 1.0f, D);
-    if (mode == PS_KERN_POOL_MEAN && hi - lo > 1) {
-      float inv = 1.0f / (float)(hi - lo);
-      for (int d = 0; d < D; d++) o[d] *= inv;
-    }
-  }
-  return PS_OK;
-}
-
-/* Each thread owns a contiguous range of gradient rows and scans every entry, adding only
- * those that land in its range: no atomics, no serial inversion pass, and every row is summed
- * in entry order whatever the thread count (so results do not depend on it). The scan is
- * O(threads * nnz) int reads, cheap next to the row traffic for the thread counts used.
- * (Measured at batch 2048, 2 threads: 1.1 ms with a serial CSR inversion, see RESULTS.) */
-static ps_status cpu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, int nrows,
-                              int nnz, const int32_t *idx, const int32_t *offsets,
-                              const float *dout, float *drows) {
-  int T = CTX(k)->threads;
-  ps_status st = check_bags(nbags, nrows, nnz, idx, offsets);
-  if (st != PS_OK) return st;
-  if ((size_t)nnz * D < PAR_MIN) T = 1;
-  bool mean = mode == PS_KERN_POOL_MEAN;
-  /* one junk row per thread: entries outside a thread's range are added there, branch-free
-   * (a range test mispredicts half the time on random keys and cost more than the add) */
-  float *junk = T > 1 ? scratch_get(k, (size_t)T * D * sizeof(float)) : NULL;
-  if (T > 1 && !junk) return PS_ERR_NOMEM;
-#pragma omp parallel num_threads(T)
-  {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int lo = (int)((long long)nrows * t / nt), hi = (int)((long long)nrows * (t + 1) / nt);
-    memset(drows + (size_t)lo * D, 0, (size_t)(hi - lo) * D * sizeof(float));
-    float *mine = nt > 1 ? junk + (size_t)t * D : NULL;
-    unsigned span = (unsigned)(hi - lo);
-    for (int b = 0; b < nbags; b++) {
-      int e0 = offsets[b], e1 = offsets[b + 1];
-      float s = mean && e1 - e0 > 1 ? 1.0f / (float)(e1 - e0) : 1.0f;
-      const float *g = dout + (size_t)b * D;
-      for (int j = e0; j < e1; j++) {
-        int r = idx[j];
-        if (nt == 1) {
-          axpy_row(drows + (size_t)r * D, g, s, D);
-        } else {
-          bool in = (unsigned)(r - lo) < span;
-          float *o = in ? drows + (size_t)r * D : mine;
-          axpy_row(o, g, s, D);
-        }
-      }
-    }
-  }
-  return PS_OK;
-}
-
 /* ---- sigmoid + BCE ---- */
 
 static inline float sigmoidf_stable(float z) {
@@ -693,10 +383,10 @@ static const ps_kern_i cpu_iface = {
     .sgemm = cpu_sgemm,
     .bias_act_fwd = cpu_bias_act_fwd,
     .bias_act_bwd = cpu_bias_act_bwd,
-    .interact_fwd = cpu_interact_fwd,
-    .interact_bwd = cpu_interact_bwd,
-    .pool_fwd = cpu_pool_fwd,
-    .pool_bwd = cpu_pool_bwd,
+    .interact_fwd = ps_kern_cpu_interact_fwd,
+    .interact_bwd = ps_kern_cpu_interact_bwd,
+    .pool_fwd = ps_kern_cpu_pool_fwd,
+    .pool_bwd = ps_kern_cpu_pool_bwd,
     .bce_fwd = cpu_bce_fwd,
     .bce_bwd = cpu_bce_bwd,
     .scale = cpu_scale,
@@ -716,7 +406,7 @@ ps_status ps_kern_cpu_create(int threads, ps_kern **out) {
     return PS_ERR_NOMEM;
   }
   pthread_once(&blas_once, blas_core_fixup);
-  (void)have_avx512(); /* settle the CPU-feature flag before any parallel region reads it */
+  (void)ps_kern_cpu_have_avx512(); /* settle the flag before any parallel region reads it */
   c->threads = threads > 0 ? threads : omp_get_max_threads();
   openblas_set_num_threads(c->threads);
   k->iface = &cpu_iface;
