@@ -1,3 +1,5 @@
+/* ps_fs: mkdir -p (ps_fs.h), shared by the server's data dir and the worker's checkpoint dir, with
+ * errno kept for the caller's message. */
 #include "ps_fs.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* ps_hist: the log-linear histogram of ps_hist.h — bucket index by one bit scan, fixed size,
+ * merge by addition (the layout and its error bound are in the header). */
 #include "ps_hist.h"
 
 #include <stdlib.h>

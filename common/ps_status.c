@@ -1,3 +1,5 @@
+/* ps_status: the messages of the status codes and the ps_error helpers (convention in
+ * ps_status.h). */
 #include "ps_status.h"
 
 #include <stdarg.h>

@@ -1,3 +1,5 @@
+/* ps_time: CLOCK_MONOTONIC in nanoseconds, and sleeps to an absolute deadline that survive
+ * EINTR (so an open-loop schedule does not drift). */
 #include "ps_time.h"
 
 #include <errno.h>
