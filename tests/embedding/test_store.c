@@ -137,6 +137,70 @@ static void test_declare(void **st) {
   ps_store_close(&s);
 }
 
+/* The calls that can fail for a reason worth telling say it in their ps_error: the code they
+ * return and a message naming what failed; a success leaves err untouched. */
+static void expect_err(const ps_error *e, ps_status code, const char *part) {
+  assert_int_equal(e->code, code);
+  if (!strstr(e->msg, part)) fail_msg("message '%s' does not contain '%s'", e->msg, part);
+}
+
+static void test_errors_say_why(void **st) {
+  (void)st;
+  char p[512], snap[600];
+  mkpath(p, sizeof(p), "errors");
+  ps_error e;
+  ps_store *s = NULL;
+  ps_store_options o = {.path = p, .partitions = 2000};
+  assert_int_equal(ps_store_open(&o, &s, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "2000 partitions");
+  assert_null(s);
+  char file[600]; /* a regular file where the database directory should be */
+  snprintf(file, sizeof file, "%s/errors-file", g_root);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  o = (ps_store_options){.path = file, .partitions = 1};
+  assert_int_equal(ps_store_open(&o, &s, &e), PS_ERR_IO);
+  expect_err(&e, PS_ERR_IO, "rocksdb open");
+  assert_null(s);
+  s = open_store(p, 1 << 20, 2);
+  ps_table_spec a = spec_sgd(7, "clicks", 16, 0.1f), b = a;
+  ps_error_clear(&e);
+  assert_int_equal(ps_store_declare(s, &a, &e), PS_OK);
+  assert_int_equal(e.code, PS_OK); /* untouched */
+  assert_string_equal(e.msg, "");
+  b.dim = 32;
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);
+  expect_err(&e, PS_ERR_CONFLICT, "table 7 (clicks): declared again with a different spec");
+  b = a;
+  b.id = 8;
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);
+  expect_err(&e, PS_ERR_CONFLICT, "table name clicks already used by table 7");
+  b = spec_sgd(9, "bad", 0, 0.1f);
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "dim 0");
+  snprintf(snap, sizeof snap, "%s-snap", p);
+  assert_int_equal(ps_store_snapshot(s, snap, &e), PS_OK);
+  assert_int_equal(ps_store_snapshot(s, snap, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "already exists");
+  assert_int_equal(ps_store_restore(s, "/nonexistent/snapshot", &e), PS_ERR_NOT_FOUND);
+  expect_err(&e, PS_ERR_NOT_FOUND, "/nonexistent/snapshot is not a snapshot");
+  assert_int_equal(ps_store_restore(s, snap, &e), PS_OK);
+  assert_int_equal(ps_store_flush(s, &e), PS_OK);
+  unsigned char rec[256];
+  size_t len;
+  assert_int_equal(ps_store_export_row(s, 7, 42, rec, sizeof rec, &len, &e), PS_ERR_NOT_FOUND);
+  expect_err(&e, PS_ERR_NOT_FOUND, "table 7 key 42: no stored row");
+  assert_int_equal(ps_store_export_row(s, 7, 42, rec, 4, &len, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "the buffer has 4");
+  assert_int_equal(ps_store_export_row(s, 99, 42, rec, sizeof rec, &len, &e),
+                   PS_ERR_UNKNOWN_TABLE);
+  expect_err(&e, PS_ERR_UNKNOWN_TABLE, "table 99");
+  ps_store_close(&s);
+  assert_int_equal(ps_store_snapshot_remove(snap, &e), PS_OK);
+  assert_int_equal(ps_store_snapshot_remove(snap, &e), PS_OK); /* none: fine */
+}
+
 static void test_init_deterministic(void **st) {
   (void)st;
   char p1[512], p2[512];
@@ -579,7 +643,9 @@ static void test_corrupt(void **st) {
   assert_int_equal(ps_store_pull(s, 20, keys + 1, 1, out), PS_ERR_CORRUPT);
   assert_int_equal(ps_store_push(s, 20, keys, 1, g), PS_ERR_CORRUPT);
   size_t len;
-  assert_int_equal(ps_store_export_row(s, 20, 1, bad, rec, &len, NULL), PS_ERR_CORRUPT);
+  ps_error e;
+  assert_int_equal(ps_store_export_row(s, 20, 1, bad, rec, &len, &e), PS_ERR_CORRUPT);
+  expect_err(&e, PS_ERR_CORRUPT, "table 20 key 1: stored row is corrupt (13 bytes");
   ps_log_set_level(PS_LOG_WARN);
   /* The healthy key still works. */
   assert_int_equal(ps_store_pull(s, 20, keys + 2, 1, out), PS_OK);
@@ -722,6 +788,7 @@ int main(void) {
       cmocka_unit_test(test_ttl),             cmocka_unit_test(test_snapshot_restore),
       cmocka_unit_test(test_corrupt),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_batch),           cmocka_unit_test(test_bulk_flush),
+      cmocka_unit_test(test_errors_say_why),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rm_rf(g_root);
