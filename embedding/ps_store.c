@@ -11,18 +11,20 @@
 #include "ps_log.h"
 #include "ps_store_int.h"
 
-ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
-  if (!opt || !out || !opt->path || !opt->path[0]) return PS_ERR_INVALID;
-  if ((unsigned)opt->durability > PS_DURABILITY_SYNC) return PS_ERR_INVALID;
+ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *err) {
+  if (!opt || !out || !opt->path || !opt->path[0])
+    return ps_error_set(err, PS_ERR_INVALID, "store: no options, output or path");
+  if ((unsigned)opt->durability > PS_DURABILITY_SYNC)
+    return ps_error_set(err, PS_ERR_INVALID, "store %s: unknown durability %d", opt->path,
+                        (int)opt->durability);
   *out = NULL;
+  if (opt->partitions > 1024)
+    return ps_error_set(err, PS_ERR_INVALID, "store %s: %u partitions (at most 1024)", opt->path,
+                        opt->partitions);
   ps_store *s = calloc(1, sizeof(*s));
-  if (!s) return PS_ERR_NOMEM;
+  if (!s) return ps_error_set(err, PS_ERR_NOMEM, "store %s: out of memory", opt->path);
   s->opt = *opt;
   if (!s->opt.partitions) s->opt.partitions = 1;
-  if (s->opt.partitions > 1024) {
-    free(s);
-    return PS_ERR_INVALID;
-  }
   if (!s->opt.cache_bytes) s->opt.cache_bytes = (size_t)256 << 20;
   if (!s->opt.block_cache_bytes) s->opt.block_cache_bytes = (size_t)32 << 20;
   if (!s->opt.write_buffer_bytes) s->opt.write_buffer_bytes = (size_t)16 << 20;
@@ -38,7 +40,7 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
     free(s->idmap);
     free(s->parts);
     free(s);
-    return PS_ERR_NOMEM;
+    return ps_error_set(err, PS_ERR_NOMEM, "store %s: out of memory", opt->path);
   }
   memset(s->parts, 0, sizeof(partition) * s->nparts);
   for (uint32_t p = 0; p < s->nparts; p++) {
@@ -48,10 +50,8 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
   }
   pthread_rwlock_init(&s->lock, NULL);
   store_cold_options_create(s);
-  ps_error err;
-  ps_status st = store_tables_open(s, &err);
+  ps_status st = store_tables_open(s, err);
   if (st != PS_OK) {
-    PS_ERROR("%s", err.msg);
     ps_store_close(&s);
     return st;
   }
@@ -66,7 +66,7 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out) {
 
 /* Writes every dirty hot row (store write-locked): tables with many, in bulk; the rest (and
  * anything the bulk path could not take) through each partition's WriteBatch. */
-ps_status store_write_dirty(ps_store *s) {
+ps_status store_write_dirty(ps_store *s, ps_error *err) {
   ps_status st = PS_OK;
   for (size_t t = 0; t < s->ntables; t++) {
     size_t rows = 0, n = 0;
@@ -112,36 +112,38 @@ ps_status store_write_dirty(ps_store *s) {
         e->p &= ~F_DIRTY;
         pa->writebacks++;
         if (rocksdb_writebatch_count(pa->wb) >= 4096) {
-          ps_status ws = store_cold_flush_wb(s, pa);
-          if (st == PS_OK) st = ws;
+          if (st == PS_OK) st = store_cold_flush_wb(s, pa, err);
+          else (void)store_cold_flush_wb(s, pa, NULL);
         }
       }
     }
-    ps_status ws = store_cold_flush_wb(s, pa);
-    if (st == PS_OK) st = ws;
+    if (st == PS_OK) st = store_cold_flush_wb(s, pa, err);
+    else (void)store_cold_flush_wb(s, pa, NULL);
   }
   return st;
 }
 
-ps_status store_flush_locked(ps_store *s) {
-  ps_status st = store_write_dirty(s);
-  char *err = NULL;
-  rocksdb_flush_cf(s->db, s->fo, s->meta_cf, &err);
-  if (err && st == PS_OK) st = store_rdb_log("flush", err);
-  else free(err);
+ps_status store_flush_locked(ps_store *s, ps_error *err) {
+  ps_status st = store_write_dirty(s, err);
+  char *rerr = NULL;
+  rocksdb_flush_cf(s->db, s->fo, s->meta_cf, &rerr);
+  if (rerr && st == PS_OK) st = store_rdb_error(err, "flush", rerr);
+  else free(rerr);
   for (size_t t = 0; t < s->ntables; t++) {
-    err = NULL;
-    rocksdb_flush_cf(s->db, s->fo, s->tables[t].cf, &err);
-    if (err && st == PS_OK) st = store_rdb_log("flush", err);
-    else free(err);
+    rerr = NULL;
+    rocksdb_flush_cf(s->db, s->fo, s->tables[t].cf, &rerr);
+    if (rerr && st == PS_OK) st = store_rdb_error(err, "flush", rerr);
+    else free(rerr);
   }
+  if (st != PS_OK) ps_error_prefix(err, "store %s: ", s->path);
   return st;
 }
 
-ps_status ps_store_flush(ps_store *s) {
-  if (!s) return PS_ERR_INVALID;
+ps_status ps_store_flush(ps_store *s, ps_error *err) {
+  if (!s) return ps_error_set(err, PS_ERR_INVALID, "store: none to flush");
+  ps_error local;
   pthread_rwlock_wrlock(&s->lock);
-  ps_status st = store_flush_locked(s);
+  ps_status st = store_flush_locked(s, err ? err : &local);
   pthread_rwlock_unlock(&s->lock);
   return st;
 }
@@ -150,8 +152,8 @@ void ps_store_close(ps_store **sp) {
   if (!sp || !*sp) return;
   ps_store *s = *sp;
   if (s->db) {
-    ps_status st = store_flush_locked(s);
-    if (st != PS_OK) PS_ERROR("store %s: flush at close failed: %s", s->path, ps_status_str(st));
+    ps_error err; /* close has no status to return: its one failure goes to the log */
+    if (store_flush_locked(s, &err) != PS_OK) PS_ERROR("flush at close failed: %s", err.msg);
   }
   store_cold_close(s);
   store_hot_drop(s);
@@ -170,16 +172,20 @@ void ps_store_close(ps_store **sp) {
 }
 
 ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void *buf, size_t cap,
-                              size_t *len) {
-  if (!s || !buf) return PS_ERR_INVALID;
+                              size_t *len, ps_error *err) {
+  if (!s || !buf) return ps_error_set(err, PS_ERR_INVALID, "export row: no store or buffer");
   size_t ti;
   ps_status st;
   const table *t = store_read_table(s, table_id, &ti, &st);
-  if (!t) goto done;
+  if (!t) {
+    ps_error_set(err, st, "export row: table %u: %s", table_id, ps_status_str(st));
+    goto done;
+  }
   const size_t need = REC_HDR + t->row_bytes;
   if (len) *len = need;
   if (cap < need) {
-    st = PS_ERR_INVALID;
+    st = ps_error_set(err, PS_ERR_INVALID, "export row: table %u: a record needs %zu bytes, "
+                      "the buffer has %zu", table_id, need, cap);
     goto done;
   }
   uint64_t h = key_hash(key);
@@ -190,16 +196,18 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
     memcpy(buf, t->hdr, REC_HDR);
     memcpy((char *)buf + REC_HDR, ent_row(e), t->row_bytes);
   } else {
-    char kb[8], *err = NULL;
+    char kb[8], *rerr = NULL;
     size_t vl = 0;
     key_be(key, kb);
-    char *v = rocksdb_get_cf(s->db, s->ro, t->cf, kb, 8, &vl, &err);
-    if (err) {
-      st = store_rdb_log("get", err);
+    char *v = rocksdb_get_cf(s->db, s->ro, t->cf, kb, 8, &vl, &rerr);
+    ps_error local; /* decode logs when given no err; this call only returns */
+    if (rerr) {
+      st = store_rdb_error(err, "get", rerr);
     } else if (!v) {
-      st = PS_ERR_NOT_FOUND;
+      st = ps_error_set(err, PS_ERR_NOT_FOUND, "export row: table %u key %llu: no stored row",
+                        table_id, (unsigned long long)key);
     } else {
-      st = store_cold_decode(t, key, v, vl, (char *)buf + REC_HDR);
+      st = store_cold_decode(t, key, v, vl, (char *)buf + REC_HDR, err ? err : &local);
       if (st == PS_OK) memcpy(buf, t->hdr, REC_HDR);
     }
     free(v);

@@ -57,13 +57,23 @@ typedef struct ps_store_stats {
 
 typedef struct ps_store ps_store;
 
-ps_status ps_store_open(const ps_store_options *opt, ps_store **out);
+/* Errors (ps_status.h): the calls that can fail for a reason worth telling — open, declare,
+ * flush, snapshot, restore, snapshot_remove, export_row — take `ps_error *err` last and put
+ * the reason there (RocksDB's text, the path, the table); they log nothing they return.
+ * The data calls (get_spec, batch_create, pull, push and their _batch forms) return a bare
+ * status: they fail on a bad argument, no memory or an unknown table, which the status says
+ * in full, and once per request they run, so no message is formatted for them. Their rare
+ * storage failures (a RocksDB read or write error, a corrupt stored row) are logged,
+ * rate-limited (PS_ERROR_RL), and return PS_ERR_IO / PS_ERR_CORRUPT. */
+
+/* Opens (creating if absent) the database at opt->path and registers the tables it holds. */
+ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *err);
 /* Flushes dirty rows and closes; sets *s to NULL. */
 void ps_store_close(ps_store **s);
 
 /* Declares a table: a no-op for the same spec, PS_ERR_CONFLICT for another spec under the same
  * id or name. Specs persist in the database, so a reopened store knows its tables. */
-ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec);
+ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec, ps_error *err);
 /* Copies the spec of a declared table; PS_ERR_UNKNOWN_TABLE if none. */
 ps_status ps_store_get_spec(ps_store *s, uint32_t table, ps_table_spec *out);
 /* The ids of all declared tables (at most max); returns the count. */
@@ -109,13 +119,13 @@ void ps_store_set_step(ps_store *s, uint64_t step);
 uint64_t ps_store_expire(ps_store *s);
 
 /* Writes every dirty hot row to RocksDB and flushes its memtables. */
-ps_status ps_store_flush(ps_store *s);
+ps_status ps_store_flush(ps_store *s, ps_error *err);
 /* flush + RocksDB checkpoint into dir (must not exist): consistent at this moment. */
-ps_status ps_store_snapshot(ps_store *s, const char *dir);
+ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
 /* Replaces the store's content by the snapshot in dir (the hot tier is dropped). */
-ps_status ps_store_restore(ps_store *s, const char *dir);
+ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
-ps_status ps_store_snapshot_remove(const char *dir);
+ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
 
 void ps_store_get_stats(ps_store *s, ps_store_stats *out);
 /* The partition (0..partitions-1) that owns a key. */
@@ -132,6 +142,6 @@ size_t ps_store_record_bytes(const ps_table_spec *spec);
  * tier or RocksDB, into buf (cap bytes; *len gets the size). PS_ERR_NOT_FOUND if the key
  * has no stored row. For tests, tools and shard migration. */
 ps_status ps_store_export_row(ps_store *s, uint32_t table, uint64_t key, void *buf, size_t cap,
-                              size_t *len);
+                              size_t *len, ps_error *err);
 
 #endif

@@ -11,6 +11,7 @@
  *   too. O(rows) per call, hence called every few hundred steps. */
 #include <string.h>
 
+#include "ps_log.h"
 #include "ps_store_int.h"
 
 ps_status store_cms_create(ptable *pt, uint32_t nparts) {
@@ -54,7 +55,11 @@ uint64_t ps_store_expire(ps_store *s) {
   if (!any_ttl) goto done; /* cheap to call every step when no table uses TTL */
   /* After the write-back every hot row has an identical cold copy, so one scan of the cold
    * tier decides; expired keys are dropped from the hot index too. */
-  if (store_write_dirty(s) != PS_OK) goto done;
+  ps_error err; /* expire returns a count, not a status: a failed write-back is logged */
+  if (store_write_dirty(s, &err) != PS_OK) {
+    PS_ERROR_RL("store %s: expire: %s", s->path, err.msg);
+    goto done;
+  }
   rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
   for (size_t ti = 0; ti < s->ntables; ti++) {
     const table *t = &s->tables[ti];

@@ -198,7 +198,7 @@ out:
   free(mk);
   free(mi);
   free(vals);
-  ps_status ws = store_cold_flush_wb(s, pa);
+  ps_status ws = store_cold_flush_wb(s, pa, NULL);
   return st != PS_OK ? st : ws;
 }
 
@@ -304,7 +304,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
 out:
   free(mk);
   free(vals);
-  ps_status ws = store_cold_flush_wb(s, pa);
+  ps_status ws = store_cold_flush_wb(s, pa, NULL);
   return st != PS_OK ? st : ws;
 }
 

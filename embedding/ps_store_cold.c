@@ -4,7 +4,8 @@
  * - Layout: column family "t<id>" per table, "default" holds the specs ("spec/%05u" ->
  *   SPEC_BYTES-long record). Row keys are 8-byte big-endian (so numeric order is RocksDB's
  *   order); values are an 8-byte header {'E', version 1, optimizer, 0, dim u32 LE} + row. A
- *   value of another length or header gives PS_ERR_CORRUPT and a log line.
+ *   value of another length or header gives PS_ERR_CORRUPT (said in the caller's ps_error, or
+ *   on the data path in a rate-limited log line).
  * - At open this file only reports what it found (the decoded specs with their families);
  *   registering them as tables is ps_store_tables.c's job, so nothing here calls back into
  *   table code. */
@@ -26,18 +27,22 @@ ps_status store_rdb_error(ps_error *err, const char *what, char *rerr) {
 ps_status store_rdb_log(const char *what, char *rerr) {
   ps_error e;
   store_rdb_error(&e, what, rerr);
-  PS_ERROR("%s", e.msg);
+  PS_ERROR_RL("%s", e.msg);
   return PS_ERR_IO;
 }
 
 /* ------------------------------------------------------------- records */
 
-ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row) {
+ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row,
+                            ps_error *err) {
   const size_t want = REC_HDR + t->row_bytes;
   if (len != want || memcmp(v, t->hdr, REC_HDR) != 0) {
-    PS_ERROR("table %u key %llu: stored row is corrupt (%zu bytes, expected %zu, header %s)",
-             t->spec.id, (unsigned long long)key, len, want,
-             len >= REC_HDR && memcmp(v, t->hdr, REC_HDR) == 0 ? "ok" : "bad");
+    ps_error local; /* the data path passes no err: the line goes to the log */
+    ps_error_set(err ? err : &local, PS_ERR_CORRUPT,
+                 "table %u key %llu: stored row is corrupt (%zu bytes, expected %zu, header %s)",
+                 t->spec.id, (unsigned long long)key, len, want,
+                 len >= REC_HDR && memcmp(v, t->hdr, REC_HDR) == 0 ? "ok" : "bad");
+    if (!err) PS_ERROR_RL("%s", local.msg);
     return PS_ERR_CORRUPT;
   }
   memcpy(row, v + REC_HDR, t->row_bytes);
@@ -77,12 +82,13 @@ out:
   return st;
 }
 
-ps_status store_cold_flush_wb(ps_store *s, partition *pa) {
+ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err) {
   if (rocksdb_writebatch_count(pa->wb) == 0) return PS_OK;
-  char *err = NULL;
-  rocksdb_write(s->db, s->wo, pa->wb, &err);
+  char *rerr = NULL;
+  rocksdb_write(s->db, s->wo, pa->wb, &rerr);
   rocksdb_writebatch_clear(pa->wb);
-  return err ? store_rdb_log("write", err) : PS_OK;
+  if (!rerr) return PS_OK;
+  return err ? store_rdb_error(err, "write", rerr) : store_rdb_log("write", rerr);
 }
 
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row) {
@@ -199,12 +205,12 @@ static ps_status spec_decode(const char *b, size_t len, ps_table_spec *sp) {
 }
 
 /* The store checks the row fields only: the stepping fields are the server's (ps_table.h). */
-ps_status store_spec_validate(const ps_table_spec *sp) {
+ps_status store_spec_validate(const ps_table_spec *sp, ps_error *err) {
   ps_table_spec rows = *sp;
   rows.consistency = PS_CONS_ASYNC;
   rows.staleness = 0;
   rows.num_workers = 1;
-  return ps_table_spec_validate(&rows, NULL);
+  return ps_table_spec_validate(&rows, err);
 }
 
 static void spec_key(uint32_t id, char k[16]) { snprintf(k, 16, "spec/%05u", id); }
@@ -270,7 +276,7 @@ static ps_status load_specs(ps_store *s, const char **cfn, rocksdb_column_family
     const char *v = rocksdb_iter_value(it, &vl);
     if (kl < 5 || memcmp(k, "spec/", 5) != 0) break;
     ps_table_spec sp;
-    if (spec_decode(v, vl, &sp) != PS_OK || store_spec_validate(&sp) != PS_OK) {
+    if (spec_decode(v, vl, &sp) != PS_OK || store_spec_validate(&sp, NULL) != PS_OK) {
       st = ps_error_set(err, PS_ERR_CORRUPT, "%s: stored table spec %.*s is corrupt", s->path,
                         (int)kl, k);
       break;

@@ -107,7 +107,7 @@ void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64
     *st = PS_ERR_NOMEM;
     return NULL;
   }
-  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, row);
+  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, row, NULL);
   if (ds == PS_OK) return row;
   store_hot_remove(s, pa, ti, idx_find(&pa->tabs[ti], key, h));
   *st = ds;

@@ -215,8 +215,8 @@ typedef struct store_cold_table {
   rocksdb_column_family_handle_t *cf;
 } store_cold_table;
 
-/* Logs a RocksDB error (and frees it); returns PS_ERR_IO. For the data paths, whose public
- * calls have no ps_error to fill. */
+/* Logs a RocksDB error, rate-limited (and frees it); returns PS_ERR_IO. For the data paths,
+ * whose public calls have no ps_error to fill. */
 ps_status store_rdb_log(const char *what, char *rerr);
 /* Fills err from a RocksDB error (and frees it); returns PS_ERR_IO. */
 ps_status store_rdb_error(ps_error *err, const char *what, char *rerr);
@@ -237,17 +237,19 @@ ps_status store_cold_table_create(ps_store *s, const ps_table_spec *spec,
 #define SPEC_BYTES 160
 size_t store_spec_encode(const ps_table_spec *sp, char *b);
 /* Checks the row fields of a spec (the stepping fields are the server's, ps_table.h). */
-ps_status store_spec_validate(const ps_table_spec *sp);
-/* Copies a stored record's row into row; PS_ERR_CORRUPT (and a log line) if it does not have
- * table t's length and header. */
-ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row);
+ps_status store_spec_validate(const ps_table_spec *sp, ps_error *err);
+/* Copies a stored record's row into row; PS_ERR_CORRUPT if it does not have table t's length
+ * and header, said in err, or (err NULL: the data path) in a rate-limited log line. */
+ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row,
+                            ps_error *err);
 /* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
 ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
                               rocksdb_pinnableslice_t **vals);
 /* Appends a row's record to a write batch. */
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row);
-/* Writes (and clears) a partition's write batch. */
-ps_status store_cold_flush_wb(ps_store *s, partition *pa);
+/* Writes (and clears) a partition's write batch. A failure is said in err, or (err NULL: the
+ * data path) in a rate-limited log line. */
+ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err);
 /* A dirty hot row to write back: its key and index entry. */
 typedef struct store_dirty_ref {
   uint64_t key;
@@ -271,9 +273,9 @@ uint32_t store_cms_bump(ptable *pt, uint64_t h);
 
 /* ---------------------------------------------- ps_store.c: write-back */
 
-/* Writes every dirty hot row to RocksDB (store write-locked). */
-ps_status store_write_dirty(ps_store *s);
-/* write_dirty + flush of every memtable (store write-locked). */
-ps_status store_flush_locked(ps_store *s);
+/* Writes every dirty hot row to RocksDB (store write-locked); err must not be NULL. */
+ps_status store_write_dirty(ps_store *s, ps_error *err);
+/* write_dirty + flush of every memtable (store write-locked); err must not be NULL. */
+ps_status store_flush_locked(ps_store *s, ps_error *err);
 
 #endif

@@ -17,17 +17,23 @@
 #include "ps_log.h"
 #include "ps_store_int.h"
 
-ps_status ps_store_snapshot(ps_store *s, const char *dir) {
-  if (!s || !dir || !dir[0]) return PS_ERR_INVALID;
+ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err) {
+  if (!s || !dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "snapshot: no store or dir");
   struct stat sb;
-  if (stat(dir, &sb) == 0) return PS_ERR_INVALID; /* must not exist */
+  if (stat(dir, &sb) == 0)
+    return ps_error_set(err, PS_ERR_INVALID, "snapshot: %s already exists", dir);
+  ps_error local;
+  if (!err) err = &local;
   pthread_rwlock_wrlock(&s->lock);
-  ps_status st = store_flush_locked(s);
+  ps_status st = store_flush_locked(s, err);
   if (st == PS_OK) {
-    char *err = NULL;
-    rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &err);
-    if (!err) rocksdb_checkpoint_create(cp, dir, 0, &err);
-    if (err) st = store_rdb_log("checkpoint", err);
+    char *rerr = NULL;
+    rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
+    if (!rerr) rocksdb_checkpoint_create(cp, dir, 0, &rerr);
+    if (rerr) {
+      st = store_rdb_error(err, "checkpoint", rerr);
+      ps_error_prefix(err, "snapshot %s: ", dir);
+    }
     if (cp) rocksdb_checkpoint_object_destroy(cp);
   }
   pthread_rwlock_unlock(&s->lock);
@@ -43,11 +49,16 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
 }
 static int rm_rf(const char *p) { return nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
 
-ps_status ps_store_snapshot_remove(const char *dir) {
-  if (!dir || !dir[0]) return PS_ERR_INVALID;
+ps_status ps_store_snapshot_remove(const char *dir, ps_error *err) {
+  if (!dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "removing a snapshot: no dir");
   struct stat sb;
-  if (lstat(dir, &sb) != 0) return errno == ENOENT ? PS_OK : PS_ERR_IO;
-  return rm_rf(dir) == 0 ? PS_OK : PS_ERR_IO;
+  if (lstat(dir, &sb) != 0) {
+    if (errno == ENOENT) return PS_OK;
+    return ps_error_set(err, PS_ERR_IO, "removing snapshot %s: %s", dir, strerror(errno));
+  }
+  if (rm_rf(dir) != 0)
+    return ps_error_set(err, PS_ERR_IO, "removing snapshot %s: %s", dir, strerror(errno));
+  return PS_OK;
 }
 
 static int copy_file(const char *src, const char *dst) {
@@ -96,25 +107,17 @@ static void unload(ps_store *s) {
   store_hot_drop(s);
 }
 
-/* Opens the database at s->path again and registers its tables; logs a failure. */
-static ps_status reload(ps_store *s) {
-  ps_error err;
-  ps_status st = store_tables_open(s, &err);
-  if (st != PS_OK) PS_ERROR("%s", err.msg);
-  return st;
-}
-
 /* Restore: copy the snapshot beside the data dir, close RocksDB, swap directories, reopen.
  * The live directory is replaced only once the copy is complete; on a failed reopen the old
  * one is put back. */
-ps_status ps_store_restore(ps_store *s, const char *dir) {
-  if (!s || !dir || !dir[0]) return PS_ERR_INVALID;
+ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
+  if (!s || !dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "restore: no store or dir");
   char cur[4096];
-  if (snprintf(cur, sizeof(cur), "%s/CURRENT", dir) >= (int)sizeof(cur)) return PS_ERR_INVALID;
-  if (access(cur, R_OK) != 0) {
-    PS_ERROR("restore: %s is not a snapshot (no CURRENT file)", dir);
-    return PS_ERR_NOT_FOUND;
-  }
+  if (snprintf(cur, sizeof(cur), "%s/CURRENT", dir) >= (int)sizeof(cur))
+    return ps_error_set(err, PS_ERR_INVALID, "restore: path too long");
+  if (access(cur, R_OK) != 0)
+    return ps_error_set(err, PS_ERR_NOT_FOUND, "restore: %s is not a snapshot (no CURRENT file)",
+                        dir);
   char tmp[4096], old[4096];
   snprintf(tmp, sizeof(tmp), "%s.restore-tmp", s->path);
   snprintf(old, sizeof(old), "%s.restore-old", s->path);
@@ -127,24 +130,27 @@ ps_status ps_store_restore(ps_store *s, const char *dir) {
   int rc = nftw(dir, copy_cb, 16, FTW_PHYS);
   pthread_mutex_unlock(&copy_mu);
   if (rc != 0) {
-    PS_ERROR("restore: copying %s failed", dir);
+    ps_error_set(err, PS_ERR_IO, "restore: copying %s failed: %s", dir, strerror(errno));
     rm_rf(tmp);
     return PS_ERR_IO;
   }
+  ps_error local;
+  if (!err) err = &local;
   pthread_rwlock_wrlock(&s->lock);
   unload(s);
   ps_status st = PS_OK;
-  if (rename(s->path, old) != 0 || rename(tmp, s->path) != 0) {
-    PS_ERROR("restore: swapping %s failed: %s", s->path, strerror(errno));
-    st = PS_ERR_IO;
-  }
-  if (st == PS_OK) st = reload(s);
+  if (rename(s->path, old) != 0 || rename(tmp, s->path) != 0)
+    st = ps_error_set(err, PS_ERR_IO, "restore: swapping %s failed: %s", s->path, strerror(errno));
+  if (st == PS_OK && (st = store_tables_open(s, err)) != PS_OK)
+    ps_error_prefix(err, "restore from %s: ", dir);
   if (st != PS_OK) {
     unload(s);
     rm_rf(s->path);
-    if (rename(old, s->path) == 0) {
-      ps_status rs = reload(s);
-      if (rs != PS_OK) PS_ERROR("restore: reopening the previous content failed too");
+    ps_error back;
+    if (rename(old, s->path) == 0 && store_tables_open(s, &back) != PS_OK) {
+      char first[PS_ERROR_MSG_MAX];
+      snprintf(first, sizeof first, "%s", err->msg);
+      ps_error_set(err, st, "%s; reopening the previous content failed too: %s", first, back.msg);
     }
   } else {
     rm_rf(old);

@@ -61,9 +61,9 @@ ps_status store_tables_open(ps_store *s, ps_error *err) {
   return st;
 }
 
-ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec) {
-  if (!s || !spec) return PS_ERR_INVALID;
-  ps_status st = store_spec_validate(spec);
+ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec, ps_error *err) {
+  if (!s || !spec) return ps_error_set(err, PS_ERR_INVALID, "declare: no store or spec");
+  ps_status st = store_spec_validate(spec, err);
   if (st != PS_OK) return st;
   char enc[SPEC_BYTES], enc2[SPEC_BYTES];
   size_t elen = store_spec_encode(spec, enc);
@@ -72,25 +72,27 @@ ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec) {
   table *t = find_table(s, spec->id, &ti);
   if (t) {
     store_spec_encode(&t->spec, enc2);
-    st = memcmp(enc, enc2, elen) == 0 ? PS_OK : PS_ERR_CONFLICT;
-    if (st) PS_WARN("table %u (%s): declared again with a different spec", spec->id, spec->name);
+    if (memcmp(enc, enc2, elen) != 0)
+      st = ps_error_set(err, PS_ERR_CONFLICT, "table %u (%s): declared again with a different spec",
+                        spec->id, spec->name);
     goto done;
   }
   for (size_t i = 0; i < s->ntables; i++)
     if (strncmp(s->tables[i].spec.name, spec->name, sizeof(spec->name)) == 0) {
-      PS_WARN("table name %s already used by table %u", spec->name, s->tables[i].spec.id);
-      st = PS_ERR_CONFLICT;
+      st = ps_error_set(err, PS_ERR_CONFLICT, "table name %s already used by table %u",
+                        spec->name, s->tables[i].spec.id);
       goto done;
     }
   rocksdb_column_family_handle_t *cf = NULL;
-  ps_error err;
-  st = store_cold_table_create(s, spec, &cf, &err);
-  if (st != PS_OK) {
-    PS_ERROR("%s", err.msg);
-    goto done;
-  }
+  st = store_cold_table_create(s, spec, &cf, err);
+  if (st != PS_OK) goto done;
   st = add_table(s, spec, cf);
-  if (st == PS_OK) PS_INFO("declared table %u (%s): dim %u, optimizer %d", spec->id, spec->name, spec->dim, spec->optimizer);
+  if (st != PS_OK)
+    ps_error_set(err, st, "table %u (%s): out of memory or room (%zu tables, at most %u)",
+                 spec->id, spec->name, s->ntables, PS_STORE_MAX_TABLES);
+  else
+    PS_INFO("declared table %u (%s): dim %u, optimizer %d", spec->id, spec->name, spec->dim,
+            spec->optimizer);
 done:
   pthread_rwlock_unlock(&s->lock);
   return st;

@@ -153,8 +153,9 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
                          .cache_bytes = opt->cache_bytes,
                          .partitions = s->nthreads ? s->nthreads : 1,
                          .durability = PS_DURABILITY_NONE};
-  if ((st = ps_store_open(&so, &s->store)) != PS_OK) {
-    PS_ERROR("cannot open the store in %s: %s", dbdir, ps_status_str(st));
+  ps_error serr;
+  if ((st = ps_store_open(&so, &s->store, &serr)) != PS_OK) {
+    PS_ERROR("cannot open the store in %s: %s", dbdir, serr.msg);
     goto fail;
   }
   bool clean = true;
@@ -387,8 +388,9 @@ void ps_server_destroy(ps_server **sp) {
   free_list(s, &s->ready_head);
   free_list(s, &s->excl_head);
   if (s->store) {
-    ps_status st = ps_store_flush(s->store);
-    if (st != PS_OK) PS_ERROR("flush at shutdown failed: %s", ps_status_str(st));
+    ps_error err;
+    ps_status st = ps_store_flush(s->store, &err);
+    if (st != PS_OK) PS_ERROR("flush at shutdown failed: %s", err.msg);
     ps_store_close(&s->store);
     if (st == PS_OK && s->meta_ok && srv_meta_save(s, true) != PS_OK)
       PS_WARN("could not mark the data dir clean");

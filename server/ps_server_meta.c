@@ -232,21 +232,24 @@ static void ckpt_files(ps_server *s, const char *root, bool staging, char *dir, 
 }
 
 /* Deletes this shard's checkpoint files under root (committed or staging). */
-static ps_status ckpt_remove(ps_server *s, const char *root, bool staging) {
+static ps_status ckpt_remove(ps_server *s, const char *root, bool staging, ps_error *err) {
   char dir[4200], meta[4200];
   ckpt_files(s, root, staging, dir, meta, sizeof dir);
-  ps_status st = ps_store_snapshot_remove(dir);
-  if (unlink(meta) != 0 && errno != ENOENT) st = PS_ERR_IO;
+  ps_status st = ps_store_snapshot_remove(dir, err);
+  if (unlink(meta) != 0 && errno != ENOENT)
+    st = ps_error_set(err, PS_ERR_IO, "removing %s: %s", meta, strerror(errno));
   return st;
 }
 
 /* Forgets the prepared checkpoint: staging first, then the record, so that a failure in
  * between leaves a record that the next start deletes again. */
-static ps_status staged_drop(ps_server *s) {
+static ps_status staged_drop(ps_server *s, ps_error *err) {
   if (!s->staged.have) return PS_OK;
-  ps_status st = ckpt_remove(s, s->staged.path, true);
-  if (st != PS_OK) PS_WARN("could not delete the staging of step %" PRIu64 " in %s",
-                           s->staged.step, s->staged.path);
+  ps_error local;
+  if (!err) err = &local;
+  ps_status st = ckpt_remove(s, s->staged.path, true, err);
+  if (st != PS_OK) PS_WARN("could not delete the staging of step %" PRIu64 " in %s: %s",
+                           s->staged.step, s->staged.path, err->msg);
   s->staged.have = false;
   if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the dropped staging");
   return st;
@@ -263,9 +266,10 @@ void srv_ckpt_discard_staged(ps_server *s) {
                  !(s->last.have && strcmp(s->last.path, s->staged.path) == 0);
   PS_WARN("deleting checkpoint of step %" PRIu64 " in %s: prepared, never committed",
           s->staged.step, s->staged.path);
-  if (renamed && ckpt_remove(s, s->staged.path, false) != PS_OK)
-    PS_WARN("could not delete %s", dir);
-  staged_drop(s);
+  ps_error err;
+  if (renamed && ckpt_remove(s, s->staged.path, false, &err) != PS_OK)
+    PS_WARN("could not delete %s: %s", dir, err.msg);
+  staged_drop(s, NULL);
 }
 
 /* Phase 1: snapshot into staging. Not this shard's last checkpoint until committed. */
@@ -276,7 +280,7 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_
     return ps_error_set(err, PS_ERR_CONFLICT, "checkpoint %s already exists", dir);
   }
   /* One prepared checkpoint at a time: a new prepare means the driver gave up on the old one. */
-  staged_drop(s);
+  staged_drop(s, NULL);
   ckpt_files(s, root, true, dir, meta, sizeof dir);
   if (access(dir, F_OK) == 0) {
     return ps_error_set(err, PS_ERR_CONFLICT, "%s exists and is not a prepare of this shard", dir);
@@ -291,10 +295,10 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_
     s->staged.have = false;
     return ps_error_set(err, st, "cannot record the staging in %s", s->data_dir);
   }
-  st = ps_store_snapshot(s->store, dir);
+  st = ps_store_snapshot(s->store, dir, err);
   if (st != PS_OK) {
-    ps_error_set(err, st, "snapshot into %s failed: %s", dir, ps_status_str(st));
-    staged_drop(s);
+    ps_error_prefix(err, "snapshot into %s failed: ", dir);
+    staged_drop(s, NULL);
     return st;
   }
   json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:o}", "format", 1, "step", (json_int_t)step,
@@ -304,7 +308,7 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_
   json_decref(j);
   if (st != PS_OK) {
     ps_error_set(err, st, "cannot write %s", meta);
-    staged_drop(s);
+    staged_drop(s, NULL);
     return st;
   }
   PS_INFO("checkpoint at step %" PRIu64 " prepared in %s", step, dir);
@@ -382,8 +386,8 @@ ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *pat
       /* Nothing prepared there is fine: an abort goes to every shard, prepared or not. */
       if (s->staged.have && s->staged.step == step && strcmp(s->staged.path, root) == 0) {
         PS_INFO("checkpoint at step %" PRIu64 " in %s aborted", step, root);
-        st = staged_drop(s);
-        if (st != PS_OK) ps_error_set(err, st, "could not delete the staging in %s", root);
+        st = staged_drop(s, err);
+        if (st != PS_OK) ps_error_prefix(err, "could not delete the staging in %s: ", root);
       }
       return st;
     default:
@@ -532,10 +536,11 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
                         "restore it",
                         root, (int64_t)st_step, meta, why);
   }
-  ps_status st = ps_store_restore(s->store, dir);
+  ps_status st = ps_store_restore(s->store, dir, err);
   if (st != PS_OK) {
     json_decref(j);
-    return ps_error_set(err, st, "restoring %s failed: %s", dir, ps_status_str(st));
+    ps_error_prefix(err, "restoring %s failed: ", dir);
+    return st;
   }
   identity_write(s); /* the restore swapped the store directory */
   /* Tables of the snapshot that we did not know (as many as memory allows), then their
@@ -548,8 +553,9 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
   srv_tables_reset_steps(s, *step);
   ckpt_set(&s->last, *step, root);
   /* A prepare taken before the roll-back snapshots a state that no longer exists. */
-  if (s->staged.have && ckpt_remove(s, s->staged.path, true) != PS_OK)
-    PS_WARN("could not delete the staging in %s", s->staged.path);
+  ps_error rerr;
+  if (s->staged.have && ckpt_remove(s, s->staged.path, true, &rerr) != PS_OK)
+    PS_WARN("could not delete the staging in %s: %s", s->staged.path, rerr.msg);
   s->staged.have = false;
   if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not record the restore in the data dir");
   PS_INFO("restored %s (step %" PRIu64 ")", dir, *step);

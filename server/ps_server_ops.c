@@ -189,14 +189,15 @@ static void handle_declare(ps_server *s, srv_req *r) {
                     ps_consistency_name(spec.consistency), spec.staleness, spec.num_workers);
     return;
   }
-  ps_status st = ps_store_declare(s->store, &spec);
+  ps_error err;
+  ps_status st = ps_store_declare(s->store, &spec, &err);
   if (st != PS_OK) {
     srv_reply_error(s, r, st,
                     st == PS_ERR_CONFLICT
                         ? "table %u '%s' conflicts with a table already declared (another spec "
-                          "under this id or name)"
-                        : "declaring table %u '%s' failed",
-                    id, spec.name);
+                          "under this id or name): %s"
+                        : "declaring table %u '%s' failed: %s",
+                    id, spec.name, err.msg);
     return;
   }
   if (!t || t->meta_unknown) {

@@ -196,7 +196,7 @@ static int open_table(const cfg *c, const char *path, size_t cache_mb, uint32_t 
   ps_store_options o = {.path = path, .cache_bytes = cache_mb << 20,
                         .partitions = (uint32_t)c->partitions, .block_cache_bytes = 64 << 20};
   ps_table_spec sp = mkspec(dim, c->opt);
-  if (ps_store_open(&o, s) != PS_OK || ps_store_declare(*s, &sp) != PS_OK) return 1;
+  if (ps_store_open(&o, s, NULL) != PS_OK || ps_store_declare(*s, &sp, NULL) != PS_OK) return 1;
   return 0;
 }
 

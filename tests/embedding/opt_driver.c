@@ -74,10 +74,11 @@ int main(int argc, char **argv) {
   ps_store_options o = {.path = dir, .cache_bytes = (size_t)cache_kb << 10,
                         .partitions = (uint32_t)parts, .write_buffer_bytes = 4 << 20};
   ps_store *s = NULL;
-  ps_status st = ps_store_open(&o, &s);
-  if (st == PS_OK) st = ps_store_declare(s, &sp);
+  ps_error err;
+  ps_status st = ps_store_open(&o, &s, &err);
+  if (st == PS_OK) st = ps_store_declare(s, &sp, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "opt_driver: store: %s\n", ps_status_str(st));
+    fprintf(stderr, "opt_driver: store: %s\n", err.msg);
     return 1;
   }
   const size_t K = h.nkeys, D = h.dim;

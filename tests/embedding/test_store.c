@@ -60,7 +60,7 @@ static ps_store *open_store(const char *path, size_t cache, uint32_t parts) {
                         .durability = PS_DURABILITY_NONE, .block_cache_bytes = 8 << 20,
                         .write_buffer_bytes = 4 << 20};
   ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s), PS_OK);
+  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
   assert_non_null(s);
   return s;
 }
@@ -95,24 +95,24 @@ static void test_declare(void **st) {
   mkpath(p, sizeof(p), "declare");
   ps_store *s = open_store(p, 1 << 20, 2);
   ps_table_spec a = spec_sgd(7, "clicks", 16, 0.1f);
-  assert_int_equal(ps_store_declare(s, &a), PS_OK);
-  assert_int_equal(ps_store_declare(s, &a), PS_OK); /* same spec: no-op */
+  assert_int_equal(ps_store_declare(s, &a, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &a, NULL), PS_OK); /* same spec: no-op */
   ps_table_spec b = a;
   b.dim = 32;
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_CONFLICT);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_CONFLICT);
   b = a;
   b.lr = 0.2f;
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_CONFLICT);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_CONFLICT);
   b = a;
   b.id = 8; /* same name, other id */
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_CONFLICT);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_CONFLICT);
   b = spec_sgd(0, "bad", 16, 0.1f);
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_INVALID);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_INVALID);
   b = spec_sgd(9, "bad", 0, 0.1f);
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_INVALID);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_INVALID);
   b = spec_sgd(9, "bad", 8, 0.1f);
   b.optimizer = (ps_optimizer)99;
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_INVALID);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_INVALID);
   float out[16];
   uint64_t k = 5;
   assert_int_equal(ps_store_pull(s, 99, &k, 1, out), PS_ERR_UNKNOWN_TABLE);
@@ -130,11 +130,75 @@ static void test_declare(void **st) {
   assert_int_equal(ids[0], 7);
   assert_int_equal(ps_store_get_spec(s, 7, &got), PS_OK);
   assert_memory_equal(&got, &a, sizeof(a));
-  assert_int_equal(ps_store_declare(s, &a), PS_OK);
+  assert_int_equal(ps_store_declare(s, &a, NULL), PS_OK);
   b = a;
   b.seed = 99;
-  assert_int_equal(ps_store_declare(s, &b), PS_ERR_CONFLICT);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_ERR_CONFLICT);
   ps_store_close(&s);
+}
+
+/* The calls that can fail for a reason worth telling say it in their ps_error: the code they
+ * return and a message naming what failed; a success leaves err untouched. */
+static void expect_err(const ps_error *e, ps_status code, const char *part) {
+  assert_int_equal(e->code, code);
+  if (!strstr(e->msg, part)) fail_msg("message '%s' does not contain '%s'", e->msg, part);
+}
+
+static void test_errors_say_why(void **st) {
+  (void)st;
+  char p[512], snap[600];
+  mkpath(p, sizeof(p), "errors");
+  ps_error e;
+  ps_store *s = NULL;
+  ps_store_options o = {.path = p, .partitions = 2000};
+  assert_int_equal(ps_store_open(&o, &s, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "2000 partitions");
+  assert_null(s);
+  char file[600]; /* a regular file where the database directory should be */
+  snprintf(file, sizeof file, "%s/errors-file", g_root);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  o = (ps_store_options){.path = file, .partitions = 1};
+  assert_int_equal(ps_store_open(&o, &s, &e), PS_ERR_IO);
+  expect_err(&e, PS_ERR_IO, "rocksdb open");
+  assert_null(s);
+  s = open_store(p, 1 << 20, 2);
+  ps_table_spec a = spec_sgd(7, "clicks", 16, 0.1f), b = a;
+  ps_error_clear(&e);
+  assert_int_equal(ps_store_declare(s, &a, &e), PS_OK);
+  assert_int_equal(e.code, PS_OK); /* untouched */
+  assert_string_equal(e.msg, "");
+  b.dim = 32;
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);
+  expect_err(&e, PS_ERR_CONFLICT, "table 7 (clicks): declared again with a different spec");
+  b = a;
+  b.id = 8;
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);
+  expect_err(&e, PS_ERR_CONFLICT, "table name clicks already used by table 7");
+  b = spec_sgd(9, "bad", 0, 0.1f);
+  assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "dim 0");
+  snprintf(snap, sizeof snap, "%s-snap", p);
+  assert_int_equal(ps_store_snapshot(s, snap, &e), PS_OK);
+  assert_int_equal(ps_store_snapshot(s, snap, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "already exists");
+  assert_int_equal(ps_store_restore(s, "/nonexistent/snapshot", &e), PS_ERR_NOT_FOUND);
+  expect_err(&e, PS_ERR_NOT_FOUND, "/nonexistent/snapshot is not a snapshot");
+  assert_int_equal(ps_store_restore(s, snap, &e), PS_OK);
+  assert_int_equal(ps_store_flush(s, &e), PS_OK);
+  unsigned char rec[256];
+  size_t len;
+  assert_int_equal(ps_store_export_row(s, 7, 42, rec, sizeof rec, &len, &e), PS_ERR_NOT_FOUND);
+  expect_err(&e, PS_ERR_NOT_FOUND, "table 7 key 42: no stored row");
+  assert_int_equal(ps_store_export_row(s, 7, 42, rec, 4, &len, &e), PS_ERR_INVALID);
+  expect_err(&e, PS_ERR_INVALID, "the buffer has 4");
+  assert_int_equal(ps_store_export_row(s, 99, 42, rec, sizeof rec, &len, &e),
+                   PS_ERR_UNKNOWN_TABLE);
+  expect_err(&e, PS_ERR_UNKNOWN_TABLE, "table 99");
+  ps_store_close(&s);
+  assert_int_equal(ps_store_snapshot_remove(snap, &e), PS_OK);
+  assert_int_equal(ps_store_snapshot_remove(snap, &e), PS_OK); /* none: fine */
 }
 
 static void test_init_deterministic(void **st) {
@@ -148,8 +212,8 @@ static void test_init_deterministic(void **st) {
   n.init = PS_INIT_NORMAL;
   n.init_a = 0.5f;
   for (int i = 0; i < 2; i++) {
-    assert_int_equal(ps_store_declare(s1, i ? &n : &u), PS_OK);
-    assert_int_equal(ps_store_declare(s4, i ? &n : &u), PS_OK);
+    assert_int_equal(ps_store_declare(s1, i ? &n : &u, NULL), PS_OK);
+    assert_int_equal(ps_store_declare(s4, i ? &n : &u, NULL), PS_OK);
   }
   enum { N = 3000 };
   uint64_t *keys = malloc(N * sizeof(uint64_t));
@@ -201,7 +265,7 @@ static void test_over_budget(void **st) {
   size_t rss0 = rss_bytes();
   ps_store *s = open_store(p, budget, 4);
   ps_table_spec sp = spec_sgd(3, "big", dim, 0.25f);
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   /* Row = 16 B metadata + 256 B values (SGD has no state), jemalloc class 288 B, plus 16 B
    * index entries at load <= 0.7: about 310 B per hot row. 10x the rows that fit: */
   const size_t nkeys = 10 * budget / 310;
@@ -274,7 +338,7 @@ static void test_admission(void **st) {
   ps_store *s = open_store(p, 1 << 20, 3);
   ps_table_spec sp = spec_sgd(4, "adm", 8, 0.5f);
   sp.admit_threshold = 3;
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   enum { N = 100 };
   uint64_t keys[2 * N];
   float g[2 * N * 8], out[N * 8], exp[8];
@@ -326,8 +390,8 @@ static void test_ttl(void **st) {
   ps_table_spec sp = spec_sgd(5, "ttl", 16, 0.5f);
   sp.ttl_steps = 5;
   ps_table_spec keep = spec_sgd(6, "keep", 16, 0.5f); /* no TTL */
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
-  assert_int_equal(ps_store_declare(s, &keep), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &keep, NULL), PS_OK);
   enum { N = 1000 };
   uint64_t *k1 = malloc(N * 8), *k2 = malloc(N * 8);
   float *g = malloc(N * 16 * 4), *out = malloc(N * 16 * 4), exp[16];
@@ -387,7 +451,7 @@ static void export_all(ps_store *s, uint32_t t, const uint64_t *keys, size_t n, 
                        unsigned char *buf) {
   for (size_t i = 0; i < n; i++) {
     size_t len = 0;
-    assert_int_equal(ps_store_export_row(s, t, keys[i], buf + i * rec, rec, &len), PS_OK);
+    assert_int_equal(ps_store_export_row(s, t, keys[i], buf + i * rec, rec, &len, NULL), PS_OK);
     assert_int_equal(len, rec);
   }
 }
@@ -410,8 +474,8 @@ static void test_snapshot_restore(void **st) {
   ft.lr_power = -0.5f;
   ft.eps = 1.0f;
   ft.initial_accumulator = 0.1f;
-  assert_int_equal(ps_store_declare(s, &ad), PS_OK);
-  assert_int_equal(ps_store_declare(s, &ft), PS_OK);
+  assert_int_equal(ps_store_declare(s, &ad, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &ft, NULL), PS_OK);
   enum { N = 2000 };
   uint64_t *keys = malloc(N * 8);
   float *g = malloc(N * 8 * 4);
@@ -430,8 +494,8 @@ static void test_snapshot_restore(void **st) {
   unsigned char *b10 = malloc(N * r10), *b11 = malloc(N * r11);
   export_all(s, 10, keys, N, r10, a10);
   export_all(s, 11, keys, N, r11, a11);
-  assert_int_equal(ps_store_snapshot(s, snap), PS_OK);
-  assert_int_equal(ps_store_snapshot(s, snap), PS_ERR_INVALID); /* exists */
+  assert_int_equal(ps_store_snapshot(s, snap, NULL), PS_OK);
+  assert_int_equal(ps_store_snapshot(s, snap, NULL), PS_ERR_INVALID); /* exists */
   /* Change everything after the snapshot, and declare another table. */
   ps_store_set_step(s, 10);
   for (int t = 0; t < 2; t++) {
@@ -441,11 +505,11 @@ static void test_snapshot_restore(void **st) {
     assert_int_equal(ps_store_push(s, t ? 11 : 10, keys, N, g), PS_OK);
   }
   ps_table_spec extra = spec_sgd(12, "extra", 4, 0.1f);
-  assert_int_equal(ps_store_declare(s, &extra), PS_OK);
+  assert_int_equal(ps_store_declare(s, &extra, NULL), PS_OK);
   export_all(s, 10, keys, N, r10, b10);
   assert_memory_not_equal(a10, b10, N * r10);
-  assert_int_equal(ps_store_restore(s, "/nonexistent/snapshot"), PS_ERR_NOT_FOUND);
-  assert_int_equal(ps_store_restore(s, snap), PS_OK);
+  assert_int_equal(ps_store_restore(s, "/nonexistent/snapshot", NULL), PS_ERR_NOT_FOUND);
+  assert_int_equal(ps_store_restore(s, snap, NULL), PS_OK);
   export_all(s, 10, keys, N, r10, b10);
   export_all(s, 11, keys, N, r11, b11);
   assert_memory_equal(a10, b10, N * r10);
@@ -481,8 +545,8 @@ static void test_bulk_flush(void **st) {
   enum { NA = 100000, NB = 1000, DA = 8, DB = 4 };
   ps_store *s = open_store(p, 256 << 20, 2);
   ps_table_spec a = spec_sgd(20, "bulk", DA, 0.1f), b = spec_sgd(21, "few", DB, 0.1f);
-  assert_int_equal(ps_store_declare(s, &a), PS_OK);
-  assert_int_equal(ps_store_declare(s, &b), PS_OK);
+  assert_int_equal(ps_store_declare(s, &a, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &b, NULL), PS_OK);
   uint64_t *ka = malloc(NA * 8), *kb = malloc(NB * 8);
   float *g = malloc((size_t)NA * DA * 4), *got = malloc((size_t)NA * DA * 4), *want = malloc(DA * 4);
   for (int i = 0; i < NA; i++) ka[i] = ps_mix64((uint64_t)i + 77);
@@ -494,9 +558,9 @@ static void test_bulk_flush(void **st) {
     for (int i = 0; i < NB; i++)
       for (uint32_t j = 0; j < DB; j++) g[(size_t)i * DB + j] = grad_of(kb[i], j, pass);
     assert_int_equal(ps_store_push(s, 21, kb, NB, g), PS_OK);
-    if (pass == 0) assert_int_equal(ps_store_flush(s), PS_OK);
+    if (pass == 0) assert_int_equal(ps_store_flush(s, NULL), PS_OK);
   }
-  assert_int_equal(ps_store_snapshot(s, snap), PS_OK); /* flushes pass 1 over pass 0 */
+  assert_int_equal(ps_store_snapshot(s, snap, NULL), PS_OK); /* flushes pass 1 over pass 0 */
   ps_store_stats ss;
   ps_store_get_stats(s, &ss);
   assert_true(ss.writebacks >= 2 * (NA + NB));
@@ -506,7 +570,7 @@ static void test_bulk_flush(void **st) {
   assert_int_equal(access(left, F_OK), -1); /* the staging file does not stay behind */
   for (int round = 0; round < 2; round++) {
     s = open_store(p, 64 << 10, 2);
-    if (round == 1) assert_int_equal(ps_store_restore(s, snap), PS_OK);
+    if (round == 1) assert_int_equal(ps_store_restore(s, snap, NULL), PS_OK);
     assert_int_equal(ps_store_pull(s, 20, ka, NA, got), PS_OK);
     for (int i = 0; i < NA; i++) {
       expected_sgd(&a, ka[i], 2, want);
@@ -563,7 +627,7 @@ static void test_corrupt(void **st) {
   mkpath(p, sizeof(p), "corrupt");
   ps_store *s = open_store(p, 1 << 20, 2);
   ps_table_spec sp = spec_sgd(20, "c", 8, 0.5f);
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   uint64_t keys[3] = {1, 2, 3};
   float g[24] = {0}, out[24];
   assert_int_equal(ps_store_push(s, 20, keys, 3, g), PS_OK);
@@ -579,7 +643,9 @@ static void test_corrupt(void **st) {
   assert_int_equal(ps_store_pull(s, 20, keys + 1, 1, out), PS_ERR_CORRUPT);
   assert_int_equal(ps_store_push(s, 20, keys, 1, g), PS_ERR_CORRUPT);
   size_t len;
-  assert_int_equal(ps_store_export_row(s, 20, 1, bad, rec, &len), PS_ERR_CORRUPT);
+  ps_error e;
+  assert_int_equal(ps_store_export_row(s, 20, 1, bad, rec, &len, &e), PS_ERR_CORRUPT);
+  expect_err(&e, PS_ERR_CORRUPT, "table 20 key 1: stored row is corrupt (13 bytes");
   ps_log_set_level(PS_LOG_WARN);
   /* The healthy key still works. */
   assert_int_equal(ps_store_pull(s, 20, keys + 2, 1, out), PS_OK);
@@ -614,7 +680,7 @@ static void test_concurrent(void **st) {
   ps_store *s = open_store(p, 16 << 10, 4); /* tiny: pushes also evict and reload */
   ps_table_spec sp = spec_sgd(30, "conc", 4, 0.5f);
   sp.init = PS_INIT_ZERO;
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   pthread_t th[2];
   thr_arg a[2] = {{s, 0}, {s, 1}};
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, pusher, &a[i]);
@@ -668,8 +734,8 @@ static void test_batch(void **st) {
   ps_table_spec sp = spec_sgd(40, "batch", D, 0.1f);
   sp.optimizer = PS_OPT_ADAGRAD; /* not linear in the gradient: double application shows */
   sp.initial_accumulator = 0.1f;
-  assert_int_equal(ps_store_declare(w, &sp), PS_OK);
-  assert_int_equal(ps_store_declare(s, &sp), PS_OK);
+  assert_int_equal(ps_store_declare(w, &sp, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   static uint64_t keys[N];
   static float g[N * D], a[N * D], b[N * D];
   for (int round = 0; round < 3; round++) {
@@ -722,6 +788,7 @@ int main(void) {
       cmocka_unit_test(test_ttl),             cmocka_unit_test(test_snapshot_restore),
       cmocka_unit_test(test_corrupt),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_batch),           cmocka_unit_test(test_bulk_flush),
+      cmocka_unit_test(test_errors_say_why),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rm_rf(g_root);

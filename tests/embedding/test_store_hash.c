@@ -21,7 +21,7 @@ static ps_store *open_store(char *dir, size_t cap) {
   snprintf(dir, cap, "/tmp/ember-test-store-hash-%d", (int)getpid());
   ps_store_options o = {.path = dir, .cache_bytes = 8u << 20, .partitions = P};
   ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s), PS_OK);
+  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
   return s;
 }
 
@@ -45,7 +45,7 @@ static void test_partition_from_the_shard_hash(void **st) {
     assert_true(share > 0.95 / P && share < 1.05 / P);
   }
   ps_store_close(&s);
-  assert_int_equal(ps_store_snapshot_remove(dir), PS_OK);
+  assert_int_equal(ps_store_snapshot_remove(dir, NULL), PS_OK);
 }
 
 static void test_batch_checks_shard(void **st) {
@@ -76,7 +76,7 @@ static void test_batch_checks_shard(void **st) {
   ps_store_batch_destroy(&b);
   assert_int_equal(ps_store_batch_check_shard(NULL, 1, SHARDS, &pos), PS_ERR_INVALID);
   ps_store_close(&s);
-  assert_int_equal(ps_store_snapshot_remove(dir), PS_OK);
+  assert_int_equal(ps_store_snapshot_remove(dir, NULL), PS_OK);
 }
 
 int main(void) {

@@ -217,14 +217,14 @@ ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
   snprintf(path, sizeof path, "%s/%s", dir, name);
   ps_store_options so = {.path = path, .cache_bytes = cache_bytes, .partitions = 1};
   ps_store *s = NULL;
-  ps_status st = ps_store_open(&so, &s);
+  ps_error err;
+  ps_status st = ps_store_open(&so, &s, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "pt_ref_store: open %s: %s\n", path, ps_status_str(st));
+    fprintf(stderr, "pt_ref_store: open %s: %s\n", path, err.msg);
     return NULL;
   }
-  if ((st = ps_store_declare(s, t)) != PS_OK) {
-    fprintf(stderr, "pt_ref_store: declare table %u in %s: %s\n", t->id, path,
-            ps_status_str(st));
+  if ((st = ps_store_declare(s, t, &err)) != PS_OK) {
+    fprintf(stderr, "pt_ref_store: declare table %u in %s: %s\n", t->id, path, err.msg);
     ps_store_close(&s);
     return NULL;
   }

@@ -128,6 +128,7 @@ static void test_refusals(void **state) {
   t2 = t;
   t2.dim = DIM * 2;
   assert_int_equal(ps_client_declare(c, &t2), PS_ERR_CONFLICT);
+  assert_non_null(strstr(ps_client_error(c), "declared again with a different spec"));
   ps_client_destroy(&c);
 
   /* A client that believes shard 1 is the only server sends it keys of shard 0. */
