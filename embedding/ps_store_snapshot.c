@@ -137,17 +137,37 @@ ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
   ps_error local;
   if (!err) err = &local;
   pthread_rwlock_wrlock(&s->lock);
+  /* The rows changed since the last flush go to RocksDB first, so that a restore that fails
+   * halfway puts back exactly the content it found (a successful one replaces them anyway). */
+  ps_status st = store_flush_locked(s, err);
+  if (st != PS_OK) {
+    pthread_rwlock_unlock(&s->lock);
+    rm_rf(tmp);
+    return ps_error_prefix(err, "restore: writing back the live rows first: ");
+  }
   unload(s);
-  ps_status st = PS_OK;
-  if (rename(s->path, old) != 0 || rename(tmp, s->path) != 0)
+  /* Which renames happened decides what a failure puts back: the live directory is removed
+   * only once it has been moved aside (a failed first rename leaves it where it is). */
+  bool moved_old = false, moved_new = false;
+  if (rename(s->path, old) != 0)
+    st = ps_error_set(err, PS_ERR_IO, "restore: moving %s aside failed: %s", s->path,
+                      strerror(errno));
+  else if (moved_old = true, rename(tmp, s->path) != 0)
     st = ps_error_set(err, PS_ERR_IO, "restore: swapping %s failed: %s", s->path, strerror(errno));
+  else
+    moved_new = true;
   if (st == PS_OK && (st = store_tables_open(s, err)) != PS_OK)
     ps_error_prefix(err, "restore from %s: ", dir);
   if (st != PS_OK) {
     unload(s);
-    rm_rf(s->path);
+    if (moved_new) rm_rf(s->path);
+    else rm_rf(tmp);
     ps_error back;
-    if (rename(old, s->path) == 0 && store_tables_open(s, &back) != PS_OK) {
+    ps_error_clear(&back);
+    bool in_place = !moved_old || rename(old, s->path) == 0;
+    if (!in_place)
+      ps_error_set(&back, PS_ERR_IO, "moving %s back failed: %s", old, strerror(errno));
+    if (!in_place || store_tables_open(s, &back) != PS_OK) {
       char first[PS_ERROR_MSG_MAX];
       snprintf(first, sizeof first, "%s", err->msg);
       ps_error_set(err, st, "%s; reopening the previous content failed too: %s", first, back.msg);
