@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_store_int.h"
 
@@ -41,13 +42,7 @@ ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err) {
   return st;
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(p);
-}
-static int rm_rf(const char *p) { return nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+static int rm_rf(const char *p) { return ps_rm_rf(p) == PS_OK ? 0 : -1; }
 
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err) {
   if (!dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "removing a snapshot: no dir");

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ps_fs.h"
@@ -223,6 +224,21 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
     return PS_ERR_IO;
   }
   TRY(pathf(dir, sizeof dir, "%s/step-%" PRIu64, abs_base, t->step));
+  /* A step-S directory that `latest` does not name was left by a checkpoint the worker never
+   * recorded (the shards committed it, then a crash came before `latest` moved). This run
+   * re-executed those steps from an earlier checkpoint, so its checkpoint replaces that one
+   * instead of failing on "already exists". */
+  char named[4200];
+  struct stat sb;
+  if (stat(dir, &sb) == 0 &&
+      (latest_dir(abs_base, named, sizeof named) != PS_OK || strcmp(named, dir) != 0)) {
+    PS_WARN("%s was left by an interrupted checkpoint (%s/latest does not name it): replacing it",
+            dir, abs_base);
+    if (ps_rm_rf(dir) != PS_OK) {
+      PS_ERROR("removing %s: %s", dir, strerror(errno));
+      return PS_ERR_IO;
+    }
+  }
   TRY(ps_mkdir_p(dir));
   char shards[4200];
   TRY(pathf(shards, sizeof shards, "%s/shards", dir));
