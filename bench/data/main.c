@@ -96,9 +96,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-data-bench", "Criteo parsing/reading throughput per core.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
-  int first, rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int first, rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   ps_input_format fmt;
   if (ps_data_detect(file, &fmt) != PS_OK) {
     fprintf(stderr, "ps-data-bench: %s: cannot open\n", file);

@@ -22,9 +22,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-convert", "Convert Criteo TSV to Ember's binary format.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
-  int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   if (ps_log_apply_level("ps-convert", level) != 0) return 2;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
