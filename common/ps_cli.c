@@ -84,59 +84,49 @@ void ps_cli_usage(const ps_cli *cli, FILE *out) {
   fprintf(out, "  %-34s %s\n", "-h, --help", "show this help and exit");
 }
 
-static int set_value(const ps_cli *cli, const ps_cli_opt *o, const char *arg, FILE *err) {
+static ps_status set_value(const ps_cli_opt *o, const char *arg, ps_error *err) {
   switch (o->type) {
-    case PS_CLI_FLAG: *(bool *)o->dest = true; return 0;
-    case PS_CLI_STRING: *(const char **)o->dest = arg; return 0;
+    case PS_CLI_FLAG: *(bool *)o->dest = true; return PS_OK;
+    case PS_CLI_STRING: *(const char **)o->dest = arg; return PS_OK;
     case PS_CLI_INT:
     case PS_CLI_I64: {
       int64_t v;
-      if (ps_parse_i64(arg, &v) != 0) {
-        fprintf(err, "%s: --%s: '%s' is not an integer\n", cli->prog, o->name, arg);
-        return -1;
-      }
-      if (o->type == PS_CLI_INT && (v < -2147483647 - 1 || v > 2147483647)) {
-        fprintf(err, "%s: --%s: '%s' is out of range\n", cli->prog, o->name, arg);
-        return -1;
-      }
-      if (bounded(o) && ((double)v < o->min || (double)v > o->max)) {
-        fprintf(err, "%s: --%s: %s is outside [%.0f, %.0f]\n", cli->prog, o->name, arg,
-                o->min, o->max);
-        return -1;
-      }
+      if (ps_parse_i64(arg, &v) != 0)
+        return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is not an integer", o->name, arg);
+      if (o->type == PS_CLI_INT && (v < -2147483647 - 1 || v > 2147483647))
+        return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is out of range", o->name, arg);
+      if (bounded(o) && ((double)v < o->min || (double)v > o->max))
+        return ps_error_set(err, PS_ERR_INVALID, "--%s: %s is outside [%.0f, %.0f]", o->name,
+                            arg, o->min, o->max);
       if (o->type == PS_CLI_INT) *(int *)o->dest = (int)v;
       else *(int64_t *)o->dest = v;
-      return 0;
+      return PS_OK;
     }
     case PS_CLI_DOUBLE: {
       double v;
-      if (ps_parse_double(arg, &v) != 0) {
-        fprintf(err, "%s: --%s: '%s' is not a number\n", cli->prog, o->name, arg);
-        return -1;
-      }
-      if (bounded(o) && (v < o->min || v > o->max)) {
-        fprintf(err, "%s: --%s: %s is outside [%g, %g]\n", cli->prog, o->name, arg, o->min,
-                o->max);
-        return -1;
-      }
+      if (ps_parse_double(arg, &v) != 0)
+        return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is not a number", o->name, arg);
+      if (bounded(o) && (v < o->min || v > o->max))
+        return ps_error_set(err, PS_ERR_INVALID, "--%s: %s is outside [%g, %g]", o->name, arg,
+                            o->min, o->max);
       *(double *)o->dest = v;
-      return 0;
+      return PS_OK;
     }
   }
-  return -1;
+  return ps_error_set(err, PS_ERR_INTERNAL, "--%s: unknown option type", o->name);
 }
 
-int ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, FILE *err) {
-  if (!err) err = stderr;
+ps_status ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, bool *help,
+                       ps_error *err) {
+  *help = false;
   size_t n = cli->nopts;
   struct option *longs = calloc(n + 2, sizeof *longs);
   bool *seen = calloc(n + 1, sizeof *seen);
   char shorts[256];
   size_t sp = 0;
-  int rc = PS_CLI_OK;
+  ps_status st = PS_OK;
   if (!longs || !seen) {
-    fprintf(err, "%s: out of memory\n", cli->prog);
-    rc = PS_CLI_ERROR;
+    st = ps_error_set(err, PS_ERR_NOMEM, "out of memory");
     goto out;
   }
   shorts[sp++] = ':'; /* report a missing argument as ':' rather than '?' */
@@ -162,15 +152,16 @@ int ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, FILE 
     if (c == -1) break;
     if (c == 'h') {
       ps_cli_usage(cli, stdout);
-      rc = PS_CLI_HELP;
+      *help = true;
       goto out;
     }
     if (c == '?' || c == ':') {
       const char *bad = argv[optind - 1] ? argv[optind - 1] : "?";
-      if (c == ':') fprintf(err, "%s: option '%s' needs a value (see --help)\n", cli->prog, bad);
-      else if (optopt && optopt < 256) fprintf(err, "%s: unknown option '-%c' (see --help)\n", cli->prog, optopt);
-      else fprintf(err, "%s: unknown option '%s' (see --help)\n", cli->prog, bad);
-      rc = PS_CLI_ERROR;
+      if (c == ':')
+        st = ps_error_set(err, PS_ERR_INVALID, "option '%s' needs a value (see --help)", bad);
+      else if (optopt && optopt < 256)
+        st = ps_error_set(err, PS_ERR_INVALID, "unknown option '-%c' (see --help)", optopt);
+      else st = ps_error_set(err, PS_ERR_INVALID, "unknown option '%s' (see --help)", bad);
       goto out;
     }
     size_t idx = n;
@@ -179,29 +170,35 @@ int ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, FILE 
       for (size_t i = 0; i < n; i++)
         if (cli->opts[i].short_name == c) idx = i;
     if (idx >= n) {
-      rc = PS_CLI_ERROR;
+      st = ps_error_set(err, PS_ERR_INTERNAL, "getopt returned an unknown option (%d)", c);
       goto out;
     }
-    if (set_value(cli, &cli->opts[idx], optarg, err) != 0) {
-      rc = PS_CLI_ERROR;
-      goto out;
-    }
+    if ((st = set_value(&cli->opts[idx], optarg, err)) != PS_OK) goto out;
     seen[idx] = true;
   }
   for (size_t i = 0; i < n; i++) {
     if (cli->opts[i].required && !seen[i]) {
-      fprintf(err, "%s: missing required option --%s (see --help)\n", cli->prog, cli->opts[i].name);
-      rc = PS_CLI_ERROR;
+      st = ps_error_set(err, PS_ERR_INVALID, "missing required option --%s (see --help)",
+                        cli->opts[i].name);
       goto out;
     }
   }
   if (first_arg) *first_arg = optind;
-  else if (optind < argc) {
-    fprintf(err, "%s: unexpected argument '%s' (see --help)\n", cli->prog, argv[optind]);
-    rc = PS_CLI_ERROR;
-  }
+  else if (optind < argc)
+    st = ps_error_set(err, PS_ERR_INVALID, "unexpected argument '%s' (see --help)",
+                      argv[optind]);
 out:
   free(longs);
   free(seen);
-  return rc;
+  return st;
+}
+
+int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg) {
+  bool help;
+  ps_error err;
+  if (ps_cli_parse(cli, argc, argv, first_arg, &help, &err) != PS_OK) {
+    fprintf(stderr, "%s: %s\n", cli->prog, ps_error_str(&err));
+    return 2;
+  }
+  return help ? 0 : -1;
 }

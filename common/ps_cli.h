@@ -3,7 +3,11 @@
  * A binary describes its options in a table; ps_cli_parse fills the destinations, prints
  * `--help` (generated from the table, so it never drifts from the code) and rejects bad
  * input with a one-line reason naming the option. Defaults are whatever the destinations
- * hold before the call, and --help shows them. */
+ * hold before the call, and --help shows them.
+ *
+ * Errors follow ps_status.h: ps_cli_parse returns the status and puts the reason in err,
+ * without the program name; ps_cli_run is what a main calls, and adds the name and exit
+ * codes every Ember binary shares (--help: 0, a bad flag: "PROG: reason" on stderr, 2). */
 #ifndef PS_CLI_H
 #define PS_CLI_H
 
@@ -11,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "ps_status.h"
 
 typedef enum ps_cli_type {
   PS_CLI_FLAG,   /* bool*, set to true; takes no value */
@@ -39,13 +45,19 @@ typedef struct ps_cli {
   size_t nopts;
 } ps_cli;
 
-enum { PS_CLI_OK = 0, PS_CLI_HELP = 1, PS_CLI_ERROR = -1 };
-
-/* Parses argv. PS_CLI_OK: options parsed, *first_arg (may be NULL) is the index of the first
- * positional argument. PS_CLI_HELP: --help was printed to stdout, exit 0. PS_CLI_ERROR: a
- * one-line reason was printed to `err` (stderr if NULL), exit 2. Resets getopt's state, so
- * it may be called more than once (tests do). */
-int ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, FILE *err);
+/* Parses argv. PS_OK: options parsed, or (*help true) --help was printed to stdout and the
+ * program should exit 0; *first_arg (may be NULL: then a positional argument is an error) is
+ * the index of the first positional argument. Otherwise PS_ERR_INVALID (PS_ERR_NOMEM,
+ * PS_ERR_INTERNAL for a bug) with a one-line reason in err, e.g. "--shard: 16 is outside
+ * [0, 15]"; the program should print "PROG: reason" to stderr and exit 2. Resets getopt's
+ * state, so it may be called more than once (tests do). */
+ps_status ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg, bool *help,
+                       ps_error *err);
+/* ps_cli_parse for a main: returns -1 to go on, else the exit status (0 after --help; 2 after
+ * printing "PROG: reason" to stderr), so a main reads
+ *   int rc = ps_cli_run(&cli, argc, argv, NULL);
+ *   if (rc >= 0) return rc; */
+int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg);
 void ps_cli_usage(const ps_cli *cli, FILE *out);
 
 /* Strict number parsing shared by binaries: whole string, no overflow. 0 ok, -1 bad. */

@@ -33,8 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   ps_msg m;
-  char err[128];
-  if (ps_wire_decode(f, nf, &m, err, sizeof err) == PS_OK) {
+  ps_error err;
+  if (ps_wire_decode(f, nf, &m, &err) == PS_OK) {
     /* Touch every byte the decoder promised, so ASan sees an over-read if sizes lie. */
     volatile uint64_t acc = 0;
     for (size_t i = 0; i < m.nkeys; i++) acc += m.keys[i];

@@ -174,15 +174,10 @@ static ps_status decode(const ps_frame *frames, size_t nframes, ps_msg *out, ps_
   return PS_OK;
 }
 
-ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
-                         size_t errlen) {
+ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, ps_error *err) {
   memset(out, 0, sizeof *out);
-  ps_error e;
-  ps_status st = decode(frames, nframes, out, &e);
-  if (st != PS_OK) {
-    ps_msg_clear(out);
-    if (err && errlen) snprintf(err, errlen, "%s", e.msg);
-  }
+  ps_status st = decode(frames, nframes, out, err);
+  if (st != PS_OK) ps_msg_clear(out);
   return st;
 }
 

@@ -58,10 +58,9 @@ typedef struct ps_msg {
 } ps_msg;
 
 /* Decodes and validates. On failure returns PS_ERR_PROTO / PS_ERR_VERSION /
- * PS_ERR_UNKNOWN_OP / PS_ERR_UNSUPPORTED, writes a reason into err (if errlen > 0), and
+ * PS_ERR_UNKNOWN_OP / PS_ERR_UNSUPPORTED, fills err (when not NULL) with the reason, and
  * leaves *out empty. On success the caller owns *out: release it with ps_msg_clear. */
-ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, char *err,
-                         size_t errlen);
+ps_status ps_wire_decode(const ps_frame *frames, size_t nframes, ps_msg *out, ps_error *err);
 void ps_msg_clear(ps_msg *m);
 
 /* Parses a header frame; NULL if it does not parse (free with ember__header__free_unpacked).

@@ -72,9 +72,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
-  int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  if (rc >= 0) return rc;
   if (ps_log_apply_level("ps-server", level) != 0) return 2;
   if (shard >= shards) {
     fprintf(stderr, "ps-server: --shard %d must be below --shards %d\n", shard, shards);

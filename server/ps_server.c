@@ -34,15 +34,15 @@ static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
     f[i].size = zmq_msg_size(&r->fr[i]);
     s->traffic.bytes_in += f[i].size;
   }
-  char err[256];
-  ps_status st = PS_ERR_PROTO;
+  ps_error err;
+  ps_status st;
   if (sent > PS_WIRE_MAX_FRAMES)
-    snprintf(err, sizeof err, "a message of %zu frames (at most %u)", sent, PS_WIRE_MAX_FRAMES);
+    st = ps_error_set(&err, PS_ERR_PROTO, "a message of %zu frames (at most %u)", sent,
+                      PS_WIRE_MAX_FRAMES);
   else
-    st = ps_wire_decode(f, r->nfr, &r->msg, err, sizeof err);
+    st = ps_wire_decode(f, r->nfr, &r->msg, &err);
   if (st == PS_OK && r->msg.hdr->is_reply) {
-    st = PS_ERR_PROTO;
-    snprintf(err, sizeof err, "a reply sent to a server");
+    st = ps_error_set(&err, PS_ERR_PROTO, "a reply sent to a server");
     ps_msg_clear(&r->msg);
   }
   if (st != PS_OK) {
@@ -55,7 +55,7 @@ static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
     }
     r->msg.hdr = h; /* for the request id; freed with the request */
     r->h = h;
-    srv_reply_error(s, r, st, "%s", err);
+    srv_reply_error(s, r, st, "%s", err.msg);
     return;
   }
   r->h = r->msg.hdr;

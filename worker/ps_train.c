@@ -236,9 +236,10 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
 
 static ps_status next_batch(ps_trainer *t, ps_reader *r, ps_batch **b) {
   uint64_t t0 = ps_now_ns();
-  ps_status st = ps_reader_next(r, b);
+  ps_error err;
+  ps_status st = ps_reader_next(r, b, &err);
   t->t_data += ps_train_since(t0);
-  if (st != PS_OK) ps_train_reader_fail(r, st);
+  if (st != PS_OK) ps_train_reader_fail(&err);
   return st;
 }
 

@@ -12,10 +12,7 @@
 
 #define TRY PS_TRAIN_TRY
 
-void ps_train_reader_fail(const ps_reader *r, ps_status st) {
-  const char *why = ps_reader_error(r);
-  PS_ERROR("%s", why[0] ? why : ps_status_str(st));
-}
+void ps_train_reader_fail(const ps_error *err) { PS_ERROR("%s", ps_error_str(err)); }
 
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
                                uint64_t row_end, ps_reader **out) {
@@ -30,9 +27,9 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   o.hash_buckets = (uint64_t)c->hash_buckets;
   o.row_begin = row_begin;
   o.row_end = row_end;
-  char err[512] = "";
-  ps_status st = ps_reader_create(path, &o, out, err, sizeof err);
-  if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, err[0] ? err : ps_status_str(st));
+  ps_error err;
+  ps_status st = ps_reader_create(path, &o, out, &err);
+  if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, ps_error_str(&err));
   return st;
 }
 
@@ -69,9 +66,10 @@ ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_res
   ps_train_slot *s = &t->slots[0];
   for (;;) {
     ps_batch *b = NULL;
-    if (st == PS_OK) st = ps_reader_next(r, &b);
+    ps_error err = {st, ""}; /* a step's failure is logged here too, by its status's text */
+    if (st == PS_OK) st = ps_reader_next(r, &b, &err);
     if (st != PS_OK) {
-      ps_train_reader_fail(r, st);
+      ps_train_reader_fail(&err);
       break;
     }
     if (!b) break;

@@ -98,9 +98,9 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
 void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
 
-/* ps_train_eval.c; reader_fail logs why ps_reader_next failed (a bad line under --bad-lines
- * fail, a read or decompression error, a corrupt binary record). */
-void ps_train_reader_fail(const ps_reader *r, ps_status st);
+/* ps_train_eval.c; reader_fail logs why ps_reader_next failed (err: a bad line under
+ * --bad-lines fail, a read or decompression error, a corrupt binary record). */
+void ps_train_reader_fail(const ps_error *err);
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
                                uint64_t row_end, ps_reader **out);
 ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);

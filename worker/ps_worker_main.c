@@ -104,9 +104,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
-  int rc = ps_cli_parse(&cli, argc, argv, NULL, NULL);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  if (rc >= 0) return rc;
   if (ps_log_apply_level("ps-worker", log_level) != 0) return 2;
   c.timeout_ms = (uint32_t)timeout_ms;
   if (c.rank >= c.world) {

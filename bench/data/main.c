@@ -36,16 +36,16 @@ static double run_reader(const char *path, int batch, int prefetch, uint64_t hb,
   ps_reader_opts_default(&o);
   o.batch = batch, o.prefetch = prefetch, o.hash_buckets = hb, o.world = g_world;
   ps_reader *r;
-  char err[512];
+  ps_error err;
   uint64_t t0 = ps_now_ns(); /* before create: the prefetch thread starts there */
   double c0 = cpu_s();
-  if (ps_reader_create(path, &o, &r, err, sizeof err) != PS_OK) {
-    fprintf(stderr, "ps-data-bench: %s\n", err);
+  if (ps_reader_create(path, &o, &r, &err) != PS_OK) {
+    fprintf(stderr, "ps-data-bench: %s\n", ps_error_str(&err));
     exit(1);
   }
   uint64_t n = 0;
   ps_batch *b;
-  while (ps_reader_next(r, &b) == PS_OK && b) {
+  while (ps_reader_next(r, &b, NULL) == PS_OK && b) {
     n += b->n;
     if (b->n) *sink += b->keys[b->n * 26 - 1];
     ps_reader_release(r, b);
@@ -72,7 +72,7 @@ static double run_parse(const char *path, uint64_t *rows, uint64_t *sink, double
   for (char *p = buf, *e = buf + sz; p < e;) {
     char *nl = memchr(p, '\n', (size_t)(e - p));
     size_t len = nl ? (size_t)(nl - p) : (size_t)(e - p);
-    if (ps_criteo_parse_line(p, len, &row, NULL, 0) == PS_OK) n++, *sink += row.cat[25];
+    if (ps_criteo_parse_line(p, len, &row, NULL) == PS_OK) n++, *sink += row.cat[25];
     p += len + 1;
   }
   double s = (double)(ps_now_ns() - t0) / 1e9;
@@ -96,9 +96,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-data-bench", "Criteo parsing/reading throughput per core.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
-  int first, rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int first, rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   ps_input_format fmt;
   if (ps_data_detect(file, &fmt) != PS_OK) {
     fprintf(stderr, "ps-data-bench: %s: cannot open\n", file);

@@ -107,9 +107,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-datagen", "Synthetic Criteo-format data with a planted model.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
-  int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   if (ps_log_apply_level("ps-datagen", level) != 0) return 2;
   if ((test_rows > 0) != (test_out != NULL)) {
     fprintf(stderr, "ps-datagen: --test-rows and --test-out go together\n");

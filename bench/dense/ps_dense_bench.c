@@ -145,9 +145,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-dense-bench", "Dense DLRM step throughput (forward+backward+optimizer)", NULL, opts,
                 sizeof(opts) / sizeof(opts[0])};
-  int first = 0, rc = ps_cli_parse(&cli, argc, argv, &first, NULL);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int first = 0, rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   ps_dlrm_opt opt;
   int bs[PS_BENCH_MAX_BATCHES];
   int nb = ps_bench_dense_args("ps-dense-bench", mb.opt_name, batches, &opt, bs);

@@ -350,9 +350,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-store-bench", "Embedding store pull/push throughput beside a plain gather.",
                 NULL, opts, sizeof opts / sizeof *opts};
-  int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  if (rc >= 0) return rc;
   if (strcmp(opt, "sgd") && strcmp(opt, "adagrad") && strcmp(opt, "rowwise") &&
       strcmp(opt, "adam") && strcmp(opt, "ftrl")) {
     fprintf(stderr, "ps-store-bench: --opt: '%s' is not sgd|adagrad|rowwise|adam|ftrl\n", opt);

@@ -71,9 +71,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-gpu-bench",
                 "Dense DLRM step throughput on the CUDA backend, with the cuBLAS share", NULL, opts,
                 sizeof(opts) / sizeof(opts[0])};
-  int first = 0, rc = ps_cli_parse(&cli, argc, argv, &first, NULL);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int first = 0, rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   if (strncmp(device, "cuda", 4) != 0) {
     fprintf(stderr, "ps-gpu-bench: --device: expected cuda or cuda:N, got '%s'\n", device);
     return 2;

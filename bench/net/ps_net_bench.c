@@ -377,9 +377,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"ps-net-bench", "Closed-loop pull/push throughput on loopback vs raw ZeroMQ.",
                 NULL, opts, sizeof opts / sizeof *opts};
-  int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  if (rc >= 0) return rc;
   int dims[16], servers[16], inflight[16];
   int nd = parse_ints(dims_s, dims, 16), nsv = parse_ints(servers_s, servers, 16),
       nq = parse_ints(inflight_s, inflight, 16);

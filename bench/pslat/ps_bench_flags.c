@@ -89,9 +89,8 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
                 "request's intended send time). Exit 0; 3 if any request failed or timed out; 2 "
                 "bad arguments; 1 set-up failure.",
                 NULL, opts, sizeof opts / sizeof *opts};
-  int prc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
-  if (prc == PS_CLI_HELP) return 0;
-  if (prc != PS_CLI_OK) return 2;
+  int prc = ps_cli_run(&cli, argc, argv, NULL);
+  if (prc >= 0) return prc;
   c->unique = unique;
   if (ps_log_apply_level("ps-bench", c->level) != 0) return 2;
   ps_log_set_tag("bench");

@@ -44,8 +44,15 @@ static void good_line(char *out, size_t cap, int label) {
   for (int j = 1; j <= 26; j++) o += (size_t)snprintf(out + o, cap - o, "\t%08x", j);
 }
 
-static ps_status parse(const char *s, ps_criteo_row *row, char *err) {
-  return ps_criteo_parse_line(s, strlen(s), row, err, 200);
+/* Parses s; on failure checks err carries the status and copies its message to err_out. */
+static ps_status parse(const char *s, ps_criteo_row *row, char *err_out) {
+  ps_error err;
+  ps_status st = ps_criteo_parse_line(s, strlen(s), row, &err);
+  if (st != PS_OK) {
+    assert_int_equal(err.code, st);
+    snprintf(err_out, 200, "%.199s", err.msg);
+  }
+  return st;
 }
 
 static void test_good_line(void **st) {
@@ -222,7 +229,7 @@ static void test_hex_every_byte(void **st) {
   (void)st;
   char line[600], tok[9];
   ps_criteo_row row;
-  char err[200];
+  ps_error err;
   for (int pos = 0; pos < 8; pos++)
     for (int c = 1; c < 256; c++) {
       if (c == '\t' || c == '\n') continue;
@@ -230,10 +237,10 @@ static void test_hex_every_byte(void **st) {
       tok[pos] = (char)c;
       with_field(line, sizeof line, 14, tok);
       int hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-      ps_status s = ps_criteo_parse_line(line, strlen(line), &row, err, sizeof err);
+      ps_status s = ps_criteo_parse_line(line, strlen(line), &row, &err);
       if (!hex) {
         assert_int_equal(s, PS_ERR_PARSE);
-        assert_non_null(strstr(err, "C1: want 8 hex digits"));
+        assert_non_null(strstr(err.msg, "C1: want 8 hex digits"));
         continue;
       }
       assert_int_equal(s, PS_OK);
@@ -277,11 +284,11 @@ static void test_mutations(void **st) {
     char *heap = malloc(n ? n : 1);
     memcpy(heap, line, n);
     ps_criteo_row row;
-    char err[200];
-    ps_status r = ps_criteo_parse_line(heap, n, &row, err, sizeof err);
+    ps_error err;
+    ps_status r = ps_criteo_parse_line(heap, n, &row, &err);
     assert_true(r == PS_OK || r == PS_ERR_PARSE);
     if (r == PS_OK) ok++;
-    else bad++, assert_true(strlen(err) > 0);
+    else bad++, assert_true(strlen(err.msg) > 0);
     free(heap);
   }
   assert_true(ok > 100 && bad > 10000);
@@ -343,7 +350,7 @@ static const char *make_bin(const char *name, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) {
     ps_criteo_row row;
     make_line(line, sizeof line, i, 0);
-    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL, 0), PS_OK);
+    assert_int_equal(ps_criteo_parse_line(line, strlen(line) - 1, &row, NULL), PS_OK);
     assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
   }
   assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
@@ -362,11 +369,11 @@ static void seen_free(seen *s) { free(s->labels), free(s->dense), free(s->keys);
 static ps_status read_all(const char *path, const ps_reader_opts *o, seen *s) {
   memset(s, 0, sizeof *s);
   ps_reader *r;
-  char err[512];
-  ps_status st = ps_reader_create(path, o, &r, err, sizeof err);
+  ps_error err;
+  ps_status st = ps_reader_create(path, o, &r, &err);
   if (st) return st;
   ps_batch *b;
-  while ((st = ps_reader_next(r, &b)) == PS_OK && b) {
+  while ((st = ps_reader_next(r, &b, NULL)) == PS_OK && b) {
     s->labels = realloc(s->labels, (s->nrows + b->n) * sizeof(float));
     s->dense = realloc(s->dense, (s->nrows + b->n) * 13 * sizeof(float));
     s->keys = realloc(s->keys, (s->nrows + b->n) * 26 * sizeof(uint64_t) + 8);
@@ -462,10 +469,11 @@ static void test_binary_and_gzip_round_trip(void **st) {
   fwrite(buf, 1, got - 10, out);
   fclose(in), fclose(out);
   ps_reader *r;
-  char err[512];
-  assert_int_equal(ps_reader_create(bad, NULL, &r, err, sizeof err), PS_ERR_CORRUPT);
-  assert_non_null(strstr(err, "not a valid Ember binary file"));
-  assert_int_equal(ps_reader_create(tmp_path("nonexistent.tsv"), NULL, &r, err, sizeof err),
+  ps_error err;
+  assert_int_equal(ps_reader_create(bad, NULL, &r, &err), PS_ERR_CORRUPT);
+  assert_int_equal(err.code, PS_ERR_CORRUPT);
+  assert_non_null(strstr(err.msg, "not a valid Ember binary file"));
+  assert_int_equal(ps_reader_create(tmp_path("nonexistent.tsv"), NULL, &r, &err),
                    PS_ERR_NOT_FOUND);
 }
 
@@ -477,11 +485,16 @@ static ps_status read_error(const char *path, ps_bad_lines policy, char *msg, si
   o.batch = 64;
   o.bad_lines = policy;
   ps_reader *r;
-  ps_status st = ps_reader_create(path, &o, &r, msg, n);
-  if (st) return st;
+  ps_error err;
+  ps_status st = ps_reader_create(path, &o, &r, &err);
+  if (st) {
+    snprintf(msg, n, "%s", err.msg);
+    return st;
+  }
   ps_batch *b;
-  while ((st = ps_reader_next(r, &b)) == PS_OK && b) ps_reader_release(r, b);
-  snprintf(msg, n, "%s", ps_reader_error(r));
+  while ((st = ps_reader_next(r, &b, &err)) == PS_OK && b) ps_reader_release(r, b);
+  if (st) assert_int_equal(err.code, st);
+  snprintf(msg, n, "%s", st ? err.msg : "");
   *bad = ps_reader_bad_lines(r);
   ps_reader_destroy(&r);
   return st;
@@ -552,11 +565,11 @@ static void test_bad_lines_policy(void **st) {
     o.prefetch = pf;
     o.bad_lines = PS_BAD_LINES_SKIP;
     ps_reader *r;
-    char err[512];
-    assert_int_equal(ps_reader_create(p, &o, &r, err, sizeof err), PS_OK);
+    ps_error err;
+    assert_int_equal(ps_reader_create(p, &o, &r, &err), PS_OK);
     ps_batch *b;
     size_t rows = 0, sizes[8], nb = 0;
-    while (ps_reader_next(r, &b) == PS_OK && b) {
+    while (ps_reader_next(r, &b, NULL) == PS_OK && b) {
       sizes[nb++] = b->n;
       rows += b->n;
       ps_reader_release(r, b);
@@ -572,23 +585,24 @@ static void test_bad_lines_policy(void **st) {
     ps_reader_destroy(&r);
 
     o.bad_lines = PS_BAD_LINES_FAIL;
-    assert_int_equal(ps_reader_create(p, &o, &r, err, sizeof err), PS_OK);
-    ps_status s = ps_reader_next(r, &b);
+    assert_int_equal(ps_reader_create(p, &o, &r, &err), PS_OK);
+    ps_status s = ps_reader_next(r, &b, &err);
     assert_int_equal(s, PS_ERR_PARSE);
+    assert_int_equal(err.code, PS_ERR_PARSE);
     assert_null(b);
     char want[600];
     snprintf(want, sizeof want, "%s:4: too few fields (3, want 40)", p);
-    assert_string_equal(ps_reader_error(r), want);
-    assert_int_equal(ps_reader_next(r, &b), PS_OK); /* stays finished */
+    assert_string_equal(err.msg, want);
+    assert_int_equal(ps_reader_next(r, &b, NULL), PS_OK); /* stays finished */
     assert_null(b);
     ps_reader_destroy(&r);
 
     /* Starting after line 4, the first bad line is 7. */
     o.row_begin = 4;
-    assert_int_equal(ps_reader_create(p, &o, &r, err, sizeof err), PS_OK);
-    assert_int_equal(ps_reader_next(r, &b), PS_ERR_PARSE);
+    assert_int_equal(ps_reader_create(p, &o, &r, &err), PS_OK);
+    assert_int_equal(ps_reader_next(r, &b, &err), PS_ERR_PARSE);
     snprintf(want, sizeof want, "%s:7: C3: want 8 hex digits, got 'zzzzzzzz'", p);
-    assert_string_equal(ps_reader_error(r), want);
+    assert_string_equal(err.msg, want);
     ps_reader_destroy(&r);
     o.row_begin = 0;
   }
@@ -615,12 +629,12 @@ static void test_sharding(void **st) {
               o.batch = B, o.world = W, o.rank = r, o.tail = (ps_tail)tail;
               o.hash_buckets = 1ull << 32, o.epochs = 2, o.prefetch = (r % 2) * 3;
               ps_reader *rd;
-              char err[512];
-              assert_int_equal(ps_reader_create(fmt ? bin : tsv, &o, &rd, err, sizeof err), PS_OK);
+              ps_error err;
+              assert_int_equal(ps_reader_create(fmt ? bin : tsv, &o, &rd, &err), PS_OK);
               ps_batch *b;
               size_t nb[2] = {0, 0};
               int last_seen[2] = {0, 0};
-              while (ps_reader_next(rd, &b) == PS_OK && b) {
+              while (ps_reader_next(rd, &b, NULL) == PS_OK && b) {
                 assert_true(b->epoch == 0 || b->epoch == 1);
                 assert_int_equal(b->index, nb[b->epoch]);
                 assert_false(last_seen[b->epoch]);
@@ -735,10 +749,10 @@ static void test_row_range_and_early_destroy(void **st) {
   /* destroy while the thread is blocked on a full queue */
   o.row_begin = 0, o.row_end = 0, o.batch = 8, o.prefetch = 2;
   ps_reader *r;
-  char err[512];
-  assert_int_equal(ps_reader_create(tsv, &o, &r, err, sizeof err), PS_OK);
+  ps_error err;
+  assert_int_equal(ps_reader_create(tsv, &o, &r, &err), PS_OK);
   ps_batch *b;
-  assert_int_equal(ps_reader_next(r, &b), PS_OK);
+  assert_int_equal(ps_reader_next(r, &b, NULL), PS_OK);
   assert_non_null(b);
   usleep(20000);
   ps_reader_destroy(&r);

@@ -33,11 +33,11 @@ static void read_stats(const char *path, int world, stats *s, uint64_t *bad) {
     o.batch = 1000, o.world = world, o.rank = r, o.bad_lines = PS_BAD_LINES_FAIL;
     o.keep_rows = 1;
     ps_reader *rd;
-    char err[512];
-    assert_int_equal(ps_reader_create(path, &o, &rd, err, sizeof err), PS_OK);
+    ps_error err;
+    assert_int_equal(ps_reader_create(path, &o, &rd, &err), PS_OK);
     ps_batch *b;
     ps_status st;
-    while ((st = ps_reader_next(rd, &b)) == PS_OK && b) {
+    while ((st = ps_reader_next(rd, &b, &err)) == PS_OK && b) {
       for (size_t i = 0; i < b->n; i++) {
         const ps_criteo_row *row = &b->rows[i];
         s->rows++;
@@ -49,7 +49,7 @@ static void read_stats(const char *path, int world, stats *s, uint64_t *bad) {
       }
       ps_reader_release(rd, b);
     }
-    if (st) fprintf(stderr, "%s\n", ps_reader_error(rd));
+    if (st) fprintf(stderr, "%s\n", ps_error_str(&err));
     assert_int_equal(st, PS_OK);
     *bad += ps_reader_bad_lines(rd);
     ps_reader_destroy(&rd);
@@ -82,10 +82,10 @@ static void test_real_file(void **state) {
   ps_reader_opts_default(&o);
   o.keep_rows = 1;
   ps_reader *rd;
-  char err[512];
-  assert_int_equal(ps_reader_create(g_path, &o, &rd, err, sizeof err), PS_OK);
+  ps_error err;
+  assert_int_equal(ps_reader_create(g_path, &o, &rd, &err), PS_OK);
   ps_batch *b;
-  while (ps_reader_next(rd, &b) == PS_OK && b) {
+  while (ps_reader_next(rd, &b, NULL) == PS_OK && b) {
     for (size_t i = 0; i < b->n; i++) assert_int_equal(ps_criteo_bin_write(w, &b->rows[i]), PS_OK);
     ps_reader_release(rd, b);
   }

@@ -39,9 +39,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {"opt_driver", "Replays gradients through ps_store for a reference test.", NULL,
                 opts, sizeof opts / sizeof *opts};
-  int rc = ps_cli_parse(&cli, argc, argv, NULL, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  if (rc >= 0) return rc;
   ps_log_set_level(PS_LOG_WARN);
   FILE *f = fopen(in, "rb");
   if (!f) {

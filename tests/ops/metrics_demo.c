@@ -65,9 +65,8 @@ int main(int argc, char **argv) {
   };
   const ps_cli cli = {"metrics_demo", "Serves synthetic Ember metrics with a known workload.", NULL,
                       opts, sizeof opts / sizeof opts[0]};
-  int r = ps_cli_parse(&cli, argc, argv, NULL, NULL);
-  if (r == PS_CLI_HELP) return 0;
-  if (r != PS_CLI_OK) return 2;
+  int r = ps_cli_run(&cli, argc, argv, NULL);
+  if (r >= 0) return r;
   if (print_expected) {
     printf("{\"rate\": %.17g, \"p50_s\": %.17g, \"p99_s\": %.17g}\n", rate, cycle_quantile_s(0.5),
            cycle_quantile_s(0.99));

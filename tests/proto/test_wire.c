@@ -26,8 +26,7 @@ static void test_pull_roundtrip(void **st) {
   size_t nf = ps_wire_encode(&h, keys, NULL, f);
   assert_int_equal(nf, 2);
   ps_msg m;
-  char err[128];
-  assert_int_equal(ps_wire_decode(f, nf, &m, err, sizeof err), PS_OK);
+  assert_int_equal(ps_wire_decode(f, nf, &m, NULL), PS_OK);
   assert_int_equal(m.hdr->op, EMBER__OP__OP_PULL);
   assert_int_equal(m.hdr->request_id, 99);
   assert_int_equal(m.hdr->table_id, 3);
@@ -59,7 +58,7 @@ static void test_push_roundtrip_unaligned(void **st) {
   f[1].data = kb + 1;
   f[2].data = vb + 1;
   ps_msg m;
-  assert_int_equal(ps_wire_decode(f, 3, &m, NULL, 0), PS_OK);
+  assert_int_equal(ps_wire_decode(f, 3, &m, NULL), PS_OK);
   assert_int_equal(m.nvalues, N * D);
   assert_int_equal(m.value_size, 4);
   assert_memory_equal(m.keys, keys, sizeof keys);
@@ -78,7 +77,7 @@ static void declare_roundtrip(Ember__TableSpec *spec, ps_msg *m) {
   h.table = spec;
   ps_frame f[PS_WIRE_MAX_FRAMES];
   assert_int_equal(ps_wire_encode(&h, NULL, NULL, f), 1);
-  assert_int_equal(ps_wire_decode(f, 1, m, NULL, 0), PS_OK);
+  assert_int_equal(ps_wire_decode(f, 1, m, NULL), PS_OK);
   free((void *)f[0].data); /* the decoded header owns its own copy */
 }
 
@@ -162,10 +161,16 @@ static ps_status decode_with(Ember__Header *h, const ps_frame *bulk, size_t nbul
   ps_frame f[8];
   frames_of(h, bulk, nbulk, f);
   ps_msg m;
-  char err[160] = "";
-  ps_status s = ps_wire_decode(f, 1 + nbulk, &m, err, sizeof err);
-  if (s == PS_OK) ps_msg_clear(&m);
-  else assert_true(err[0] != '\0'); /* every rejection says why */
+  ps_error err;
+  ps_error_clear(&err);
+  ps_status s = ps_wire_decode(f, 1 + nbulk, &m, &err);
+  if (s == PS_OK) {
+    ps_msg_clear(&m);
+    assert_int_equal(err.code, PS_OK); /* success leaves err alone */
+  } else {
+    assert_int_equal(err.code, s); /* err carries the returned code */
+    assert_true(err.msg[0] != '\0'); /* and every rejection says why */
+  }
   free((void *)f[0].data);
   return s;
 }
@@ -357,7 +362,7 @@ static void test_garbage_headers(void **st) {
     for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(s = ps_mix64(s));
     ps_frame f[3] = {{buf, n}, {buf, n / 2}, {buf, n / 3}};
     ps_msg m;
-    if (ps_wire_decode(f, 1 + (size_t)(it % 3), &m, NULL, 0) == PS_OK) ps_msg_clear(&m);
+    if (ps_wire_decode(f, 1 + (size_t)(it % 3), &m, NULL) == PS_OK) ps_msg_clear(&m);
   }
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_PULL);
@@ -371,7 +376,7 @@ static void test_garbage_headers(void **st) {
     memcpy(t, hb, cut);
     ps_frame f[2] = {{t, cut}, {NULL, 0}};
     ps_msg m;
-    if (ps_wire_decode(f, 2, &m, NULL, 0) == PS_OK) {
+    if (ps_wire_decode(f, 2, &m, NULL) == PS_OK) {
       assert_int_equal(m.nkeys, 0);
       ps_msg_clear(&m);
     }
@@ -380,8 +385,8 @@ static void test_garbage_headers(void **st) {
   free(hb);
   ps_frame empty = {NULL, 0};
   ps_msg m;
-  assert_int_equal(ps_wire_decode(&empty, 1, &m, NULL, 0), PS_ERR_PROTO);
-  assert_int_equal(ps_wire_decode(NULL, 0, &m, NULL, 0), PS_ERR_PROTO);
+  assert_int_equal(ps_wire_decode(&empty, 1, &m, NULL), PS_ERR_PROTO);
+  assert_int_equal(ps_wire_decode(NULL, 0, &m, NULL), PS_ERR_PROTO);
 }
 
 int main(void) {

@@ -22,9 +22,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-convert", "Convert Criteo TSV to Ember's binary format.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
-  int rc = ps_cli_parse(&cli, argc, argv, &first, stderr);
-  if (rc == PS_CLI_HELP) return 0;
-  if (rc != PS_CLI_OK) return 2;
+  int rc = ps_cli_run(&cli, argc, argv, &first);
+  if (rc >= 0) return rc;
   if (ps_log_apply_level("ps-convert", level) != 0) return 2;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
@@ -36,11 +35,11 @@ int main(int argc, char **argv) {
   }
   o.batch = 8192;
   o.keep_rows = 1;
-  char err[512] = "";
+  ps_error err;
   ps_reader *r;
-  ps_status st = ps_reader_create(in, &o, &r, err, sizeof err);
+  ps_status st = ps_reader_create(in, &o, &r, &err);
   if (st) {
-    fprintf(stderr, "ps-convert: %s\n", err[0] ? err : ps_status_str(st));
+    fprintf(stderr, "ps-convert: %s\n", ps_error_str(&err));
     return 1;
   }
   ps_criteo_bin_writer *w;
@@ -51,7 +50,8 @@ int main(int argc, char **argv) {
   }
   uint64_t t0 = ps_now_ns(), rows = 0;
   ps_batch *b;
-  while ((st = ps_reader_next(r, &b)) == PS_OK && b) {
+  ps_error_clear(&err); /* a write error below leaves it clear: its status's text is shown */
+  while ((st = ps_reader_next(r, &b, &err)) == PS_OK && b) {
     for (size_t i = 0; i < b->n && !st; i++) st = ps_criteo_bin_write(w, &b->rows[i]);
     rows += b->n;
     ps_reader_release(r, b);
@@ -59,8 +59,7 @@ int main(int argc, char **argv) {
   }
   uint64_t bad_n = ps_reader_bad_lines(r);
   if (st) {
-    const char *why = ps_reader_error(r)[0] ? ps_reader_error(r) : ps_status_str(st);
-    fprintf(stderr, "ps-convert: %s\n", why);
+    fprintf(stderr, "ps-convert: %s\n", err.code ? ps_error_str(&err) : ps_status_str(st));
     ps_reader_destroy(&r);
     ps_criteo_bin_writer_close(&w, bad_n);
     remove(out); /* never leave a half file that looks converted */

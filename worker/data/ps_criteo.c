@@ -7,21 +7,8 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static ps_status perr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ps_status perr(char *err, size_t errlen, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return PS_ERR_PARSE;
-}
 
 /* Counts are mostly small: a table of the exact same values (float)log1p(x) for x < 4096
  * saves the libm call on most fields without changing a bit of the result. */
@@ -80,8 +67,7 @@ static void show_field(const char *p, size_t n, char *out, size_t outlen) {
   out[o] = 0;
 }
 
-ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, char *err,
-                               size_t errlen) {
+ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, ps_error *err) {
   if (len && line[len - 1] == '\r') len--;
   const char *p = line, *end = line + len;
   char shown[80];
@@ -90,9 +76,9 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
   const char *f0 = p;
   while (p < end && *p != '\t') p++;
   if (p - f0 != 1 || (f0[0] != '0' && f0[0] != '1')) {
-    if (p == end && len == 0) return perr(err, errlen, "empty line");
+    if (p == end && len == 0) return ps_error_set(err, PS_ERR_PARSE, "empty line");
     show_field(f0, (size_t)(p - f0), shown, sizeof shown);
-    return perr(err, errlen, "label: want 0 or 1, got '%s'", shown);
+    return ps_error_set(err, PS_ERR_PARSE, "label: want 0 or 1, got '%s'", shown);
   }
   row->label = (uint8_t)(f0[0] - '0');
   row->dense_missing = 0;
@@ -100,7 +86,9 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
 
   int field = 1;
   for (int i = 0; i < PS_CRITEO_NDENSE; i++, field++) {
-    if (p == end) return perr(err, errlen, "too few fields (%d, want %d)", field, PS_CRITEO_NFIELDS);
+    if (p == end)
+      return ps_error_set(err, PS_ERR_PARSE, "too few fields (%d, want %d)", field,
+                          PS_CRITEO_NFIELDS);
     p++; /* the TAB */
     const char *s = p;
     int neg = 0;
@@ -117,23 +105,25 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
       const char *e = p;
       while (e < end && *e != '\t') e++;
       show_field(s, (size_t)(e - s), shown, sizeof shown);
-      return perr(err, errlen, "I%d: not an integer: '%s'", i + 1, shown);
+      return ps_error_set(err, PS_ERR_PARSE, "I%d: not an integer: '%s'", i + 1, shown);
     }
     if (!digits) {
-      if (neg) return perr(err, errlen, "I%d: not an integer: '-'", i + 1);
+      if (neg) return ps_error_set(err, PS_ERR_PARSE, "I%d: not an integer: '-'", i + 1);
       row->dense_missing |= (uint16_t)(1u << i);
       row->dense[i] = 0.0f;
       continue;
     }
     if (overflow || v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) {
       show_field(s, (size_t)(p - s), shown, sizeof shown);
-      return perr(err, errlen, "I%d: integer out of range: '%s'", i + 1, shown);
+      return ps_error_set(err, PS_ERR_PARSE, "I%d: integer out of range: '%s'", i + 1, shown);
     }
     row->dense[i] = neg ? 0.0f : ps_criteo_dense_transform((int64_t)v);
   }
 
   for (int j = 0; j < PS_CRITEO_NCAT; j++, field++) {
-    if (p == end) return perr(err, errlen, "too few fields (%d, want %d)", field, PS_CRITEO_NFIELDS);
+    if (p == end)
+      return ps_error_set(err, PS_ERR_PARSE, "too few fields (%d, want %d)", field,
+                          PS_CRITEO_NFIELDS);
     p++;
     const char *s = p;
     if (end - p >= 8 && (p + 8 == end || p[8] == '\t')) {
@@ -151,12 +141,12 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
       continue;
     }
     show_field(s, (size_t)(p - s), shown, sizeof shown);
-    return perr(err, errlen, "C%d: want 8 hex digits, got '%s'", j + 1, shown);
+    return ps_error_set(err, PS_ERR_PARSE, "C%d: want 8 hex digits, got '%s'", j + 1, shown);
   }
   if (p != end) {
     int n = field;
     while (p < end) n += (*p++ == '\t');
-    return perr(err, errlen, "too many fields (%d, want %d)", n, PS_CRITEO_NFIELDS);
+    return ps_error_set(err, PS_ERR_PARSE, "too many fields (%d, want %d)", n, PS_CRITEO_NFIELDS);
   }
   return PS_OK;
 }

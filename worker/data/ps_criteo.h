@@ -47,10 +47,10 @@ typedef struct ps_criteo_row {
   uint32_t cat[PS_CRITEO_NCAT];       /* raw token values, 0 where missing */
 } ps_criteo_row;
 
-/* Parses one line (without its '\n'; a trailing '\r' is accepted). On PS_ERR_PARSE writes a
- * one-line reason ("too few fields (39, want 40)", "I3: not an integer") to err. */
-ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, char *err,
-                               size_t errlen);
+/* Parses one line (without its '\n'; a trailing '\r' is accepted). On PS_ERR_PARSE fills err
+ * (when not NULL) with a one-line reason ("too few fields (39, want 40)", "I3: not an
+ * integer"). */
+ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, ps_error *err);
 
 /* The dense transform, exposed for tests and the data generator. */
 float ps_criteo_dense_transform(int64_t x);

@@ -21,11 +21,11 @@
  * consecutive batches of this rank are permuted among themselves (seeded by seed, epoch,
  * rank, window) and re-cut into batches of the original sizes.
  *
- * Errors: a bad line gives "FILE:LINE: reason". Policy FAIL: ps_reader_next returns
- * PS_ERR_PARSE and ps_reader_error() holds the message. Policy SKIP: the line is counted
- * (ps_reader_bad_lines) and the first `log_bad_lines` are logged as warnings. A read or
- * decompression error (a truncated .gz included) is PS_ERR_IO and a corrupt binary record
- * PS_ERR_CORRUPT, whatever the policy: errors of the file, not bad lines; ps_reader_error()
+ * Errors (the ps_error convention of ps_status.h): a bad line gives "FILE:LINE: reason".
+ * Policy FAIL: ps_reader_next returns PS_ERR_PARSE with that message in err. Policy SKIP: the
+ * line is counted (ps_reader_bad_lines) and the first `log_bad_lines` are logged as warnings.
+ * A read or decompression error (a truncated .gz included) is PS_ERR_IO and a corrupt binary
+ * record PS_ERR_CORRUPT, whatever the policy: errors of the file, not bad lines; the message
  * names the file. */
 #ifndef PS_READER_H
 #define PS_READER_H
@@ -81,12 +81,14 @@ void ps_reader_opts_default(ps_reader_opts *o);
 typedef struct ps_reader ps_reader;
 
 /* Opens `path` and (prefetch > 0) starts the reader thread. Errors (missing file, bad
- * options, corrupt binary header) come back here with a message in err. */
+ * options, corrupt binary header) come back here, with a message in err when not NULL. */
 ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_reader **out,
-                           char *err, size_t errlen);
+                           ps_error *err);
 /* Next batch, or *out = NULL at the end of the last epoch. The batch stays valid until
- * ps_reader_release; at most `prefetch` (or 1) batches may be held at once. */
-ps_status ps_reader_next(ps_reader *r, ps_batch **out);
+ * ps_reader_release; at most `prefetch` (or 1) batches may be held at once. On failure err
+ * (when not NULL) says why; an empty message (e.g. out of memory) reads as ps_error_str's
+ * text for the code. After a failure or the end, further calls return PS_OK, *out = NULL. */
+ps_status ps_reader_next(ps_reader *r, ps_batch **out, ps_error *err);
 void ps_reader_release(ps_reader *r, ps_batch *b);
 /* Stops the thread (also mid-file) and frees everything; *r = NULL. */
 void ps_reader_destroy(ps_reader **r);
@@ -99,8 +101,6 @@ uint64_t ps_reader_rows(const ps_reader *r);
 /* Data lines in the file (after row_begin/row_end) when known: from the binary header, or
  * after the first epoch of a text file; -1 before that. */
 int64_t ps_reader_lines_per_epoch(const ps_reader *r);
-/* The message of the error ps_reader_next returned ("" if none). */
-const char *ps_reader_error(const ps_reader *r);
 
 /* Detects the format of a file by its first bytes (binary magic, gzip magic, else TSV). */
 ps_status ps_data_detect(const char *path, ps_input_format *fmt);
