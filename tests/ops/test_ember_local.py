@@ -45,7 +45,7 @@ def test_help():
         check(f"--help documents {opt}", f"  {opt} " in out, out)
     # Not cut off: the text's last paragraph and example are there.
     check("--help is whole (exit status and example)",
-          "exit status" in out and "Example:" in out and out.rstrip().endswith("--steps 1000"), out)
+          "exit status" in out and "Example:" in out and out.rstrip().endswith("--test test.tsv"), out)
     p = subprocess.run([LOCAL, "--metrics-base-port", "70000", "--", "x"], capture_output=True,
                        text=True, timeout=30)
     check("--metrics-base-port out of range exits 2 with one line",
