@@ -13,13 +13,23 @@ Dockerfiles: every COPY source exists in the repository; the CPU image's runtime
 and every package of deploy/install-deps.sh exist in this Debian 12's package index; the
 final stage runs as a non-root USER; the default command is one of the binaries the build
 defines; every deploy/Dockerfile*.dockerignore excludes build trees.
+
+Grafana (deploy/prometheus/grafana-ember.json): meant for import, so `__inputs` declares the
+Prometheus data source the dashboard uses; every metric a panel queries exists, and every
+label it groups by, matches on or shows in a legend is a label of that metric, judged against
+real /metrics scrapes of a ps-server and of a ps-worker training against it (stopped once
+scraped; `job` and `instance` are Prometheus's target labels).
 """
+import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
+import urllib.request
 
 from deploy_checks import SRC, check, finish
 
@@ -191,11 +201,132 @@ def test_docker():
     print(f"ok: all {len(pkgs)} packages of deploy/install-deps.sh exist in the index")
 
 
+BIN = os.environ.get("EMBER_BIN", os.path.join(SRC, "build", "bin"))
+TARGET_LABELS = {"job", "instance"}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def scrape(port, until, proc, want=""):
+    """The first /metrics body (that contains want) before until, or None."""
+    while time.time() < until and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                body = r.read().decode()
+                if want in body:
+                    return body
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return None
+
+
+def families(text):
+    """metric name -> label names, from the Prometheus text format; a histogram's _bucket,
+    _sum and _count are listed under their own names (as PromQL sees them)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([A-Za-z_:][A-Za-z0-9_:]*)(\{([^}]*)\})?\s", line)
+        if m:
+            labels = set(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="', m.group(3) or ""))
+            out.setdefault(m.group(1), set()).update(labels)
+    return out
+
+
+def scrape_cluster(tmp):
+    """Real /metrics of one ps-server and of one ps-worker training against it."""
+    sport, smport, wmport = free_port(), free_port(), free_port()
+    procs = []
+    try:
+        srv = subprocess.Popen([os.path.join(BIN, "ps-server"), "--listen", f"tcp://127.0.0.1:{sport}",
+                                "--data-dir", os.path.join(tmp, "srv"), "--metrics-port", str(smport),
+                                "--log-level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(srv)
+        data = os.path.join(tmp, "train.tsv")
+        subprocess.run([os.path.join(BIN, "ps-datagen"), "--rows", "4000", "--out", data, "--log-level", "warn"],
+                       check=True, timeout=60, capture_output=True)
+        # Many epochs of small batches: training outlasts the scrapes (it is stopped after).
+        wrk = subprocess.Popen([os.path.join(BIN, "ps-worker"), "--servers", f"tcp://127.0.0.1:{sport}",
+                                "--train", data, "--epochs", "1000", "--batch", "64", "--threads", "1",
+                                "--metrics-port", str(wmport), "--log-level", "warn"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(wrk)
+        until = time.time() + 40
+        wtext = scrape(wmport, until, wrk)
+        # the worker's join, declare, pulls and pushes make every per-op server series appear
+        stext = scrape(smport, until, srv, "ember_server_request_service_seconds_bucket{")
+        if wtext is None or stext is None:
+            check(False, f"no /metrics from {'ps-worker' if wtext is None else 'ps-server'} within 40 s")
+            return {}
+        return {**families(stext), **families(wtext)}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def promql_labels(expr):
+    """Label names an expression relies on: grouping (by/without/on/ignoring/group_left/right)
+    and matchers inside {...}."""
+    used = set()
+    for m in re.finditer(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", expr):
+        used |= {w.strip() for w in m.group(1).split(",") if w.strip()}
+    for m in re.finditer(r"\{([^}]*)\}", expr):
+        used |= set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", m.group(1)))
+    return used
+
+
+def test_grafana(tmp):
+    path = os.path.join(DEPLOY, "prometheus", "grafana-ember.json")
+    with open(path) as f:
+        raw = f.read()
+    dash = json.loads(raw)
+    ins = dash.get("__inputs") or []
+    ds = [i for i in ins if i.get("type") == "datasource" and i.get("pluginId") == "prometheus"]
+    check(ds, "grafana-ember.json: __inputs declares no Prometheus data source (needed for import)")
+    for i in ds:
+        check("${" + i["name"] + "}" in raw, f"grafana-ember.json: input {i['name']} is declared but not used")
+    fams = scrape_cluster(tmp)
+    if not fams:
+        return
+    n = 0
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            expr = t["expr"]
+            metrics = [m for m in re.findall(r"\b((?:ember|process)_[a-z0-9_]+)", expr)]
+            have = set(TARGET_LABELS)
+            for m in metrics:
+                check(m in fams, f"panel '{p['title']}': metric {m} is not served by ps-server or ps-worker")
+                have |= fams.get(m, set())
+            used = promql_labels(expr) | set(re.findall(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}",
+                                                         t.get("legendFormat", "")))
+            missing = used - have
+            check(not missing, f"panel '{p['title']}': label(s) {sorted(missing)} not on {metrics}")
+            n += 1
+    print(f"ok: grafana-ember.json: __inputs declares {[i['name'] for i in ds]}; the {n} queries use only "
+          f"metrics and labels a live ps-server and ps-worker serve")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ember-deploy.")
     try:
         test_systemd(tmp)
         test_docker()
+        test_grafana(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()

@@ -148,6 +148,11 @@ def main():
         check(ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") == mport,
               "server pods lack Prometheus scrape annotations for the metrics port")
         check(svc and {p["port"] for p in svc["spec"]["ports"]} >= {ports["zmq"]}, "Service lacks the zmq port")
+        # path -> claim of every shared volume the server pods mount (for --checkpoint-dir)
+        srv_claims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
+                      for v in tmpl["spec"].get("volumes", []) if "persistentVolumeClaim" in v}
+        srv_shared = {m["mountPath"]: srv_claims[m["name"]] for m in c.get("volumeMounts", [])
+                      if m["name"] in srv_claims}
         server_urls = [f"tcp://ember-server-{i}.{spec['serviceName']}:{ports['zmq']}" for i in range(replicas)]
         print(f"ok: StatefulSet {sts['metadata']['name']}: {replicas} shards, pod ember-server-{replicas - 1} runs: "
               + " ".join(argv))
@@ -179,6 +184,18 @@ def main():
             check(flag(argv, "--servers") == ",".join(server_urls),
                   f"{name}: --servers {flag(argv, '--servers')} != {','.join(server_urls)}")
             check(flag(argv, "--train") is not None, f"{name}: no --train")
+            # Servers write their checkpoint shards into the worker's --checkpoint-dir: it must
+            # lie on a claim the server pods mount at the same path, writable.
+            ckpt = flag(argv, "--checkpoint-dir")
+            if ckpt:
+                wclaims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
+                           for v in tmpl["spec"].get("volumes", []) if "persistentVolumeClaim" in v}
+                wm = [m for m in w.get("volumeMounts", []) if (ckpt + "/").startswith(m["mountPath"].rstrip("/") + "/")]
+                m = max(wm, key=lambda m: len(m["mountPath"])) if wm else None
+                check(m is not None and not m.get("readOnly") and
+                      srv_shared.get(m["mountPath"]) == wclaims.get(m["name"]),
+                      f"{name}: --checkpoint-dir {ckpt} is not on a volume the server pods mount at the same path"
+                      f" (servers mount {srv_shared})")
             wports = {p["name"]: p["containerPort"] for p in w.get("ports", [])}
             ann = tmpl["metadata"].get("annotations", {})
             check(ann.get("prometheus.io/scrape") == "true" and

@@ -5,7 +5,10 @@
  * The shard count is fixed at create, so every per-shard array (servers, poll items, the
  * scratch of pulls and pushes) lives in one allocation. Connecting is lazy: ZeroMQ connects
  * and reconnects by itself, with a short reconnect interval so that a restarted server is
- * found again within a second. */
+ * found again within a second. A URL is checked before anything is opened, since ZeroMQ
+ * accepts some wrong ones silently (a missing scheme fails only at connect, a port over 65535
+ * wraps); the message names the URL. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 
 #include "ps_cli.h"
 #include "ps_client_int.h"
+#include "ps_log.h"
 
 ps_status cl_set_err(ps_client *c, ps_status st, const char *fmt, ...) {
   va_list ap;
@@ -28,6 +32,30 @@ void ps_client_options_default(ps_client_options *o) {
   memset(o, 0, sizeof *o);
   o->timeout_ms = 30000;
   o->ckpt_timeout_ms = 600000;
+}
+
+/* Why url is not tcp://HOST:PORT or ipc://PATH, or NULL when it is. */
+static const char *url_flaw(const char *url) {
+  if (!url || !*url) return "it is empty";
+  if (strncmp(url, "ipc://", 6) == 0) return url[6] ? NULL : "the path is empty";
+  if (strncmp(url, "tcp://", 6) != 0) return "no tcp:// or ipc:// scheme";
+  const char *hp = url + 6, *colon = strrchr(hp, ':');
+  if (!colon || colon == hp) return colon ? "the host is empty" : "no :PORT";
+  const char *p = colon + 1;
+  if (!*p) return "the port is empty";
+  long port = 0;
+  for (; *p; p++) {
+    if (!isdigit((unsigned char)*p)) return "the port is not a number";
+    if ((port = port * 10 + (*p - '0')) > 65535) break;
+  }
+  return port >= 1 && port <= 65535 ? NULL : "the port is not in 1..65535";
+}
+
+ps_status ps_client_check_url(const char *url, ps_error *err) {
+  const char *flaw = url_flaw(url);
+  if (!flaw) return PS_OK;
+  return ps_error_set(err, PS_ERR_INVALID, "server URL '%s' is not tcp://HOST:PORT or ipc://PATH (%s)",
+                      url ? url : "", flaw);
 }
 
 /* Allocates the per-shard arrays of n servers in one zeroed block (all 8-byte aligned). */
@@ -77,7 +105,17 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url) {
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
                            ps_client **out) {
   *out = NULL;
-  if (!urls || n == 0 || n > CL_MAX_SERVERS) return PS_ERR_INVALID;
+  if (!urls || n == 0 || n > CL_MAX_SERVERS) {
+    PS_ERROR("a client needs 1..%d server URLs, not %zu", CL_MAX_SERVERS, urls ? n : 0);
+    return PS_ERR_INVALID;
+  }
+  for (size_t i = 0; i < n; i++) {
+    ps_error e;
+    if (ps_client_check_url(urls[i], &e) != PS_OK) {
+      PS_ERROR("%s", e.msg);
+      return PS_ERR_INVALID;
+    }
+  }
   ps_client *c = calloc(1, sizeof *c);
   if (!c) return PS_ERR_NOMEM;
   if (opt) c->opt = *opt;
@@ -86,6 +124,7 @@ ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_op
   if (!c->opt.ckpt_timeout_ms) c->opt.ckpt_timeout_ms = 600000;
   c->next_rid = 1;
   c->nsrv = n;
+  c->nunsure = n;
   c->ctx = zmq_ctx_new();
   c->dims = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *c->dims);
   ps_status st = PS_ERR_NOMEM;
@@ -104,7 +143,11 @@ ps_status ps_client_create_list(const char *urls, const ps_client_options *opt,
                                 ps_client **out) {
   char *items[CL_MAX_SERVERS];
   int n = ps_split_list(urls, ',', items, CL_MAX_SERVERS);
-  if (n <= 0) return PS_ERR_INVALID;
+  if (n <= 0) {
+    PS_ERROR("server list '%s' is empty, has an empty item or more than %d URLs",
+             urls ? urls : "", CL_MAX_SERVERS);
+    return PS_ERR_INVALID;
+  }
   ps_status st = ps_client_create((const char *const *)items, (size_t)n, opt, out);
   free(items[0]);
   return st;

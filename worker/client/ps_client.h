@@ -40,7 +40,17 @@ void ps_client_options_default(ps_client_options *o);
 typedef struct ps_client ps_client;
 typedef struct ps_client_req ps_client_req;
 
-/* urls[i] is shard i. Connects lazily: no server needs to be up yet. */
+/* Whether url is a server URL the client can use: tcp://HOST:PORT (PORT 1..65535) or
+ * ipc://PATH. On failure err (when not NULL) names the URL:
+ * "server URL 'X' is not tcp://HOST:PORT or ipc://PATH (...)". */
+ps_status ps_client_check_url(const char *url, ps_error *err);
+
+/* urls[i] is shard i. Connects lazily: no server needs to be up yet, and a server that has
+ * not answered within PS_CLIENT_SILENT_WARN_MS of a request is named once in a WARN log line
+ * ("server U (shard I) does not answer yet; waiting up to N s") while the request waits on
+ * up to its bound. A URL that ps_client_check_url refuses is PS_ERR_INVALID, with that
+ * message logged at ERROR (there is no client to hold it). */
+#define PS_CLIENT_SILENT_WARN_MS 3000
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
                            ps_client **out);
 /* Same, from "URL,URL,...". */

@@ -76,6 +76,8 @@ typedef struct cl_server {
   void *sock;
   void *mon;
   bool down;
+  bool answered; /* a handshake succeeded once: the server is there */
+  bool warned;   /* "does not answer yet" was logged */
 } cl_server;
 
 struct ps_client {
@@ -95,6 +97,7 @@ struct ps_client {
   uint16_t *dims; /* by table id; 0 = not declared here */
   char err[1024];
   uint64_t disconnects, resent, stale;
+  size_t nunsure; /* servers neither answered nor warned about: 0 keeps waits free of checks */
   float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
   size_t acc_cap;
 };

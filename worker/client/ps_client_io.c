@@ -8,7 +8,9 @@
  * (its request timed out, or a duplicate after a re-send) is counted as stale and dropped.
  * When a connection drops, idempotent requests outstanding on it are re-sent once it is back
  * (their frames are kept, sharing their buffers with the sent ones); the others fail at once,
- * since they may or may not have been applied. */
+ * since they may or may not have been applied. A server that has never completed a handshake
+ * PS_CLIENT_SILENT_WARN_MS into a request is named once at WARN (a wrong port would otherwise
+ * be silent for the whole bound); the request still waits out its bound. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <zmq.h>
 
 #include "ps_client_int.h"
+#include "ps_log.h"
 #include "ps_time.h"
 
 static void sub_clear(cl_sub *s) {
@@ -306,6 +309,8 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
         }
       }
     } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (!S->answered && !S->warned) c->nunsure--;
+      S->answered = true;
       if (!S->down) continue;
       S->down = false;
       for (size_t i = 0; i < c->npend; i++) {
@@ -329,21 +334,51 @@ static void pump(ps_client *c, long timeout_ms) {
   }
 }
 
+/* Names, once per server, a server r still waits for that never completed a handshake,
+ * once r has waited PS_CLIENT_SILENT_WARN_MS. */
+static void warn_silent(ps_client *c, const struct ps_client_req *r, uint64_t now) {
+  uint64_t start = r->deadline - r->timeout_ms * 1000000ull;
+  if (!c->nunsure || now - start < PS_CLIENT_SILENT_WARN_MS * 1000000ull) return;
+  for (size_t i = 0; i < c->nsrv; i++) {
+    cl_server *S = &c->srv[i];
+    if (S->answered || S->warned || !r->subs[i].pending) continue;
+    S->warned = true;
+    c->nunsure--;
+    PS_WARN("server %s (shard %zu) does not answer yet; waiting up to %" PRIu64 " s", S->url, i,
+            (r->timeout_ms + 999) / 1000);
+  }
+}
+
+/* How long a wait may poll before warn_silent has to look (ms), at most cap. */
+static long poll_cap(const ps_client *c, const struct ps_client_req *r, uint64_t now, long cap) {
+  uint64_t at = r->deadline - r->timeout_ms * 1000000ull + PS_CLIENT_SILENT_WARN_MS * 1000000ull;
+  if (!c->nunsure || now >= at) return cap;
+  for (size_t i = 0; i < c->nsrv; i++) {
+    if (c->srv[i].answered || c->srv[i].warned || !r->subs[i].pending) continue;
+    long ms = (long)((at - now) / 1000000ull) + 1;
+    return ms < cap ? ms : cap;
+  }
+  return cap;
+}
+
 ps_status cl_req_wait(ps_client *c, struct ps_client_req *r) {
   while (r->done < r->active) {
     uint64_t now = ps_now_ns();
+    warn_silent(c, r, now);
     if (now >= r->deadline) {
       for (size_t i = 0; i < c->nsrv; i++) {
         cl_sub *s = &r->subs[i];
         if (!s->pending) continue;
         sub_fail(s, PS_ERR_TIMEOUT, "no answer to %s (request %" PRIu64 ") within %" PRIu64
                  " ms%s", ps_wire_op_name(r->op), s->rid, r->timeout_ms,
-                 c->srv[i].down ? " (the connection is down)" : "");
+                 c->srv[i].down       ? " (the connection is down)"
+                 : !c->srv[i].answered ? " (the server never answered: is one listening there?)"
+                                       : "");
       }
       break;
     }
     long ms = (long)((r->deadline - now) / 1000000ull) + 1;
-    pump(c, ms > 1000 ? 1000 : ms);
+    pump(c, poll_cap(c, r, now, ms > 1000 ? 1000 : ms));
   }
   if (r->st != PS_OK) {
     snprintf(c->err, sizeof c->err, "%s", r->err);
@@ -360,8 +395,9 @@ ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool
     *done = r->done >= r->active;
     uint64_t now = ps_now_ns();
     if (*done || now >= end || now >= r->deadline) break;
+    warn_silent(c, r, now);
     long ms = (long)((end - now) / 1000000ull);
-    pump(c, ms);
+    pump(c, ms ? poll_cap(c, r, now, ms) : 0);
     if (ms == 0) {
       *done = r->done >= r->active;
       break;

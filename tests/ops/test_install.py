@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""test_install: `cmake --install BUILD --prefix P` into a temporary prefix puts the binaries
+and deploy/ember-local in P/bin, where they run (P/bin/ps-server --help; ember-local finds
+ps-server and ps-worker beside itself), and the documents in P/share/doc/ember; the systemd
+unit runs ps-server from, and documents itself by, the paths of the default prefix."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from deploy_checks import SRC, check, finish
+
+BIN = os.environ.get("EMBER_BIN", os.path.join(SRC, "build", "bin"))
+BUILD = os.path.dirname(os.path.abspath(BIN))
+
+
+def cache(name):
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        m = re.search(rf"^{name}:\w+=(.*)$", f.read(), re.M)
+    return m.group(1) if m else None
+
+
+def main():
+    p = tempfile.mkdtemp(prefix="ember-install.")
+    try:
+        r = subprocess.run(["cmake", "--install", BUILD, "--prefix", p], capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 0, f"cmake --install: rc {r.returncode}: {r.stderr[-2000:]}")
+        for b in ["ps-server", "ps-worker", "ps-convert", "ps-datagen", "ps-bench", "ember-local"]:
+            check(os.access(os.path.join(p, "bin", b), os.X_OK), f"{p}/bin/{b} not installed")
+        check(not os.path.exists(os.path.join(p, "bin", "eval_tool")), "a test tool was installed")
+        check(not os.path.exists(os.path.join(p, "include")) and not os.path.exists(os.path.join(p, "lib")),
+              "headers or libraries installed (not yet: issue 21)")
+        for b in ["ps-server", "ps-worker"]:
+            r = subprocess.run([os.path.join(p, "bin", b), "--help"], capture_output=True, text=True, timeout=30)
+            check(r.returncode == 0 and r.stdout.startswith(f"Usage: {b}"),
+                  f"{p}/bin/{b} --help: rc {r.returncode} {r.stderr[-500:]}")
+        # ember-local, installed, finds its binaries beside itself (no EMBER_BIN, no --bin):
+        # one real server and a worker that only prints its --help.
+        env = {k: v for k, v in os.environ.items() if k != "EMBER_BIN"}
+        r = subprocess.run([os.path.join(p, "bin", "ember-local"), "--", "--help"], capture_output=True,
+                           text=True, timeout=60, env=env, cwd=p)
+        check(r.returncode == 0 and "Usage: ps-worker" in r.stdout,
+              f"installed ember-local: rc {r.returncode}: {r.stderr[-1000:]}")
+        docs = os.path.join(p, "share", "doc", "ember")
+        for d in ["README.md", "OPERATIONS.md"]:
+            check(os.path.exists(os.path.join(docs, d)), f"{docs}/{d} not installed")
+        check(os.path.exists(os.path.join(p, "share", "ember", "systemd", "ember-server@.service")),
+              "the systemd unit is not installed under share/ember/systemd")
+        # The unit expects the default prefix's layout.
+        prefix = cache("CMAKE_INSTALL_PREFIX") or "/usr/local"
+        with open(os.path.join(SRC, "deploy", "systemd", "ember-server@.service")) as f:
+            unit = f.read()
+        m = re.search(r"^ExecStart=(\S+)", unit, re.M)
+        check(m and m.group(1) == f"{prefix}/bin/ps-server",
+              f"the unit runs {m and m.group(1)}, cmake --install puts ps-server in {prefix}/bin")
+        for doc in re.findall(r"file://(\S+)", unit):
+            rel = os.path.relpath(doc, prefix)
+            check(os.path.exists(os.path.join(p, rel)), f"the unit's Documentation {doc} is not installed there")
+    finally:
+        shutil.rmtree(p, ignore_errors=True)
+    finish(f"ok: cmake --install puts every binary, ember-local and the docs where the unit expects them")
+
+
+if __name__ == "__main__":
+    main()
