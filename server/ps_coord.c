@@ -2,7 +2,7 @@
  * worker membership and ranks (JOIN), a rendezvous key-value store for the collectives
  * (KV_SET / KV_GET with a wait), and named barriers. Global checkpoints are driven by a worker
  * (CHECKPOINT prepare, then commit, to every shard, then KV_SET "ember/checkpoint/latest");
- * see PROTOCOL.md.
+ * see docs/PROTOCOL.md.
  *
  * Everything runs on the server's main thread, so no locks. It sees requests only as opaque
  * handles with their headers and answers through the reply interface it was created with

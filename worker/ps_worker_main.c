@@ -1,4 +1,4 @@
-/* ps-worker: trains DLRM against Ember's parameter servers (DESIGN.md's contract). Parses
+/* ps-worker: trains DLRM against Ember's parameter servers (docs/DESIGN.md). Parses
  * flags into a ps_train_config — the flag table, the checks across flags, and the named
  * choices (consistency, optimizers, bad lines) turned into their enums — checks what can be
  * known before connecting (ps_train_config_check: paths, checkpoint directory, model shape)

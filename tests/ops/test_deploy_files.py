@@ -175,7 +175,7 @@ def test_docker():
         cmd = [rest for op, rest in final if op == "CMD"]
         if cmd:
             first = re.findall(r'"([^"]+)"', cmd[-1])[0]
-            # a binary the build defines, or one of DESIGN.md's contract binaries (being written)
+            # a binary the build defines, or one of the documented binaries
             contract = {"ps-server", "ps-worker", "ps-bench", "ps-datagen"}
             check(first in targets | contract, f"{name}: CMD runs {first}, not a binary the build defines")
         ign = path + ".dockerignore"

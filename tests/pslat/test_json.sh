@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ps-bench's interface: --help lists the DESIGN.md flags; bad arguments exit 2 with a one-line
+# ps-bench's interface: --help lists its documented flags; bad arguments exit 2 with a one-line
 # reason; --json has every contract field with the right type (an object for one run, a list
 # with "target_rate" for a sweep); --requests measures exactly that many; mixed/push/zipf over
 # two shards with --prepopulate and two tables run clean; the table is declared by ps-bench on a

@@ -1,5 +1,5 @@
 /* ps_collectives: dense-gradient collectives across workers, behind one C interface
- * (DESIGN.md's collectives.h). Two implementations: Gloo on CPU buffers (through a small C++
+ * (the collectives of docs/DESIGN.md). Two implementations: Gloo on CPU buffers (through a small C++
  * shim, collectives_gloo.cc) and NCCL on GPU buffers (collectives_nccl.c). Neither
  * hand-writes a collective algorithm.
  *
