@@ -42,7 +42,7 @@ void ps_train_config_default(ps_train_config *c) {
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
-  PS_ERROR("%s failed: %s (%s)", what, ps_status_str(st), ps_client_error(t->cl));
+  PS_ERROR("%s failed: %s (%s)", what, ps_status_str(st), t->cerr.msg);
   return st;
 }
 
@@ -67,7 +67,7 @@ static ps_status declare_table(ps_trainer *t) {
   tb.consistency = c->consistency_mode;
   tb.staleness = c->staleness;
   tb.num_workers = (uint32_t)t->world;
-  ps_status st = ps_client_declare(t->cl, &tb);
+  ps_status st = ps_client_declare(t->cl, &tb, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "declaring the embedding table", st);
   return PS_OK;
 }
@@ -124,7 +124,7 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
   if (!b || b->nkeys == 0) return PS_OK;
   TRY(ps_dedup_keys(t->dedup, b->keys, b->nkeys, s->unique, s->inverse, &s->nunique));
   ps_status st = ps_client_pull_start(t->cl, PS_TRAIN_TABLE_ID, step, s->unique, s->nunique, true,
-                                      s->rows, &s->pull);
+                                      s->rows, &s->pull, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
   return PS_OK;
 }
@@ -132,7 +132,7 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s) {
   if (!s->pull) return PS_OK;
   uint64_t t0 = ps_now_ns();
-  ps_status st = ps_client_wait(t->cl, &s->pull);
+  ps_status st = ps_client_wait(t->cl, &s->pull, &t->cerr);
   t->t_pull += ps_train_since(t0);
   if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
   return PS_OK;
@@ -222,10 +222,10 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     size_t ne = s->nunique * (size_t)t->dim;
     for (size_t i = 0; i < ne; i++) t->emb_grad[i] *= scale;
     st = ps_client_push_start(t->cl, PS_TRAIN_TABLE_ID, s->step, s->unique, s->nunique, true,
-                              t->emb_grad, push);
+                              t->emb_grad, push, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "push", st);
   }
-  st = ps_client_step_start(t->cl, 0, s->step, stepreq);
+  st = ps_client_step_start(t->cl, 0, s->step, stepreq, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "step", st);
   t->t_push += ps_train_since(t0);
   t->samples += n;
@@ -290,10 +290,10 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     t->t_opt += ps_train_since(t0);
     t0 = ps_now_ns();
     if (push) {
-      st = ps_client_wait(t->cl, &push);
+      st = ps_client_wait(t->cl, &push, &t->cerr);
       if (st != PS_OK) return ps_train_client_fail(t, "push", st);
     }
-    st = ps_client_wait(t->cl, &stepreq);
+    st = ps_client_wait(t->cl, &stepreq, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "step", st);
     t->t_push += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
@@ -323,7 +323,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
   /* stopped by --max-steps: a pull may be in flight for a batch we will not train on */
   for (int i = 0; i < 2; i++) {
     ps_train_slot *s = &t->slots[i];
-    if (s->pull) (void)ps_client_wait(t->cl, &s->pull);
+    if (s->pull) (void)ps_client_wait(t->cl, &s->pull, &t->cerr);
     if (s->b) ps_reader_release(r, s->b);
     s->b = NULL;
   }
@@ -356,7 +356,10 @@ static ps_status setup(ps_trainer *t) {
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = c->timeout_ms;
-  TRY(ps_client_create_list(c->servers, &co, &t->cl));
+  if ((st = ps_client_create_list(c->servers, &co, &t->cl, &t->cerr)) != PS_OK) {
+    PS_ERROR("%s", t->cerr.msg);
+    return st;
+  }
   TRY(ps_dedup_create(&t->dedup));
   TRY(ps_train_join(t));
   t->nparams = ps_dlrm_num_params(t->model);

@@ -243,7 +243,7 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   char shards[4200];
   TRY(pathf(shards, sizeof shards, "%s/shards", dir));
   uint64_t t0 = ps_now_ns();
-  ps_status st = ps_client_checkpoint(t->cl, t->step, shards);
+  ps_status st = ps_client_checkpoint(t->cl, t->step, shards, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "checkpoint", st);
   TRY(save_dense(t, dir));
   TRY(save_config(t, dir));
@@ -275,7 +275,7 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
   TRY(load_dense(t, dir, step));
   if (t->rank == 0) {
     uint64_t sstep = 0;
-    ps_status st = ps_client_restore(t->cl, shards, &sstep);
+    ps_status st = ps_client_restore(t->cl, shards, &sstep, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "restoring the shards", st);
     if (sstep != *step) {
       PS_ERROR("checkpoint %s: shards are at step %" PRIu64 ", dense state at %" PRIu64, dir,
@@ -285,7 +285,7 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
   }
   if (t->world > 1) {
     ps_status st = ps_client_barrier(t->cl, "ember/train/restored", (uint32_t)t->world,
-                                     600000u);
+                                     600000u, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "restore barrier", st);
   }
   PS_INFO("resumed from %s at step %" PRIu64, dir, *step);

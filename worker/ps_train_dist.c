@@ -26,7 +26,8 @@ ps_status ps_train_join(ps_trainer *t) {
   gethostname(host, sizeof host - 1);
   snprintf(name, sizeof name, "%s/%d", host, (int)getpid());
   if (c->world > 1 || rank < 0) {
-    ps_status st = ps_client_join(t->cl, (uint32_t)c->world, rank, rank < 0 ? name : NULL, &rank);
+    ps_status st = ps_client_join(t->cl, (uint32_t)c->world, rank, rank < 0 ? name : NULL,
+                                  &rank, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "joining the cluster", st);
   }
   t->rank = rank < 0 ? 0 : rank;
@@ -86,20 +87,21 @@ static ps_status agree_run_id(ps_trainer *t) {
     return PS_OK;
   }
   uint32_t to = t->cfg->timeout_ms;
-  ps_status st = ps_client_barrier(t->cl, "ember/train/start", (uint32_t)t->world, to);
+  ps_status st =
+      ps_client_barrier(t->cl, "ember/train/start", (uint32_t)t->world, to, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "start barrier", st);
   if (t->rank == 0) {
     uint64_t nonce = ps_hash_u64(ps_now_ns() ^ ((uint64_t)getpid() << 32), 0x52554e);
     snprintf(t->run_id, sizeof t->run_id, "%016" PRIx64, nonce);
-    st = ps_client_kv_set(t->cl, "ember/train/run-id", t->run_id, strlen(t->run_id));
+    st = ps_client_kv_set(t->cl, "ember/train/run-id", t->run_id, strlen(t->run_id), &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "publishing the run id", st);
   }
-  st = ps_client_barrier(t->cl, "ember/train/run-id", (uint32_t)t->world, to);
+  st = ps_client_barrier(t->cl, "ember/train/run-id", (uint32_t)t->world, to, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "run-id barrier", st);
   if (t->rank != 0) {
     void *v = NULL;
     size_t len = 0;
-    st = ps_client_kv_get(t->cl, "ember/train/run-id", &v, &len, to);
+    st = ps_client_kv_get(t->cl, "ember/train/run-id", &v, &len, to, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "reading the run id", st);
     snprintf(t->run_id, sizeof t->run_id, "%.*s", (int)(len < 63 ? len : 63), (char *)v);
     free(v);

@@ -43,6 +43,7 @@ typedef struct ps_trainer {
   const ps_train_config *cfg;
   int rank, world;
   ps_client *cl;
+  ps_error cerr;      /* the last failed client call's message (ps_train_client_fail) */
   ps_kern *kern;
   ps_dlrm *model;
   ps_coll *coll;
@@ -89,7 +90,8 @@ typedef struct ps_train_split {
 
 static inline double ps_train_since(uint64_t t0) { return ps_ns_to_s(ps_now_ns() - t0); }
 
-/* Logs a failed client call with the client's message; returns st. */
+/* Logs a failed client call with its message (t->cerr, which every client call fills on
+ * failure); returns st. */
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st);
 
 /* ps_train.c: a batch's keys de-duplicated and its pull sent for `step` / waited for; the

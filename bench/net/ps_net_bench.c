@@ -116,9 +116,9 @@ static void result_fill(result *res, const cfg *c, int dim, const ps_hist *h, ui
 /* Starts one request of the load: a push of the B rows at v, or a pull of B rows into v, for
  * the B keys at k (table 1). */
 static ps_status start_req(ps_client *cl, int op_push, const uint64_t *k, int B, float *v,
-                           ps_client_req **r) {
-  return op_push ? ps_client_push_start(cl, 1, 0, k, (size_t)B, false, v, r)
-                 : ps_client_pull_start(cl, 1, 0, k, (size_t)B, false, v, r);
+                           ps_client_req **r, ps_error *err) {
+  return op_push ? ps_client_push_start(cl, 1, 0, k, (size_t)B, false, v, r, err)
+                 : ps_client_pull_start(cl, 1, 0, k, (size_t)B, false, v, r, err);
 }
 
 static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *res) {
@@ -136,10 +136,15 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   o.timeout_ms = 30000;
   o.wire_f16 = c->f16;
   ps_client *cl = NULL;
-  if (ps_client_create(up, (size_t)ns, &o, &cl) != PS_OK) return -1;
+  ps_error err;
+  if (ps_client_create(up, (size_t)ns, &o, &cl, &err) != PS_OK) {
+    fprintf(stderr, "client: %s\n", err.msg);
+    stop(pid, ns);
+    return -1;
+  }
   for (int i = 0; i < ns; i++) {
     int ok = 0;
-    for (int t = 0; t < 100 && !ok; t++) ok = ps_client_ping(cl, (size_t)i) == PS_OK;
+    for (int t = 0; t < 100 && !ok; t++) ok = ps_client_ping(cl, (size_t)i, NULL) == PS_OK;
     if (!ok) {
       fprintf(stderr, "server %s did not come up\n", urls[i]);
       stop(pid, ns);
@@ -148,8 +153,8 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   }
   ps_table_spec t;
   ps_table_spec_default(&t, 1, "bench", (uint32_t)dim);
-  if (ps_client_declare(cl, &t) != PS_OK) {
-    fprintf(stderr, "declare: %s\n", ps_client_error(cl));
+  if (ps_client_declare(cl, &t, &err) != PS_OK) {
+    fprintf(stderr, "declare: %s\n", err.msg);
     stop(pid, ns);
     return -1;
   }
@@ -164,8 +169,8 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   for (int64_t base = 0; base < c->key_space; base += B) {
     int n = (int)((c->key_space - base) < B ? (c->key_space - base) : B);
     for (int i = 0; i < n; i++) all[i] = (uint64_t)(base + i) * 2654435761ull + 1;
-    if (ps_client_push(cl, 1, 0, all, (size_t)n, vals) != PS_OK) {
-      fprintf(stderr, "fill: %s\n", ps_client_error(cl));
+    if (ps_client_push(cl, 1, 0, all, (size_t)n, vals, &err) != PS_OK) {
+      fprintf(stderr, "fill: %s\n", err.msg);
       stop(pid, ns);
       return -1;
     }
@@ -185,11 +190,11 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   for (int i = 0; i < q; i++) {
     t0[i] = ps_now_ns();
     st = start_req(cl, op_push, keys + (size_t)(next++ % NBATCH) * B, B,
-                   (op_push ? vals : outs) + (size_t)i * B * dim, &r[i]);
+                   (op_push ? vals : outs) + (size_t)i * B * dim, &r[i], &err);
   }
   uint64_t now = 0;
   while (st == PS_OK) {
-    st = ps_client_wait(cl, &r[slot]);
+    st = ps_client_wait(cl, &r[slot], &err);
     now = ps_now_ns();
     if (now >= measure_from) {
       if (now >= end) break;
@@ -198,12 +203,12 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
     }
     t0[slot] = ps_now_ns();
     st = start_req(cl, op_push, keys + (size_t)(next++ % NBATCH) * B, B,
-                   (op_push ? vals : outs) + (size_t)slot * B * dim, &r[slot]);
+                   (op_push ? vals : outs) + (size_t)slot * B * dim, &r[slot], &err);
     slot = (slot + 1) % q;
   }
-  if (st != PS_OK) fprintf(stderr, "ember run failed: %s\n", ps_client_error(cl));
+  if (st != PS_OK) fprintf(stderr, "ember run failed: %s\n", err.msg);
   for (int i = 0; i < q; i++)
-    if (r[i]) ps_client_wait(cl, &r[i]);
+    if (r[i]) ps_client_wait(cl, &r[i], NULL);
   result_fill(res, c, dim, h, nreq, now - measure_from);
   ps_hist_destroy(&h);
   ps_client_destroy(&cl);

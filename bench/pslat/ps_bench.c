@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 
 #include "ps_bench_int.h"
+#include "ps_log.h"
 
 /* Connects threads + 1 clients (the last one is the control connection: declare, prepopulate,
  * STATS), declares the tables on every one (idempotent; a client learns a table's dim from its
@@ -37,8 +38,10 @@ static int build(const ps_bench_cfg *c, ps_client **clients) {
   ps_client_options_default(&co);
   co.timeout_ms = (uint32_t)c->timeout_ms;
   for (int i = 0; i <= c->threads; i++) {
-    ps_status st = ps_client_create_list(c->servers, &co, &clients[i]);
+    ps_error err;
+    ps_status st = ps_client_create_list(c->servers, &co, &clients[i], &err);
     if (st != PS_OK) {
+      PS_ERROR("%s", err.msg);
       fprintf(stderr, "ps-bench: --servers '%s': %s\n", c->servers, ps_status_str(st));
       return 2;
     }

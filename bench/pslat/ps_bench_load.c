@@ -48,6 +48,7 @@ typedef struct worker {
   ps_hist *lat, *cq, *rtt;
   uint64_t requests, errors, timeouts, keys, last_done, late;
   char first_error[256];
+  ps_error err;  /* the last failed request's message */
   int *finished; /* threads done (atomic) */
 } worker;
 
@@ -69,7 +70,7 @@ static void fill_keys(worker *w, size_t n) {
 static void note_error(worker *w, ps_status st) {
   if (!w->first_error[0])
     snprintf(w->first_error, sizeof w->first_error, "%s: %s", ps_status_str(st),
-             ps_client_error(w->cl));
+             ps_error_str(&w->err));
 }
 
 /* Sends one request with the given intended time into a free slot. */
@@ -86,9 +87,9 @@ static void issue(worker *w, uint64_t intended) {
   s->measured = intended >= w->t_measure;
   s->sent = ps_now_ns();
   ps_status st = pull ? ps_client_pull_start(w->cl, table, 0, w->keybuf, n, c->unique, w->out,
-                                             &s->r)
+                                             &s->r, &w->err)
                       : ps_client_push_start(w->cl, table, 0, w->keybuf, n, c->unique,
-                                             w->grads, &s->r);
+                                             w->grads, &s->r, &w->err);
   if (st != PS_OK) {
     s->r = NULL;
     if (s->measured) {
@@ -107,12 +108,12 @@ static int reap(worker *w) {
   for (int i = 0; i < w->nin;) {
     slot *s = &w->slots[i];
     bool done = false;
-    ps_client_ready(w->cl, s->r, 0, &done);
+    ps_client_ready(w->cl, s->r, 0, &done, NULL);
     if (!done) {
       i++;
       continue;
     }
-    ps_status st = ps_client_wait(w->cl, &s->r);
+    ps_status st = ps_client_wait(w->cl, &s->r, &w->err);
     uint64_t now = ps_now_ns();
     if (s->measured) {
       w->requests++;
@@ -147,7 +148,7 @@ static int reap(worker *w) {
 static void pump(worker *w, bool block) {
   if (!w->nin) return;
   bool done;
-  ps_client_ready(w->cl, w->slots[0].r, block ? 2 : 1, &done);
+  ps_client_ready(w->cl, w->slots[0].r, block ? 2 : 1, &done, NULL);
 }
 
 static uint64_t next_gap(worker *w) {
@@ -365,10 +366,11 @@ int ps_bench_declare_tables(const ps_bench_cfg *c, ps_client *cl) {
     ps_table_spec_default(&t, id, name, (uint32_t)c->dim);
     t.consistency = PS_CONS_ASYNC; /* no step barrier: the bench has no workers */
     t.num_workers = 1;
-    ps_status st = ps_client_declare(cl, &t);
+    ps_error err;
+    ps_status st = ps_client_declare(cl, &t, &err);
     if (st != PS_OK) {
       fprintf(stderr, "ps-bench: declaring table %u (dim %" PRId64 ") failed: %s: %s\n", id,
-              c->dim, ps_status_str(st), ps_client_error(cl));
+              c->dim, ps_status_str(st), err.msg);
       return -1;
     }
   }
@@ -392,13 +394,14 @@ int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl) {
   }
   uint64_t t0 = ps_now_ns();
   int rc = 0;
+  ps_error err;
   for (int t = 0; t < c->tables && rc == 0; t++) {
     uint32_t table = (uint32_t)(c->table_id + t);
     uint64_t pos = 0;
     for (size_t it = 0; rc == 0; it++) {
       ps_client_req **slot = &rq[it % DEPTH];
-      if (*slot && ps_client_wait(cl, slot) != PS_OK) {
-        fprintf(stderr, "ps-bench: --prepopulate: %s\n", ps_client_error(cl));
+      if (*slot && ps_client_wait(cl, slot, &err) != PS_OK) {
+        fprintf(stderr, "ps-bench: --prepopulate: %s\n", err.msg);
         rc = -1;
         break;
       }
@@ -406,13 +409,13 @@ int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl) {
       uint64_t n = K - pos < B ? K - pos : B;
       for (uint64_t i = 0; i < n; i++) keys[i] = ps_keydist_key(pos + i);
       pos += n;
-      if (ps_client_pull_start(cl, table, 0, keys, n, true, out, slot) != PS_OK) {
-        fprintf(stderr, "ps-bench: --prepopulate: %s\n", ps_client_error(cl));
+      if (ps_client_pull_start(cl, table, 0, keys, n, true, out, slot, &err) != PS_OK) {
+        fprintf(stderr, "ps-bench: --prepopulate: %s\n", err.msg);
         rc = -1;
       }
     }
     for (int i = 0; i < DEPTH; i++)
-      if (rq[i]) ps_client_wait(cl, &rq[i]);
+      if (rq[i]) ps_client_wait(cl, &rq[i], NULL);
   }
   if (rc == 0)
     PS_INFO("prepopulated %" PRIu64 " keys x %d tables in %.1f s", K, c->tables,

@@ -36,7 +36,7 @@ void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v,
   for (size_t i = 0; i < n; i++) {
     memset(&v[i], 0, sizeof v[i]);
     char *js = NULL;
-    if (ps_client_stats(cl, i, &js) != PS_OK) continue;
+    if (ps_client_stats(cl, i, &js, NULL) != PS_OK) continue;
     json_error_t jerr;
     json_t *doc = json_loads(js, 0, &jerr);
     free(js);

@@ -1,5 +1,6 @@
 /* What a client tells its user off the happy path (issue 17): a server URL that is not
- * tcp://HOST:PORT or ipc://PATH is refused at create with a message naming it, and a server
+ * tcp://HOST:PORT or ipc://PATH is refused at create with a message naming it (in the
+ * caller's ps_error, since no client survives to hold it), and a server
  * that does not answer (a wrong port) is named in a WARN line within a few seconds while the
  * request still waits out its bound.
  *
@@ -38,18 +39,34 @@ static void test_url_check(void **state) {
     char want[128];
     snprintf(want, sizeof want, "server URL '%s' is not tcp://HOST:PORT or ipc://PATH (", bad[i]);
     if (strncmp(e.msg, want, strlen(want)) != 0) fail_msg("'%s': message '%s'", bad[i], e.msg);
-    /* create refuses it too, whatever its position in the list */
+    /* create refuses it too, whatever its position in the list, with the same message */
     const char *urls[2] = {"tcp://127.0.0.1:5555", bad[i]};
     ps_client *c = (ps_client *)1;
-    assert_int_equal(ps_client_create(urls, 2, NULL, &c), PS_ERR_INVALID);
+    ps_error_clear(&e);
+    assert_int_equal(ps_client_create(urls, 2, NULL, &c, &e), PS_ERR_INVALID);
+    assert_null(c);
+    assert_int_equal(e.code, PS_ERR_INVALID);
+    if (strncmp(e.msg, want, strlen(want)) != 0) fail_msg("create '%s': '%s'", bad[i], e.msg);
+    c = (ps_client *)1;
+    assert_int_equal(ps_client_create(urls, 2, NULL, &c, NULL), PS_ERR_INVALID); /* NULL ok */
     assert_null(c);
   }
   ps_client *c = NULL;
-  assert_int_equal(ps_client_create_list("tcp://127.0.0.1:5555,127.0.0.1:5556", NULL, &c),
+  ps_error e;
+  ps_error_clear(&e);
+  assert_int_equal(ps_client_create_list("tcp://127.0.0.1:5555,127.0.0.1:5556", NULL, &c, &e),
                    PS_ERR_INVALID);
   assert_null(c);
-  assert_int_equal(ps_client_create_list("tcp://127.0.0.1:5555,ipc:///tmp/x", NULL, &c), PS_OK);
+  assert_non_null(strstr(e.msg, "server URL '127.0.0.1:5556' is not tcp://HOST:PORT"));
+  assert_int_equal(ps_client_create_list("", NULL, &c, &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "server list '' is empty"));
+  /* Success leaves err untouched. */
+  ps_error_set(&e, PS_ERR_IO, "before");
+  assert_int_equal(ps_client_create_list("tcp://127.0.0.1:5555,ipc:///tmp/x", NULL, &c, &e),
+                   PS_OK);
   assert_non_null(c);
+  assert_int_equal(e.code, PS_ERR_IO);
+  assert_string_equal(e.msg, "before");
   ps_client_destroy(&c);
 }
 
@@ -75,13 +92,14 @@ static double now_s(void) {
 typedef struct {
   ps_client *c;
   ps_status st;
+  ps_error err;
   double took;
 } ping_job;
 
 static void *ping(void *arg) {
   ping_job *j = arg;
   double t0 = now_s();
-  j->st = ps_client_ping(j->c, 0);
+  j->st = ps_client_ping(j->c, 0, &j->err);
   j->took = now_s() - t0;
   return NULL;
 }
@@ -113,7 +131,7 @@ static void test_silent_server(void **state) {
   ps_client_options_default(&o);
   o.timeout_ms = 6000;
   ping_job j = {0};
-  assert_int_equal(ps_client_create_list(url, &o, &j.c), PS_OK);
+  assert_int_equal(ps_client_create_list(url, &o, &j.c, NULL), PS_OK);
   double t0 = now_s(), seen = -1;
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, ping, &j), 0);
@@ -134,7 +152,7 @@ static void test_silent_server(void **state) {
   again[n] = '\0';
   unlink(path);
   print_message("warning after %.2f s, call failed after %.2f s: %s\n", seen, j.took,
-                ps_client_error(j.c));
+                j.err.msg);
   if (seen < 0) fail_msg("no '%s' within 5.5 s; stderr: %s", want, again);
   assert_true(once);
   assert_true(seen >= 2.5);
@@ -142,8 +160,9 @@ static void test_silent_server(void **state) {
   assert_null(strstr(first + 1, "does not answer yet")); /* once */
   /* ... and the call still fails only at its bound. */
   assert_int_equal(j.st, PS_ERR_TIMEOUT);
+  assert_int_equal(j.err.code, PS_ERR_TIMEOUT);
   assert_true(j.took >= 5.9);
-  assert_non_null(strstr(ps_client_error(j.c), url));
+  assert_non_null(strstr(j.err.msg, url));
   ps_client_destroy(&j.c);
 }
 

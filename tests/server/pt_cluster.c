@@ -173,7 +173,7 @@ bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int por
   ps_client_options_default(&o);
   o.timeout_ms = 300;
   ps_client *c = NULL;
-  if (ps_client_create(urls, 1, &o, &c) != PS_OK) return false;
+  if (ps_client_create(urls, 1, &o, &c, NULL) != PS_OK) return false;
   bool ok = false;
   for (int i = 0; i < 50 && !ok; i++) {
     int st;
@@ -183,7 +183,7 @@ bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int por
       s->pid = 0;
       break;
     }
-    ok = ps_client_ping(c, 0) == PS_OK;
+    ok = ps_client_ping(c, 0, NULL) == PS_OK;
   }
   ps_client_destroy(&c);
   if (!ok && s->pid) pt_stop(s, SIGKILL, 2000);
@@ -255,7 +255,7 @@ ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeou
   o.timeout_ms = timeout_ms;
   o.rank = rank;
   ps_client *c = NULL;
-  return ps_client_create(urls, (size_t)n, &o, &c) == PS_OK ? c : NULL;
+  return ps_client_create(urls, (size_t)n, &o, &c, NULL) == PS_OK ? c : NULL;
 }
 
 static pt_group *g_group; /* the group pt_group_run is running */

@@ -50,7 +50,7 @@ static void setup(fixture *f, const char *tag) {
   ps_table_spec t;
   ps_table_spec_default(&t, TAB, "emb", DIM);
   t.lr = 0.1f;
-  assert_int_equal(ps_client_declare(f->c, &t), PS_OK);
+  assert_int_equal(ps_client_declare(f->c, &t, NULL), PS_OK);
   int on1 = 0;
   for (int i = 0; i < N; i++) {
     f->k[i] = 9000 + (uint64_t)i * 17;
@@ -58,12 +58,12 @@ static void setup(fixture *f, const char *tag) {
   }
   assert_true(on1 > 20 && on1 < N - 20);
   for (int i = 0; i < N * DIM; i++) f->g[i] = 0.3f + (float)(i % 11) * 0.1f;
-  assert_int_equal(ps_client_push(f->c, TAB, 0, f->k, N, f->g), PS_OK);
-  assert_int_equal(ps_client_checkpoint(f->c, 1, "ck1"), PS_OK);
-  assert_int_equal(ps_client_pull(f->c, TAB, 1, f->k, N, f->at_ck1), PS_OK);
-  assert_int_equal(ps_client_push(f->c, TAB, 1, f->k, N, f->g), PS_OK);
+  assert_int_equal(ps_client_push(f->c, TAB, 0, f->k, N, f->g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint(f->c, 1, "ck1", NULL), PS_OK);
+  assert_int_equal(ps_client_pull(f->c, TAB, 1, f->k, N, f->at_ck1, NULL), PS_OK);
+  assert_int_equal(ps_client_push(f->c, TAB, 1, f->k, N, f->g, NULL), PS_OK);
   float now[N * DIM];
-  assert_int_equal(ps_client_pull(f->c, TAB, 2, f->k, N, now), PS_OK);
+  assert_int_equal(ps_client_pull(f->c, TAB, 2, f->k, N, now, NULL), PS_OK);
   assert_true(fabsf(now[0] - f->at_ck1[0]) > 1e-3f);
 }
 
@@ -88,7 +88,7 @@ static void crash_and_restart(fixture *f) {
 /* Every key, on both shards, reads exactly `want`; names the first key that does not. */
 static void assert_rows(fixture *f, uint64_t step, const float *want) {
   float got[N * DIM];
-  assert_int_equal(ps_client_pull(f->c, TAB, step, f->k, N, got), PS_OK);
+  assert_int_equal(ps_client_pull(f->c, TAB, step, f->k, N, got, NULL), PS_OK);
   for (int i = 0; i < N; i++)
     for (int d = 0; d < DIM; d++)
       if (fabsf(got[i * DIM + d] - want[i * DIM + d]) > 1e-6f)
@@ -105,7 +105,7 @@ static bool has_file(fixture *f, int i, const char *root, const char *suffix) {
 
 static bool stats_has(fixture *f, int i, const char *needle) {
   char *js = NULL;
-  assert_int_equal(ps_client_stats(f->c, (size_t)i, &js), PS_OK);
+  assert_int_equal(ps_client_stats(f->c, (size_t)i, &js, NULL), PS_OK);
   bool has = strstr(js, needle) != NULL;
   free(js);
   return has;
@@ -135,18 +135,20 @@ static void test_crash_between_phases(void **state) {
   (void)state;
   fixture f;
   setup(&f, "ckpt-2pc");
-  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_PREPARE, 2, "ck2"), PS_OK);
+  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_PREPARE, 2, "ck2", NULL), PS_OK);
   assert_ck2_prepared(&f, true);
   /* The driver dies here: no commit, no abort. */
   crash_and_restart(&f);
   assert_rows(&f, 1, f.at_ck1);
   assert_ck2_prepared(&f, false);
   /* Nothing is left to commit; an abort of nothing is fine. */
-  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_COMMIT, 2, "ck2"), PS_ERR_NOT_FOUND);
-  assert_non_null(strstr(ps_client_error(f.c), "no prepared checkpoint"));
-  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_ABORT, 2, "ck2"), PS_OK);
+  ps_error e;
+  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_COMMIT, 2, "ck2", &e),
+                   PS_ERR_NOT_FOUND);
+  assert_non_null(strstr(e.msg, "no prepared checkpoint"));
+  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_ABORT, 2, "ck2", NULL), PS_OK);
   /* The same step and path can be checkpointed again, all the way. */
-  assert_int_equal(ps_client_checkpoint(f.c, 2, "ck2"), PS_OK);
+  assert_int_equal(ps_client_checkpoint(f.c, 2, "ck2", NULL), PS_OK);
   for (int i = 0; i < 2; i++) assert_true(has_file(&f, i, "ck2", ".json"));
   teardown(&f);
 }
@@ -162,10 +164,11 @@ static void test_prepare_not_acked(void **state) {
   o.timeout_ms = 1500;
   o.ckpt_timeout_ms = 1500;
   ps_client *c2 = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c2), PS_OK);
+  assert_int_equal(ps_client_create(urls, 2, &o, &c2, NULL), PS_OK);
   assert_int_equal(kill(f.s[1].pid, SIGSTOP), 0);
-  assert_int_equal(ps_client_checkpoint(c2, 2, "ck2"), PS_ERR_TIMEOUT);
-  assert_non_null(strstr(ps_client_error(c2), f.s[1].url));
+  ps_error e;
+  assert_int_equal(ps_client_checkpoint(c2, 2, "ck2", &e), PS_ERR_TIMEOUT);
+  assert_non_null(strstr(e.msg, f.s[1].url));
   ps_client_destroy(&c2);
   crash_and_restart(&f);
   assert_rows(&f, 1, f.at_ck1);
@@ -180,23 +183,23 @@ static void test_committed_is_restored(void **state) {
   (void)state;
   fixture f;
   setup(&f, "ckpt-ok");
-  assert_int_equal(ps_client_checkpoint(f.c, 3, "ck3"), PS_OK);
+  assert_int_equal(ps_client_checkpoint(f.c, 3, "ck3", NULL), PS_OK);
   float at_ck3[N * DIM];
-  assert_int_equal(ps_client_pull(f.c, TAB, 3, f.k, N, at_ck3), PS_OK);
+  assert_int_equal(ps_client_pull(f.c, TAB, 3, f.k, N, at_ck3, NULL), PS_OK);
   for (int i = 0; i < 2; i++) {
     assert_true(has_file(&f, i, "ck3", ""));
     assert_true(has_file(&f, i, "ck3", ".json"));
     assert_false(has_file(&f, i, "ck3", ".staging"));
   }
   /* A commit repeated (its first reply lost) finds its work done. */
-  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_COMMIT, 3, "ck3"), PS_OK);
-  assert_int_equal(ps_client_push(f.c, TAB, 3, f.k, N, f.g), PS_OK);
+  assert_int_equal(ps_client_checkpoint_phase(f.c, PS_CKPT_COMMIT, 3, "ck3", NULL), PS_OK);
+  assert_int_equal(ps_client_push(f.c, TAB, 3, f.k, N, f.g, NULL), PS_OK);
   crash_and_restart(&f);
   assert_rows(&f, 3, at_ck3);
   for (int i = 0; i < 2; i++) assert_true(last_ckpt_is(&f, i, "ck3", 3));
   /* The older checkpoint is still there, and RESTORE of it still works. */
   uint64_t step = 0;
-  assert_int_equal(ps_client_restore(f.c, "ck1", &step), PS_OK);
+  assert_int_equal(ps_client_restore(f.c, "ck1", &step, NULL), PS_OK);
   assert_int_equal(step, 1);
   assert_rows(&f, 1, f.at_ck1);
   teardown(&f);

@@ -36,8 +36,8 @@ static void test_sync(void **state) {
   t.initial_accumulator = 0.01f;
   t.consistency = PS_CONS_SYNC;
   t.num_workers = 2;
-  assert_int_equal(ps_client_declare(a, &t), PS_OK);
-  assert_int_equal(ps_client_declare(b, &t), PS_OK);
+  assert_int_equal(ps_client_declare(a, &t, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
   /* Keys on both shards; 3 shared between the workers. */
   enum { N = 8 };
   uint64_t ka[N], kb[N];
@@ -51,26 +51,26 @@ static void test_sync(void **state) {
     gb[i] = 0.2f * (float)(i % 5) - 0.4f;
   }
   float ra[N * DIM], rb[N * DIM];
-  assert_int_equal(ps_client_pull(a, 10, 0, ka, N, ra), PS_OK);
-  assert_int_equal(ps_client_pull(b, 10, 0, kb, N, rb), PS_OK);
-  assert_int_equal(ps_client_push(a, 10, 0, ka, N, ga), PS_OK);
-  assert_int_equal(ps_client_step(a, 0, 0), PS_OK);
+  assert_int_equal(ps_client_pull(a, 10, 0, ka, N, ra, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(b, 10, 0, kb, N, rb, NULL), PS_OK);
+  assert_int_equal(ps_client_push(a, 10, 0, ka, N, ga, NULL), PS_OK);
+  assert_int_equal(ps_client_step(a, 0, 0, NULL), PS_OK);
   /* a is done with step 0; its pull of step 1 must wait for b. */
   float r1[N * DIM];
   ps_client_req *r = NULL;
-  assert_int_equal(ps_client_pull_start(a, 10, 1, ka, N, false, r1, &r), PS_OK);
+  assert_int_equal(ps_client_pull_start(a, 10, 1, ka, N, false, r1, &r, NULL), PS_OK);
   bool done = true;
-  assert_int_equal(ps_client_ready(a, r, 500, &done), PS_OK);
+  assert_int_equal(ps_client_ready(a, r, 500, &done, NULL), PS_OK);
   assert_false(done);
   /* b's pushes of step 0 are not applied yet either: its own pull at step 0 sees the start. */
   float rb0[N * DIM];
-  assert_int_equal(ps_client_pull(b, 10, 0, kb, N, rb0), PS_OK);
+  assert_int_equal(ps_client_pull(b, 10, 0, kb, N, rb0, NULL), PS_OK);
   assert_memory_equal(rb0, rb, sizeof rb);
-  assert_int_equal(ps_client_push(b, 10, 0, kb, N, gb), PS_OK);
-  assert_int_equal(ps_client_ready(a, r, 300, &done), PS_OK);
+  assert_int_equal(ps_client_push(b, 10, 0, kb, N, gb, NULL), PS_OK);
+  assert_int_equal(ps_client_ready(a, r, 300, &done, NULL), PS_OK);
   assert_false(done);
-  assert_int_equal(ps_client_step(b, 0, 0), PS_OK);
-  assert_int_equal(ps_client_wait(a, &r), PS_OK);
+  assert_int_equal(ps_client_step(b, 0, 0, NULL), PS_OK);
+  assert_int_equal(ps_client_wait(a, &r, NULL), PS_OK);
 
   /* Reference: one push of both workers' gradients, applied once. */
   ps_store *ref = pt_ref_store(g_cl.dir, "ref", 16 << 20, &t);
@@ -99,7 +99,7 @@ static void test_sync(void **state) {
   ps_store_close(&twice);
 
   /* A push for an applied step is refused. */
-  assert_int_equal(ps_client_push(b, 10, 0, kb, N, gb), PS_ERR_CONFLICT);
+  assert_int_equal(ps_client_push(b, 10, 0, kb, N, gb, NULL), PS_ERR_CONFLICT);
   ps_client_destroy(&a);
   ps_client_destroy(&b);
 }
@@ -108,9 +108,9 @@ static void test_sync(void **state) {
 static void do_step(ps_client *c, uint32_t id, uint64_t s, const uint64_t *k, size_t n) {
   float rows[16 * DIM], g[16 * DIM];
   for (size_t i = 0; i < n * DIM; i++) g[i] = 0.01f;
-  assert_int_equal(ps_client_pull(c, id, s, k, n, rows), PS_OK);
-  assert_int_equal(ps_client_push(c, id, s, k, n, g), PS_OK);
-  assert_int_equal(ps_client_step(c, id, s), PS_OK);
+  assert_int_equal(ps_client_pull(c, id, s, k, n, rows, NULL), PS_OK);
+  assert_int_equal(ps_client_push(c, id, s, k, n, g, NULL), PS_OK);
+  assert_int_equal(ps_client_step(c, id, s, NULL), PS_OK);
 }
 
 static void test_ssp(void **state) {
@@ -122,47 +122,47 @@ static void test_ssp(void **state) {
   t.consistency = PS_CONS_SSP;
   t.staleness = K;
   t.num_workers = 2;
-  assert_int_equal(ps_client_declare(fast, &t), PS_OK);
-  assert_int_equal(ps_client_declare(slow, &t), PS_OK);
+  assert_int_equal(ps_client_declare(fast, &t, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(slow, &t, NULL), PS_OK);
   /* Declaring another staleness is refused. */
   ps_table_spec t2 = t;
   t2.staleness = K + 1;
-  assert_int_equal(ps_client_declare(slow, &t2), PS_ERR_CONFLICT);
+  assert_int_equal(ps_client_declare(slow, &t2, NULL), PS_ERR_CONFLICT);
   uint64_t k[6] = {1, 2, 3, 4, 5, 6};
   /* The fast worker runs K steps ahead of the slow one (which is at step 0): allowed. */
   for (uint64_t s = 0; s <= K; s++) {
     float rows[6 * DIM];
     ps_client_req *r = NULL;
-    assert_int_equal(ps_client_pull_start(fast, 11, s, k, 6, false, rows, &r), PS_OK);
+    assert_int_equal(ps_client_pull_start(fast, 11, s, k, 6, false, rows, &r, NULL), PS_OK);
     bool done = false;
-    assert_int_equal(ps_client_ready(fast, r, 3000, &done), PS_OK);
+    assert_int_equal(ps_client_ready(fast, r, 3000, &done, NULL), PS_OK);
     assert_true(done);
-    assert_int_equal(ps_client_wait(fast, &r), PS_OK);
+    assert_int_equal(ps_client_wait(fast, &r, NULL), PS_OK);
     if (s < K) {
       float g[6 * DIM];
       for (int i = 0; i < 6 * DIM; i++) g[i] = 0.01f;
-      assert_int_equal(ps_client_push(fast, 11, s, k, 6, g), PS_OK);
-      assert_int_equal(ps_client_step(fast, 11, s), PS_OK);
+      assert_int_equal(ps_client_push(fast, 11, s, k, 6, g, NULL), PS_OK);
+      assert_int_equal(ps_client_step(fast, 11, s, NULL), PS_OK);
     }
   }
-  assert_int_equal(ps_client_step(fast, 11, K), PS_OK);
+  assert_int_equal(ps_client_step(fast, 11, K, NULL), PS_OK);
   /* Step K+1 is K+1 ahead of the slowest: held. */
   float rows[6 * DIM];
   ps_client_req *r = NULL;
-  assert_int_equal(ps_client_pull_start(fast, 11, K + 1, k, 6, false, rows, &r), PS_OK);
+  assert_int_equal(ps_client_pull_start(fast, 11, K + 1, k, 6, false, rows, &r, NULL), PS_OK);
   bool done = true;
-  assert_int_equal(ps_client_ready(fast, r, 600, &done), PS_OK);
+  assert_int_equal(ps_client_ready(fast, r, 600, &done, NULL), PS_OK);
   assert_false(done);
   /* Async application: the slow worker sees the fast one's pushes already. */
   float seen[6 * DIM], init[6 * DIM];
-  assert_int_equal(ps_client_pull(slow, 11, 0, k, 6, seen), PS_OK);
+  assert_int_equal(ps_client_pull(slow, 11, 0, k, 6, seen, NULL), PS_OK);
   for (int i = 0; i < 6; i++) ps_store_init_row(&t, k[i], init + i * DIM);
   for (int i = 0; i < 6 * DIM; i++) assert_true(fabsf(seen[i] - (init[i] - K * 0.01f * 0.01f)) < 1e-6f);
   /* The slowest finishes step 0: the held pull goes through. */
   do_step(slow, 11, 0, k, 6);
-  assert_int_equal(ps_client_ready(fast, r, 5000, &done), PS_OK);
+  assert_int_equal(ps_client_ready(fast, r, 5000, &done, NULL), PS_OK);
   assert_true(done);
-  assert_int_equal(ps_client_wait(fast, &r), PS_OK);
+  assert_int_equal(ps_client_wait(fast, &r, NULL), PS_OK);
   ps_client_destroy(&fast);
   ps_client_destroy(&slow);
 }

@@ -26,17 +26,17 @@ static void test_join(void **state) {
   (void)state;
   ps_client *c[3] = {client(), client(), client()};
   int r[3] = {-5, -5, -5};
-  assert_int_equal(ps_client_join(c[0], 3, -1, "w-a", &r[0]), PS_OK);
-  assert_int_equal(ps_client_join(c[1], 3, 2, "w-b", &r[1]), PS_OK);
-  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &r[2]), PS_OK);
+  assert_int_equal(ps_client_join(c[0], 3, -1, "w-a", &r[0], NULL), PS_OK);
+  assert_int_equal(ps_client_join(c[1], 3, 2, "w-b", &r[1], NULL), PS_OK);
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &r[2], NULL), PS_OK);
   assert_int_equal(r[0], 0);
   assert_int_equal(r[1], 2);
   assert_int_equal(r[2], 1);
   int again = -1;
-  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &again), PS_OK);
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &again, NULL), PS_OK);
   assert_int_equal(again, 1);
-  assert_int_equal(ps_client_join(c[2], 3, -1, "w-d", &again), PS_ERR_CONFLICT); /* full */
-  assert_int_equal(ps_client_join(c[2], 4, -1, "w-e", &again), PS_ERR_CONFLICT); /* world */
+  assert_int_equal(ps_client_join(c[2], 3, -1, "w-d", &again, NULL), PS_ERR_CONFLICT); /* full */
+  assert_int_equal(ps_client_join(c[2], 4, -1, "w-e", &again, NULL), PS_ERR_CONFLICT); /* world */
   for (int i = 0; i < 3; i++) ps_client_destroy(&c[i]);
 }
 
@@ -70,22 +70,22 @@ static void test_kv(void **state) {
   assert_string_equal(g.val, "0123456789");
   void *v = NULL;
   size_t n = 0;
-  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 200), PS_ERR_TIMEOUT);
-  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 0), PS_ERR_NOT_FOUND);
+  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 200, NULL), PS_ERR_TIMEOUT);
+  assert_int_equal(ps_client_kv_get(c, "missing", &v, &n, 0, NULL), PS_ERR_NOT_FOUND);
   /* Binary values, overwrite. */
   uint8_t bin[300];
   for (int i = 0; i < 300; i++) bin[i] = (uint8_t)i;
-  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin, 300), PS_OK);
-  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin + 1, 299), PS_OK);
-  assert_int_equal(ps_client_kv_get(c, "gloo/x", &v, &n, 0), PS_OK);
+  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin, 300, NULL), PS_OK);
+  assert_int_equal(ps_client_kv_set(c, "gloo/x", bin + 1, 299, NULL), PS_OK);
+  assert_int_equal(ps_client_kv_get(c, "gloo/x", &v, &n, 0, NULL), PS_OK);
   assert_int_equal(n, 299);
   assert_memory_equal(v, bin + 1, 299);
   free(v);
   /* Shard 1 is not the coordinator. */
   const char *u1[1] = {g_cl.srv[1].url};
   ps_client *one = NULL;
-  assert_int_equal(ps_client_create(u1, 1, NULL, &one), PS_OK);
-  assert_int_equal(ps_client_kv_set(one, "k", "v", 1), PS_ERR_UNSUPPORTED);
+  assert_int_equal(ps_client_create(u1, 1, NULL, &one, NULL), PS_OK);
+  assert_int_equal(ps_client_kv_set(one, "k", "v", 1, NULL), PS_ERR_UNSUPPORTED);
   ps_client_destroy(&one);
   ps_client_destroy(&g.c);
   ps_client_destroy(&c);
@@ -102,7 +102,7 @@ static void *barrier_thread(void *arg) {
   ps_client_set_rank(c, (uint32_t)b->rank);
   struct timespec ts = {0, (long)b->rank * 100000000L};
   nanosleep(&ts, NULL);
-  b->st = ps_client_barrier(c, "start", 3, 10000);
+  b->st = ps_client_barrier(c, "start", 3, 10000, NULL);
   ps_client_destroy(&c);
   return NULL;
 }
@@ -120,7 +120,7 @@ static void test_barrier(void **state) {
   for (int i = 0; i < 3; i++) assert_int_equal(b[i].st, PS_OK);
   /* Alone at a barrier of 2: times out. */
   ps_client *c = client();
-  assert_int_equal(ps_client_barrier(c, "lonely", 2, 200), PS_ERR_TIMEOUT);
+  assert_int_equal(ps_client_barrier(c, "lonely", 2, 200, NULL), PS_ERR_TIMEOUT);
   ps_client_destroy(&c);
 }
 
@@ -129,7 +129,7 @@ static void test_barrier(void **state) {
 static ps_status join_retry(ps_client *c, uint32_t world, int want, const char *name, int *rank) {
   ps_status st = PS_ERR_INTERNAL;
   for (int i = 0; i < 100; i++) {
-    st = ps_client_join(c, world, want, name, rank);
+    st = ps_client_join(c, world, want, name, rank, NULL);
     if (st != PS_ERR_CONFLICT) return st;
     struct timespec ts = {0, 50000000L};
     nanosleep(&ts, NULL);
@@ -143,9 +143,10 @@ static void test_rank_held_per_connection(void **state) {
   int r = -1;
   assert_int_equal(join_retry(a, 2, 1, NULL, &r), PS_OK); /* test_join's members may linger */
   assert_int_equal(r, 1);
-  assert_int_equal(ps_client_join(b, 2, 1, NULL, &r), PS_ERR_CONFLICT);
-  print_message("second worker on rank 1: %s\n", ps_client_error(b));
-  assert_non_null(strstr(ps_client_error(b), "rank 1 is already taken by a worker at 127.0.0.1"));
+  ps_error e;
+  assert_int_equal(ps_client_join(b, 2, 1, NULL, &r, &e), PS_ERR_CONFLICT);
+  print_message("second worker on rank 1: %s\n", e.msg);
+  assert_non_null(strstr(e.msg, "rank 1 is already taken by a worker at 127.0.0.1"));
   /* The holder goes away (a worker that failed before training): the rank is free again. */
   ps_client_destroy(&a);
   assert_int_equal(join_retry(b, 2, 1, NULL, &r), PS_OK);

@@ -39,13 +39,13 @@ typedef struct ckpt_job {
 
 static void *ckpt_thread(void *arg) {
   ckpt_job *j = arg;
-  j->st = ps_client_checkpoint(j->c, 1, "ck-hold");
+  j->st = ps_client_checkpoint(j->c, 1, "ck-hold", NULL);
   return NULL;
 }
 
 static json_int_t queue_field(ps_client *c, const char *key) {
   char *js = NULL;
-  assert_int_equal(ps_client_stats(c, 0, &js), PS_OK);
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
   json_t *doc = json_loads(js, 0, NULL);
   free(js);
   assert_non_null(doc);
@@ -69,27 +69,27 @@ static void test_held_during_checkpoint(void **state) {
   assert_non_null(c);
   ps_table_spec t;
   ps_table_spec_default(&t, TAB, "hold", DIM);
-  assert_int_equal(ps_client_declare(a, &t), PS_OK);
+  assert_int_equal(ps_client_declare(a, &t, NULL), PS_OK);
   uint64_t k[N];
   float g[N * DIM], p0[N * DIM], p1[N * DIM];
   for (int i = 0; i < N; i++) k[i] = 100 + (uint64_t)i;
   for (int i = 0; i < N * DIM; i++) g[i] = 1.0f + (float)i;
 
   ps_client_req *r0 = NULL, *ru = NULL, *r1 = NULL;
-  assert_int_equal(ps_client_pull_start(a, TAB, 0, k, N, true, p0, &r0), PS_OK);
+  assert_int_equal(ps_client_pull_start(a, TAB, 0, k, N, true, p0, &r0, NULL), PS_OK);
   sleep_ms(20);
   ckpt_job job = {.c = b, .st = PS_ERR_INTERNAL};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, ckpt_thread, &job), 0);
   sleep_ms(80);
-  assert_int_equal(ps_client_push_start(a, TAB, 0, k, N, true, g, &ru), PS_OK);
-  assert_int_equal(ps_client_pull_start(a, TAB, 0, k, N, true, p1, &r1), PS_OK);
+  assert_int_equal(ps_client_push_start(a, TAB, 0, k, N, true, g, &ru, NULL), PS_OK);
+  assert_int_equal(ps_client_pull_start(a, TAB, 0, k, N, true, p1, &r1, NULL), PS_OK);
   sleep_ms(50);
   assert_int_equal(queue_field(c, "held"), 2);
 
-  assert_int_equal(ps_client_wait(a, &r0), PS_OK);
-  assert_int_equal(ps_client_wait(a, &ru), PS_OK);
-  assert_int_equal(ps_client_wait(a, &r1), PS_OK);
+  assert_int_equal(ps_client_wait(a, &r0, NULL), PS_OK);
+  assert_int_equal(ps_client_wait(a, &ru, NULL), PS_OK);
+  assert_int_equal(ps_client_wait(a, &r1, NULL), PS_OK);
   pthread_join(th, NULL);
   assert_int_equal(job.st, PS_OK);
   for (int i = 0; i < N * DIM; i++)

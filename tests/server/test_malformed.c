@@ -179,17 +179,17 @@ static void test_malformed(void **state) {
   /* A real table 1 (async) and a sync table 2, declared by a well-behaved client. */
   const char *urls[1] = {s.url};
   ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 1, NULL, &c), PS_OK);
+  assert_int_equal(ps_client_create(urls, 1, NULL, &c, NULL), PS_OK);
   ps_table_spec t;
   ps_table_spec_default(&t, 1, "good", 8);
   t.seed = 9;
   t.lr = 0.5f;
-  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
   ps_table_spec t2;
   ps_table_spec_default(&t2, 2, "sync", 8);
   t2.consistency = PS_CONS_SYNC;
   t2.num_workers = 2;
-  assert_int_equal(ps_client_declare(c, &t2), PS_OK);
+  assert_int_equal(ps_client_declare(c, &t2, NULL), PS_OK);
 
   void *ctx = zmq_ctx_new();
   void *sock = zmq_socket(ctx, ZMQ_DEALER);
@@ -211,7 +211,7 @@ static void test_malformed(void **state) {
     assert_int_not_equal(waitpid(s.pid, &st, WNOHANG), s.pid); /* still running */
     free(js);
     js = NULL;
-    assert_int_equal(ps_client_stats(c, 0, &js), PS_OK);
+    assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
     const char *m = strstr(js, "\"malformed\":");
     assert_non_null(m);
     long mal = strtol(m + 12, NULL, 10);
@@ -272,26 +272,27 @@ static void test_malformed(void **state) {
     if (ps_shard_of(k, 2) == 0) keys[n++] = k;
   float got[16 * 8], want[16 * 8], g[16 * 8];
   /* The client believes it talks to one shard; all keys are shard 0's. */
-  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got), PS_OK);
+  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got, NULL), PS_OK);
   for (int i = 0; i < 16; i++) ps_store_init_row(&sp, keys[i], want + i * 8);
   assert_memory_equal(got, want, sizeof got);
   for (int i = 0; i < 16 * 8; i++) g[i] = 1.0f;
-  assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g), PS_OK);
-  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got), PS_OK);
+  assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got, NULL), PS_OK);
   for (int i = 0; i < 16 * 8; i++) assert_true(fabsf(got[i] - (want[i] - 0.5f)) < 1e-6f);
   /* A NaN, then an infinite gradient: refused, naming the key, and no row changes. */
   float before[16 * 8];
   memcpy(before, got, sizeof before);
   for (int bad = 0; bad < 2; bad++) {
     g[3 * 8 + 2] = bad ? INFINITY : NAN;
-    assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g), PS_ERR_INVALID);
+    ps_error e;
+    assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g, &e), PS_ERR_INVALID);
     char want_msg[96];
     snprintf(want_msg, sizeof want_msg, "gradient of key %llu is not finite",
              (unsigned long long)keys[3]);
-    printf("%s\n", ps_client_error(c));
-    assert_non_null(strstr(ps_client_error(c), want_msg));
+    printf("%s\n", e.msg);
+    assert_non_null(strstr(e.msg, want_msg));
   }
-  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got), PS_OK);
+  assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got, NULL), PS_OK);
   assert_memory_equal(got, before, sizeof got);
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 20000), 0);

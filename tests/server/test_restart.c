@@ -42,11 +42,11 @@ static void test_restart(void **state) {
   ps_client_options_default(&o);
   o.timeout_ms = 20000;
   ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c), PS_OK);
+  assert_int_equal(ps_client_create(urls, 2, &o, &c, NULL), PS_OK);
   ps_table_spec t;
   ps_table_spec_default(&t, 5, "emb", DIM);
   t.lr = 0.1f;
-  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
 
   uint64_t k[N];
   float g[N * DIM];
@@ -57,14 +57,14 @@ static void test_restart(void **state) {
   }
   assert_true(on1 > 20 && on1 < N - 20);
   for (int i = 0; i < N * DIM; i++) g[i] = 0.5f + (float)(i % 13) * 0.1f;
-  assert_int_equal(ps_client_push(c, 5, 4, k, N, g), PS_OK);
-  assert_int_equal(ps_client_checkpoint(c, 5, "ck5"), PS_OK);
+  assert_int_equal(ps_client_push(c, 5, 4, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 5, "ck5", NULL), PS_OK);
   float at_ckpt[N * DIM], after[N * DIM], got[N * DIM];
-  assert_int_equal(ps_client_pull(c, 5, 5, k, N, at_ckpt), PS_OK);
+  assert_int_equal(ps_client_pull(c, 5, 5, k, N, at_ckpt, NULL), PS_OK);
   /* The checkpoint is committed at the coordinator. */
   void *v = NULL;
   size_t vl = 0;
-  assert_int_equal(ps_client_kv_get(c, "ember/checkpoint/latest", &v, &vl, 1000), PS_OK);
+  assert_int_equal(ps_client_kv_get(c, "ember/checkpoint/latest", &v, &vl, 1000, NULL), PS_OK);
   char *vs = calloc(1, vl + 1);
   memcpy(vs, v, vl);
   assert_non_null(strstr(vs, "\"step\":5"));
@@ -72,14 +72,14 @@ static void test_restart(void **state) {
   free(v);
   uint64_t lstep = 0;
   char lpath[64];
-  assert_int_equal(ps_client_latest_checkpoint(c, &lstep, lpath, sizeof lpath), PS_OK);
+  assert_int_equal(ps_client_latest_checkpoint(c, &lstep, lpath, sizeof lpath, NULL), PS_OK);
   assert_int_equal(lstep, 5);
   assert_string_equal(lpath, "ck5");
   /* A second checkpoint into the same place is refused, clearly. */
-  assert_int_equal(ps_client_checkpoint(c, 5, "ck5"), PS_ERR_CONFLICT);
+  assert_int_equal(ps_client_checkpoint(c, 5, "ck5", NULL), PS_ERR_CONFLICT);
 
-  assert_int_equal(ps_client_push(c, 5, 5, k, N, g), PS_OK);
-  assert_int_equal(ps_client_pull(c, 5, 6, k, N, after), PS_OK);
+  assert_int_equal(ps_client_push(c, 5, 5, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(c, 5, 6, k, N, after, NULL), PS_OK);
   assert_true(fabsf(after[0] - at_ckpt[0]) > 1e-3f);
 
   /* Freeze shard 1 so that a pull and a push are outstanding on it, then kill -9 it: the
@@ -90,19 +90,20 @@ static void test_restart(void **state) {
     if (ps_shard_of(k[i], 2) == 1) k1[n1++] = k[i];
   kill(s[1].pid, SIGSTOP);
   ps_client_req *r = NULL, *pr = NULL;
-  assert_int_equal(ps_client_pull_start(c, 5, 6, k, N, false, got, &r), PS_OK);
-  assert_int_equal(ps_client_push_start(c, 5, 6, k1, (size_t)n1, false, g, &pr), PS_OK);
+  assert_int_equal(ps_client_pull_start(c, 5, 6, k, N, false, got, &r, NULL), PS_OK);
+  assert_int_equal(ps_client_push_start(c, 5, 6, k1, (size_t)n1, false, g, &pr, NULL), PS_OK);
   bool done = true;
-  assert_int_equal(ps_client_ready(c, r, 200, &done), PS_OK);
+  assert_int_equal(ps_client_ready(c, r, 200, &done, NULL), PS_OK);
   assert_false(done);
   assert_int_equal(pt_stop(&s[1], SIGKILL, 5000), 128 + SIGKILL);
-  assert_int_equal(ps_client_wait(c, &pr), PS_ERR_UNAVAILABLE);
-  assert_non_null(strstr(ps_client_error(c), "may or may not"));
-  assert_non_null(strstr(ps_client_error(c), s[1].url));
-  assert_int_equal(ps_client_ready(c, r, 300, &done), PS_OK);
+  ps_error e;
+  assert_int_equal(ps_client_wait(c, &pr, &e), PS_ERR_UNAVAILABLE);
+  assert_non_null(strstr(e.msg, "may or may not"));
+  assert_non_null(strstr(e.msg, s[1].url));
+  assert_int_equal(ps_client_ready(c, r, 300, &done, NULL), PS_OK);
   assert_false(done);
   assert_true(pt_start(&s[1], 1, 2, d1, s[1].port, 2));
-  assert_int_equal(ps_client_wait(c, &r), PS_OK);
+  assert_int_equal(ps_client_wait(c, &r, NULL), PS_OK);
   for (int i = 0; i < N; i++) {
     const float *want = ps_shard_of(k[i], 2) == 1 ? at_ckpt : after;
     for (int d = 0; d < DIM; d++) assert_true(fabsf(got[i * DIM + d] - want[i * DIM + d]) < 1e-6f);
@@ -114,16 +115,16 @@ static void test_restart(void **state) {
   /* SIGTERM: graceful, exit 0; restart keeps the newest rows (no roll-back). */
   assert_int_equal(pt_stop(&s[0], SIGTERM, 15000), 0);
   assert_true(pt_start(&s[0], 0, 2, d0, s[0].port, 2));
-  assert_int_equal(ps_client_pull(c, 5, 6, k, N, got), PS_OK);
+  assert_int_equal(ps_client_pull(c, 5, 6, k, N, got, NULL), PS_OK);
   for (int i = 0; i < N; i++) {
     const float *want = ps_shard_of(k[i], 2) == 1 ? at_ckpt : after;
     for (int d = 0; d < DIM; d++) assert_true(fabsf(got[i * DIM + d] - want[i * DIM + d]) < 1e-6f);
   }
   /* RESTORE brings every shard back to the checkpoint. */
   uint64_t step = 0;
-  assert_int_equal(ps_client_restore(c, "ck5", &step), PS_OK);
+  assert_int_equal(ps_client_restore(c, "ck5", &step, NULL), PS_OK);
   assert_int_equal(step, 5);
-  assert_int_equal(ps_client_pull(c, 5, 5, k, N, got), PS_OK);
+  assert_int_equal(ps_client_pull(c, 5, 5, k, N, got, NULL), PS_OK);
   for (int i = 0; i < N * DIM; i++) assert_true(fabsf(got[i] - at_ckpt[i]) < 1e-6f);
   /* A server refuses a data dir of another shard. */
   pt_server wrong;
@@ -182,12 +183,12 @@ static void test_recovery_guards(void **state) {
   assert_non_null(c);
   ps_table_spec t;
   ps_table_spec_default(&t, 3, "emb", DIM);
-  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
   uint64_t k[4] = {1, 2, 3, 4};
   float g[4 * DIM];
   for (int i = 0; i < 4 * DIM; i++) g[i] = 1.0f;
-  assert_int_equal(ps_client_push(c, 3, 0, k, 4, g), PS_OK);
-  assert_int_equal(ps_client_checkpoint(c, 3, "ck"), PS_OK);
+  assert_int_equal(ps_client_push(c, 3, 0, k, 4, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 3, "ck", NULL), PS_OK);
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 15000), 0);
   assert_false(file_has(logf, "continuing from the existing state"));
@@ -214,11 +215,12 @@ static void test_recovery_guards(void **state) {
   /* A checkpoint taken at step 7 in a directory named step-20 is not restored as either. */
   c = pt_client(&s, 1, 0, 20000);
   assert_non_null(c);
-  assert_int_equal(ps_client_checkpoint(c, 7, "step-20"), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 7, "step-20", NULL), PS_OK);
   uint64_t got = 0;
-  assert_int_equal(ps_client_restore(c, "step-20", &got), PS_ERR_CORRUPT);
-  assert_non_null(strstr(ps_client_error(c), "records step 7"));
-  assert_non_null(strstr(ps_client_error(c), "named step-20"));
+  ps_error e;
+  assert_int_equal(ps_client_restore(c, "step-20", &got, &e), PS_ERR_CORRUPT);
+  assert_non_null(strstr(e.msg, "records step 7"));
+  assert_non_null(strstr(e.msg, "named step-20"));
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 15000), 0);
 

@@ -75,12 +75,12 @@ static void declare(ps_client *c, uint32_t id, ps_consistency cons) {
   ps_table_spec_default(&t, id, name, DIM);
   t.consistency = cons;
   t.num_workers = 2;
-  assert_int_equal(ps_client_declare(c, &t), PS_OK);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
 }
 
 static json_t *stats(ps_client *c) {
   char *js = NULL;
-  assert_int_equal(ps_client_stats(c, 0, &js), PS_OK);
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
   json_t *doc = json_loads(js, 0, NULL);
   free(js);
   assert_non_null(doc);
@@ -166,10 +166,10 @@ static void test_delay_is_service(void **state) {
   pushes = pushes < 0 ? 0 : pushes;
   for (int i = 0; i < 8; i++) {
     uint64_t t0 = ps_now_ns();
-    assert_int_equal(ps_client_pull(i % 2 ? b : a, 20, 0, k, N, rows), PS_OK);
+    assert_int_equal(ps_client_pull(i % 2 ? b : a, 20, 0, k, N, rows, NULL), PS_OK);
     assert_true(ps_now_ns() - t0 >= D_US * 1000);
   }
-  for (int i = 0; i < 3; i++) assert_int_equal(ps_client_push(a, 20, 0, k, N, g), PS_OK);
+  for (int i = 0; i < 3; i++) assert_int_equal(ps_client_push(a, 20, 0, k, N, g, NULL), PS_OK);
   doc = stats(a);
   expect_split(doc, "pull", pulls + 8);
   expect_split(doc, "push", pushes + 3);
@@ -190,9 +190,9 @@ static void test_deferred_pull_queues(void **state) {
   float rows[N * DIM], g[N * DIM];
   for (int i = 0; i < N; i++) k[i] = 2000 + (uint64_t)i;
   for (int i = 0; i < N * DIM; i++) g[i] = 0.01f;
-  assert_int_equal(ps_client_pull(a, 21, 0, k, N, rows), PS_OK);
-  assert_int_equal(ps_client_push(a, 21, 0, k, N, g), PS_OK);
-  assert_int_equal(ps_client_step(a, 21, 0), PS_OK);
+  assert_int_equal(ps_client_pull(a, 21, 0, k, N, rows, NULL), PS_OK);
+  assert_int_equal(ps_client_push(a, 21, 0, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_step(a, 21, 0, NULL), PS_OK);
   size_t nb = ps_hist_nbuckets();
   uint64_t *q0 = calloc(nb, sizeof *q0), *s0 = calloc(nb, sizeof *s0),
            *q1 = calloc(nb, sizeof *q1), *s1 = calloc(nb, sizeof *s1);
@@ -206,7 +206,7 @@ static void test_deferred_pull_queues(void **state) {
    * has arrived, so from then until b's step is sent is a lower bound of its wait. */
   ps_client_req *r = NULL;
   uint64_t t_send = ps_now_ns();
-  assert_int_equal(ps_client_pull_start(a, 21, 1, k, N, false, rows, &r), PS_OK);
+  assert_int_equal(ps_client_pull_start(a, 21, 1, k, N, false, rows, &r, NULL), PS_OK);
   uint64_t t_seen = 0;
   for (int i = 0; i < 500 && !t_seen; i++) {
     doc = stats(ctl);
@@ -218,12 +218,12 @@ static void test_deferred_pull_queues(void **state) {
   assert_true(t_seen != 0);
   ps_sleep_ns(HOLD_MS * 1000000);
   bool done = true;
-  assert_int_equal(ps_client_ready(a, r, 0, &done), PS_OK);
+  assert_int_equal(ps_client_ready(a, r, 0, &done, NULL), PS_OK);
   assert_false(done);
   uint64_t t_release = ps_now_ns();
-  assert_int_equal(ps_client_push(b, 21, 0, k, N, g), PS_OK);
-  assert_int_equal(ps_client_step(b, 21, 0), PS_OK);
-  assert_int_equal(ps_client_wait(a, &r), PS_OK);
+  assert_int_equal(ps_client_push(b, 21, 0, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_step(b, 21, 0, NULL), PS_OK);
+  assert_int_equal(ps_client_wait(a, &r, NULL), PS_OK);
   uint64_t t_done = ps_now_ns();
 
   doc = stats(ctl);
@@ -281,8 +281,8 @@ static void test_metrics_histograms(void **state) {
   for (int i = 0; i < N; i++) k[i] = 3000 + (uint64_t)i;
   for (int i = 0; i < N * DIM; i++) g[i] = 0.01f;
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(ps_client_pull(a, 22, 0, k, N, rows), PS_OK);
-    assert_int_equal(ps_client_push(a, 22, 0, k, N, g), PS_OK);
+    assert_int_equal(ps_client_pull(a, 22, 0, k, N, rows, NULL), PS_OK);
+    assert_int_equal(ps_client_push(a, 22, 0, k, N, g, NULL), PS_OK);
   }
   json_t *doc = stats(a);
   static const char *fams[] = {"ember_server_request_duration_seconds",
@@ -363,7 +363,7 @@ static void test_inline_split(void **state) {
   uint64_t k[N];
   float rows[N * DIM];
   for (int i = 0; i < N; i++) k[i] = 4000 + (uint64_t)i;
-  for (int i = 0; i < 4; i++) assert_int_equal(ps_client_pull(a, 23, 0, k, N, rows), PS_OK);
+  for (int i = 0; i < 4; i++) assert_int_equal(ps_client_pull(a, 23, 0, k, N, rows, NULL), PS_OK);
   json_t *doc = stats(a);
   expect_split(doc, "pull", 4);
   json_decref(doc);

@@ -1,6 +1,6 @@
 /* ps_client: the client object (see ps_client.h for the API, ps_client_int.h for how the
  * client is laid out over its files): one DEALER socket and one socket monitor per shard,
- * options, the last error and the accessors.
+ * options and the accessors.
  *
  * The shard count is fixed at create, so every per-shard array (servers, poll items, the
  * scratch of pulls and pushes) lives in one allocation. Connecting is lazy: ZeroMQ connects
@@ -10,7 +10,6 @@
  * wraps); the message names the URL. */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +17,6 @@
 
 #include "ps_cli.h"
 #include "ps_client_int.h"
-#include "ps_log.h"
-
-ps_status cl_set_err(ps_client *c, ps_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->err, sizeof c->err, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 void ps_client_options_default(ps_client_options *o) {
   memset(o, 0, sizeof *o);
@@ -70,14 +60,19 @@ static bool shards_alloc(ps_client *c, size_t n) {
   return true;
 }
 
+static ps_status shard_open_fail(size_t i, ps_error *err) {
+  return ps_error_set(err, PS_ERR_NOMEM, "cannot open the socket of shard %zu: %s", i,
+                      zmq_strerror(errno));
+}
+
 /* Opens shard i's socket and monitor and starts connecting to url. */
-static ps_status shard_open(ps_client *c, size_t i, const char *url) {
+static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *err) {
   cl_server *s = &c->srv[i];
   if (!url || strlen(url) >= sizeof s->url)
-    return cl_set_err(c, PS_ERR_INVALID, "server URL %zu is missing or too long", i);
+    return ps_error_set(err, PS_ERR_INVALID, "server URL %zu is missing or too long", i);
   snprintf(s->url, sizeof s->url, "%s", url);
   s->sock = zmq_socket(c->ctx, ZMQ_DEALER);
-  if (!s->sock) return PS_ERR_NOMEM;
+  if (!s->sock) return shard_open_fail(i, err);
   int zero = 0, hwm = 100000, ivl = 100, ivl_max = 1000;
   zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -88,12 +83,12 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url) {
   snprintf(mon, sizeof mon, "inproc://ember-client-%p-%zu", (void *)c, i);
   if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) !=
       0)
-    return PS_ERR_NOMEM;
+    return shard_open_fail(i, err);
   s->mon = zmq_socket(c->ctx, ZMQ_PAIR);
-  if (!s->mon || zmq_connect(s->mon, mon) != 0) return PS_ERR_NOMEM;
+  if (!s->mon || zmq_connect(s->mon, mon) != 0) return shard_open_fail(i, err);
   zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
   if (zmq_connect(s->sock, s->url) != 0)
-    return cl_set_err(c, PS_ERR_INVALID, "cannot connect to '%s': %s", s->url,
+    return ps_error_set(err, PS_ERR_INVALID, "cannot connect to '%s': %s", s->url,
                       zmq_strerror(errno));
   c->items[2 * i].socket = s->sock;
   c->items[2 * i].events = ZMQ_POLLIN;
@@ -103,21 +98,15 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url) {
 }
 
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
-                           ps_client **out) {
+                           ps_client **out, ps_error *err) {
   *out = NULL;
-  if (!urls || n == 0 || n > CL_MAX_SERVERS) {
-    PS_ERROR("a client needs 1..%d server URLs, not %zu", CL_MAX_SERVERS, urls ? n : 0);
-    return PS_ERR_INVALID;
-  }
-  for (size_t i = 0; i < n; i++) {
-    ps_error e;
-    if (ps_client_check_url(urls[i], &e) != PS_OK) {
-      PS_ERROR("%s", e.msg);
-      return PS_ERR_INVALID;
-    }
-  }
+  if (!urls || n == 0 || n > CL_MAX_SERVERS)
+    return ps_error_set(err, PS_ERR_INVALID, "a client needs 1..%d server URLs, not %zu",
+                        CL_MAX_SERVERS, urls ? n : 0);
+  for (size_t i = 0; i < n; i++)
+    if (ps_client_check_url(urls[i], err) != PS_OK) return PS_ERR_INVALID;
   ps_client *c = calloc(1, sizeof *c);
-  if (!c) return PS_ERR_NOMEM;
+  if (!c) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   if (opt) c->opt = *opt;
   else ps_client_options_default(&c->opt);
   if (!c->opt.timeout_ms) c->opt.timeout_ms = 30000;
@@ -128,10 +117,12 @@ ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_op
   c->ctx = zmq_ctx_new();
   c->dims = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *c->dims);
   ps_status st = PS_ERR_NOMEM;
-  if (!c->ctx || !shards_alloc(c, n) || !c->dims || ps_dedup_create(&c->dd) != PS_OK)
+  if (!c->ctx || !shards_alloc(c, n) || !c->dims || ps_dedup_create(&c->dd) != PS_OK) {
+    ps_error_set(err, st, "out of memory");
     goto fail;
+  }
   for (size_t i = 0; i < n; i++)
-    if ((st = shard_open(c, i, urls[i])) != PS_OK) goto fail;
+    if ((st = shard_open(c, i, urls[i], err)) != PS_OK) goto fail;
   *out = c;
   return PS_OK;
 fail:
@@ -140,15 +131,16 @@ fail:
 }
 
 ps_status ps_client_create_list(const char *urls, const ps_client_options *opt,
-                                ps_client **out) {
+                                ps_client **out, ps_error *err) {
   char *items[CL_MAX_SERVERS];
   int n = ps_split_list(urls, ',', items, CL_MAX_SERVERS);
   if (n <= 0) {
-    PS_ERROR("server list '%s' is empty, has an empty item or more than %d URLs",
-             urls ? urls : "", CL_MAX_SERVERS);
-    return PS_ERR_INVALID;
+    *out = NULL;
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "server list '%s' is empty, has an empty item or more than %d URLs",
+                        urls ? urls : "", CL_MAX_SERVERS);
   }
-  ps_status st = ps_client_create((const char *const *)items, (size_t)n, opt, out);
+  ps_status st = ps_client_create((const char *const *)items, (size_t)n, opt, out, err);
   free(items[0]);
   return st;
 }
@@ -174,7 +166,6 @@ void ps_client_destroy(ps_client **cp) {
   free(c);
 }
 
-const char *ps_client_error(const ps_client *c) { return c ? c->err : ""; }
 size_t ps_client_servers(const ps_client *c) { return c->nsrv; }
 const char *ps_client_url(const ps_client *c, size_t i) {
   return i < c->nsrv ? c->srv[i].url : "";

@@ -6,8 +6,11 @@
  * pushed gradients are summed per unique key before they leave. Every request carries an id;
  * many may be in flight (the *_start calls) and replies may come back in any order.
  *
- * Failures: every wait is bounded (options.timeout_ms) and an error names the server URL
- * (ps_client_error). ZeroMQ reconnects by itself after a server restart; the client watches
+ * Failures: every wait is bounded (options.timeout_ms). Every call that can fail follows the
+ * ps_error convention (ps_status.h): it takes `ps_error *err` last (NULL when the caller only
+ * branches) and fills it on failure with a one-line message that names the server URL and
+ * shard when a server is concerned ("tcp://H:P (shard 1): ..."); nothing is formatted on
+ * success. ZeroMQ reconnects by itself after a server restart; the client watches
  * its connections and, when one drops, re-sends the idempotent requests outstanding on it
  * (pull, declare, stats, ping, kv_get, join, barrier) once it is back, and fails the others
  * (push, step, checkpoint, restore, kv_set) with PS_ERR_UNAVAILABLE, since they may or may not
@@ -49,17 +52,15 @@ ps_status ps_client_check_url(const char *url, ps_error *err);
  * not answered within PS_CLIENT_SILENT_WARN_MS of a request is named once in a WARN log line
  * ("server U (shard I) does not answer yet; waiting up to N s") while the request waits on
  * up to its bound. A URL that ps_client_check_url refuses is PS_ERR_INVALID, with that
- * message logged at ERROR (there is no client to hold it). */
+ * message in err (the caller prints it). */
 #define PS_CLIENT_SILENT_WARN_MS 3000
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
-                           ps_client **out);
+                           ps_client **out, ps_error *err);
 /* Same, from "URL,URL,...". */
 ps_status ps_client_create_list(const char *urls, const ps_client_options *opt,
-                                ps_client **out);
+                                ps_client **out, ps_error *err);
 void ps_client_destroy(ps_client **c);
 
-/* The last error, with the server URL it concerns ("" if none). Valid until the next call. */
-const char *ps_client_error(const ps_client *c);
 size_t ps_client_servers(const ps_client *c);
 const char *ps_client_url(const ps_client *c, size_t shard);
 void ps_client_set_rank(ps_client *c, uint32_t rank);
@@ -67,50 +68,57 @@ void ps_client_set_rank(ps_client *c, uint32_t rank);
 void ps_client_counters(const ps_client *c, uint64_t *disconnects, uint64_t *resent);
 
 /* Declares on every shard (idempotent). A different spec or consistency contract under the
- * same id is PS_ERR_CONFLICT, with the server's explanation in ps_client_error. Pulls and
+ * same id is PS_ERR_CONFLICT, with the server's explanation in err. Pulls and
  * pushes need the table declared by this client first (it learns the dim here). */
-ps_status ps_client_declare(ps_client *c, const ps_table_spec *t);
+ps_status ps_client_declare(ps_client *c, const ps_table_spec *t, ps_error *err);
 
 /* out[i*dim ..] = row of keys[i]; duplicates are fetched once. `step` is this worker's current
  * step (sync/ssp tables defer the reply until that step may read). */
 ps_status ps_client_pull(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
-                         size_t n, float *out);
+                         size_t n, float *out, ps_error *err);
 /* grads[i*dim ..] for keys[i]; gradients of duplicate keys are summed before sending. */
 ps_status ps_client_push(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
-                         size_t n, const float *grads);
+                         size_t n, const float *grads, ps_error *err);
 /* The same for keys known to be distinct (e.g. from ps_dedup_keys): no de-duplication pass. */
 ps_status ps_client_pull_unique(ps_client *c, uint32_t table, uint64_t step,
-                                const uint64_t *keys, size_t n, float *out);
+                                const uint64_t *keys, size_t n, float *out, ps_error *err);
 ps_status ps_client_push_unique(ps_client *c, uint32_t table, uint64_t step,
-                                const uint64_t *keys, size_t n, const float *grads);
+                                const uint64_t *keys, size_t n, const float *grads,
+                                ps_error *err);
 
 /* Pipelined forms: the request is sent when *_start returns; keys/grads may be reused at once,
- * `out` must stay valid until ps_client_wait, which frees the handle and sets *r = NULL. */
+ * `out` must stay valid until ps_client_wait, which frees the handle and sets *r = NULL. A
+ * failure found while sending (a server that is down) is reported by ps_client_wait. */
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, float *out,
-                               ps_client_req **r);
+                               ps_client_req **r, ps_error *err);
 ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
-                               ps_client_req **r);
-ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r);
-ps_status ps_client_wait(ps_client *c, ps_client_req **r);
+                               ps_client_req **r, ps_error *err);
+ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r,
+                               ps_error *err);
+ps_status ps_client_wait(ps_client *c, ps_client_req **r, ps_error *err);
 /* Handles replies for up to wait_ms and tells whether r is complete (then ps_client_wait
  * returns at once). Lets a caller overlap work with requests in flight. */
-ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done);
+ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done,
+                          ps_error *err);
 
 /* This worker finished `step` (all its pushes of that step sent before): table 0 = every
  * table. Sent to every shard; see PROTOCOL.md for the per-step sequence. */
-ps_status ps_client_step(ps_client *c, uint32_t table, uint64_t step);
+ps_status ps_client_step(ps_client *c, uint32_t table, uint64_t step, ps_error *err);
 
 /* Coordinator (shard 0). */
 ps_status ps_client_join(ps_client *c, uint32_t world, int want_rank, const char *name,
-                         int *rank);
-ps_status ps_client_barrier(ps_client *c, const char *name, uint32_t world, uint32_t timeout_ms);
-ps_status ps_client_kv_set(ps_client *c, const char *key, const void *val, size_t len);
+                         int *rank, ps_error *err);
+ps_status ps_client_barrier(ps_client *c, const char *name, uint32_t world, uint32_t timeout_ms,
+                            ps_error *err);
+ps_status ps_client_kv_set(ps_client *c, const char *key, const void *val, size_t len,
+                           ps_error *err);
 /* Waits up to timeout_ms for the key; *val is malloc'ed (free it). */
 ps_status ps_client_kv_get(ps_client *c, const char *key, void **val, size_t *len,
-                           uint32_t timeout_ms);
-/* ps_rendezvous callbacks (worker/collectives/ps_collectives.h): ctx is the ps_client. */
+                           uint32_t timeout_ms, ps_error *err);
+/* ps_rendezvous callbacks (worker/collectives/ps_collectives.h): ctx is the ps_client. Their
+ * signature is the rendezvous interface's, which has no err: they pass NULL. */
 ps_status ps_client_rdv_set(void *client, const char *key, const void *val, size_t len);
 ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *len,
                             uint32_t timeout_ms);
@@ -121,7 +129,7 @@ ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *l
  * path/shard-I and makes it the checkpoint it restores after a crash); then the coordinator
  * records {"step", "path"} under "ember/checkpoint/latest". A failed prepare is aborted on
  * every shard, so each keeps its previous checkpoint. */
-ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path);
+ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path, ps_error *err);
 /* The phases of ps_client_checkpoint (ember.proto's CkptPhase), for drivers of their own. */
 typedef enum ps_ckpt_phase {
   PS_CKPT_PREPARE = 1,
@@ -130,13 +138,14 @@ typedef enum ps_ckpt_phase {
 } ps_ckpt_phase;
 /* One phase of a checkpoint on every shard of this client; nothing at the coordinator. */
 ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step,
-                                     const char *path);
+                                     const char *path, ps_error *err);
 /* The last committed global checkpoint (from the coordinator): PS_ERR_NOT_FOUND if none. */
-ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path, size_t pathlen);
+ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path, size_t pathlen,
+                                      ps_error *err);
 /* Every shard restores path (NULL/"" = its last checkpoint); *step = the checkpoint's step. */
-ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step);
+ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step, ps_error *err);
 /* The STATS document of one shard (malloc'ed JSON). */
-ps_status ps_client_stats(ps_client *c, size_t shard, char **json);
-ps_status ps_client_ping(ps_client *c, size_t shard);
+ps_status ps_client_stats(ps_client *c, size_t shard, char **json, ps_error *err);
+ps_status ps_client_ping(ps_client *c, size_t shard, ps_error *err);
 
 #endif

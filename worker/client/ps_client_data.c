@@ -69,7 +69,7 @@ static bool req_reserve(struct ps_client_req *r, size_t n) {
 /* Shards r's nu unique keys uk: counts per shard, then writes each key straight into its
  * shard's keys frame (s->part[1]); c->vbase[i] is left pointing at shard i's frame. */
 static ps_status shard_keys(ps_client *c, struct ps_client_req *r, const uint64_t *uk,
-                            size_t nu) {
+                            size_t nu, ps_error *err) {
   size_t S = c->nsrv;
   memset(c->cnt, 0, S * sizeof *c->cnt);
   if (S == 1) {
@@ -86,7 +86,7 @@ static ps_status shard_keys(ps_client *c, struct ps_client_req *r, const uint64_
     s->nkeys = c->cnt[i];
     if (!c->cnt[i]) continue;
     if (c->cnt[i] > PS_WIRE_MAX_KEYS)
-      return cl_set_err(c, PS_ERR_INVALID, "%zu keys for one shard exceed the limit %u",
+      return ps_error_set(err, PS_ERR_INVALID, "%zu keys for one shard exceed the limit %u",
                            c->cnt[i], PS_WIRE_MAX_KEYS);
     zmq_msg_init_size(&s->part[1], c->cnt[i] * sizeof(uint64_t));
     c->vbase[i] = zmq_msg_data(&s->part[1]);
@@ -103,14 +103,15 @@ static ps_status shard_keys(ps_client *c, struct ps_client_req *r, const uint64_
 /* Adds each shard's values frame (s->part[2]) to a push and sums grads into them: the first
  * occurrence of a key is copied, later ones added (unique indices follow first occurrence).
  * With f16 on the wire the sums are made in f32 (c->acc) and converted once. */
-static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *grads) {
+static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *grads,
+                           ps_error *err) {
   const size_t S = c->nsrv, n = r->n, nu = r->nu;
   const uint32_t dim = r->dim;
   const bool f16 = c->opt.wire_f16, unique = r->unique;
   const size_t row = (size_t)dim * sizeof(float);
   if (f16 && nu * dim > c->acc_cap) {
     float *a = realloc(c->acc, nu * dim * sizeof(float));
-    if (!a) return cl_set_err(c, PS_ERR_NOMEM, "out of memory");
+    if (!a) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
     c->acc = a;
     c->acc_cap = nu * dim;
   }
@@ -146,19 +147,19 @@ static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *g
 
 static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                             const uint64_t *keys, size_t n, bool unique, float *out,
-                            const float *grads, ps_client_req **rp) {
+                            const float *grads, ps_client_req **rp, ps_error *err) {
   *rp = NULL;
   if (table == 0 || table > PS_WIRE_MAX_TABLE || !c->dims[table])
-    return cl_set_err(c, PS_ERR_UNKNOWN_TABLE,
+    return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
                          "table %u was not declared by this client (call ps_client_declare first)",
                          table);
-  if (n && !keys) return cl_set_err(c, PS_ERR_INVALID, "keys missing");
-  if (n >= UINT32_MAX) return cl_set_err(c, PS_ERR_INVALID, "%zu keys in one request", n);
+  if (n && !keys) return ps_error_set(err, PS_ERR_INVALID, "keys missing");
+  if (n >= UINT32_MAX) return ps_error_set(err, PS_ERR_INVALID, "%zu keys in one request", n);
   uint32_t dim = c->dims[table];
   struct ps_client_req *r = cl_req_get(c, op, c->opt.timeout_ms);
   if (!r || !req_reserve(r, n ? n : 1)) {
     if (r) cl_req_release(c, r);
-    return cl_set_err(c, PS_ERR_NOMEM, "out of memory");
+    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   }
   r->table = table;
   r->dim = dim;
@@ -172,13 +173,13 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     st = ps_dedup_keys(c->dd, keys, n, r->ukeys, r->inv, &nu);
     if (st != PS_OK) {
       cl_req_release(c, r);
-      return cl_set_err(c, st, "de-duplicating %zu keys failed", n);
+      return ps_error_set(err, st, "de-duplicating %zu keys failed", n);
     }
     uk = r->ukeys;
   }
   r->nu = nu;
-  if ((st = shard_keys(c, r, uk, nu)) != PS_OK ||
-      (op == EMBER__OP__OP_PUSH && (st = sum_grads(c, r, grads)) != PS_OK)) {
+  if ((st = shard_keys(c, r, uk, nu, err)) != PS_OK ||
+      (op == EMBER__OP__OP_PUSH && (st = sum_grads(c, r, grads, err)) != PS_OK)) {
     cl_req_release(c, r);
     return st;
   }
@@ -201,42 +202,43 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
 
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, float *out,
-                               ps_client_req **r) {
-  if (n && !out) return cl_set_err(c, PS_ERR_INVALID, "no output buffer");
-  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, r);
+                               ps_client_req **r, ps_error *err) {
+  if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
+  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, r, err);
 }
 
 ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
-                               ps_client_req **r) {
-  if (n && !grads) return cl_set_err(c, PS_ERR_INVALID, "no gradients");
-  return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, r);
+                               ps_client_req **r, ps_error *err) {
+  if (n && !grads) return ps_error_set(err, PS_ERR_INVALID, "no gradients");
+  return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, r, err);
 }
 
 static ps_status run_data(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                           const uint64_t *keys, size_t n, bool unique, float *out,
-                          const float *grads) {
+                          const float *grads, ps_error *err) {
   ps_client_req *r = NULL;
   ps_status st = op == EMBER__OP__OP_PULL
-                     ? ps_client_pull_start(c, table, step, keys, n, unique, out, &r)
-                     : ps_client_push_start(c, table, step, keys, n, unique, grads, &r);
+                     ? ps_client_pull_start(c, table, step, keys, n, unique, out, &r, err)
+                     : ps_client_push_start(c, table, step, keys, n, unique, grads, &r, err);
   if (st != PS_OK) return st;
-  return ps_client_wait(c, &r);
+  return ps_client_wait(c, &r, err);
 }
 
 ps_status ps_client_pull(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
-                         size_t n, float *out) {
-  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, false, out, NULL);
+                         size_t n, float *out, ps_error *err) {
+  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, false, out, NULL, err);
 }
 ps_status ps_client_push(ps_client *c, uint32_t table, uint64_t step, const uint64_t *keys,
-                         size_t n, const float *grads) {
-  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, false, NULL, grads);
+                         size_t n, const float *grads, ps_error *err) {
+  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, false, NULL, grads, err);
 }
 ps_status ps_client_pull_unique(ps_client *c, uint32_t table, uint64_t step,
-                                const uint64_t *keys, size_t n, float *out) {
-  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, true, out, NULL);
+                                const uint64_t *keys, size_t n, float *out, ps_error *err) {
+  return run_data(c, EMBER__OP__OP_PULL, table, step, keys, n, true, out, NULL, err);
 }
 ps_status ps_client_push_unique(ps_client *c, uint32_t table, uint64_t step,
-                                const uint64_t *keys, size_t n, const float *grads) {
-  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, true, NULL, grads);
+                                const uint64_t *keys, size_t n, const float *grads,
+                                ps_error *err) {
+  return run_data(c, EMBER__OP__OP_PUSH, table, step, keys, n, true, NULL, grads, err);
 }

@@ -1,6 +1,6 @@
 /* ps_client_int.h: the client's insides, shared by its four files and by nothing else.
  *
- *   ps_client.c        the client object: sockets per shard, options, errors, accessors
+ *   ps_client.c        the client object: sockets per shard, options, accessors
  *   ps_client_io.c     request bookkeeping: request ids, the in-flight table, sending,
  *                      receiving and validating replies (ps_wire_check_reply), timeouts,
  *                      reconnect and re-send
@@ -95,16 +95,11 @@ struct ps_client {
   size_t npend, pend_cap;
   struct ps_client_req *free_reqs, *all_reqs;
   uint16_t *dims; /* by table id; 0 = not declared here */
-  char err[1024];
   uint64_t disconnects, resent, stale;
   size_t nunsure; /* servers neither answered nor warned about: 0 keeps waits free of checks */
   float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
   size_t acc_cap;
 };
-
-/* Sets c's last error; returns st. */
-ps_status cl_set_err(ps_client *c, ps_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ps_client_io.c */
 /* A request from the free list (or a new one) for op, due within timeout_ms; NULL if out of
@@ -117,8 +112,8 @@ void cl_reqs_free(ps_client *c);
  * already in s->part[1..]; a failure fails s (the request reports it when waited for). */
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
 /* Waits for r and, for a pull, scatters its rows; leaves r in use (the caller reads its
- * replies and releases it). On failure c's error says why. */
-ps_status cl_req_wait(ps_client *c, struct ps_client_req *r);
+ * replies and releases it). On failure err says why (the server URL and shard first). */
+ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err);
 
 /* ps_client_data.c */
 /* Copies a complete pull's rows from its reply frames to the caller's rows. */

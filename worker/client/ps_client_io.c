@@ -361,7 +361,7 @@ static long poll_cap(const ps_client *c, const struct ps_client_req *r, uint64_t
   return cap;
 }
 
-ps_status cl_req_wait(ps_client *c, struct ps_client_req *r) {
+ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
   while (r->done < r->active) {
     uint64_t now = ps_now_ns();
     warn_silent(c, r, now);
@@ -380,16 +380,14 @@ ps_status cl_req_wait(ps_client *c, struct ps_client_req *r) {
     long ms = (long)((r->deadline - now) / 1000000ull) + 1;
     pump(c, poll_cap(c, r, now, ms > 1000 ? 1000 : ms));
   }
-  if (r->st != PS_OK) {
-    snprintf(c->err, sizeof c->err, "%s", r->err);
-    return r->st;
-  }
+  if (r->st != PS_OK) return ps_error_set(err, r->st, "%s", r->err);
   if (r->op == EMBER__OP__OP_PULL && r->out && r->n) cl_scatter_pull(c, r);
   return PS_OK;
 }
 
-ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done) {
-  if (!r || !done) return PS_ERR_INVALID;
+ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done,
+                          ps_error *err) {
+  if (!r || !done) return ps_error_set(err, PS_ERR_INVALID, "no request or no done flag");
   uint64_t end = ps_now_ns() + (uint64_t)wait_ms * 1000000ull;
   for (;;) {
     *done = r->done >= r->active;
@@ -407,9 +405,9 @@ ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool
   return PS_OK;
 }
 
-ps_status ps_client_wait(ps_client *c, ps_client_req **rp) {
-  if (!rp || !*rp) return PS_ERR_INVALID;
-  ps_status st = cl_req_wait(c, *rp);
+ps_status ps_client_wait(ps_client *c, ps_client_req **rp, ps_error *err) {
+  if (!rp || !*rp) return ps_error_set(err, PS_ERR_INVALID, "no request to wait for");
+  ps_status st = cl_req_wait(c, *rp, err);
   cl_req_release(c, *rp);
   *rp = NULL;
   return st;
