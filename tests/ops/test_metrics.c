@@ -416,7 +416,11 @@ static void test_checker_rejects(void **st) {
 }
 
 PS_TEST_MAIN("metrics", NULL, NULL,
-    cmocka_unit_test(test_checker_rejects), cmocka_unit_test(test_golden_counters_gauges),
-    cmocka_unit_test(test_names_and_conflicts), cmocka_unit_test(test_format_seconds),
-    cmocka_unit_test(test_histogram_vs_exact), cmocka_unit_test(test_callbacks_and_process),
-    cmocka_unit_test(test_concurrent_exact), cmocka_unit_test(test_promtool))
+    cmocka_unit_test(test_checker_rejects),
+    cmocka_unit_test(test_golden_counters_gauges),
+    cmocka_unit_test(test_names_and_conflicts),
+    cmocka_unit_test(test_format_seconds),
+    cmocka_unit_test(test_histogram_vs_exact),
+    cmocka_unit_test(test_callbacks_and_process),
+    cmocka_unit_test(test_concurrent_exact),
+    cmocka_unit_test(test_promtool))
