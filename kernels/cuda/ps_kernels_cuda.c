@@ -265,11 +265,8 @@ static ps_status cu_sync(ps_kern *k) {
 
 /* ---- compute ----------------------------------------------------------------------------- */
 
-#define LAUNCH(call)                                                           \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) return ps_cuda_fail(e_, #call, __FILE__, __LINE__); \
-  } while (0)
+/* A kernel launch returns a cudaError_t like any runtime call. */
+#define LAUNCH(call) PS_CUDA_TRY(call)
 
 /* The whole body of a wrapper whose only work is one kernel launch: on k's device, `call`
  * (which names the context as c, for c->stream and c->err_dev) is launched and checked. */
