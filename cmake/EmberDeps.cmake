@@ -117,6 +117,7 @@ function(ember_test name)
   add_executable(${name} ${A_SOURCES})
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:${EMBER_WARN}>)
   target_link_libraries(${name} PRIVATE ${A_LIBS} PkgConfig::CMOCKA)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/common) # ps_test_main.h
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${name} COMMAND ${name})
   _ember_test_properties(${name} TIMEOUT "${A_TIMEOUT}" DEFAULT_TIMEOUT 120 LABELS ${A_LABELS}

@@ -45,6 +45,10 @@ typedef struct ps_cli {
   size_t nopts;
 } ps_cli;
 
+/* The --log-level row (for ps_log_apply_level), worded once for the binaries that take it. */
+#define PS_CLI_LOG_LEVEL_OPT(level) \
+  {"log-level", 0, PS_CLI_STRING, (level), "L", "debug|info|warn|error|off", false, 0, 0}
+
 /* Parses argv. PS_OK: options parsed, or (*help true) --help was printed to stdout and the
  * program should exit 0; *first_arg (may be NULL: then a positional argument is an error) is
  * the index of the first positional argument. Otherwise PS_ERR_INVALID (PS_ERR_NOMEM,

@@ -25,6 +25,12 @@ typedef struct ps_bench_model {
   int emb_dim, num_sparse;
 } ps_bench_model;
 
+/* The model both benchmarks time unless told otherwise: DLRM on Criteo Kaggle (13 dense
+ * features, 26 sparse ones of dimension 16), with plain SGD. */
+#define PS_BENCH_KAGGLE_MODEL                                                             \
+  {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd", .emb_dim = 16, \
+   .num_sparse = 26}
+
 typedef struct ps_bench_synth {
   int B, S, D, nd; /* batch, sparse features, embedding dim, dense features */
   float *dense, *labels, *rows, *drows;
@@ -47,6 +53,15 @@ ps_status ps_bench_synth_step(ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt *
  * starts with prog (exit 2). */
 int ps_bench_dense_args(const char *prog, const char *opt_name, const char *batches,
                         ps_dlrm_opt *opt, int bs[PS_BENCH_MAX_BATCHES]);
+
+/* Rows of a ps_cli_opt table that mean the same in both benchmarks: --batch (for
+ * ps_bench_dense_args), --warmup and --json. */
+#define PS_BENCH_BATCH_OPT(batches) \
+  {"batch", 'b', PS_CLI_STRING, (batches), "LIST", "comma-separated batch sizes", false, 0, 0}
+#define PS_BENCH_WARMUP_OPT(warmup) \
+  {"warmup", 0, PS_CLI_INT, (warmup), "N", "untimed steps first", false, 0, 1000}
+#define PS_BENCH_JSON_OPT(path) \
+  {"json", 0, PS_CLI_STRING, (path), "FILE", "write results as JSON", false, 0, 0}
 
 /* The rows of the model flags in a ps_cli_opt table, the same in both benchmarks. */
 #define PS_BENCH_MODEL_OPTS(mb)                                                               \

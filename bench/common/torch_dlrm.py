@@ -6,7 +6,18 @@ vectors only), a top MLP. The top MLP ends in a sigmoid (for BCELoss) or, with l
 the logit itself (for BCEWithLogitsLoss, the fused loss Ember's kernels match). The pooled
 sparse vectors come either as a list of S [B, D] tensors or as one [B, S, D] tensor; each form
 is concatenated as it is, with no extra copy."""
+import json
+
 import torch
+
+
+def write_results(path, out):
+    """Writes a yardstick's results as indented JSON to path (nothing when path is None), the
+    one ending both yardsticks share; returns main's exit status."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
 
 
 def kaggle_mlps(S, D):

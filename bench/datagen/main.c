@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
       {"test-out", 0, PS_CLI_STRING, &test_out, "FILE2", "test TSV (with --test-rows)", false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json, "FILE", "write the planted model's metrics as JSON", false, 0, 0},
       {"probs-out", 0, PS_CLI_STRING, &probs, "FILE", "write each training row's planted probability", false, 0, 0},
-      {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+      PS_CLI_LOG_LEVEL_OPT(&level),
   };
   ps_cli cli = {"ps-datagen", "Synthetic Criteo-format data with a planted model.", NULL, opts,
                 sizeof opts / sizeof opts[0]};

@@ -129,19 +129,18 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const char *device = "cpu", *batches = "128,2048,8192", *json_path = NULL;
-  ps_bench_model mb = {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd",
-                       .emb_dim = 16, .num_sparse = 26};
+  ps_bench_model mb = PS_BENCH_KAGGLE_MODEL;
   int threads = 2, warmup = 3, profile = 1;
   double seconds = 3.0;
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cpu, cuda, cuda:N", false, 0, 0},
       {"threads", 't', PS_CLI_INT, &threads, "T", "CPU threads (OpenMP + OpenBLAS)", false, 0, 1024},
-      {"batch", 'b', PS_CLI_STRING, &batches, "LIST", "comma-separated batch sizes", false, 0, 0},
+      PS_BENCH_BATCH_OPT(&batches),
       {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size", false, 0.01, 3600},
-      {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
+      PS_BENCH_WARMUP_OPT(&warmup),
       PS_BENCH_MODEL_OPTS(&mb),
       {"profile", 0, PS_CLI_INT, &profile, "0|1", "also run a per-operation breakdown", false, 0, 1},
-      {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
+      PS_BENCH_JSON_OPT(&json_path),
   };
   ps_cli cli = {"ps-dense-bench", "Dense DLRM step throughput (forward+backward+optimizer)", NULL, opts,
                 sizeof(opts) / sizeof(opts[0])};

@@ -10,7 +10,6 @@ Prints which BLAS library torch loaded (from /proc/self/maps) and the OpenBLAS c
 Usage: torch_dense.py [--threads T] [--batch 128,2048,8192] [--seconds S] [--json FILE]"""
 import argparse
 import ctypes
-import json
 import os
 import re
 import sys
@@ -19,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from torch_dlrm import DLRM, kaggle_mlps  # noqa: E402
+from torch_dlrm import DLRM, kaggle_mlps, write_results  # noqa: E402
 
 
 def blas_loaded():
@@ -105,10 +104,7 @@ def main():
         print(f"batch {B:6d}: full {r['full']['samples_per_s']:10.0f} samples/s   "
               f"dense-only {r['dense_only']['samples_per_s']:10.0f} samples/s")
         out["results"].append(r)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=2)
-    return 0
+    return write_results(a.json, out)
 
 
 if __name__ == "__main__":

@@ -52,21 +52,20 @@ static double timed(ps_kern *k, ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt
 
 int main(int argc, char **argv) {
   const char *device = "cuda", *batches = "2048,16384,65536", *json_path = NULL;
-  ps_bench_model mb = {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd",
-                       .emb_dim = 16, .num_sparse = 26};
+  ps_bench_model mb = PS_BENCH_KAGGLE_MODEL;
   int warmup = 5, tf32 = 0, gemm_steps = 20;
   double seconds = 2.0;
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cuda or cuda:N", false, 0, 0},
-      {"batch", 'b', PS_CLI_STRING, &batches, "LIST", "comma-separated batch sizes", false, 0, 0},
+      PS_BENCH_BATCH_OPT(&batches),
       {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "timed seconds per batch size and mode", false,
        0.01, 3600},
-      {"warmup", 0, PS_CLI_INT, &warmup, "N", "untimed steps first", false, 0, 1000},
+      PS_BENCH_WARMUP_OPT(&warmup),
       {"gemm-steps", 0, PS_CLI_INT, &gemm_steps, "N", "steps for the cuBLAS share", false, 1, 1000},
       PS_BENCH_MODEL_OPTS(&mb),
       {"tf32", 0, PS_CLI_INT, &tf32, "0|1", "TF32 tensor-core GEMMs (default 0: plain FP32)", false,
        0, 1},
-      {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
+      PS_BENCH_JSON_OPT(&json_path),
   };
   ps_cli cli = {"ps-gpu-bench",
                 "Dense DLRM step throughput on the CUDA backend, with the cuBLAS share", NULL, opts,

@@ -16,7 +16,6 @@ backward scatters one gradient row per unique row, as Ember's pooling backward d
 Usage: torch_dense_gpu.py [--batch 2048,16384,65536] [--seconds S] [--tf32] [--json FILE]
 Runs with the python3 that has a CUDA build of torch (on the GPU machine: plain python3)."""
 import argparse
-import json
 import os
 import re
 import sys
@@ -28,7 +27,7 @@ import torch
 # (tests/gpu/pack-gpu-bundle.sh), in ../common in the source tree.
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_here, os.path.join(_here, "..", "common")]
-from torch_dlrm import DLRM, kaggle_mlps  # noqa: E402
+from torch_dlrm import DLRM, kaggle_mlps, write_results  # noqa: E402
 
 
 def sync(dev):
@@ -151,10 +150,7 @@ def main():
         out["results"].append(r)
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=2)
-    return 0
+    return write_results(a.json, out)
 
 
 if __name__ == "__main__":

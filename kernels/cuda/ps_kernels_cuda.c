@@ -265,10 +265,17 @@ static ps_status cu_sync(ps_kern *k) {
 
 /* ---- compute ----------------------------------------------------------------------------- */
 
-#define LAUNCH(call)                                                           \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) return ps_cuda_fail(e_, #call, __FILE__, __LINE__); \
+/* A kernel launch returns a cudaError_t like any runtime call. */
+#define LAUNCH(call) PS_CUDA_TRY(call)
+
+/* The whole body of a wrapper whose only work is one kernel launch: on k's device, `call`
+ * (which names the context as c, for c->stream and c->err_dev) is launched and checked. */
+#define ONLY_LAUNCH(k, call) \
+  do {                       \
+    cuda_ctx *c = ctx_of(k); \
+    ENTER(c);                \
+    LAUNCH(call);            \
+    return PS_OK;            \
   } while (0)
 
 static ps_status cu_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha,
@@ -292,10 +299,7 @@ static ps_status cu_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, fl
 
 static ps_status cu_bias_act_fwd(ps_kern *k, ps_kern_act act, int m, int n, const float *x,
                                  const float *bias, float *y) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_bias_act_fwd(c->stream, (int)act, m, n, x, bias, y));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_bias_act_fwd(c->stream, (int)act, m, n, x, bias, y));
 }
 
 static ps_status cu_bias_act_bwd(ps_kern *k, ps_kern_act act, int m, int n, const float *y,
@@ -310,39 +314,28 @@ static ps_status cu_bias_act_bwd(ps_kern *k, ps_kern_act act, int m, int n, cons
 
 static ps_status cu_interact_fwd(ps_kern *k, int batch, int num_sparse, int dim,
                                  const float *bottom, const float *emb, float *out) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_interact_fwd(c->stream, batch, num_sparse, dim, bottom, emb, out));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_interact_fwd(c->stream, batch, num_sparse, dim, bottom, emb, out));
 }
 
 static ps_status cu_interact_bwd(ps_kern *k, int batch, int num_sparse, int dim,
                                  const float *bottom, const float *emb, const float *dout,
                                  float *dbottom, float *demb) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_interact_bwd(c->stream, batch, num_sparse, dim, bottom, emb, dout, dbottom, demb));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_interact_bwd(c->stream, batch, num_sparse, dim, bottom, emb, dout, dbottom,
+                                    demb));
 }
 
 static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
                              const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
                              float *out) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_pool_fwd(c->stream, (int)mode, nbags, dim, nrows, rows, nnz, idx, offsets, out,
-                        c->err_dev));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_pool_fwd(c->stream, (int)mode, nbags, dim, nrows, rows, nnz, idx, offsets,
+                                out, c->err_dev));
 }
 
 static ps_status cu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows, int nnz,
                              const int32_t *idx, const int32_t *offsets, const float *dout,
                              float *drows) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_pool_bwd(c->stream, (int)mode, nbags, dim, nrows, nnz, idx, offsets, dout, drows,
-                        c->err_dev));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_pool_bwd(c->stream, (int)mode, nbags, dim, nrows, nnz, idx, offsets, dout,
+                                drows, c->err_dev));
 }
 
 static ps_status cu_bce_fwd(ps_kern *k, int n, const float *logits, const float *labels,
@@ -366,25 +359,16 @@ static ps_status cu_bce_bwd(ps_kern *k, int n, const float *logits, const float 
 }
 
 static ps_status cu_scale(ps_kern *k, size_t n, float alpha, float *x) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_scale(c->stream, n, alpha, x));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_scale(c->stream, n, alpha, x));
 }
 
 static ps_status cu_sgd(ps_kern *k, size_t n, float *w, const float *g, float lr, float wd) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_sgd(c->stream, n, w, g, lr, wd));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_sgd(c->stream, n, w, g, lr, wd));
 }
 
 static ps_status cu_adagrad(ps_kern *k, size_t n, float *w, const float *g, float *sum, float clr,
                             float eps, float wd) {
-  cuda_ctx *c = ctx_of(k);
-  ENTER(c);
-  LAUNCH(ps_cu_adagrad(c->stream, n, w, g, sum, clr, eps, wd));
-  return PS_OK;
+  ONLY_LAUNCH(k, ps_cu_adagrad(c->stream, n, w, g, sum, clr, eps, wd));
 }
 
 static ps_status cu_adam(ps_kern *k, size_t n, float *w, const float *g, float *m, float *v,

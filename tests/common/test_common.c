@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_cli.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
@@ -215,14 +217,9 @@ static void test_mkdir_p(void **st) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_hash_stable_and_spread), cmocka_unit_test(test_status_strings),
-      cmocka_unit_test(test_log_levels),             cmocka_unit_test(test_time_monotonic),
-      cmocka_unit_test(test_cli_ok),                 cmocka_unit_test(test_cli_errors),
-      cmocka_unit_test(test_cli_help),
-      cmocka_unit_test(test_cli_run),               cmocka_unit_test(test_split_list),
-      cmocka_unit_test(test_mkdir_p),
-  };
-  return cmocka_run_group_tests_name("common", tests, NULL, NULL);
-}
+PS_TEST_MAIN("common", NULL, NULL,
+    cmocka_unit_test(test_hash_stable_and_spread), cmocka_unit_test(test_status_strings),
+    cmocka_unit_test(test_log_levels), cmocka_unit_test(test_time_monotonic),
+    cmocka_unit_test(test_cli_ok), cmocka_unit_test(test_cli_errors),
+    cmocka_unit_test(test_cli_help), cmocka_unit_test(test_cli_run),
+    cmocka_unit_test(test_split_list), cmocka_unit_test(test_mkdir_p))

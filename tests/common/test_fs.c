@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_fs.h"
 
 static void touch(const char *p) {
@@ -48,7 +50,5 @@ static void test_rm_rf(void **st) {
   assert_int_equal(ps_rm_rf(keep), PS_OK);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_rm_rf)};
-  return cmocka_run_group_tests_name("fs", tests, NULL, NULL);
-}
+PS_TEST_MAIN("fs", NULL, NULL,
+    cmocka_unit_test(test_rm_rf))

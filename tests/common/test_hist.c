@@ -7,6 +7,8 @@
 #include <math.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_hash.h"
 #include "ps_hist.h"
 
@@ -121,12 +123,8 @@ static void test_count_le_and_empty(void **st) {
   ps_hist_destroy(&h);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_uniform),          cmocka_unit_test(test_lognormal),
-      cmocka_unit_test(test_small_values),     cmocka_unit_test(test_huge_values),
-      cmocka_unit_test(test_merge_equals_single), cmocka_unit_test(test_buckets_tile_the_range),
-      cmocka_unit_test(test_count_le_and_empty),
-  };
-  return cmocka_run_group_tests_name("hist", tests, NULL, NULL);
-}
+PS_TEST_MAIN("hist", NULL, NULL,
+    cmocka_unit_test(test_uniform), cmocka_unit_test(test_lognormal),
+    cmocka_unit_test(test_small_values), cmocka_unit_test(test_huge_values),
+    cmocka_unit_test(test_merge_equals_single), cmocka_unit_test(test_buckets_tile_the_range),
+    cmocka_unit_test(test_count_le_and_empty))

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_log.h"
 
 static void test_admit(void **state) {
@@ -76,7 +78,5 @@ static void test_flood(void **state) {
   unlink(path);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_admit), cmocka_unit_test(test_flood)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("log", NULL, NULL,
+    cmocka_unit_test(test_admit), cmocka_unit_test(test_flood))

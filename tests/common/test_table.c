@@ -9,6 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_status.h"
 #include "ps_table.h"
 
@@ -134,11 +136,7 @@ static void test_error_convention(void **st) {
   assert_int_equal(strlen(e.msg), PS_ERROR_MSG_MAX - 1);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_default_is_valid), cmocka_unit_test(test_validate_rules),
-      cmocka_unit_test(test_names_both_ways),  cmocka_unit_test(test_equality_parts),
-      cmocka_unit_test(test_error_convention),
-  };
-  return cmocka_run_group_tests_name("table", tests, NULL, NULL);
-}
+PS_TEST_MAIN("table", NULL, NULL,
+    cmocka_unit_test(test_default_is_valid), cmocka_unit_test(test_validate_rules),
+    cmocka_unit_test(test_names_both_ways), cmocka_unit_test(test_equality_parts),
+    cmocka_unit_test(test_error_convention))

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #define CT_NO_GPU 1
 #include "cuda_test_util.h"
 #include "ps_cuda_kernels.h"
@@ -237,11 +239,6 @@ static int teardown(void **st) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bias_act),   cmocka_unit_test(test_interact),
-      cmocka_unit_test(test_pool),       cmocka_unit_test(test_bce),
-      cmocka_unit_test(test_optimizers),
-  };
-  return cmocka_run_group_tests_name("cuda_emu", tests, setup, teardown);
-}
+PS_TEST_MAIN("cuda_emu", setup, teardown,
+    cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),
+    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers))

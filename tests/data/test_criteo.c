@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_criteo.h"
 #include "ps_criteo_bin.h"
 #include "ps_reader.h"
@@ -772,25 +774,21 @@ static int teardown(void **st) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_good_line),
-      cmocka_unit_test(test_real_first_line),
-      cmocka_unit_test(test_empty_fields_and_trailing_tab),
-      cmocka_unit_test(test_crlf),
-      cmocka_unit_test(test_field_count_errors),
-      cmocka_unit_test(test_value_errors),
-      cmocka_unit_test(test_hex_every_byte),
-      cmocka_unit_test(test_mutations),
-      cmocka_unit_test(test_keys),
-      cmocka_unit_test(test_reader_values),
-      cmocka_unit_test(test_binary_and_gzip_round_trip),
-      cmocka_unit_test(test_bad_lines_policy),
-      cmocka_unit_test(test_file_errors),
-      cmocka_unit_test(test_sharding),
-      cmocka_unit_test(test_sync_equivalence_of_rounds),
-      cmocka_unit_test(test_prefetch_equals_sync_and_shuffle),
-      cmocka_unit_test(test_row_range_and_early_destroy),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+PS_TEST_MAIN("criteo", setup, teardown,
+    cmocka_unit_test(test_good_line),
+    cmocka_unit_test(test_real_first_line),
+    cmocka_unit_test(test_empty_fields_and_trailing_tab),
+    cmocka_unit_test(test_crlf),
+    cmocka_unit_test(test_field_count_errors),
+    cmocka_unit_test(test_value_errors),
+    cmocka_unit_test(test_hex_every_byte),
+    cmocka_unit_test(test_mutations),
+    cmocka_unit_test(test_keys),
+    cmocka_unit_test(test_reader_values),
+    cmocka_unit_test(test_binary_and_gzip_round_trip),
+    cmocka_unit_test(test_bad_lines_policy),
+    cmocka_unit_test(test_file_errors),
+    cmocka_unit_test(test_sharding),
+    cmocka_unit_test(test_sync_equivalence_of_rounds),
+    cmocka_unit_test(test_prefetch_equals_sync_and_shuffle),
+    cmocka_unit_test(test_row_range_and_early_destroy))

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_dedup.h"
 #include "ps_hash.h"
 
@@ -61,7 +63,5 @@ static void test_dedup_sum_at(void **state) {
   assert_null(d);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_dedup_sum_at)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("store_dedup", NULL, NULL,
+    cmocka_unit_test(test_dedup_sum_at))

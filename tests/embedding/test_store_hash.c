@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_hash.h"
 #include "ps_store.h"
 
@@ -79,10 +81,6 @@ static void test_batch_checks_shard(void **st) {
   assert_int_equal(ps_store_snapshot_remove(dir, NULL), PS_OK);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_partition_from_the_shard_hash),
-      cmocka_unit_test(test_batch_checks_shard),
-  };
-  return cmocka_run_group_tests_name("store_hash", tests, NULL, NULL);
-}
+PS_TEST_MAIN("store_hash", NULL, NULL,
+    cmocka_unit_test(test_partition_from_the_shard_hash),
+    cmocka_unit_test(test_batch_checks_shard))

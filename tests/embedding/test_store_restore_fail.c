@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_store.h"
 
 int __real_rename(const char *from, const char *to);
@@ -62,7 +64,5 @@ static void test_failed_swap_keeps_live_store(void **st) {
   ps_store_snapshot_remove(snap, NULL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_failed_swap_keeps_live_store)};
-  return cmocka_run_group_tests_name("store_restore_fail", tests, NULL, NULL);
-}
+PS_TEST_MAIN("store_restore_fail", NULL, NULL,
+    cmocka_unit_test(test_failed_swap_keeps_live_store))

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_kernels.h"
 
 static uint64_t rs = 88172645463325252ull;
@@ -443,11 +445,8 @@ static void test_interface(void **st) {
   assert_int_equal(ps_kern_cpu_create(-1, &k), PS_ERR_INVALID);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sgemm),    cmocka_unit_test(test_linear_fd), cmocka_unit_test(test_bias_act),
-      cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),      cmocka_unit_test(test_bce),
-      cmocka_unit_test(test_optimizers), cmocka_unit_test(test_interface),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+PS_TEST_MAIN("kernels_cpu", setup, teardown,
+    cmocka_unit_test(test_sgemm), cmocka_unit_test(test_linear_fd),
+    cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),
+    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers),
+    cmocka_unit_test(test_interface))

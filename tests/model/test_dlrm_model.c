@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
 
@@ -322,11 +324,7 @@ static void test_device_path(void **st) {
   ps_dlrm_destroy(&md);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_config),   cmocka_unit_test(test_kaggle_layout_and_init),
-      cmocka_unit_test(test_model_fd), cmocka_unit_test(test_bad_batches_and_eval),
-      cmocka_unit_test(test_sgd_learns), cmocka_unit_test(test_device_path),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+PS_TEST_MAIN("dlrm_model", setup, teardown,
+    cmocka_unit_test(test_config), cmocka_unit_test(test_kaggle_layout_and_init),
+    cmocka_unit_test(test_model_fd), cmocka_unit_test(test_bad_batches_and_eval),
+    cmocka_unit_test(test_sgd_learns), cmocka_unit_test(test_device_path))

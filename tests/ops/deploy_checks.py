@@ -1,7 +1,9 @@
 """deploy_checks: what the checks of the deployment files (test_k8s.py, test_deploy_files.py)
 share: where the source tree is, and a check() that records a failed rule and carries on, so
-that one run reports every broken rule; finish() prints them and sets the exit status."""
+that one run reports every broken rule; finish() prints them and sets the exit status. Also
+free_port(), for the checks (and test_prometheus.py) that start a real process to scrape."""
 import os
+import socket
 import sys
 
 SRC = os.environ.get("EMBER_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
@@ -23,3 +25,12 @@ def finish(ok_line=None):
     if ok_line:
         print(ok_line)
     sys.exit(0)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

@@ -25,13 +25,12 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
 
-from deploy_checks import SRC, check, finish
+from deploy_checks import SRC, check, finish, free_port
 
 DEPLOY = os.path.join(SRC, "deploy")
 
@@ -203,14 +202,6 @@ def test_docker():
 
 BIN = os.environ.get("EMBER_BIN", os.path.join(SRC, "build", "bin"))
 TARGET_LABELS = {"job", "instance"}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def scrape(port, until, proc, want=""):

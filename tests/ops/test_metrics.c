@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "prom_check.h"
 #include "ps_hist.h"
 #include "ps_metrics.h"
@@ -413,16 +415,12 @@ static void test_checker_rejects(void **st) {
                          "h_sum 0.5\nh_count 1\n", NULL, 0));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_checker_rejects),
-      cmocka_unit_test(test_golden_counters_gauges),
-      cmocka_unit_test(test_names_and_conflicts),
-      cmocka_unit_test(test_format_seconds),
-      cmocka_unit_test(test_histogram_vs_exact),
-      cmocka_unit_test(test_callbacks_and_process),
-      cmocka_unit_test(test_concurrent_exact),
-      cmocka_unit_test(test_promtool),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("metrics", NULL, NULL,
+    cmocka_unit_test(test_checker_rejects),
+    cmocka_unit_test(test_golden_counters_gauges),
+    cmocka_unit_test(test_names_and_conflicts),
+    cmocka_unit_test(test_format_seconds),
+    cmocka_unit_test(test_histogram_vs_exact),
+    cmocka_unit_test(test_callbacks_and_process),
+    cmocka_unit_test(test_concurrent_exact),
+    cmocka_unit_test(test_promtool))

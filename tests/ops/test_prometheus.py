@@ -21,13 +21,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+from deploy_checks import free_port
 
 SRC = os.environ.get("EMBER_SRC") or os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 BIN = os.environ.get("EMBER_BIN") or os.path.join(SRC, "build/bin")
@@ -46,14 +47,6 @@ def skip(why):
 def fail(why):
     print(f"FAIL: {why}")
     sys.exit(1)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(args, log):

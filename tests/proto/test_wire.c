@@ -10,6 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_hash.h"
 #include "ps_wire.h"
 
@@ -389,12 +391,8 @@ static void test_garbage_headers(void **st) {
   assert_int_equal(ps_wire_decode(NULL, 0, &m, NULL), PS_ERR_PROTO);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pull_roundtrip),   cmocka_unit_test(test_push_roundtrip_unaligned),
-      cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
-      cmocka_unit_test(test_garbage_headers), cmocka_unit_test(test_spec_conversion),
-      cmocka_unit_test(test_reply_checks),
-  };
-  return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
-}
+PS_TEST_MAIN("wire", NULL, NULL,
+    cmocka_unit_test(test_pull_roundtrip), cmocka_unit_test(test_push_roundtrip_unaligned),
+    cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
+    cmocka_unit_test(test_garbage_headers), cmocka_unit_test(test_spec_conversion),
+    cmocka_unit_test(test_reply_checks))

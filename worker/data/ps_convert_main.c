@@ -17,7 +17,7 @@ int main(int argc, char **argv) {
       {"in", 'i', PS_CLI_STRING, &in, "FILE", "input: Criteo TSV, TSV.gz (or binary)", true, 0, 0},
       {"out", 'o', PS_CLI_STRING, &out, "FILE", "output binary file", true, 0, 0},
       {"bad-lines", 0, PS_CLI_STRING, &bad, "skip|fail", "what to do with a bad line", false, 0, 0},
-      {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+      PS_CLI_LOG_LEVEL_OPT(&level),
   };
   ps_cli cli = {"ps-convert", "Convert Criteo TSV to Ember's binary format.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
