@@ -103,10 +103,11 @@ struct ps_kern {
 ps_status ps_kern_cpu_create(int threads, ps_kern **out);
 /* The CUDA backend on `device` (kernels/cuda/). Declared here so the interface is one header;
  * defined only where CUDA is built — use ps_kern_create to select by name portably. */
-ps_status ps_kern_cuda_create(int device, ps_kern **out);
+ps_status ps_kern_cuda_create(int device, ps_kern **out, ps_error *err);
 /* By name: "cpu" (threads used) or "cuda" / "cuda:N" (threads ignored). PS_ERR_UNSUPPORTED
- * where the backend was not built or no device is present; PS_ERR_INVALID for other names. */
-ps_status ps_kern_create(const char *name, int threads, ps_kern **out);
+ * where the backend was not built or no device is present; PS_ERR_INVALID for other names.
+ * err's message is what follows "device 'NAME': " ("cuda: device 9 requested, 1 present"). */
+ps_status ps_kern_create(const char *name, int threads, ps_kern **out, ps_error *err);
 /* Frees the backend (memory it handed out must be freed first); sets *k = NULL. */
 static inline void ps_kern_destroy(ps_kern **k) {
   if (k && *k) {

@@ -334,10 +334,10 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
  * it joins and takes a rank), client, rank, buffers, table, collectives, metrics. */
 static ps_status setup(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
-  ps_status st = ps_kern_create(c->device, c->threads, &t->kern);
+  ps_error err;
+  ps_status st = ps_kern_create(c->device, c->threads, &t->kern, &err);
   if (st != PS_OK) {
-    PS_ERROR("device '%s': %s", c->device, st == PS_ERR_UNSUPPORTED
-             ? "not available (CUDA not built, or no GPU)" : ps_status_str(st));
+    PS_ERROR("device '%s': %s", c->device, err.msg);
     return st;
   }
   ps_dlrm_config mc;
@@ -347,10 +347,10 @@ static ps_status setup(ps_trainer *t) {
   mc.emb_dim = c->emb_dim;
   mc.max_batch = c->batch;
   mc.seed = (uint64_t)c->seed;
-  st = ps_dlrm_create(t->kern, &mc, &t->model);
+  st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
     PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,
-             c->emb_dim, ps_status_str(st));
+             c->emb_dim, err.msg);
     return st;
   }
   ps_client_options co;

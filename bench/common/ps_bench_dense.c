@@ -97,11 +97,12 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
   ps_bench_dense_config(mb, B, &cfg);
   memset(s, 0, sizeof *s);
   *m = NULL;
-  ps_status st = ps_dlrm_create(k, &cfg, m);
+  ps_error err;
+  ps_status st = ps_dlrm_create(k, &cfg, m, &err);
   if (st == PS_OK && ps_bench_synth_make(s, B, mb->num_sparse, mb->emb_dim,
                                          ps_dlrm_num_dense(*m), 42) == 0)
     return 0;
-  fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? ps_status_str(st) : "out of memory");
+  fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? err.msg : "out of memory");
   ps_bench_synth_free(s);
   ps_dlrm_destroy(m);
   return -1;

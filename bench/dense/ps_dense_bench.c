@@ -151,9 +151,10 @@ int main(int argc, char **argv) {
   int nb = ps_bench_dense_args("ps-dense-bench", mb.opt_name, batches, &opt, bs);
   if (nb < 0) return 2;
   ps_kern *k = NULL;
-  ps_status st = ps_kern_create(device, threads, &k);
+  ps_error err;
+  ps_status st = ps_kern_create(device, threads, &k, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "ps-dense-bench: --device %s: %s\n", device, ps_status_str(st));
+    fprintf(stderr, "ps-dense-bench: --device %s: %s\n", device, err.msg);
     return 1;
   }
   json_t *root = json_object(), *res = json_array();
@@ -203,7 +204,7 @@ int main(int argc, char **argv) {
     double med = dt[steps / 2], el = ps_ns_to_s(t1 - t0);
     double sps = bs[i] / med, sps_mean = (double)steps * bs[i] / el;
     free(dt);
-    ps_dlrm_create(k, &cfg, &m);
+    ps_dlrm_create(k, &cfg, &m, NULL);
     double gflops = ps_dlrm_flops_per_sample(m) * sps * 1e-9;
     ps_dlrm_destroy(&m);
     json_t *r = json_object();
@@ -219,7 +220,7 @@ int main(int argc, char **argv) {
       /* same steps through the timing wrapper: per-op wall time, syncs around each call */
       ps_kern *tk = timing_wrap(k);
       ps_dlrm *pm = NULL;
-      if (tk && ps_dlrm_create(tk, &cfg, &pm) == PS_OK) {
+      if (tk && ps_dlrm_create(tk, &cfg, &pm, NULL) == PS_OK) {
         timing *t = tk->ctx;
         ps_bench_synth_step(pm, &s, &opt, true);
         memset(t->ns, 0, sizeof(t->ns));

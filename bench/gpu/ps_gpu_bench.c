@@ -86,9 +86,10 @@ int main(int argc, char **argv) {
     return 77;
   }
   ps_kern *k = NULL;
-  ps_status st = ps_kern_create(device, 0, &k);
+  ps_error err;
+  ps_status st = ps_kern_create(device, 0, &k, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "ps-gpu-bench: --device %s: %s\n", device, ps_status_str(st));
+    fprintf(stderr, "ps-gpu-bench: --device %s: %s\n", device, err.msg);
     return 1;
   }
   if (tf32 && ps_kern_cuda_set_tf32(k, true) != PS_OK) return 1;

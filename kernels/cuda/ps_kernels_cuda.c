@@ -448,28 +448,27 @@ static ps_status ctx_init(cuda_ctx *c) {
   return PS_OK;
 }
 
-ps_status ps_kern_cuda_create(int device, ps_kern **out) {
-  if (!out) return PS_ERR_INVALID;
+ps_status ps_kern_cuda_create(int device, ps_kern **out, ps_error *err) {
+  if (!out) return ps_error_set(err, PS_ERR_INVALID, "%s", ps_status_str(PS_ERR_INVALID));
   *out = NULL;
   int ndev = ps_cuda_device_count();
-  if (ndev == 0) return PS_ERR_UNSUPPORTED;
-  if (device < 0 || device >= ndev) {
-    PS_ERROR("cuda: device %d requested, %d present", device, ndev);
-    return PS_ERR_INVALID;
-  }
+  if (ndev == 0)
+    return ps_error_set(err, PS_ERR_UNSUPPORTED, "not available (CUDA not built, or no GPU)");
+  if (device < 0 || device >= ndev)
+    return ps_error_set(err, PS_ERR_INVALID, "cuda: device %d requested, %d present", device, ndev);
   cuda_ctx *c = calloc(1, sizeof *c);
   ps_kern *k = calloc(1, sizeof *k);
   if (!c || !k) {
     free(c);
     free(k);
-    return PS_ERR_NOMEM;
+    return ps_error_set(err, PS_ERR_NOMEM, "cuda: out of memory");
   }
   c->device = device;
   ps_status st = ctx_init(c);
   if (st != PS_OK) {
     ctx_free(c);
     free(k);
-    return st;
+    return ps_error_set(err, st, "cuda: device %d: %s", device, ps_status_str(st));
   }
   k->iface = &cuda_iface;
   k->ctx = c;

@@ -68,7 +68,7 @@ static ps_kern *CPU, *GPU;
 static int ct_setup(void **st) {
   (void)st;
   if (ps_kern_cpu_create(0, &CPU) != PS_OK) return -1;
-  if (ps_kern_cuda_create(0, &GPU) != PS_OK) return -1;
+  if (ps_kern_cuda_create(0, &GPU, NULL) != PS_OK) return -1;
   return 0;
 }
 static int ct_teardown(void **st) {

@@ -84,8 +84,8 @@ static void run_shape(const shape *sh) {
   cfg.pool = sh->pool;
   cfg.seed = 7;
   ps_dlrm *mc = NULL, *mg = NULL;
-  assert_int_equal(ps_dlrm_create(CPU, &cfg, &mc), PS_OK);
-  assert_int_equal(ps_dlrm_create(GPU, &cfg, &mg), PS_OK);
+  assert_int_equal(ps_dlrm_create(CPU, &cfg, &mc, NULL), PS_OK);
+  assert_int_equal(ps_dlrm_create(GPU, &cfg, &mg, NULL), PS_OK);
   size_t np = ps_dlrm_num_params(mc);
   assert_int_equal(np, ps_dlrm_num_params(mg));
   float *pc = malloc(np * sizeof(float)), *pg = malloc(np * sizeof(float));

@@ -470,10 +470,10 @@ static int check_no_gpu(void) { return 1; } /* the emulated device is always the
 #else
 static int check_no_gpu(void) {
   ps_kern *k = (ps_kern *)1;
-  if (ps_kern_cuda_create(0, &k) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
-  if (ps_kern_create("cuda", 0, &k) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
-  if (ps_kern_create("cuda:1", 0, &k) != PS_ERR_UNSUPPORTED) return 1;
-  if (ps_kern_create("cuda:x", 0, &k) != PS_ERR_INVALID) return 1;
+  if (ps_kern_cuda_create(0, &k, NULL) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
+  if (ps_kern_create("cuda", 0, &k, NULL) != PS_ERR_UNSUPPORTED || k != NULL) return 1;
+  if (ps_kern_create("cuda:1", 0, &k, NULL) != PS_ERR_UNSUPPORTED) return 1;
+  if (ps_kern_create("cuda:x", 0, &k, NULL) != PS_ERR_INVALID) return 1;
   if (ps_cuda_device_count() != 0) return 1;
   return 0;
 }

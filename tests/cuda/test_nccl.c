@@ -113,7 +113,7 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, bool null_stream,
   ps_coll *c = NULL;
   const char *res = NULL;
   float *h = NULL, *d = NULL;
-  if (ps_kern_cuda_create(r, &k) != PS_OK) return "CUDA backend creation failed";
+  if (ps_kern_cuda_create(r, &k, NULL) != PS_OK) return "CUDA backend creation failed";
   /* On the backend's stream (asynchronous, stream-ordered), or on the default stream (the
    * collective then waits, since the backend's stream does not order after it). */
   ps_status st = ps_coll_create_nccl(rdv, null_stream ? "test-null" : "test", r, w, r,

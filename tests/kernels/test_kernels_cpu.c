@@ -412,10 +412,13 @@ static void test_optimizers(void **st) {
 static void test_interface(void **st) {
   (void)st;
   ps_kern *k = NULL;
-  assert_int_equal(ps_kern_create("bogus", 1, &k), PS_ERR_INVALID);
+  assert_int_equal(ps_kern_create("bogus", 1, &k, NULL), PS_ERR_INVALID);
   assert_null(k);
-  assert_int_equal(ps_kern_create("cuda:x", 1, &k), PS_ERR_INVALID);
-  assert_int_equal(ps_kern_create("cpu", 1, &k), PS_OK);
+  ps_error err;
+  assert_int_equal(ps_kern_create("cuda:x", 1, &k, &err), PS_ERR_INVALID);
+  assert_int_equal(err.code, PS_ERR_INVALID);
+  assert_string_equal(err.msg, "invalid argument");
+  assert_int_equal(ps_kern_create("cpu", 1, &k, NULL), PS_OK);
   assert_string_equal(k->name, "cpu");
   assert_true(k->host_memory);
   void *p = NULL;

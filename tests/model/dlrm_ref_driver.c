@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
   cfg.pool = pool;
   cfg.seed = 7;
   ps_dlrm *m = NULL;
-  CHECK(ps_dlrm_create(k, &cfg, &m));
+  CHECK(ps_dlrm_create(k, &cfg, &m, NULL));
   size_t np = ps_dlrm_num_params(m);
   float *p0 = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
   float rows0[U * D], rows[U * D], drows[U * D], probs[B], loss;
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     ps_dlrm_opt opt = ps_dlrm_opt_default(kind, lrs[o]);
     /* a fresh model per optimizer: same init (same seed), fresh optimizer state */
     ps_dlrm_destroy(&m);
-    CHECK(ps_dlrm_create(k, &cfg, &m));
+    CHECK(ps_dlrm_create(k, &cfg, &m, NULL));
     memcpy(rows, rows0, sizeof(rows));
     json_t *jo = json_object(), *jb = json_array(), *jl = json_array();
     for (int s = 0; s < STEPS; s++) {

@@ -33,7 +33,7 @@ static int teardown(void **st) {
 static ps_status make(const char *bot, const char *top, int dim, int S, int maxb, ps_dlrm **m) {
   ps_dlrm_config c;
   ps_dlrm_config_shape(&c, bot, top, dim, S, maxb);
-  return ps_dlrm_create(K, &c, m);
+  return ps_dlrm_create(K, &c, m, NULL);
 }
 
 static void test_config(void **st) {
@@ -52,6 +52,13 @@ static void test_config(void **st) {
   assert_null(m);
   assert_int_equal(make("13-512-256-64-16", "512-256-2", 16, 26, 8, &m), PS_ERR_INVALID); /* not a logit */
   assert_int_equal(make("13", "1", 16, 26, 8, &m), PS_ERR_INVALID);
+  /* the reason comes back in err, naming the flag's value */
+  ps_dlrm_config bad;
+  ps_error err;
+  ps_dlrm_config_shape(&bad, "13-512-256-64-16", "512-256-2", 16, 26, 8);
+  assert_int_equal(ps_dlrm_create(K, &bad, &m, &err), PS_ERR_INVALID);
+  assert_int_equal(err.code, PS_ERR_INVALID);
+  assert_string_equal(err.msg, "mlp-top '512-256-2' must end in 1 (the logit)");
   assert_int_equal(make("13-16", "1", 16, 26, 0, &m), PS_ERR_INVALID);
   assert_int_equal(make("13-16", "1", 16, 26, 4, &m), PS_OK); /* top = one linear layer 367 -> 1 */
   ps_dlrm_layer L;
@@ -82,7 +89,7 @@ static void test_kaggle_layout_and_init(void **st) {
   ps_dlrm *m = NULL;
   ps_dlrm_config c;
   ps_dlrm_config_default(&c);
-  assert_int_equal(ps_dlrm_create(K, &c, &m), PS_OK);
+  assert_int_equal(ps_dlrm_create(K, &c, &m, NULL), PS_OK);
   int nb, nt;
   assert_int_equal(ps_dlrm_num_layers(m, &nb, &nt), 7);
   assert_int_equal(nb, 4);
@@ -127,12 +134,12 @@ static void test_kaggle_layout_and_init(void **st) {
   }
   /* same seed, same replica; another seed, another model */
   ps_dlrm *m2 = NULL;
-  assert_int_equal(ps_dlrm_create(K, &c, &m2), PS_OK);
+  assert_int_equal(ps_dlrm_create(K, &c, &m2, NULL), PS_OK);
   ps_dlrm_get_params(m2, p2, n);
   assert_memory_equal(p, p2, n * sizeof(float));
   ps_dlrm_destroy(&m2);
   c.seed = 2;
-  assert_int_equal(ps_dlrm_create(K, &c, &m2), PS_OK);
+  assert_int_equal(ps_dlrm_create(K, &c, &m2, NULL), PS_OK);
   ps_dlrm_get_params(m2, p2, n);
   assert_true(memcmp(p, p2, n * sizeof(float)) != 0);
   assert_int_equal(ps_dlrm_set_params(m2, p, n), PS_OK);
@@ -284,8 +291,8 @@ static void test_device_path(void **st) {
   ps_dlrm_config c;
   ps_dlrm_config_shape(&c, "5-8-4", "6-1", D, S, B);
   ps_dlrm *mh = NULL, *md = NULL;
-  assert_int_equal(ps_dlrm_create(K, &c, &mh), PS_OK);
-  assert_int_equal(ps_dlrm_create(&dev, &c, &md), PS_OK);
+  assert_int_equal(ps_dlrm_create(K, &c, &mh, NULL), PS_OK);
+  assert_int_equal(ps_dlrm_create(&dev, &c, &md, NULL), PS_OK);
   fixture f;
   fixture_init(&f);
   assert_true(f.b.nnz > 0);

@@ -183,27 +183,24 @@ static ps_status alloc_workspace(ps_dlrm *m) {
   return PS_OK;
 }
 
-static ps_status build_layers(ps_dlrm *m, const ps_dlrm_config *cfg) {
+static ps_status build_layers(ps_dlrm *m, const ps_dlrm_config *cfg, ps_error *err) {
   int bot[PS_DLRM_MAX_LAYERS + 1], top[PS_DLRM_MAX_LAYERS + 1];
   int nb = ps_dlrm_parse_mlp(cfg->mlp_bot, bot, PS_DLRM_MAX_LAYERS + 1);
   int nt = ps_dlrm_parse_mlp(cfg->mlp_top, top + 1, PS_DLRM_MAX_LAYERS);
   if (nb < 2) {
-    PS_ERROR("mlp-bot '%s': need at least two widths like 13-512-256-64-16", cfg->mlp_bot ? cfg->mlp_bot : "");
-    return PS_ERR_INVALID;
+    return ps_error_set(err, PS_ERR_INVALID, "mlp-bot '%s': need at least two widths like 13-512-256-64-16",
+                        cfg->mlp_bot ? cfg->mlp_bot : "");
   }
   if (nt < 1 || nb - 1 + nt > PS_DLRM_MAX_LAYERS) {
-    PS_ERROR("mlp-top '%s': need widths like 512-256-1 (at most %d layers in all)",
-             cfg->mlp_top ? cfg->mlp_top : "", PS_DLRM_MAX_LAYERS);
-    return PS_ERR_INVALID;
+    return ps_error_set(err, PS_ERR_INVALID, "mlp-top '%s': need widths like 512-256-1 (at most %d layers in all)",
+                        cfg->mlp_top ? cfg->mlp_top : "", PS_DLRM_MAX_LAYERS);
   }
   if (bot[nb - 1] != cfg->emb_dim) {
-    PS_ERROR("mlp-bot '%s' ends in %d but emb-dim is %d: they must be equal", cfg->mlp_bot,
-             bot[nb - 1], cfg->emb_dim);
-    return PS_ERR_INVALID;
+    return ps_error_set(err, PS_ERR_INVALID, "mlp-bot '%s' ends in %d but emb-dim is %d: they must be equal",
+                        cfg->mlp_bot, bot[nb - 1], cfg->emb_dim);
   }
   if (top[nt] != 1) {
-    PS_ERROR("mlp-top '%s' must end in 1 (the logit)", cfg->mlp_top);
-    return PS_ERR_INVALID;
+    return ps_error_set(err, PS_ERR_INVALID, "mlp-top '%s' must end in 1 (the logit)", cfg->mlp_top);
   }
   m->W = ps_kern_interact_width(m->S, m->dim);
   top[0] = m->W; /* the reference prepends the interaction width */
@@ -245,26 +242,29 @@ void ps_dlrm_destroy(ps_dlrm **mp) {
   *mp = NULL;
 }
 
-ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out) {
-  if (!k || !cfg || !out) return PS_ERR_INVALID;
+ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, ps_error *err) {
+  if (!k || !cfg || !out) return ps_error_set(err, PS_ERR_INVALID, "dlrm: no backend, config or output");
   *out = NULL;
   if (cfg->emb_dim <= 0 || cfg->emb_dim > 4096 || cfg->num_sparse < 0 || cfg->num_sparse > 1024 ||
       cfg->max_batch <= 0 || cfg->max_batch > (1 << 22) ||
       (cfg->pool != PS_KERN_POOL_SUM && cfg->pool != PS_KERN_POOL_MEAN)) {
-    PS_ERROR("dlrm: bad config (emb-dim %d, sparse features %d, max batch %d)", cfg->emb_dim,
-             cfg->num_sparse, cfg->max_batch);
-    return PS_ERR_INVALID;
+    return ps_error_set(err, PS_ERR_INVALID, "dlrm: bad config (emb-dim %d, sparse features %d, max batch %d)",
+                        cfg->emb_dim, cfg->num_sparse, cfg->max_batch);
   }
   ps_dlrm *m = calloc(1, sizeof(*m));
-  if (!m) return PS_ERR_NOMEM;
+  if (!m) return ps_error_set(err, PS_ERR_NOMEM, "dlrm: out of memory");
   m->k = k;
   m->pool = cfg->pool;
   m->max_batch = cfg->max_batch;
   m->dim = cfg->emb_dim;
   m->S = cfg->num_sparse;
   m->opt_kind = -1;
-  ps_status st = build_layers(m, cfg);
-  if (st == PS_OK) st = alloc_workspace(m);
+  ps_status st = build_layers(m, cfg, err);
+  if (st != PS_OK) {
+    ps_dlrm_destroy(&m);
+    return st;
+  }
+  st = alloc_workspace(m);
   float *h = NULL;
   if (st == PS_OK) {
     h = malloc(m->nparams * sizeof(float));
@@ -276,8 +276,10 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out) {
   }
   free(h);
   if (st != PS_OK) {
+    size_t np = m->nparams;
     ps_dlrm_destroy(&m);
-    return st;
+    return ps_error_set(err, st, "dlrm: %zu parameters on the %s backend: %s", np, k->name,
+                        ps_status_str(st));
   }
   *out = m;
   return PS_OK;
