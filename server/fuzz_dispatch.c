@@ -56,7 +56,7 @@ static void init_server(void) {
   ps_log_set_level(PS_LOG_OFF);
   ps_server_options o = {.listen = NULL, .shard = 0, .shards = 2, .data_dir = dir,
                          .cache_bytes = 32 << 20, .threads = 0};
-  if (ps_server_create(&o, &g_srv) != PS_OK) abort();
+  if (ps_server_create(&o, &g_srv, NULL) != PS_OK) abort();
   declare(1, EMBER__CONSISTENCY__CONS_ASYNC);
   declare(2, EMBER__CONSISTENCY__CONS_SYNC);
 }

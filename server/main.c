@@ -103,9 +103,10 @@ int main(int argc, char **argv) {
                          .threads = (uint32_t)threads,
                          .metrics_port = metrics_port,
                          .inject_delay_us = (uint64_t)inject_delay_us};
-  ps_status st = ps_server_create(&o, &g_server);
+  ps_error err;
+  ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "ps-server: cannot start: %s\n", ps_status_str(st));
+    fprintf(stderr, "ps-server: cannot start: %s\n", err.msg);
     return 1;
   }
   struct sigaction sa;

@@ -101,28 +101,30 @@ static bool recv_one(ps_server *s) {
 /* ---------------------------------------------------------------- lifecycle */
 
 /* The coordinator holds ranks per connection: it needs to hear when one closes. */
-static ps_status monitor_start(ps_server *s) {
+static ps_status monitor_start(ps_server *s, ps_error *err) {
   char ep[64];
   snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
   if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
       !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, ep) != 0) {
-    PS_ERROR("cannot monitor the connections of %s: %s", s->endpoint, zmq_strerror(errno));
-    return PS_ERR_INTERNAL;
+    return ps_error_set(err, PS_ERR_INTERNAL, "cannot monitor the connections of %s: %s",
+                        s->endpoint, zmq_strerror(errno));
   }
   int zero = 0;
   zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
   return PS_OK;
 }
 
-ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
+ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_error *err_out) {
   *out = NULL;
   if (!opt || opt->shards == 0 || opt->shard >= opt->shards || !opt->data_dir ||
-      !opt->data_dir[0] || opt->threads > 256 || strlen(opt->data_dir) > 1900) {
-    PS_ERROR("bad server options (need shard < shards, a data dir, at most 256 threads)");
-    return PS_ERR_INVALID;
-  }
+      !opt->data_dir[0] || opt->threads > 256 || strlen(opt->data_dir) > 1900)
+    return ps_error_set(err_out, PS_ERR_INVALID,
+                        "bad server options (need shard < shards, a data dir of at most 1900 "
+                        "bytes, at most 256 threads)");
+  /* The steps below fill a local error; err_out gets it only on failure (the convention). */
+  ps_error local, *err = &local;
   ps_server *s = calloc(1, sizeof *s);
-  if (!s) return PS_ERR_NOMEM;
+  if (!s) return ps_error_set(err_out, PS_ERR_NOMEM, "out of memory");
   s->opt = *opt;
   s->sigpipe[0] = s->sigpipe[1] = -1;
   pthread_mutex_init(&s->snap_mu, NULL);
@@ -132,6 +134,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   s->opt.data_dir = s->data_dir;
   s->opt.listen = NULL;
   ps_status st = PS_ERR_NOMEM;
+  ps_error_set(err, st, "out of memory"); /* until a step below says otherwise */
   s->tables = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *s->tables);
   if (!s->tables || ps_server_stats_init(&s->snap) != PS_OK ||
       ps_server_stats_init(&s->scratch) != PS_OK)
@@ -144,7 +147,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   }
   s->inline_part.s = s;
   if ((st = ps_mkdir_p(s->data_dir)) != PS_OK) {
-    PS_ERROR("cannot create data dir %s: %s", s->data_dir, strerror(errno));
+    ps_error_set(err, st, "cannot create data dir %s: %s", s->data_dir, strerror(errno));
     goto fail;
   }
   char dbdir[2100];
@@ -153,14 +156,14 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
                          .cache_bytes = opt->cache_bytes,
                          .partitions = s->nthreads ? s->nthreads : 1,
                          .durability = PS_DURABILITY_NONE};
-  ps_error serr;
-  if ((st = ps_store_open(&so, &s->store, &serr)) != PS_OK) {
-    PS_ERROR("cannot open the store in %s: %s", dbdir, serr.msg);
+  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK) {
+    ps_error_prefix(err, "cannot open the store in %s: ", dbdir);
     goto fail;
   }
   bool clean = true;
-  if ((st = srv_meta_load(s, &clean)) != PS_OK) goto fail;
-  if ((st = srv_identity_check(s)) != PS_OK) goto fail;
+  if ((st = srv_meta_load(s, &clean, err)) != PS_OK) goto fail;
+  if ((st = srv_identity_check(s, err)) != PS_OK) goto fail;
+  ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
   srv_ckpt_discard_staged(s);
   if ((st = srv_tables_adopt_store(s)) != PS_OK) goto fail;
@@ -168,13 +171,16 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     /* The last run died without a flush: the database holds an arbitrary mix of flushed
      * rows. The last committed checkpoint is the consistent state to come back to: every
      * shard has it (two-phase commit, ps_server_meta.c). */
-    ps_error err;
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, s->last.step, &step, &err)) != PS_OK) {
-      PS_ERROR("restoring the last checkpoint failed: %s; the data dir %s stays marked unclean, "
-               "so every start tries again", err.msg, s->data_dir);
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) != PS_OK) {
+      char why[PS_ERROR_MSG_MAX];
+      snprintf(why, sizeof why, "%s", err->msg);
+      ps_error_set(err, st,
+                   "restoring the last checkpoint failed: %s; the data dir %s stays marked "
+                   "unclean, so every start tries again",
+                   why, s->data_dir);
       goto fail;
     }
   } else if (!clean) {
@@ -185,7 +191,10 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
    * that did not restore) must leave it as it found it. */
   s->meta_ok = true;
   srv_log_existing_state(s);
-  if ((st = srv_meta_save(s, false)) != PS_OK) goto fail;
+  if ((st = srv_meta_save(s, false)) != PS_OK) {
+    ps_error_set(err, st, "cannot write the metadata of %s", s->data_dir);
+    goto fail;
+  }
   srv_coord_reply io = srv_coord_io(s);
   if (opt->shard == 0 && !(s->coord = srv_coord_create(&io))) {
     st = PS_ERR_NOMEM;
@@ -193,15 +202,16 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   }
   s->ctx = zmq_ctx_new();
   if (!s->ctx) {
-    st = PS_ERR_INTERNAL;
+    st = ps_error_set(err, PS_ERR_INTERNAL, "cannot create a ZeroMQ context: %s",
+                      zmq_strerror(errno));
     goto fail;
   }
   if (s->nthreads && (st = srv_parts_start(s)) != PS_OK) {
-    PS_ERROR("cannot start %u partition threads", s->nthreads);
+    ps_error_set(err, st, "cannot start %u partition threads", s->nthreads);
     goto fail;
   }
   if (pipe(s->sigpipe) != 0) {
-    st = PS_ERR_IO;
+    st = ps_error_set(err, PS_ERR_IO, "pipe: %s", strerror(errno));
     goto fail;
   }
   fcntl(s->sigpipe[0], F_SETFL, O_NONBLOCK);
@@ -215,13 +225,13 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (zmq_bind(s->router, opt->listen) != 0) {
-      PS_ERROR("cannot listen on %s: %s", opt->listen, zmq_strerror(errno));
-      st = PS_ERR_UNAVAILABLE;
+      st = ps_error_set(err, PS_ERR_UNAVAILABLE, "cannot listen on %s: %s", opt->listen,
+                        zmq_strerror(errno));
       goto fail;
     }
     size_t len = sizeof s->endpoint;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
-    if (s->coord && (st = monitor_start(s)) != PS_OK) goto fail;
+    if (s->coord && (st = monitor_start(s, err)) != PS_OK) goto fail;
   }
   PS_INFO("shard %u of %u: data dir %s, %u partition threads%s%s", opt->shard, opt->shards,
           s->data_dir, s->nthreads, s->router ? ", listening on " : "", s->endpoint);
@@ -230,6 +240,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out) {
   return PS_OK;
 fail:
   ps_server_destroy(&s);
+  if (err_out) *err_out = *err;
   return st;
 }
 

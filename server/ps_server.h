@@ -36,8 +36,10 @@ typedef struct ps_server_options {
 typedef struct ps_server ps_server;
 
 /* Opens the store under data_dir (restoring the last checkpoint if the previous run did not
- * shut down cleanly), loads the table metadata and binds the socket. */
-ps_status ps_server_create(const ps_server_options *opt, ps_server **out);
+ * shut down cleanly), loads the table metadata and binds the socket. On failure err (when not
+ * NULL) says why: bad options, the data dir, the store, a shard mismatch, a failed recovery,
+ * the listen address. */
+ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_error *err);
 /* Serves until ps_server_request_stop, then finishes in-flight work, answers deferred requests
  * with PS_ERR_UNAVAILABLE, flushes the store and marks the data dir clean. */
 ps_status ps_server_run(ps_server *s);

@@ -251,7 +251,7 @@ void srv_handle(ps_server *s, srv_req *r);
 void srv_run_exclusive(ps_server *s, srv_req *r);
 
 /* ps_server_meta.c */
-ps_status srv_meta_load(ps_server *s, bool *clean);
+ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err);
 ps_status srv_meta_save(ps_server *s, bool clean);
 srv_table *srv_table_new(const ps_table_spec *spec);
 void srv_table_free(srv_table *t);
@@ -271,7 +271,7 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
 /* The shard identity kept inside the store directory (DIR/store/EMBER-SHARD), which survives a
  * lost ember-server.json: a mismatch with this shard is refused, as is a store with tables but
  * neither file (whose shard cannot be known); otherwise (re)written. */
-ps_status srv_identity_check(ps_server *s);
+ps_status srv_identity_check(ps_server *s, ps_error *err);
 /* At start: says, once, that the shard continues from the rows and checkpoint it found. */
 void srv_log_existing_state(ps_server *s);
 /* Resolves a client path (relative = under the data dir; empty = the default for a step). */

@@ -177,7 +177,7 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
   }
 }
 
-ps_status srv_meta_load(ps_server *s, bool *clean) {
+ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
   *clean = true;
   char path[2100];
   snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
@@ -185,8 +185,8 @@ ps_status srv_meta_load(ps_server *s, bool *clean) {
   json_t *j = json_load_file(path, 0, &jerr);
   if (!j) {
     if (access(path, F_OK) == 0) {
-      PS_ERROR("%s does not parse: %s (line %d)", path, jerr.text, jerr.line);
-      return PS_ERR_CORRUPT;
+      return ps_error_set(err, PS_ERR_CORRUPT, "%s does not parse: %s (line %d)", path,
+                          jerr.text, jerr.line);
     }
     return PS_OK; /* a fresh data dir */
   }
@@ -197,15 +197,14 @@ ps_status srv_meta_load(ps_server *s, bool *clean) {
   if (json_unpack(j, "{s:I, s:I, s:b, s:o}", "shard", &shard, "shards", &shards, "clean", &cl,
                   "tables", &tables) != 0 ||
       !json_is_array(tables)) {
-    PS_ERROR("%s lacks shard/shards/clean/tables", path);
-    st = PS_ERR_CORRUPT;
+    st = ps_error_set(err, PS_ERR_CORRUPT, "%s lacks shard/shards/clean/tables", path);
     goto out;
   }
   if (shard != s->opt.shard || shards != s->opt.shards) {
-    PS_ERROR("data dir %s belongs to shard %" PRId64 " of %" PRId64
-             "; refusing to serve it as shard %u of %u (keys would be misplaced)",
-             s->data_dir, (int64_t)shard, (int64_t)shards, s->opt.shard, s->opt.shards);
-    st = PS_ERR_CONFLICT;
+    st = ps_error_set(err, PS_ERR_CONFLICT,
+                      "data dir %s belongs to shard %" PRId64 " of %" PRId64
+                      "; refusing to serve it as shard %u of %u (keys would be misplaced)",
+                      s->data_dir, (int64_t)shard, (int64_t)shards, s->opt.shard, s->opt.shards);
     goto out;
   }
   *clean = cl != 0;
@@ -422,7 +421,7 @@ static ps_status identity_write(ps_server *s) {
   return st;
 }
 
-ps_status srv_identity_check(ps_server *s) {
+ps_status srv_identity_check(ps_server *s, ps_error *err) {
   char path[2100], meta[2100];
   identity_path(s, path, sizeof path);
   snprintf(meta, sizeof meta, "%s/ember-server.json", s->data_dir);
@@ -433,30 +432,34 @@ ps_status srv_identity_check(ps_server *s) {
     int rc = json_unpack(j, "{s:I, s:I}", "shard", &shard, "shards", &shards);
     json_decref(j);
     if (rc != 0) {
-      PS_ERROR("%s lacks shard/shards", path);
-      return PS_ERR_CORRUPT;
+      return ps_error_set(err, PS_ERR_CORRUPT, "%s lacks shard/shards", path);
     }
     if (shard != s->opt.shard || shards != s->opt.shards) {
-      PS_ERROR("data dir %s holds the store of shard %" PRId64 " of %" PRId64 " (%s); refusing "
-               "to serve it as shard %u of %u (keys would be misplaced)",
-               s->data_dir, (int64_t)shard, (int64_t)shards, path, s->opt.shard, s->opt.shards);
-      return PS_ERR_CONFLICT;
+      return ps_error_set(err, PS_ERR_CONFLICT,
+                          "data dir %s holds the store of shard %" PRId64 " of %" PRId64
+                          " (%s); refusing to serve it as shard %u of %u (keys would be "
+                          "misplaced)",
+                          s->data_dir, (int64_t)shard, (int64_t)shards, path, s->opt.shard,
+                          s->opt.shards);
     }
     return PS_OK;
   }
   if (access(path, F_OK) == 0) {
-    PS_ERROR("%s does not parse: %s", path, jerr.text);
-    return PS_ERR_CORRUPT;
+    return ps_error_set(err, PS_ERR_CORRUPT, "%s does not parse: %s", path, jerr.text);
   }
   uint32_t id;
   if (access(meta, F_OK) != 0 && ps_store_tables(s->store, &id, 1) > 0) {
-    PS_ERROR("data dir %s has a store with tables but neither %s nor %s: its shard cannot be "
-             "known; refusing to serve it (restore one of them, or move the data dir away)",
-             s->data_dir, meta, path);
-    return PS_ERR_CONFLICT;
+    return ps_error_set(err, PS_ERR_CONFLICT,
+                        "data dir %s has a store with tables but neither %s nor %s: its shard "
+                        "cannot be known; refusing to serve it (restore one of them, or move the "
+                        "data dir away)",
+                        s->data_dir, meta, path);
   }
   /* A fresh store, or one from before the identity file (ember-server.json vouched for it). */
-  return identity_write(s);
+  ps_status st = identity_write(s);
+  if (st != PS_OK)
+    ps_error_set(err, st, "cannot record the shard in %s: %s", path, ps_status_str(st));
+  return st;
 }
 
 void srv_log_existing_state(ps_server *s) {

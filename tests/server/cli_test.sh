@@ -61,5 +61,14 @@ if kill -0 $pid 2>/dev/null; then kill -9 $pid; fail "did not stop on SIGTERM"; 
 wait $pid; rc=$?
 [ $rc -eq 0 ] || fail "exit $rc after SIGTERM"
 grep -q '"clean": true' "$data/ember-server.json" || fail "data dir not marked clean"
+# A start refused at run time (this data dir is shard 0 of 1) is one line naming the reason,
+# exit 1: no logged reason followed by a second "cannot start: conflict".
+err=$(timeout 10 "$BIN" --listen tcp://127.0.0.1:0 --data-dir "$data" --shard 1 --shards 2 \
+  --log-level warn 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] || fail "exit $rc (want 1) for a data dir of another shard: $err"
+[ "$(wc -l <<<"$err")" -eq 1 ] || fail "more than one line for a refused start: $err"
+grep -q "ps-server: cannot start: data dir $data belongs to shard 0 of 1" <<<"$err" ||
+  fail "the refusal does not say why: $err"
+echo "ok: refused start -> $err"
 rm -rf "$dir"
 echo "1 passed, 0 failed"

@@ -89,7 +89,7 @@ static void test_in_process(void **state) {
   pt_tmpdir("stats-unit", dir);
   ps_server_options o = {.shard = 0, .shards = 1, .data_dir = dir, .cache_bytes = 8 << 20};
   ps_server *s = NULL;
-  assert_int_equal(ps_server_create(&o, &s), PS_OK);
+  assert_int_equal(ps_server_create(&o, &s, NULL), PS_OK);
   ps_server_stats st;
   assert_int_equal(ps_server_stats_init(&st), PS_OK);
   assert_int_equal(ps_server_stats_read(s, &st), PS_OK); /* published by create */
