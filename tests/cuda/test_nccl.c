@@ -120,7 +120,7 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, bool null_stream,
   ps_status st = ps_coll_create_nccl(rdv, null_stream ? "test-null" : "test", r, w, r,
                                      null_stream ? NULL : ps_kern_cuda_stream(k), &c, &err);
   if (st != PS_OK) {
-    snprintf(why, whylen, "ps_coll_create_nccl: %s", err.msg);
+    snprintf(why, whylen, "ps_coll_create_nccl: %.200s", err.msg);
     res = why;
     goto out;
   }
