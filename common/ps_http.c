@@ -141,9 +141,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return reply(h, conn, handler, MHD_HTTP_NOT_FOUND, text, msg, sizeof msg - 1, MHD_RESPMEM_PERSISTENT);
 }
 
-ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
+ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
   if (out) *out = NULL;
-  if (!o || !out || o->port < 0 || o->port > 65535) return PS_ERR_INVALID;
+  if (!o || !out) return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: no options or output");
+  if (o->port < 0 || o->port > 65535)
+    return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: bad port %d", o->port);
   const char *addr = o->bind_addr ? o->bind_addr : "0.0.0.0";
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
@@ -152,17 +154,19 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
     a6->sin6_family = AF_INET6;
     a6->sin6_port = htons((uint16_t)o->port);
-    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) != 1) return PS_ERR_INVALID;
+    if (inet_pton(AF_INET6, addr, &a6->sin6_addr) != 1)
+      return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: bad address %s", addr);
     flags |= MHD_USE_IPv6;
   } else {
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     a4->sin_family = AF_INET;
     a4->sin_port = htons((uint16_t)o->port);
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1) return PS_ERR_INVALID;
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1)
+      return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: bad address %s", addr);
   }
 
   ps_http *h = calloc(1, sizeof *h);
-  if (!h) return PS_ERR_NOMEM;
+  if (!h) return ps_error_set(err, PS_ERR_NOMEM, "metrics endpoint: out of memory");
   h->metrics = o->metrics;
   h->health = o->health;
   h->health_ud = o->health_ud;
@@ -173,7 +177,8 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
                                       labels, 2, &h->requests);
     if (st != PS_OK) {
       free(h);
-      return st;
+      return ps_error_set(err, st, "metrics endpoint: cannot register ember_http_requests_total: %s",
+                          ps_status_str(st));
     }
     ps_metric_set_collect(h->requests, collect_requests, h);
   }
@@ -189,10 +194,9 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u,
                           MHD_OPTION_END);
   if (!h->d) {
-    PS_ERROR("metrics endpoint: cannot listen on %s:%d", addr, o->port);
     if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
     free(h);
-    return PS_ERR_IO;
+    return ps_error_set(err, PS_ERR_IO, "metrics endpoint: cannot listen on %s:%d", addr, o->port);
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
   h->port = info ? info->port : o->port;
@@ -202,10 +206,11 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out) {
 }
 
 ps_status ps_http_create(const char *bind_addr, int port, ps_metrics *metrics,
-                         ps_http_health_fn health, void *health_ud, ps_http **out) {
+                         ps_http_health_fn health, void *health_ud, ps_http **out,
+                         ps_error *err) {
   ps_http_opts o = {.bind_addr = bind_addr, .port = port, .metrics = metrics,
                     .health = health, .health_ud = health_ud};
-  return ps_http_start(&o, out);
+  return ps_http_start(&o, out, err);
 }
 
 int ps_http_port(const ps_http *h) { return h ? h->port : 0; }

@@ -36,11 +36,13 @@ typedef struct ps_http_opts {
 
 /* Starts serving. The registry (and health_ud) must outlive the ps_http. When a registry is
  * given, ember_http_requests_total{handler,code} is registered in it. PS_ERR_IO when the
- * address cannot be bound (port in use), PS_ERR_INVALID for a bad address or port. */
-ps_status ps_http_start(const ps_http_opts *opts, ps_http **out);
+ * address cannot be bound (port in use), PS_ERR_INVALID for a bad address or port; err (may
+ * be NULL) gets the reason, e.g. "metrics endpoint: cannot listen on 0.0.0.0:9100". */
+ps_status ps_http_start(const ps_http_opts *opts, ps_http **out, ps_error *err);
 /* Shorthand: all interfaces unless bind_addr, default limits. */
 ps_status ps_http_create(const char *bind_addr, int port, ps_metrics *metrics,
-                         ps_http_health_fn health, void *health_ud, ps_http **out);
+                         ps_http_health_fn health, void *health_ud, ps_http **out,
+                         ps_error *err);
 /* The port actually bound (the chosen one when port 0 was asked for). */
 int ps_http_port(const ps_http *h);
 /* Stops the thread, closes every connection, frees; sets *h = NULL. */

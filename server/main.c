@@ -126,7 +126,11 @@ int main(int argc, char **argv) {
     if (st == PS_OK) st = ps_metrics_add_process(reg);
     if (st == PS_OK) st = ps_server_metrics_register(reg, g_server);
     if (st == PS_OK) st = ps_server_metrics_register_latency(reg);
-    if (st == PS_OK) st = ps_http_create(NULL, metrics_port, reg, NULL, NULL, &http);
+    if (st == PS_OK) {
+      ps_error herr;
+      st = ps_http_create(NULL, metrics_port, reg, NULL, NULL, &http, &herr);
+      if (st != PS_OK) PS_ERROR("%s", herr.msg);
+    }
     if (st != PS_OK) {
       fprintf(stderr, "ps-server: --metrics-port %d: %s\n", metrics_port, ps_status_str(st));
       ps_server_destroy(&g_server);

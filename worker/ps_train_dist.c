@@ -114,21 +114,22 @@ ps_status ps_train_setup_collectives(ps_trainer *t) {
   TRY(agree_run_id(t));
   ps_rendezvous rdv = {t->cl, ps_client_rdv_set, ps_client_rdv_get};
   ps_status st;
+  ps_error err;
   if (t->kern->host_memory) {
     /* Gloo needs this host's address as its peers see it: loopback serves one machine;
      * EMBER_GLOO_HOST (an address of this host the other workers reach) serves several. */
     const char *host = getenv("EMBER_GLOO_HOST");
     if (!host || !*host) host = "127.0.0.1";
-    st = ps_coll_create_gloo(&rdv, t->run_id, t->rank, t->world, host, &t->coll);
+    st = ps_coll_create_gloo(&rdv, t->run_id, t->rank, t->world, host, &t->coll, &err);
   } else {
     int dev = 0;
     if (!strncmp(t->cfg->device, "cuda:", 5)) dev = atoi(t->cfg->device + 5);
     /* On the kernels' stream: the allreduce runs in order with the backward and the
      * optimizer, with no host wait between them (ps_kern_to_host of N waits for it). */
     st = ps_coll_create_nccl(&rdv, t->run_id, t->rank, t->world, dev, ps_kern_stream(t->kern),
-                             &t->coll);
+                             &t->coll, &err);
   }
-  if (st != PS_OK) PS_ERROR("collectives for %d workers: %s", t->world, ps_status_str(st));
+  if (st != PS_OK) PS_ERROR("collectives for %d workers: %s", t->world, err.msg);
   return st;
 }
 

@@ -39,9 +39,10 @@ ps_status ps_train_metrics_start(ps_trainer *t) {
     TRY(ps_metric_series(f, pv, &t->m_phase[i]));
   }
   TRY(ps_metrics_add_process(t->reg));
-  ps_status st = ps_http_create(NULL, t->cfg->metrics_port, t->reg, NULL, NULL, &t->http);
+  ps_error err;
+  ps_status st = ps_http_create(NULL, t->cfg->metrics_port, t->reg, NULL, NULL, &t->http, &err);
   if (st != PS_OK) {
-    PS_ERROR("--metrics-port %d: cannot serve /metrics (%s)", t->cfg->metrics_port, ps_status_str(st));
+    PS_ERROR("--metrics-port %d: cannot serve /metrics (%s)", t->cfg->metrics_port, err.msg);
     return st;
   }
   PS_INFO("metrics on http://0.0.0.0:%d/metrics", ps_http_port(t->http));

@@ -92,8 +92,10 @@ static int rank_main(fstore *s, int rank, int world) {
   setenv("EMBER_GLOO_TIMEOUT_S", "30", 1);
   ps_rendezvous rdv = {s, fs_set, fs_get};
   ps_coll *c = NULL, *bad = NULL;
-  if (ps_coll_create_gloo(&rdv, "t", world, world, "127.0.0.1", &bad) != PS_ERR_INVALID) return 10;
-  if (ps_coll_create_gloo(&rdv, "t", rank, world, "127.0.0.1", &c) != PS_OK) return 11;
+  ps_error err;
+  if (ps_coll_create_gloo(&rdv, "t", world, world, "127.0.0.1", &bad, &err) != PS_ERR_INVALID) return 10;
+  if (err.code != PS_ERR_INVALID || !strstr(err.msg, "outside a world")) return 13; /* the reason */
+  if (ps_coll_create_gloo(&rdv, "t", rank, world, "127.0.0.1", &c, NULL) != PS_OK) return 11;
   if (c->rank != rank || c->world != world || c->kind != PS_COLL_GLOO) return 12;
 
   /* exact: integer-valued floats, sum known in closed form */
@@ -150,7 +152,7 @@ static int rank_main(fstore *s, int rank, int world) {
 
   /* a second group on the same store, other prefix */
   ps_coll *c2 = NULL;
-  if (ps_coll_create_gloo(&rdv, "second", rank, world, "127.0.0.1", &c2) != PS_OK) return 25;
+  if (ps_coll_create_gloo(&rdv, "second", rank, world, "127.0.0.1", &c2, NULL) != PS_OK) return 25;
   float v = (float)rank;
   if (ps_coll_allreduce_sum(c2, &v, 1) != PS_OK) return 26;
   if (v != (float)(world * (world - 1) / 2)) return 27;

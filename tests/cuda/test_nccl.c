@@ -116,10 +116,11 @@ static const char *rank_work(ps_rendezvous *rdv, int r, int w, bool null_stream,
   if (ps_kern_cuda_create(r, &k, NULL) != PS_OK) return "CUDA backend creation failed";
   /* On the backend's stream (asynchronous, stream-ordered), or on the default stream (the
    * collective then waits, since the backend's stream does not order after it). */
+  ps_error err;
   ps_status st = ps_coll_create_nccl(rdv, null_stream ? "test-null" : "test", r, w, r,
-                                     null_stream ? NULL : ps_kern_cuda_stream(k), &c);
+                                     null_stream ? NULL : ps_kern_cuda_stream(k), &c, &err);
   if (st != PS_OK) {
-    snprintf(why, whylen, "ps_coll_create_nccl: %s", ps_status_str(st));
+    snprintf(why, whylen, "ps_coll_create_nccl: %.200s", err.msg);
     res = why;
     goto out;
   }
@@ -187,12 +188,12 @@ static void test_bad_arguments(void **st) {
   store s;
   ps_rendezvous rdv = store_open(&s);
   ps_coll *c = (ps_coll *)1;
-  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 1, 0, NULL, &c), PS_ERR_INVALID);
+  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 1, 0, NULL, &c, NULL), PS_ERR_INVALID);
   assert_null(c);
-  assert_int_equal(ps_coll_create_nccl(NULL, "x", 0, 1, 0, NULL, &c), PS_ERR_INVALID);
-  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 0, 0, NULL, &c), PS_ERR_INVALID);
-  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 1, -1, NULL, &c), PS_ERR_INVALID);
-  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 1, 1 << 20, NULL, &c), PS_ERR_INVALID);
+  assert_int_equal(ps_coll_create_nccl(NULL, "x", 0, 1, 0, NULL, &c, NULL), PS_ERR_INVALID);
+  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 0, 0, NULL, &c, NULL), PS_ERR_INVALID);
+  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 1, -1, NULL, &c, NULL), PS_ERR_INVALID);
+  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 0, 1, 1 << 20, NULL, &c, NULL), PS_ERR_INVALID);
   store_fini(&s);
 }
 
@@ -209,13 +210,15 @@ static void test_missing_rank0(void **st) {
   ps_rendezvous rdv = store_open(&s);
   rdv.get = store_get_never;
   ps_coll *c = NULL;
-  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 2, 0, NULL, &c), PS_ERR_TIMEOUT);
+  assert_int_equal(ps_coll_create_nccl(&rdv, "x", 1, 2, 0, NULL, &c, NULL), PS_ERR_TIMEOUT);
   assert_null(c);
   /* and a malformed id is refused */
   const char junk[5] = "abcd";
   rdv = rdv_of(&s);
   assert_int_equal(store_set(&s, "y/nccl-id", junk, sizeof junk), PS_OK);
-  assert_int_equal(ps_coll_create_nccl(&rdv, "y", 1, 2, 0, NULL, &c), PS_ERR_CORRUPT);
+  ps_error err;
+  assert_int_equal(ps_coll_create_nccl(&rdv, "y", 1, 2, 0, NULL, &c, &err), PS_ERR_CORRUPT);
+  assert_non_null(strstr(err.msg, "has 5 bytes")); /* the reason, in err */
   store_fini(&s);
 }
 
@@ -269,9 +272,10 @@ int main(int argc, char **argv) {
     store s;
     ps_rendezvous rdv = store_open(&s);
     ps_coll *c = (ps_coll *)1;
-    ps_status st = ps_coll_create_nccl(&rdv, "x", 0, 1, 0, NULL, &c);
+    ps_error err;
+    ps_status st = ps_coll_create_nccl(&rdv, "x", 0, 1, 0, NULL, &c, &err);
     store_fini(&s);
-    if (st != PS_ERR_UNSUPPORTED || c != NULL) {
+    if (st != PS_ERR_UNSUPPORTED || c != NULL || !strstr(err.msg, "nccl: ")) {
       fprintf(stderr, "test_nccl: without a GPU, creation gave %s\n", ps_status_str(st));
       return 1;
     }

@@ -123,9 +123,10 @@ int main(int argc, char **argv) {
   }
 
   ps_http *http = NULL;
-  ps_status st = ps_http_create(bind, port, m, healthy, NULL, &http);
+  ps_error err;
+  ps_status st = ps_http_create(bind, port, m, healthy, NULL, &http, &err);
   if (st != PS_OK) {
-    fprintf(stderr, "metrics_demo: cannot serve on %s:%d: %s\n", bind, port, ps_status_str(st));
+    fprintf(stderr, "metrics_demo: %s\n", err.msg);
     return 1;
   }
   if (port_file) {

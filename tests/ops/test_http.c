@@ -140,7 +140,7 @@ static int setup(void **st) {
   ps_counter_add(f->marker, 7);
   ps_http_opts o = {.bind_addr = "127.0.0.1", .port = 0, .metrics = f->m, .health = health_fn,
                     .health_ud = &f->h, .max_connections = 16, .timeout_s = 2};
-  if (ps_http_start(&o, &f->http) != PS_OK) return -1;
+  if (ps_http_start(&o, &f->http, NULL) != PS_OK) return -1;
   f->port = ps_http_port(f->http);
   *st = f;
   return 0;
@@ -302,13 +302,20 @@ static void test_bind_errors(void **st) {
   fixture *f = *st;
   ps_http *h = NULL;
   /* the fixture's port is taken */
-  assert_int_equal(ps_http_create("127.0.0.1", f->port, NULL, NULL, NULL, &h), PS_ERR_IO);
+  ps_error err;
+  assert_int_equal(ps_http_create("127.0.0.1", f->port, NULL, NULL, NULL, &h, &err), PS_ERR_IO);
   assert_null(h);
-  assert_int_equal(ps_http_create("not-an-address", 0, NULL, NULL, NULL, &h), PS_ERR_INVALID);
-  assert_int_equal(ps_http_create("127.0.0.1", 70000, NULL, NULL, NULL, &h), PS_ERR_INVALID);
-  assert_int_equal(ps_http_create("127.0.0.1", -1, NULL, NULL, NULL, &h), PS_ERR_INVALID);
+  /* the reason comes back in err, not in the log */
+  assert_int_equal(err.code, PS_ERR_IO);
+  char want[64];
+  snprintf(want, sizeof want, "cannot listen on 127.0.0.1:%d", f->port);
+  assert_non_null(strstr(err.msg, want));
+  assert_int_equal(ps_http_create("not-an-address", 0, NULL, NULL, NULL, &h, &err), PS_ERR_INVALID);
+  assert_non_null(strstr(err.msg, "not-an-address"));
+  assert_int_equal(ps_http_create("127.0.0.1", 70000, NULL, NULL, NULL, &h, NULL), PS_ERR_INVALID);
+  assert_int_equal(ps_http_create("127.0.0.1", -1, NULL, NULL, NULL, &h, NULL), PS_ERR_INVALID);
   /* no registry, no health callback: empty /metrics, healthy */
-  assert_int_equal(ps_http_create("127.0.0.1", 0, NULL, NULL, NULL, &h), PS_OK);
+  assert_int_equal(ps_http_create("127.0.0.1", 0, NULL, NULL, NULL, &h, NULL), PS_OK);
   resp r = get(ps_http_port(h), "GET", "/metrics");
   assert_int_equal(r.status, 200);
   assert_string_equal(r.body, "");
@@ -322,7 +329,7 @@ static void test_bind_errors(void **st) {
   /* destroyed before its registry: the registry still renders (the callback is gone) */
   ps_metrics *m = NULL;
   assert_int_equal(ps_metrics_create(&m), PS_OK);
-  assert_int_equal(ps_http_create("127.0.0.1", 0, m, NULL, NULL, &h), PS_OK);
+  assert_int_equal(ps_http_create("127.0.0.1", 0, m, NULL, NULL, &h, NULL), PS_OK);
   ps_http_destroy(&h);
   char *text = NULL;
   size_t len;

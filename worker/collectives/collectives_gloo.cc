@@ -11,7 +11,8 @@
  * forwards the result, so every rank ends with bit-identical sums (tests check it).
  *
  * Gloo reports failures with C++ exceptions; they never cross into C: each entry point
- * catches them, logs the reason and returns a ps_status. Timeout for connect and each
+ * catches them and returns a ps_status, the reason in err (create) or in the log (the ops,
+ * which take no err). Timeout for connect and each
  * operation: 300 s, or EMBER_GLOO_TIMEOUT_S. */
 #include <chrono>
 #include <cstdlib>
@@ -96,12 +97,17 @@ struct GlooImpl {
 
 GlooImpl *impl_of(ps_coll *c) { return static_cast<GlooImpl *>(c->impl); }
 
-ps_status fail(const char *what, const std::exception &e) {
-  PS_ERROR("gloo %s: %s", what, e.what());
+ps_status status_of(const std::exception &e) {
   std::string m = e.what();
   if (m.find("imeout") != std::string::npos || m.find("TIMEOUT") != std::string::npos)
     return PS_ERR_TIMEOUT;
   return PS_ERR_UNAVAILABLE;
+}
+
+/* The collective ops have no err to fill: they log here. */
+ps_status fail(const char *what, const std::exception &e) {
+  PS_ERROR("gloo %s: %s", what, e.what());
+  return status_of(e);
 }
 
 ps_status gloo_allreduce(ps_coll *c, float *buf, size_t n) {
@@ -161,12 +167,13 @@ std::chrono::milliseconds gloo_timeout() {
 }  // namespace
 
 extern "C" ps_status ps_coll_create_gloo(const ps_rendezvous *rdv, const char *prefix, int rank,
-                                         int world, const char *host, ps_coll **out) {
-  ps_status st = ps_coll_check_create(rdv, rank, world, out);
+                                         int world, const char *host, ps_coll **out,
+                                         ps_error *err) {
+  ps_status st = ps_coll_check_create(rdv, rank, world, out, err);
   if (st != PS_OK) return st;
-  if (!prefix || !host) return PS_ERR_INVALID;
+  if (!prefix || !host) return ps_error_set(err, PS_ERR_INVALID, "gloo: no prefix or host");
   GlooImpl *impl = new (std::nothrow) GlooImpl();
-  if (!impl) return PS_ERR_NOMEM;
+  if (!impl) return ps_error_set(err, PS_ERR_NOMEM, "gloo: out of memory");
   try {
     auto timeout = gloo_timeout();
     gloo::transport::tcp::attr attr(host);
@@ -177,14 +184,13 @@ extern "C" ps_status ps_coll_create_gloo(const ps_rendezvous *rdv, const char *p
     gloo::rendezvous::PrefixStore pstore(std::string("gloo/") + prefix, store);
     impl->ctx->connectFullMesh(pstore, impl->dev);
   } catch (const std::exception &e) {
-    st = fail("connect", e);
     delete impl;
-    return st;
+    return ps_error_set(err, status_of(e), "gloo connect: %s", e.what());
   }
   ps_coll *c = ps_coll_new(&kGlooOps, PS_COLL_GLOO, rank, world, impl);
   if (!c) {
     delete impl;
-    return PS_ERR_NOMEM;
+    return ps_error_set(err, PS_ERR_NOMEM, "gloo: out of memory");
   }
   *out = c;
   return PS_OK;

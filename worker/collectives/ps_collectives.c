@@ -14,11 +14,13 @@ void ps_coll_destroy(ps_coll **c) {
   *c = NULL;
 }
 
-ps_status ps_coll_check_create(const ps_rendezvous *rdv, int rank, int world, ps_coll **out) {
-  if (!out) return PS_ERR_INVALID;
+ps_status ps_coll_check_create(const ps_rendezvous *rdv, int rank, int world, ps_coll **out,
+                               ps_error *err) {
+  if (!out) return ps_error_set(err, PS_ERR_INVALID, "no output handle");
   *out = NULL;
-  if (!rdv || !rdv->set || !rdv->get || world < 1 || rank < 0 || rank >= world)
-    return PS_ERR_INVALID;
+  if (!rdv || !rdv->set || !rdv->get) return ps_error_set(err, PS_ERR_INVALID, "no rendezvous");
+  if (world < 1 || rank < 0 || rank >= world)
+    return ps_error_set(err, PS_ERR_INVALID, "rank %d outside a world of %d", rank, world);
   return PS_OK;
 }
 
@@ -35,9 +37,9 @@ ps_coll *ps_coll_new(const ps_coll_ops *ops, ps_coll_kind kind, int rank, int wo
 
 #if !EMBER_HAVE_NCCL
 ps_status ps_coll_create_nccl(const ps_rendezvous *rdv, const char *prefix, int rank, int world,
-                              int device, void *cuda_stream, ps_coll **out) {
+                              int device, void *cuda_stream, ps_coll **out, ps_error *err) {
   (void)rdv, (void)prefix, (void)rank, (void)world, (void)device, (void)cuda_stream;
   *out = NULL;
-  return PS_ERR_UNSUPPORTED; /* this build has no CUDA */
+  return ps_error_set(err, PS_ERR_UNSUPPORTED, "nccl: this build has no CUDA");
 }
 #endif

@@ -42,13 +42,14 @@ struct ps_coll {
   void *impl;
 };
 
+/* Both creators fill err (may be NULL) with the reason of a failure; they do not log it. */
 /* Gloo over TCP on `host` (the address this worker's peers reach it at, e.g. "127.0.0.1"). */
 ps_status ps_coll_create_gloo(const ps_rendezvous *rdv, const char *prefix, int rank, int world,
-                              const char *host, ps_coll **out);
+                              const char *host, ps_coll **out, ps_error *err);
 /* NCCL on CUDA device `device`, ops enqueued on `cuda_stream` (a cudaStream_t, NULL = the
  * default stream). PS_ERR_UNSUPPORTED where CUDA was not built or no GPU is present. */
 ps_status ps_coll_create_nccl(const ps_rendezvous *rdv, const char *prefix, int rank, int world,
-                              int device, void *cuda_stream, ps_coll **out);
+                              int device, void *cuda_stream, ps_coll **out, ps_error *err);
 
 /* In place: buf (host memory for Gloo, device memory for NCCL) becomes the sum over ranks. */
 static inline ps_status ps_coll_allreduce_sum(ps_coll *c, float *buf, size_t n) {

@@ -12,7 +12,8 @@ extern "C" {
 
 /* The checks every backend's create begins with: out not NULL (then *out = NULL), a
  * rendezvous with both callbacks, 0 <= rank < world. PS_OK or PS_ERR_INVALID. */
-ps_status ps_coll_check_create(const ps_rendezvous *rdv, int rank, int world, ps_coll **out);
+ps_status ps_coll_check_create(const ps_rendezvous *rdv, int rank, int world, ps_coll **out,
+                               ps_error *err);
 
 /* A handle of one backend over its impl, or NULL when out of memory (impl left to the
  * caller). Freed by the backend's destroy. */
