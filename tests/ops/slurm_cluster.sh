@@ -17,6 +17,30 @@ _slurm_free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# The first of N consecutive loopback ports that were all free a moment ago.
+_slurm_free_ports() {
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    socks = [socket.socket()]
+    socks[0].bind(("127.0.0.1", 0))
+    p = socks[0].getsockname()[1]
+    try:
+        for i in range(1, n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", p + i))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(p)
+    break
+PY
+}
+
 _slurm_wait_file() { # file, tenths of a second
   local i
   for ((i = 0; i < $2; i++)); do [ -s "$1" ] && return 0; sleep 0.1; done

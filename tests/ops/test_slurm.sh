@@ -109,12 +109,21 @@ echo "ok: leftover detector saw job $sleeper's processes ($(wc -l <<< "$seen")) 
 stubs="$tmp/stubs" records="$tmp/records"
 mkdir -p "$stubs" "$records"
 cp "$src/tests/ops/stubs/ps-server" "$src/tests/ops/stubs/ps-worker" "$stubs/"
-port0="$(_slurm_free_port)"
 node_tmp="$tmp/nodelocal"
 mkdir -p "$node_tmp"
-submit "$tmp/submit-stub" 90 EMBER_BIN="$stubs" EMBER_SERVERS=2 EMBER_WORKERS=2 \
-  EMBER_PORT="$port0" EMBER_METRICS_PORT=9400 EMBER_WORKER_METRICS_PORT=9500 \
-  TMPDIR="$node_tmp" STUB_RECORDS="$records" -- --train /data/train.tsv --epochs 1
+# Ports free a moment ago can be taken by another test (ctest runs tests in parallel) before
+# the job binds them: a job that failed on "Address already in use" is submitted again with
+# fresh ports, a few times.
+port_taken() { grep -q "Address already in use" "$1/ember-$JOB_ID.out" 2>/dev/null; }
+for attempt in 1 2 3; do
+  rm -rf "$records" && mkdir -p "$records"
+  port0="$(_slurm_free_ports 2)"
+  submit "$tmp/submit-stub" 90 EMBER_BIN="$stubs" EMBER_SERVERS=2 EMBER_WORKERS=2 \
+    EMBER_PORT="$port0" EMBER_METRICS_PORT=9400 EMBER_WORKER_METRICS_PORT=9500 \
+    TMPDIR="$node_tmp" STUB_RECORDS="$records" -- --train /data/train.tsv --epochs 1
+  [ "$JOB_STATE" = COMPLETED ] || ! port_taken "$tmp/submit-stub" || [ $attempt -eq 3 ] && break
+  echo "job $JOB_ID: a port was taken meanwhile (attempt $attempt); again with fresh ports"
+done
 [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = "0:0" ] || fail "stub job ended $JOB_STATE $JOB_EXIT"
 /usr/bin/python3 - "$records" "$tmp/submit-stub/ember-$JOB_ID.json" "$node_tmp/ember-$JOB_ID" "$port0" <<'PY' || fail "stub job records wrong"
 import json, os, sys
@@ -159,11 +168,15 @@ mkdir -p "$data"
 gen="$("$bin/ps-datagen" --rows 200000 --seed 7 --out "$data/train.tsv" --test-rows 20000 \
   --test-out "$data/test.tsv" 2>&1)" || fail "ps-datagen failed: $gen"
 echo "ps-datagen: $(tr '\n' ' ' <<< "$gen")"
-port0="$(_slurm_free_port)"
-submit "$tmp/submit-real" 240 EMBER_BIN="$bin" EMBER_SERVERS=2 EMBER_WORKERS=2 \
-  EMBER_PORT="$port0" TMPDIR="$node_tmp" "EMBER_SERVER_ARGS=--threads 1" -- \
-  --train "$data/train.tsv" --test "$data/test.tsv" --epochs 1 --batch 256 --sparse-lr 0.1 --threads 1 \
-  --emb-dim 8 --mlp-bot 13-32-8 --mlp-top 32-1
+for attempt in 1 2 3; do
+  port0="$(_slurm_free_ports 2)"
+  submit "$tmp/submit-real" 240 EMBER_BIN="$bin" EMBER_SERVERS=2 EMBER_WORKERS=2 \
+    EMBER_PORT="$port0" TMPDIR="$node_tmp" "EMBER_SERVER_ARGS=--threads 1" -- \
+    --train "$data/train.tsv" --test "$data/test.tsv" --epochs 1 --batch 256 --sparse-lr 0.1 \
+    --threads 1 --emb-dim 8 --mlp-bot 13-32-8 --mlp-top 32-1
+  [ "$JOB_STATE" = COMPLETED ] || ! port_taken "$tmp/submit-real" || [ $attempt -eq 3 ] && break
+  echo "job $JOB_ID: a port was taken meanwhile (attempt $attempt); again with fresh ports"
+done
 summary="$tmp/submit-real/ember-$JOB_ID.json"
 [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = "0:0" ] || fail "job ended $JOB_STATE $JOB_EXIT"
 [ -s "$summary" ] || fail "no summary at $summary"
