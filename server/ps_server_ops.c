@@ -15,14 +15,16 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 
-/* Every key must be this shard's. A key is hashed once here: an f32 request's keys go into
- * the store batch (hashed and grouped by partition), whose hashes also answer ownership, and
- * the store works from the same batch later (srv_dispatch, part_run). f16 requests, and a
- * batch that cannot be allocated, check key by key. */
-static ps_status check_keys(ps_server *s, srv_req *r) {
+/* Every key must be this shard's. A key is hashed once here: when the store will work from a
+ * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
+ * threads), the keys go into it (hashed and grouped by partition) and its hashes answer
+ * ownership; srv_dispatch and part_run reuse it. Otherwise (f16, a sync push buffered on the
+ * socket thread, a batch that cannot be allocated) keys are checked one by one, and only
+ * when there are several shards. */
+static ps_status check_keys(ps_server *s, srv_req *r, bool use_batch) {
   const uint64_t *k = r->msg.keys;
   size_t bad = SIZE_MAX;
-  if (!r->f16 && !r->batch &&
+  if (use_batch && !r->f16 && !r->batch &&
       ps_store_batch_create(s->store, k, r->msg.nkeys, &r->batch) != PS_OK)
     r->batch = NULL;
   if (s->opt.shards <= 1) return PS_OK;
@@ -67,7 +69,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
                     r->msg.nkeys, t->spec.dim);
     return;
   }
-  if (check_worker(s, r) != PS_OK || check_keys(s, r) != PS_OK) return;
+  if (check_worker(s, r) != PS_OK || check_keys(s, r, true) != PS_OK) return;
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
@@ -126,7 +128,10 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   r->f16 = r->msg.value_size == 2;
-  if (check_worker(s, r) != PS_OK || check_keys(s, r) != PS_OK) return;
+  /* A sync push is buffered; the partition threads group it by the batch, the socket thread
+   * (no threads) appends it as it came. */
+  const bool use_batch = t->spec.consistency != PS_CONS_SYNC || s->nthreads > 1;
+  if (check_worker(s, r) != PS_OK || check_keys(s, r, use_batch) != PS_OK) return;
   size_t bad = first_nonfinite(r->msg.values, r->msg.nvalues, r->msg.value_size);
   if (bad < r->msg.nvalues) {
     srv_reply_error(s, r, PS_ERR_INVALID, "gradient of key %" PRIu64 " is not finite (value %zu)",
