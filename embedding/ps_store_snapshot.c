@@ -46,12 +46,7 @@ static int rm_rf(const char *p) { return ps_rm_rf(p) == PS_OK ? 0 : -1; }
 
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err) {
   if (!dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "removing a snapshot: no dir");
-  struct stat sb;
-  if (lstat(dir, &sb) != 0) {
-    if (errno == ENOENT) return PS_OK;
-    return ps_error_set(err, PS_ERR_IO, "removing snapshot %s: %s", dir, strerror(errno));
-  }
-  if (rm_rf(dir) != 0)
+  if (ps_rm_rf(dir) != PS_OK) /* a dir that is not there is PS_OK */
     return ps_error_set(err, PS_ERR_IO, "removing snapshot %s: %s", dir, strerror(errno));
   return PS_OK;
 }
