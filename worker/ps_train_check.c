@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ps_cli.h"
+#include "ps_client.h"
 #include "ps_criteo.h"
 #include "ps_fs.h"
 #include "ps_train_int.h"
@@ -45,10 +46,10 @@ static ps_status check_servers(const char *servers, ps_error *err) {
     return ps_error_set(err, PS_ERR_INVALID, "--servers %s: want URL,URL,... (no empty ones)",
                         servers);
   ps_status st = PS_OK;
-  for (int i = 0; i < n && st == PS_OK; i++)
-    if (strncmp(items[i], "tcp://", 6) != 0 && strncmp(items[i], "ipc://", 6) != 0)
-      st = ps_error_set(err, PS_ERR_INVALID, "--servers: '%s' is not tcp://HOST:PORT or "
-                        "ipc://PATH", items[i]);
+  ps_error e;
+  for (int i = 0; i < n && st == PS_OK; i++) /* the client's own URL check, before connecting */
+    if ((st = ps_client_check_url(items[i], &e)) != PS_OK)
+      ps_error_set(err, st, "--servers: %s", e.msg);
   free(items[0]);
   return st;
 }

@@ -46,7 +46,8 @@ named "--train $TMP/none.tsv" --train "$TMP/none.tsv"
 named "--train $TMP" --train "$TMP"
 named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
 named "--holdout" --holdout 10
-named "--servers: '127.0.0.1:1'" --servers 127.0.0.1:1
+named "--servers: server URL '127.0.0.1:1' is not tcp://HOST:PORT or ipc://PATH (no tcp:// or ipc:// scheme)" --servers 127.0.0.1:1
+named "--servers: server URL 'tcp://127.0.0.1:99999'" --servers tcp://127.0.0.1:99999
 named "--servers" --servers "tcp://127.0.0.1:1,"
 named "--summary $TMP/none/s.json" --summary "$TMP/none/s.json"
 named "--mlp-bot 12-32-16" --mlp-bot 12-32-16
