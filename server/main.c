@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ps_cli.h"
+#include "ps_curve.h"
 #include "ps_log.h"
 #include "ps_http.h"
 #include "ps_metrics.h"
@@ -40,6 +41,24 @@ static bool listen_ok(const char *url) {
   return true;
 }
 
+/* --curve-secret and --curve-clients, both or neither, read before anything starts: 0, or -1
+ * after printing the one-line reason. */
+static int curve_load(const char *secret, const char *dir, char key[PS_CURVE_Z85_SIZE],
+                      ps_curve_keyset **clients) {
+  *clients = NULL;
+  if (!secret && !dir) return 0;
+  ps_error err;
+  if (!secret || !dir)
+    ps_error_set(&err, PS_ERR_INVALID,
+                 "--curve-secret and --curve-clients go together (the server's key and the "
+                 "clients it serves)");
+  else if (ps_curve_read_key(secret, true, key, &err) == PS_OK &&
+           ps_curve_keyset_load(dir, clients, &err) == PS_OK)
+    return 0;
+  fprintf(stderr, "ps-server: %s\n", err.msg);
+  return -1;
+}
+
 static void on_signal(int sig) {
   (void)sig;
   if (++g_signals > 1) _exit(130);
@@ -48,6 +67,7 @@ static void on_signal(int sig) {
 
 int main(int argc, char **argv) {
   const char *listen = NULL, *data_dir = NULL, *level = "info";
+  const char *curve_secret = NULL, *curve_clients = NULL;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
   ps_cli_opt opts[] = {
@@ -69,6 +89,12 @@ int main(int argc, char **argv) {
        "waits)",
        false, 0, 60000000},
       {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+      {"curve-secret", 0, PS_CLI_STRING, &curve_secret, "FILE",
+       "CURVE: this server's secret key (ps-keygen); with --curve-clients", false, 0, 0},
+      {"curve-clients", 0, PS_CLI_STRING, &curve_clients, "DIR",
+       "CURVE: serve only the clients whose NAME.public is in DIR (default: anyone, "
+       "unencrypted)",
+       false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -80,6 +106,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!listen_ok(listen)) return 2;
+  char curve_key[PS_CURVE_Z85_SIZE];
+  ps_curve_keyset *clients = NULL;
+  if (curve_load(curve_secret, curve_clients, curve_key, &clients) != 0) return 2;
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
@@ -102,11 +131,14 @@ int main(int argc, char **argv) {
                          .cache_bytes = (size_t)cache_mb << 20,
                          .threads = (uint32_t)threads,
                          .metrics_port = metrics_port,
-                         .inject_delay_us = (uint64_t)inject_delay_us};
+                         .inject_delay_us = (uint64_t)inject_delay_us,
+                         .curve_secret = clients ? curve_key : NULL,
+                         .curve_clients = clients};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {
     fprintf(stderr, "ps-server: cannot start: %s\n", err.msg);
+    ps_curve_keyset_destroy(&clients);
     return 1;
   }
   struct sigaction sa;
@@ -134,6 +166,7 @@ int main(int argc, char **argv) {
     if (st != PS_OK) {
       fprintf(stderr, "ps-server: --metrics-port %d: %s\n", metrics_port, ps_status_str(st));
       ps_server_destroy(&g_server);
+      ps_curve_keyset_destroy(&clients);
       return 1;
     }
   }
@@ -141,6 +174,7 @@ int main(int argc, char **argv) {
   ps_http_destroy(&http); /* before the server: scrapes read its stats */
   ps_metrics_destroy(&reg);
   ps_server_destroy(&g_server);
+  ps_curve_keyset_destroy(&clients);
   PS_INFO("stopped");
   return st == PS_OK ? 0 : 1;
 }

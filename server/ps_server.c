@@ -20,6 +20,7 @@
 
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_auth_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 
@@ -112,6 +113,24 @@ static ps_status monitor_start(ps_server *s, ps_error *err) {
   int zero = 0;
   zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
   return PS_OK;
+}
+
+/* CURVE on the ROUTER, its ZAP handler first (ps_server_auth.c); without a key, one WARN. */
+static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *err) {
+  if (!o->curve_secret) {
+    PS_WARN("unauthenticated: no --curve-secret/--curve-clients, so anyone who can reach %s "
+            "can read and change every table (docs/OPERATIONS.md, Authentication)",
+            o->listen);
+    return PS_OK;
+  }
+  if (!o->curve_clients)
+    return ps_error_set(err, PS_ERR_INVALID, "a CURVE secret key without client keys");
+  ps_status st = srv_auth_start(s->ctx, o->curve_clients, &s->auth, err);
+  if (st == PS_OK) st = ps_curve_setup_server(s->router, o->curve_secret, err);
+  if (st == PS_OK)
+    PS_INFO("CURVE: encrypted, serving only the %zu client keys of --curve-clients",
+            ps_curve_keyset_size(o->curve_clients));
+  return st;
 }
 
 ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_error *err_out) {
@@ -224,6 +243,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if ((st = auth_setup(s, opt, err)) != PS_OK) goto fail;
     if (zmq_bind(s->router, opt->listen) != 0) {
       st = ps_error_set(err, PS_ERR_UNAVAILABLE, "cannot listen on %s: %s", opt->listen,
                         zmq_strerror(errno));
@@ -392,6 +412,7 @@ void ps_server_destroy(ps_server **sp) {
     zmq_close(s->router);
     s->router = NULL;
   }
+  srv_auth_stop(&s->auth);
   srv_parts_stop(s);
   /* Requests still parked (held, ready, or an exclusive op that never ran) are freed
    * unanswered. */

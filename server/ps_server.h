@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_curve.h"
 #include "ps_hist.h"
 #include "ps_status.h"
 #include "ps_store.h"
@@ -31,6 +32,10 @@ typedef struct ps_server_options {
   uint64_t inject_delay_us; /* testing: pull/push replies leave no earlier than this after
                              * their store work started (a simulated service time), without
                              * holding any thread (0 = off) */
+  const char *curve_secret; /* CURVE: the server's Z85 secret key (ps_curve.h); NULL = no
+                             * authentication, anyone who reaches the socket is served */
+  const ps_curve_keyset *curve_clients; /* with curve_secret: the only client keys served;
+                                         * the caller keeps it alive until destroy */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

@@ -174,6 +174,7 @@ struct ps_server {
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
+  struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */

@@ -356,6 +356,8 @@ static ps_status setup(ps_trainer *t) {
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = c->timeout_ms;
+  memcpy(co.curve_secret, c->curve_secret, sizeof co.curve_secret);
+  memcpy(co.curve_server, c->curve_server, sizeof co.curve_server);
   if ((st = ps_client_create_list(c->servers, &co, &t->cl, &t->cerr)) != PS_OK) {
     PS_ERROR("%s", t->cerr.msg);
     return st;

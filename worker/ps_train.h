@@ -58,6 +58,8 @@ typedef struct ps_train_config {
   const char *run_id;       /* rendezvous namespace; NULL = agreed through the coordinator */
   uint32_t timeout_ms;
   int metrics_port;         /* Prometheus /metrics (0: off) */
+  char curve_secret[41];    /* CURVE: this worker's Z85 secret key, the servers' public key */
+  char curve_server[41];    /* (ps_curve_load_client; both "" = no CURVE) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ps_cli.h"
+#include "ps_curve.h"
 #include "ps_log.h"
 #include "ps_train.h"
 
@@ -64,6 +65,7 @@ int main(int argc, char **argv) {
   int64_t timeout_ms = c.timeout_ms;
   const char *log_level = "info";
   int64_t metrics_port = 0;
+  const char *curve_secret = NULL, *curve_server = NULL;
   ps_cli_opt opts[] = {
       {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
       {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
@@ -101,6 +103,8 @@ int main(int argc, char **argv) {
       {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
       {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
+      {"curve-secret", 0, PS_CLI_STRING, &curve_secret, "FILE", "CURVE: this worker's secret key (ps-keygen); with --curve-server", false, 0, 0},
+      {"curve-server", 0, PS_CLI_STRING, &curve_server, "FILE", "CURVE: the servers' public key (default: no CURVE)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -119,7 +123,9 @@ int main(int argc, char **argv) {
   if (parse_names(&c) != 0) return 2;
   ps_error err;
   ps_error_clear(&err);
-  if (ps_train_config_check(&c, &err) != PS_OK) {
+  if (ps_curve_load_client(curve_secret, curve_server, c.curve_secret, c.curve_server, &err) !=
+          PS_OK ||
+      ps_train_config_check(&c, &err) != PS_OK) {
     fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
     return 2;
   }

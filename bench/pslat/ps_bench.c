@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 
 #include "ps_bench_int.h"
@@ -37,6 +38,8 @@ static int build(const ps_bench_cfg *c, ps_client **clients) {
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = (uint32_t)c->timeout_ms;
+  memcpy(co.curve_secret, c->curve_secret, sizeof co.curve_secret);
+  memcpy(co.curve_server, c->curve_server, sizeof co.curve_server);
   for (int i = 0; i <= c->threads; i++) {
     ps_error err;
     ps_status st = ps_client_create_list(c->servers, &co, &clients[i], &err);

@@ -10,6 +10,7 @@
 
 #include "ps_bench_int.h"
 #include "ps_cli.h"
+#include "ps_curve.h"
 #include "ps_log.h"
 
 int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, int *nrates) {
@@ -83,6 +84,10 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
        false, 0, 0},
       {"seed", 0, PS_CLI_I64, &c->seed, "S", "random seed", false, 0, 0},
       {"log-level", 0, PS_CLI_STRING, &c->level, "L", "debug|info|warn|error|off", false, 0, 0},
+      {"curve-secret", 0, PS_CLI_STRING, &c->curve_secret_file, "FILE",
+       "CURVE: this client's secret key (ps-keygen); with --curve-server", false, 0, 0},
+      {"curve-server", 0, PS_CLI_STRING, &c->curve_server_file, "FILE",
+       "CURVE: the servers' public key (default: no CURVE)", false, 0, 0},
   };
   ps_cli cli = {"ps-bench",
                 "Open-loop tail-latency load generator for ps-server (latency measured from each "
@@ -171,6 +176,12 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
   if (c->inflight < c->threads) c->inflight = c->threads;
   if ((double)c->keys * (double)c->dim * 4.0 > 256.0 * 1048576.0) {
     fprintf(stderr, "ps-bench: --keys x --dim is over 256 MiB per request\n");
+    return 2;
+  }
+  ps_error err;
+  if (ps_curve_load_client(c->curve_secret_file, c->curve_server_file, c->curve_secret,
+                           c->curve_server, &err) != PS_OK) {
+    fprintf(stderr, "ps-bench: %s\n", err.msg);
     return 2;
   }
   return PS_BENCH_RUN;

@@ -30,6 +30,8 @@ typedef struct ps_bench_cfg {
   double zipf_a;
   int64_t pool_n;          /* --key-pool: pre-drawn keys (0 = draw per request) */
   uint64_t *pool;
+  const char *curve_secret_file, *curve_server_file; /* --curve-secret, --curve-server */
+  char curve_secret[41], curve_server[41];           /* their keys ("": no CURVE) */
 } ps_bench_cfg;
 
 /* The parts of a server's time, as STATS names them (ops.<op>.<part>_us and _buckets): the

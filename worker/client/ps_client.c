@@ -17,6 +17,7 @@
 
 #include "ps_cli.h"
 #include "ps_client_int.h"
+#include "ps_curve.h"
 
 void ps_client_options_default(ps_client_options *o) {
   memset(o, 0, sizeof *o);
@@ -79,10 +80,16 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *e
   zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+  if (c->opt.curve_secret[0]) {
+    ps_status st = ps_curve_setup_client(s->sock, c->opt.curve_secret, c->opt.curve_server, err);
+    if (st != PS_OK) return st;
+  }
   char mon[128];
   snprintf(mon, sizeof mon, "inproc://ember-client-%p-%zu", (void *)c, i);
-  if (zmq_socket_monitor(s->sock, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) !=
-      0)
+  if (zmq_socket_monitor(s->sock, mon,
+                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     return shard_open_fail(i, err);
   s->mon = zmq_socket(c->ctx, ZMQ_PAIR);
   if (!s->mon || zmq_connect(s->mon, mon) != 0) return shard_open_fail(i, err);

@@ -36,6 +36,10 @@ typedef struct ps_client_options {
   uint32_t rank;            /* this worker's rank, sent with pulls/pushes/steps (default 0) */
   bool wire_f16;            /* rows and gradients travel as f16 (half the bytes); the API stays
                                f32 and gradients are summed in f32 before the conversion */
+  char curve_secret[41];    /* CURVE (ps_curve.h): this client's Z85 secret key and the     */
+  char curve_server[41];    /* servers' Z85 public key (ps_curve_load_client fills both);
+                               both empty (the default) = no CURVE. A server that refuses
+                               the key never answers: requests fail on their bound, naming it */
 } ps_client_options;
 
 void ps_client_options_default(ps_client_options *o);

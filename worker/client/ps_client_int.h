@@ -78,6 +78,7 @@ typedef struct cl_server {
   bool down;
   bool answered; /* a handshake succeeded once: the server is there */
   bool warned;   /* "does not answer yet" was logged */
+  int refused;   /* the last handshake failed: ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL */
 } cl_server;
 
 struct ps_client {

@@ -308,7 +308,11 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
                    ps_wire_op_name(s->req->op));
         }
       }
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+               event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+      S->refused = event;
     } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      S->refused = 0;
       if (!S->answered && !S->warned) c->nunsure--;
       S->answered = true;
       if (!S->down) continue;
@@ -334,6 +338,17 @@ static void pump(ps_client *c, long timeout_ms) {
   }
 }
 
+/* Why a server's handshakes fail, for the messages of a request that waits on it ("" when
+ * none failed). */
+static const char *refusal(const cl_server *S) {
+  if (S->refused == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return " (it refused this client's CURVE key: is the key's .public in the server's "
+           "--curve-clients?)";
+  if (S->refused == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+    return " (the handshake failed: one side uses CURVE and the other does not?)";
+  return "";
+}
+
 /* Names, once per server, a server r still waits for that never completed a handshake,
  * once r has waited PS_CLIENT_SILENT_WARN_MS. */
 static void warn_silent(ps_client *c, const struct ps_client_req *r, uint64_t now) {
@@ -344,8 +359,8 @@ static void warn_silent(ps_client *c, const struct ps_client_req *r, uint64_t no
     if (S->answered || S->warned || !r->subs[i].pending) continue;
     S->warned = true;
     c->nunsure--;
-    PS_WARN("server %s (shard %zu) does not answer yet; waiting up to %" PRIu64 " s", S->url, i,
-            (r->timeout_ms + 999) / 1000);
+    PS_WARN("server %s (shard %zu) does not answer yet%s; waiting up to %" PRIu64 " s", S->url, i,
+            refusal(S), (r->timeout_ms + 999) / 1000);
   }
 }
 
@@ -371,7 +386,8 @@ ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
         if (!s->pending) continue;
         sub_fail(s, PS_ERR_TIMEOUT, "no answer to %s (request %" PRIu64 ") within %" PRIu64
                  " ms%s", ps_wire_op_name(r->op), s->rid, r->timeout_ms,
-                 c->srv[i].down       ? " (the connection is down)"
+                 c->srv[i].refused     ? refusal(&c->srv[i])
+                 : c->srv[i].down      ? " (the connection is down)"
                  : !c->srv[i].answered ? " (the server never answered: is one listening there?)"
                                        : "");
       }
