@@ -127,17 +127,20 @@ static void sub_done(cl_sub *s) {
   s->req->done++;
 }
 
-/* Sends the sub-request's frames; keeps copies when it may have to be re-sent. */
-static int sub_send(ps_client *c, cl_sub *s, bool keep) {
+/* Sends the sub-request's frames; keeps copies when it may have to be re-sent. first_flags:
+ * ZMQ_DONTWAIT or 0, for the first frame (a message is taken whole or not at all). */
+static int sub_send_flags(ps_client *c, cl_sub *s, bool keep, int first_flags) {
   void *sock = c->srv[s->srv].sock;
   for (int i = 0; i < s->nparts; i++) {
-    int flags = i + 1 < s->nparts ? ZMQ_SNDMORE : 0;
+    int flags = (i + 1 < s->nparts ? ZMQ_SNDMORE : 0) | (i == 0 ? first_flags : 0);
     if (keep) {
       zmq_msg_t m;
       zmq_msg_init(&m);
       zmq_msg_copy(&m, &s->part[i]); /* shares the buffer: no byte copy for large frames */
       if (zmq_msg_send(&m, sock, flags) < 0) {
+        int e = errno;
         zmq_msg_close(&m);
+        errno = e;
         return -1;
       }
     } else if (zmq_msg_send(&s->part[i], sock, flags) < 0) {
@@ -150,6 +153,8 @@ static int sub_send(ps_client *c, cl_sub *s, bool keep) {
   }
   return 0;
 }
+
+static int sub_send(ps_client *c, cl_sub *s, bool keep) { return sub_send_flags(c, s, keep, 0); }
 
 static bool register_sub(ps_client *c, cl_sub *s) {
   if (c->npend == c->pend_cap) {
@@ -164,6 +169,24 @@ static bool register_sub(ps_client *c, cl_sub *s) {
   return true;
 }
 
+/* Whether the sub-request's socket takes a message before its request's deadline. A DEALER
+ * blocks a send while it has no pipe, and a connection the server refused at the handshake
+ * (a CURVE key it does not list, ZeroMQ's protocol error) leaves none: libzmq does not
+ * reconnect after it, so a blocking send would never return. */
+static bool writable(ps_client *c, const cl_sub *s) {
+  zmq_pollitem_t it = {.socket = c->srv[s->srv].sock, .events = ZMQ_POLLOUT};
+  for (;;) {
+    uint64_t now = ps_now_ns();
+    long ms = now < s->req->deadline ? (long)((s->req->deadline - now) / 1000000ull) + 1 : 0;
+    int rc = zmq_poll(&it, 1, ms);
+    if (rc > 0) return true;
+    if (rc == 0 || errno != EINTR) return false;
+  }
+}
+
+static void handle_monitor(ps_client *c, uint32_t srv);
+static const char *refusal(const cl_server *S);
+
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
   struct ps_client_req *r = s->req;
   s->rid = c->next_rid++;
@@ -177,8 +200,18 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
     sub_fail(s, PS_ERR_NOMEM, "out of memory");
     return;
   }
-  if (sub_send(c, s, r->idempotent) != 0)
-    sub_fail(s, PS_ERR_UNAVAILABLE, "send failed: %s", zmq_strerror(errno));
+  int rc = sub_send_flags(c, s, r->idempotent, ZMQ_DONTWAIT);
+  if (rc != 0 && errno == EAGAIN) {
+    if (!writable(c, s)) {
+      handle_monitor(c, s->srv); /* for the reason */
+      sub_fail(s, PS_ERR_TIMEOUT, "could not send %s within %" PRIu64 " ms%s",
+               ps_wire_op_name(r->op), r->timeout_ms,
+               c->srv[s->srv].refused ? refusal(&c->srv[s->srv]) : " (no connection)");
+      return;
+    }
+    rc = sub_send(c, s, r->idempotent);
+  }
+  if (rc != 0) sub_fail(s, PS_ERR_UNAVAILABLE, "send failed: %s", zmq_strerror(errno));
 }
 
 /* ------------------------------------------------------------------ receiving */
