@@ -128,7 +128,7 @@ static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *
   ps_status st = srv_auth_start(s->ctx, o->curve_clients, &s->auth, err);
   if (st == PS_OK) st = ps_curve_setup_server(s->router, o->curve_secret, err);
   if (st == PS_OK)
-    PS_INFO("CURVE: encrypted, serving only the %zu client keys of --curve-clients",
+    PS_INFO("CURVE: encrypted; serving only the %zu client key(s) in --curve-clients",
             ps_curve_keyset_size(o->curve_clients));
   return st;
 }
