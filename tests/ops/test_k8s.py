@@ -13,11 +13,15 @@
 3. The container command lines are run for real through /bin/sh with the manifest's
    environment and a pod's HOSTNAME / JOB_COMPLETION_INDEX, against stand-in ps-server and
    ps-worker that record their argv: shard 1 of 2, rank 1 of 2, the right server list.
+   CURVE (issue 18): the server's --curve-secret/--curve-clients and every worker's
+   --curve-secret/--curve-server are items of one read-only Secret volume, none readable by
+   others, whose keys fit together; deploy/k8s/curve-secret.sh prints that Secret.
 4. Where kubectl is installed: `kubectl apply --dry-run=client --validate=false` of every
    file against a stand-in API discovery endpoint (kubectl needs discovery to map kinds; no
    cluster here), `kubectl set resources --local` (decodes workloads into the typed API
    structs, catching type errors), and `kubectl kustomize deploy/k8s`.
 """
+import base64
 import http.server
 import json
 import os
@@ -154,6 +158,8 @@ def main():
         srv_shared = {m["mountPath"]: srv_claims[m["name"]] for m in c.get("volumeMounts", [])
                       if m["name"] in srv_claims}
         server_urls = [f"tcp://ember-server-{i}.{spec['serviceName']}:{ports['zmq']}" for i in range(replicas)]
+        curve_srv = (c, tmpl["spec"], argv)
+        curve_wrk = []
         print(f"ok: StatefulSet {sts['metadata']['name']}: {replicas} shards, pod ember-server-{replicas - 1} runs: "
               + " ".join(argv))
 
@@ -213,12 +219,83 @@ def main():
                 check(r.returncode == 0, f"{name}/{ic['name']}: shell syntax: {r.stderr}")
                 check(dict((e["name"], e["value"]) for e in ic.get("env", [])).get("EMBER_SERVERS") == ",".join(server_urls),
                       f"{name}/{ic['name']}: waits for other servers than the worker uses")
+            curve_wrk.append((name, w, tmpl["spec"], argv))
             print(f"ok: Job {name}: {js['completions']} ranks{' on GPUs' if gpu else ''}, index {last} runs: " + " ".join(argv))
+        check_curve(curve_srv, curve_wrk)
     finally:
         shutil.rmtree(fake, ignore_errors=True)
 
     kubectl_checks()
     finish("ok: all manifest checks passed")
+
+
+def secret_items(path, container, spec):
+    """What a container path is in a Secret volume: (secret name, {item path under path: key}),
+    items of the file itself under "" -- or (None, {}) when no Secret volume is mounted there."""
+    vols = {v["name"]: v for v in spec.get("volumes", [])}
+    for m in container.get("volumeMounts", []):
+        root = m["mountPath"].rstrip("/") + "/"
+        v = vols.get(m["name"], {})
+        if not (path + "/").startswith(root) or "secret" not in v:
+            continue
+        rel = path[len(root):]
+        sec = v["secret"]
+        check(m.get("readOnly") is True, f"{container['name']}: the key volume must be read-only")
+        mode = sec.get("defaultMode", 0o644)
+        items = {}
+        for it in sec.get("items", []):
+            check(it.get("mode", mode) & 0o007 == 0, f"{container['name']}: {it['key']} readable by others")
+            if it["path"] == rel:
+                items[""] = it["key"]
+            elif it["path"].startswith(rel + "/"):
+                items[it["path"][len(rel) + 1:]] = it["key"]
+        return sec.get("secretName"), items
+    return None, {}
+
+
+def check_curve(srv, workers):
+    """CURVE wiring (issue 18): the server's --curve-secret and --curve-clients, each worker's
+    --curve-secret and --curve-server, all from one Secret whose keys fit together (the
+    workers' public key listed for the server, the server's public key given to the workers),
+    and deploy/k8s/curve-secret.sh printing that Secret with real key pairs."""
+    c, spec, argv = srv
+    name, items = secret_items(flag(argv, "--curve-secret") or "", c, spec)
+    check(name is not None and items.get("") == "server.secret",
+          f"server --curve-secret {flag(argv, '--curve-secret')} is not server.secret of a Secret volume")
+    cname, clients = secret_items(flag(argv, "--curve-clients") or "", c, spec)
+    check(cname == name and clients and all(k.endswith(".public") and p.endswith(".public")
+                                           for p, k in clients.items()),
+          f"server --curve-clients is not a directory of *.public keys of Secret {name}: {clients}")
+    needed = {"server.secret"} | set(clients.values())
+    for wname, w, wspec, wargv in workers:
+        sname, sitems = secret_items(flag(wargv, "--curve-secret") or "", w, wspec)
+        vname, vitems = secret_items(flag(wargv, "--curve-server") or "", w, wspec)
+        key = sitems.get("", "")
+        check(sname == name and key.endswith(".secret") and key[:-7] + ".public" in clients.values(),
+              f"{wname}: --curve-secret is not a key of Secret {name} whose public half the servers list")
+        check(vname == name and vitems.get("") == "server.public",
+              f"{wname}: --curve-server is not server.public of Secret {name}")
+        needed |= {key, "server.public"}
+    print(f"ok: CURVE: Secret {name} gives the servers their key and clients {sorted(clients.values())}, "
+          f"the workers theirs and server.public")
+    gen = os.path.join(K8S, "curve-secret.sh")
+    keygen = os.path.join(os.environ.get("EMBER_BIN", ""), "ps-keygen")
+    if not os.access(keygen, os.X_OK):
+        print("note: no ps-keygen in EMBER_BIN: curve-secret.sh was not run")
+        return
+    r = subprocess.run([gen, "--bin", os.path.dirname(keygen)], capture_output=True, text=True, timeout=30)
+    if not check(r.returncode == 0, f"curve-secret.sh failed: {r.stderr}"):
+        return
+    d = yaml.safe_load(r.stdout)
+    check(d.get("kind") == "Secret" and d["metadata"]["name"] == name,
+          f"curve-secret.sh prints {d.get('kind')} {d.get('metadata', {}).get('name')}, not Secret {name}")
+    data = {k: base64.b64decode(v) for k, v in d.get("data", {}).items()}
+    check(needed <= set(data), f"curve-secret.sh lacks keys {sorted(needed - set(data))}")
+    z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+    check(all(len(v) == 41 and v.endswith(b"\n") and all(chr(b) in z85 for b in v[:40]) for v in data.values()),
+          "curve-secret.sh: a key is not 40 Z85 characters and a newline")
+    check(data.get("server.public") != data.get("worker.public"), "curve-secret.sh: one pair for both")
+    print(f"ok: curve-secret.sh prints Secret {name} with {sorted(data)}")
 
 
 class Discovery(http.server.BaseHTTPRequestHandler):
