@@ -109,6 +109,10 @@ echo "ok: leftover detector saw job $sleeper's processes ($(wc -l <<< "$seen")) 
 stubs="$tmp/stubs" records="$tmp/records"
 mkdir -p "$stubs" "$records"
 cp "$src/tests/ops/stubs/ps-server" "$src/tests/ops/stubs/ps-worker" "$stubs/"
+# CURVE (issue 18): the job makes its keys with ps-keygen beside the stubs when it is built;
+# otherwise the stub job runs with EMBER_AUTH=0 and the key wiring is not checked.
+stub_auth=EMBER_AUTH=0
+if [ -x "$bin/ps-keygen" ]; then cp "$bin/ps-keygen" "$stubs/"; stub_auth=EMBER_AUTH=1; fi
 node_tmp="$tmp/nodelocal"
 mkdir -p "$node_tmp"
 # Ports free a moment ago can be taken by another test (ctest runs tests in parallel) before
@@ -120,14 +124,16 @@ for attempt in 1 2 3; do
   port0="$(_slurm_free_ports 2)"
   submit "$tmp/submit-stub" 90 EMBER_BIN="$stubs" EMBER_SERVERS=2 EMBER_WORKERS=2 \
     EMBER_PORT="$port0" EMBER_METRICS_PORT=9400 EMBER_WORKER_METRICS_PORT=9500 \
-    TMPDIR="$node_tmp" STUB_RECORDS="$records" -- --train /data/train.tsv --epochs 1
+    TMPDIR="$node_tmp" STUB_RECORDS="$records" "$stub_auth" -- --train /data/train.tsv --epochs 1
   [ "$JOB_STATE" = COMPLETED ] || ! port_taken "$tmp/submit-stub" || [ $attempt -eq 3 ] && break
   echo "job $JOB_ID: a port was taken meanwhile (attempt $attempt); again with fresh ports"
 done
 [ "$JOB_STATE" = COMPLETED ] && [ "$JOB_EXIT" = "0:0" ] || fail "stub job ended $JOB_STATE $JOB_EXIT"
-/usr/bin/python3 - "$records" "$tmp/submit-stub/ember-$JOB_ID.json" "$node_tmp/ember-$JOB_ID" "$port0" <<'PY' || fail "stub job records wrong"
+/usr/bin/python3 - "$records" "$tmp/submit-stub/ember-$JOB_ID.json" "$node_tmp/ember-$JOB_ID" "$port0" \
+  "$stub_auth" "$tmp/submit-stub/.ember-$JOB_ID-curve" <<'PY' || fail "stub job records wrong"
 import json, os, sys
 rec, summary, data_root, port0 = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+auth, curve = sys.argv[5] == "EMBER_AUTH=1", sys.argv[6]
 def load(n):
     with open(os.path.join(rec, n)) as f: return json.load(f)
 def opts(argv):
@@ -140,6 +146,11 @@ for i, s in enumerate(servers):
     assert load(f"server-{i}.json")["terminated"], f"server {i} was not stopped with SIGTERM"
     assert s["--metrics-port"] == str(9400 + i), s  # 2 shards on one node: ports 9400, 9401
     urls.append(s["--listen"])
+    if auth:
+        assert s["--curve-secret"] == f"{curve}/server.secret", s
+        assert s["--curve-clients"] == f"{curve}/clients", s
+    else:
+        assert "--curve-secret" not in s, s
 assert urls == [f"tcp://127.0.0.1:{port0}", f"tcp://127.0.0.1:{port0 + 1}"], urls
 for r in range(2):
     w = opts(load(f"worker-{r}.json")["argv"])
@@ -148,9 +159,13 @@ for r in range(2):
     assert w["--train"] == "/data/train.tsv" and w["--epochs"] == "1", w
     assert w["--summary"] == summary, (w, summary)
     assert w["--metrics-port"] == str(9500 + r), w
+    if auth:
+        assert w["--curve-secret"] == f"{curve}/worker.secret", w
+        assert w["--curve-server"] == f"{curve}/server.public", w
 with open(summary) as f: js = json.load(f)
 assert js["stub"] and js["auc"] == 0.75
 assert not os.path.exists(data_root), f"{data_root} left behind"
+assert not os.path.exists(curve), f"{curve} left behind"
 print("ok: shards 0,1 of 2 on", urls, "; ranks 0,1 of 2; SIGTERM after workers; summary in submit dir")
 PY
 no_leftovers "$JOB_ID"
@@ -192,4 +207,9 @@ assert s["bad_lines"] == 0
 PY
 no_leftovers "$JOB_ID"
 [ ! -e "$node_tmp/ember-$JOB_ID" ] || fail "node-local data dir left behind"
+# EMBER_AUTH defaults to 1: both servers served CURVE, and the job's keys are gone.
+out_real="$tmp/submit-real/ember-$JOB_ID.out"
+[ "$(grep -c 'CURVE: encrypted' "$out_real")" -eq 2 ] || fail "the servers did not run with CURVE"
+! grep -q unauthenticated "$out_real" || fail "a server ran unauthenticated"
+[ ! -e "$tmp/submit-real/.ember-$JOB_ID-curve" ] || fail "the job's CURVE keys were left behind"
 echo "ok: real 2-server 2-worker job on Slurm; no process left"
