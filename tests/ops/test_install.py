@@ -27,7 +27,7 @@ def main():
         r = subprocess.run(["cmake", "--install", BUILD, "--prefix", p], capture_output=True,
                            text=True, timeout=120)
         check(r.returncode == 0, f"cmake --install: rc {r.returncode}: {r.stderr[-2000:]}")
-        for b in ["ps-server", "ps-worker", "ps-convert", "ps-datagen", "ps-bench", "ember-local"]:
+        for b in ["ps-server", "ps-worker", "ps-convert", "ps-datagen", "ps-bench", "ember-local", "ps-keygen"]:
             check(os.access(os.path.join(p, "bin", b), os.X_OK), f"{p}/bin/{b} not installed")
         check(not os.path.exists(os.path.join(p, "bin", "eval_tool")), "a test tool was installed")
         check(not os.path.exists(os.path.join(p, "include")) and not os.path.exists(os.path.join(p, "lib")),
