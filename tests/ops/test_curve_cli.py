@@ -16,26 +16,22 @@
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
-import sys
 import tempfile
-import time
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from deploy_checks import check as _check, finish, free_port
+
 BIN = os.environ.get("EMBER_BIN", "build/bin")
 Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-failed = 0
 
 
 def check(name, cond, detail=""):
-    global failed
-    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
-    if not cond:
-        failed += 1
+    """deploy_checks' check, with the name of the rule first and its details on failure."""
+    return _check(cond, f"{name}: {detail}" if detail else name)
 
 
 def z85_decode(s):
@@ -70,14 +66,6 @@ def one_line_exit2(name, args, must_say):
     check(name, p.returncode == 2 and len(err.splitlines()) == 1 and must_say in err
           and "listening" not in p.stdout,
           f"rc {p.returncode}, stderr {err!r}")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_keygen(d):
@@ -234,8 +222,7 @@ def main():
         test_server_warning(d, good)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print("FAILED" if failed else "all ok")
-    sys.exit(1 if failed else 0)
+    finish("ok: " + __doc__.split(chr(10))[0])
 
 
 if __name__ == "__main__":

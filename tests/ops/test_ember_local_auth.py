@@ -12,20 +12,18 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
+
+from deploy_checks import check as _check, finish, free_port
 
 BIN = os.environ.get("EMBER_BIN", "build/bin")
 SRC = os.environ.get("EMBER_SRC", ".")
 LOCAL = os.path.join(SRC, "deploy", "ember-local")
-failed = 0
 
 
 def check(name, cond, detail=""):
-    global failed
-    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
-    if not cond:
-        failed += 1
+    """deploy_checks' check, with the name of the rule first and its details on failure."""
+    return _check(cond, f"{name}: {detail}" if detail else name)
 
 
 def job(d, name, auth):
@@ -65,8 +63,7 @@ def main():
               open(f"{cdir}/server.public").read() == server_pub and again[0] is not None)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print("FAILED" if failed else "all ok")
-    sys.exit(1 if failed else 0)
+    finish("ok: " + __doc__.split(chr(10))[0])
 
 
 if __name__ == "__main__":
