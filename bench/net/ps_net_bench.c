@@ -10,7 +10,8 @@
  * Prints one line per run and, with --json, a list of
  *   {"impl", "op", "dim", "servers", "inflight", "batch", "requests", "keys_per_s",
  *    "mb_per_s", "p50_us", "p99_us"}. MB/s counts the bytes on the wire (8 per key plus 4, or 2
- * with --f16, per value). */
+ * with --f16, per value). --curve runs Ember's servers and client with CURVE (fresh key pairs in
+ * the temporary directory). */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -19,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "ps_cli.h"
 #include "ps_client.h"
+#include "ps_curve.h"
 #include "ps_hash.h"
 #include "ps_hist.h"
 #include "ps_log.h"
@@ -41,6 +44,7 @@ typedef struct cfg {
   double duration, warmup;
   const char *tmp;
   bool f16;
+  bool curve; /* --curve: the servers and the client use the key pairs made in tmp */
 } cfg;
 
 typedef struct result {
@@ -74,10 +78,14 @@ static pid_t spawn_server(const cfg *c, int shard, int shards, const char *dir, 
   snprintf(a1, sizeof a1, "%d", shard);
   snprintf(a2, sizeof a2, "%d", shards);
   snprintf(a3, sizeof a3, "%d", c->threads);
+  char sec[600], clients[600];
+  snprintf(sec, sizeof sec, "%s/server.secret", c->tmp);
+  snprintf(clients, sizeof clients, "%s/clients", c->tmp);
   pid_t p = fork();
   if (p == 0) {
     execl(c->server_bin, c->server_bin, "--listen", url, "--shard", a1, "--shards", a2,
           "--data-dir", dir, "--threads", a3, "--cache-mb", "2048", "--log-level", "warn",
+          c->curve ? "--curve-secret" : (char *)NULL, sec, "--curve-clients", clients,
           (char *)NULL);
     _exit(127);
   }
@@ -137,6 +145,14 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
   o.wire_f16 = c->f16;
   ps_client *cl = NULL;
   ps_error err;
+  char sec[600], srv[600];
+  snprintf(sec, sizeof sec, "%s/clients/bench.secret", c->tmp);
+  snprintf(srv, sizeof srv, "%s/server.public", c->tmp);
+  if (c->curve && ps_curve_load_client(sec, srv, o.curve_secret, o.curve_server, &err) != PS_OK) {
+    fprintf(stderr, "client: %s\n", err.msg);
+    stop(pid, ns);
+    return -1;
+  }
   if (ps_client_create(up, (size_t)ns, &o, &cl, &err) != PS_OK) {
     fprintf(stderr, "client: %s\n", err.msg);
     stop(pid, ns);
@@ -379,6 +395,10 @@ int main(int argc, char **argv) {
       {"no-raw", 0, PS_CLI_FLAG, &no_raw, NULL, "skip the raw ZeroMQ floor", false, 0, 0},
       {"no-ember", 0, PS_CLI_FLAG, &no_ember, NULL, "only the raw ZeroMQ floor", false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write the results as JSON", false, 0, 0},
+      {"curve", 0, PS_CLI_FLAG, &c.curve, NULL,
+       "Ember with CURVE: fresh key pairs for the servers and the client (the raw floor stays "
+       "plain)",
+       false, 0, 0},
   };
   ps_cli cli = {"ps-net-bench", "Closed-loop pull/push throughput on loopback vs raw ZeroMQ.",
                 NULL, opts, sizeof opts / sizeof *opts};
@@ -408,6 +428,20 @@ int main(int argc, char **argv) {
   char tmp[] = "/tmp/ember-netbench-XXXXXX";
   if (!mkdtemp(tmp)) return 1;
   c.tmp = tmp;
+  if (c.curve) {
+    char pfx[600], pub[PS_CURVE_Z85_SIZE];
+    ps_error err;
+    snprintf(pfx, sizeof pfx, "%s/clients", tmp);
+    ps_status st = mkdir(pfx, 0700) == 0 ? PS_OK : PS_ERR_IO;
+    snprintf(pfx, sizeof pfx, "%s/server", tmp);
+    if (st == PS_OK) st = ps_curve_write_pair(pfx, false, pub, &err);
+    snprintf(pfx, sizeof pfx, "%s/clients/bench", tmp); /* bench.secret is not a .public */
+    if (st == PS_OK) st = ps_curve_write_pair(pfx, false, pub, &err);
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-net-bench: --curve: %s\n", st == PS_ERR_IO ? strerror(errno) : err.msg);
+      return 1;
+    }
+  }
   ps_log_set_level(PS_LOG_WARN);
   signal(SIGPIPE, SIG_IGN);
   /* As in ps-server: large reply frames must not be fresh mmaps (page faults per request). */
