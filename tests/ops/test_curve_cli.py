@@ -12,6 +12,7 @@
    "listening" line; a bounded run that did not refuse would time out).
 3. ps-server without the flags logs exactly one WARN line saying it is unauthenticated, and
    with them none, but a line naming CURVE and the number of client keys.
+4. ps-net-bench --curve (its own servers and client with fresh pairs) measures Ember.
 """
 import os
 import shutil
@@ -181,6 +182,15 @@ def test_client_flags(d, good, files):
               "--curve-secret" in p.stdout and "--curve-server" in p.stdout)
 
 
+def test_net_bench():
+    p = run([f"{BIN}/ps-net-bench", "--curve", "--dims", "16", "--servers", "1", "--inflight", "1",
+             "--ops", "pull", "--no-raw", "--duration", "0.2", "--warmup", "0.1", "--key-space", "4096"],
+            timeout=120)
+    check("ps-net-bench --curve measures Ember over CURVE",
+          p.returncode == 0 and any(l.startswith("ember  pull") for l in p.stdout.splitlines()),
+          p.stdout + p.stderr)
+
+
 def server_log(args, d, name):
     """Starts ps-server with args, waits (bounded) for its listening line, stops it by PID;
     returns its stderr."""
@@ -220,6 +230,7 @@ def main():
         test_server_flags(d, good, files)
         test_client_flags(d, good, files)
         test_server_warning(d, good)
+        test_net_bench()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     finish("ok: " + __doc__.split(chr(10))[0])
