@@ -7,6 +7,10 @@
 # latency). Prints the median of each figure per mode and the curve/plain ratio (keys/s below 1
 # and p50 above 1 are CURVE's cost); the raw figures go to OUT_DIR/curve.json.
 #
+# With E2E_ROWS=N (default 0: off) it then trains a 2-server, 2-worker ember-local job on N
+# ps-datagen rows with and without --auth, ROUNDS times interleaved, and prints the median
+# samples/s of each and whether every run trained the same model.
+#
 #   bench/curve/run.sh [BIN_DIR=build/bin] [ROUNDS=5] [SECONDS=2] [OUT_DIR=/tmp/ember-curve-bench]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -59,4 +63,31 @@ for op in ("pull", "push"):
             print(f"| {op} dim {dim}, 512 keys, {q} in flight | {k['plain']:.4g} | {k['curve']:.4g} | "
                   f"{k['curve'] / k['plain']:.3f} | {p['plain']:.1f} | {p['curve']:.1f} | {p['curve'] / p['plain']:.3f} |")
 json.dump(raw, open(f"{out}/curve.json", "w"), indent=1)
+PY
+
+rows="${E2E_ROWS:-0}"
+[ "$rows" -gt 0 ] || exit 0
+"$bin/ps-datagen" --rows "$rows" --seed 1 --out "$out/train.tsv" --test-rows $((rows / 4)) \
+  --test-out "$out/test.tsv" > /dev/null 2>&1
+for r in $(seq 1 "$rounds"); do
+  order="plain curve"; [ $((r % 2)) -eq 0 ] && order="curve plain"
+  for m in $order; do
+    a=(); [ "$m" = curve ] && a=(--auth)
+    rm -rf "$out/e2e"
+    "$root/deploy/ember-local" --servers 2 --workers 2 --data-dir "$out/e2e" --bin "$bin" "${a[@]}" -- \
+      --train "$out/train.tsv" --test "$out/test.tsv" --threads 1 --summary "$out/e2e-$m-$r.json" \
+      > "$out/e2e-$m-$r.log" 2>&1
+  done
+  echo "e2e round $r done ($order)" >&2
+done
+rm -rf "$out/e2e"
+/usr/bin/python3 - "$out" "$rounds" "$rows" <<'PY'
+import json, statistics, sys
+out, rounds, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = {m: [json.load(open(f"{out}/e2e-{m}-{r}.json")) for r in range(1, rounds + 1)] for m in ("plain", "curve")}
+sps = {m: statistics.median(x["samples_per_s"] for x in s[m]) for m in s}
+print(f"| e2e 2x2 samples/s ({rows} rows, median of {rounds}) | {sps['plain']:.4g} | {sps['curve']:.4g} | "
+      f"{sps['curve'] / sps['plain']:.3f} |")
+models = {(x["auc"], x["logloss"], x["dense_hash"]) for m in s for x in s[m]}
+print("models:", "identical" if len(models) == 1 else "DIFFERENT", sorted(models))
 PY

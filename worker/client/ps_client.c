@@ -7,7 +7,9 @@
  * and reconnects by itself, with a short reconnect interval so that a restarted server is
  * found again within a second. A URL is checked before anything is opened, since ZeroMQ
  * accepts some wrong ones silently (a missing scheme fails only at connect, a port over 65535
- * wraps); the message names the URL. */
+ * wraps); the message names the URL. With CURVE keys in the options every socket is a CURVE
+ * client (ps_curve.h) before it connects, and its monitor also reports failed handshakes, so
+ * a refused key is named in the request's error instead of a bare timeout. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>

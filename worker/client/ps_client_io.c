@@ -10,7 +10,10 @@
  * (their frames are kept, sharing their buffers with the sent ones); the others fail at once,
  * since they may or may not have been applied. A server that has never completed a handshake
  * PS_CLIENT_SILENT_WARN_MS into a request is named once at WARN (a wrong port would otherwise
- * be silent for the whole bound); the request still waits out its bound. */
+ * be silent for the whole bound); the request still waits out its bound. A send waits for
+ * its socket no longer than the request's bound either: a connection refused at the CURVE
+ * handshake leaves the socket nothing to send on (see writable), and the request fails naming
+ * the refusal, as a reply that never comes does. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
