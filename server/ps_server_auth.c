@@ -9,8 +9,8 @@
  * (ps_curve_keyset), so a handshake never touches the file system. The thread polls with a
  * 100 ms tick to see the stop flag; handshakes are rare (one per connection, and reconnects)
  * and take microseconds here, so one thread is plenty. Refusals are logged at WARN, rate
- * limited (a client retrying with a wrong key reconnects every second); accepted clients at
- * DEBUG, with the name of the file that lists their key. */
+ * limited (anyone who reaches the port can cause them); accepted clients at DEBUG, with the
+ * name of the file that lists their key. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
