@@ -3,10 +3,10 @@
  *
  * One server process on 127.0.0.1, keys made with ps_curve_write_pair: "good" is listed in the
  * clients directory, "bad" is not. A client without CURVE, one with the unlisted key, and one
- * with the listed key but a wrong server key each try a ping, a push of a large gradient and a
- * pull; every one must time out (bounded: 1.5 s per request) and change nothing: the listed
- * client then reads the row exactly as before and the server's STATS count no push beyond its
- * own. The listed client's own push moves the row by -lr * gradient (SGD, lr 0.01: a hand
+ * with the listed key but a wrong server key each try a ping, a declare of a new table and a
+ * KV write; every one must time out (bounded: 1.5 s per request), its error naming the reason,
+ * and change nothing: the listed client then reads the row exactly as before, the server's
+ * STATS count none of their ops and show no new table, and the KV key is not there. The listed client's own push moves the row by -lr * gradient (SGD, lr 0.01: a hand
  * calculation). The server is stopped by PID. */
 #include <fcntl.h>
 #include <jansson.h>
@@ -141,7 +141,7 @@ static int teardown(void **state) {
 
 /* A client that must get no service: no ping, declare or KV write answered, nothing changed
  * (the row, the op counts, the tables, the KV store as the listed client sees them). */
-static void refused(const char *secret, const char *server) {
+static void refused(const char *secret, const char *server, const char *say) {
   ps_client *good = client("good.secret", "server.public", 10000);
   declare(good);
   float before[DIM], after[DIM];
@@ -153,6 +153,7 @@ static void refused(const char *secret, const char *server) {
   ps_client *c = client(secret, server, 1500);
   ps_error err;
   assert_int_equal(ps_client_ping(c, 0, &err), PS_ERR_TIMEOUT);
+  if (!strstr(err.msg, say)) fail_msg("'%s' does not say '%s'", err.msg, say);
   ps_table_spec t;
   ps_table_spec_default(&t, 2, "intruder", DIM);
   assert_int_equal(ps_client_declare(c, &t, NULL), PS_ERR_TIMEOUT);
@@ -175,17 +176,17 @@ static void refused(const char *secret, const char *server) {
 
 static void test_unauthenticated_client_refused(void **state) {
   (void)state;
-  refused(NULL, NULL);
+  refused(NULL, NULL, "one side uses CURVE and the other does not");
 }
 
 static void test_unlisted_key_refused(void **state) {
   (void)state;
-  refused("bad.secret", "server.public");
+  refused("bad.secret", "server.public", "is the key's .public in the server's --curve-clients");
 }
 
 static void test_wrong_server_key_refused(void **state) {
   (void)state;
-  refused("good.secret", "bad.public"); /* a listed key talking to "another" server */
+  refused("good.secret", "bad.public", "is --curve-server its public key"); /* "another" server */
 }
 
 static void test_listed_client_served(void **state) {

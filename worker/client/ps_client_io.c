@@ -188,7 +188,7 @@ static bool writable(ps_client *c, const cl_sub *s) {
 }
 
 static void handle_monitor(ps_client *c, uint32_t srv);
-static const char *refusal(const cl_server *S);
+static const char *refusal(const ps_client *c, const cl_server *S);
 
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
   struct ps_client_req *r = s->req;
@@ -209,7 +209,7 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
       handle_monitor(c, s->srv); /* for the reason */
       sub_fail(s, PS_ERR_TIMEOUT, "could not send %s within %" PRIu64 " ms%s",
                ps_wire_op_name(r->op), r->timeout_ms,
-               c->srv[s->srv].refused ? refusal(&c->srv[s->srv]) : " (no connection)");
+               *refusal(c, &c->srv[s->srv]) ? refusal(c, &c->srv[s->srv]) : " (no connection)");
       return;
     }
     rc = sub_send(c, s, r->idempotent);
@@ -376,12 +376,15 @@ static void pump(ps_client *c, long timeout_ms) {
 
 /* Why a server's handshakes fail, for the messages of a request that waits on it ("" when
  * none failed). */
-static const char *refusal(const cl_server *S) {
+static const char *refusal(const ps_client *c, const cl_server *S) {
   if (S->refused == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
     return " (it refused this client's CURVE key: is the key's .public in the server's "
            "--curve-clients?)";
   if (S->refused == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
     return " (the handshake failed: one side uses CURVE and the other does not?)";
+  /* A CURVE server that cannot open the client's HELLO (another server key) just closes. */
+  if (c->opt.curve_secret[0] && S->down && !S->answered)
+    return " (the server closed every CURVE handshake: is --curve-server its public key?)";
   return "";
 }
 
@@ -396,7 +399,7 @@ static void warn_silent(ps_client *c, const struct ps_client_req *r, uint64_t no
     S->warned = true;
     c->nunsure--;
     PS_WARN("server %s (shard %zu) does not answer yet%s; waiting up to %" PRIu64 " s", S->url, i,
-            refusal(S), (r->timeout_ms + 999) / 1000);
+            refusal(c, S), (r->timeout_ms + 999) / 1000);
   }
 }
 
@@ -422,7 +425,7 @@ ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
         if (!s->pending) continue;
         sub_fail(s, PS_ERR_TIMEOUT, "no answer to %s (request %" PRIu64 ") within %" PRIu64
                  " ms%s", ps_wire_op_name(r->op), s->rid, r->timeout_ms,
-                 c->srv[i].refused     ? refusal(&c->srv[i])
+                 *refusal(c, &c->srv[i]) ? refusal(c, &c->srv[i])
                  : c->srv[i].down      ? " (the connection is down)"
                  : !c->srv[i].answered ? " (the server never answered: is one listening there?)"
                                        : "");
