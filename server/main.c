@@ -47,7 +47,7 @@ static void on_signal(int sig) {
 }
 
 int main(int argc, char **argv) {
-  const char *listen = NULL, *data_dir = NULL, *level = "info";
+  const char *listen = NULL, *data_dir = NULL, *level = "info", *checkpoint_root = NULL;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
   ps_cli_opt opts[] = {
@@ -69,6 +69,10 @@ int main(int argc, char **argv) {
        "waits)",
        false, 0, 60000000},
       {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
+      {"checkpoint-root", 0, PS_CLI_STRING, &checkpoint_root, "DIR",
+       "checkpoints outside --data-dir go only under DIR (default: the directory holding the "
+       "job's first step-N checkpoint outside it, pinned then)",
+       false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -102,7 +106,8 @@ int main(int argc, char **argv) {
                          .cache_bytes = (size_t)cache_mb << 20,
                          .threads = (uint32_t)threads,
                          .metrics_port = metrics_port,
-                         .inject_delay_us = (uint64_t)inject_delay_us};
+                         .inject_delay_us = (uint64_t)inject_delay_us,
+                         .checkpoint_root = checkpoint_root};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {

@@ -32,6 +32,13 @@
 #define COORD_MAX_WORKERS PS_TABLE_MAX_WORKERS
 #define COORD_MAX_NAME 1024u
 #define COORD_MAX_KV_BYTES ((size_t)64 << 20)
+/* What one client (a peer address) may keep in the rendezvous store: key and value bytes, and
+ * keys. A job's Gloo/NCCL rendezvous needs a few KB per rank. */
+#define COORD_CLIENT_KV_BYTES ((size_t)8 << 20)
+#define COORD_CLIENT_KV_KEYS 4096u
+/* Keys under this prefix are the job's (ps-worker's run id and barriers' keys, the checkpoint
+ * record): only members of the world set them, and the server checks the checkpoint record. */
+#define COORD_RESERVED "ember/"
 
 /* A parked request. */
 typedef struct coord_wait {
@@ -57,8 +64,15 @@ typedef struct coord_kv {
   char *key;
   uint8_t *val;
   size_t len;
+  char owner[64]; /* the setter's address ("" = in-process): its quota is charged */
   struct coord_kv *next;
 } coord_kv;
+
+/* One client's share of the store. */
+typedef struct coord_quota {
+  char addr[64];
+  size_t bytes, keys;
+} coord_quota;
 
 typedef struct coord_barrier {
   char *name;
@@ -77,6 +91,8 @@ struct srv_coord {
   uint64_t joins;
   coord_kv *kv;
   size_t kv_bytes;
+  coord_quota *quota; /* by address, searched linearly */
+  size_t nquota, quota_cap;
   coord_wait *kv_wait;  /* KV_GET waiters (singly linked, allocated) */
   coord_barrier *barriers;
 };
@@ -128,6 +144,7 @@ void srv_coord_destroy(srv_coord **cp) {
     c->kv_wait = w->next;
     free(w);
   }
+  free(c->quota);
   free(c);
   *cp = NULL;
 }
@@ -213,7 +230,9 @@ static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv
     }
   }
   coord_member *m = &c->member[rank];
-  if (!(m->name && name[0] && strcmp(m->name, name) == 0) && held_by_other(c, (uint32_t)rank, p)) {
+  /* Held by another open connection: refused even under the holder's name (which STATS
+   * shows), so no client can take over a running worker's rank. */
+  if (held_by_other(c, (uint32_t)rank, p)) {
     char who[COORD_MAX_NAME + 128];
     member_describe(m, who, sizeof who);
     fail(c, r, PS_ERR_CONFLICT, "rank %d is already taken by %s", rank, who);
@@ -276,11 +295,58 @@ static void reply_ok(srv_coord *c, void *r, const Ember__Header *h) {
   reply(c, r, &rh);
 }
 
-static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
+/* The share of addr ("" = in-process: none); NULL without memory. */
+static coord_quota *quota_of(srv_coord *c, const char *addr, bool create) {
+  for (size_t i = 0; i < c->nquota; i++)
+    if (strcmp(c->quota[i].addr, addr) == 0) return &c->quota[i];
+  if (!create) return NULL;
+  if (c->nquota == c->quota_cap) {
+    size_t nc = c->quota_cap ? 2 * c->quota_cap : 8;
+    coord_quota *q = realloc(c->quota, nc * sizeof *q);
+    if (!q) return NULL;
+    c->quota = q;
+    c->quota_cap = nc;
+  }
+  coord_quota *q = &c->quota[c->nquota++];
+  memset(q, 0, sizeof *q);
+  snprintf(q->addr, sizeof q->addr, "%s", addr);
+  return q;
+}
+
+static void quota_charge(srv_coord *c, const char *addr, const coord_kv *k, int sign) {
+  coord_quota *q = addr[0] ? quota_of(c, addr, false) : NULL;
+  if (!q) return;
+  size_t b = strlen(k->key) + k->len;
+  if (sign > 0) {
+    q->bytes += b;
+    q->keys++;
+  } else {
+    q->bytes -= b;
+    q->keys--;
+  }
+}
+
+/* Whether p holds a rank of the current world. */
+static bool is_member(const srv_coord *c, const srv_coord_peer *p) {
+  for (uint32_t i = 0; c->member && i < c->world; i++)
+    if (c->member[i].name && c->member[i].known && c->member[i].peer.conn == p->conn &&
+        c->member[i].peer.fd == p->fd)
+      return true;
+  return false;
+}
+
+static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h, const srv_coord_peer *p) {
   const char *key = h->name ? h->name : "";
   size_t len = h->blob.data ? h->blob.len : 0;
   if (!key[0] || strlen(key) > COORD_MAX_NAME) {
     fail(c, r, PS_ERR_INVALID, "KV_SET needs a key of 1..%u bytes", COORD_MAX_NAME);
+    return;
+  }
+  if (p && strncmp(key, COORD_RESERVED, strlen(COORD_RESERVED)) == 0 &&
+      strcmp(key, SRV_COORD_CKPT_KEY) != 0 && !is_member(c, p)) {
+    fail(c, r, PS_ERR_CONFLICT, "KV_SET '%s' refused: keys under '%s' are the job's, set only by "
+         "a worker that joined it (%s holds no rank)", key, COORD_RESERVED,
+         p->addr[0] ? p->addr : "this connection");
     return;
   }
   coord_kv *k = kv_find(c, key);
@@ -289,6 +355,24 @@ static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
     fail(c, r, PS_ERR_NOMEM, "the rendezvous store is full (%zu bytes)",
                     (size_t)COORD_MAX_KV_BYTES);
     return;
+  }
+  const char *addr = p ? p->addr : "";
+  coord_quota *q = addr[0] ? quota_of(c, addr, true) : NULL;
+  if (addr[0] && !q) {
+    fail(c, r, PS_ERR_NOMEM, "out of memory");
+    return;
+  }
+  if (q) {
+    /* What this client would hold after the set (an overwrite of its own key replaces it). */
+    bool own = k && strcmp(k->owner, addr) == 0;
+    size_t bytes = q->bytes + strlen(key) + len - (own ? strlen(key) + old : 0);
+    size_t keys = q->keys + (own ? 0 : 1);
+    if (bytes > COORD_CLIENT_KV_BYTES || keys > COORD_CLIENT_KV_KEYS) {
+      fail(c, r, PS_ERR_NOMEM, "KV_SET '%s' refused: %s would hold %zu keys and %zu bytes in "
+           "the rendezvous store, over its quota of %u keys and %zu bytes", key, addr, keys,
+           bytes, COORD_CLIENT_KV_KEYS, (size_t)COORD_CLIENT_KV_BYTES);
+      return;
+    }
   }
   uint8_t *v = malloc(len ? len : 1);
   if (!v) {
@@ -309,10 +393,14 @@ static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
     k->key = kc;
     k->next = c->kv;
     c->kv = k;
+  } else {
+    quota_charge(c, k->owner, k, -1);
   }
   free(k->val);
   k->val = v;
   k->len = len;
+  snprintf(k->owner, sizeof k->owner, "%s", addr);
+  quota_charge(c, k->owner, k, +1);
   c->kv_bytes = c->kv_bytes - old + len;
   /* Wake the waiters of this key. */
   coord_wait **pp = &c->kv_wait;
@@ -432,7 +520,7 @@ void srv_coord_handle_from(srv_coord *c, void *r, const Ember__Header *h,
                            const srv_coord_peer *p) {
   switch (h->op) {
     case EMBER__OP__OP_JOIN: handle_join(c, r, h, p); return;
-    case EMBER__OP__OP_KV_SET: handle_kv_set(c, r, h); return;
+    case EMBER__OP__OP_KV_SET: handle_kv_set(c, r, h, p); return;
     case EMBER__OP__OP_KV_GET: handle_kv_get(c, r, h, p); return;
     case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h, p); return;
     default: fail(c, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;

@@ -31,6 +31,8 @@ typedef struct ps_server_options {
   uint64_t inject_delay_us; /* testing: pull/push replies leave no earlier than this after
                              * their store work started (a simulated service time), without
                              * holding any thread (0 = off) */
+  const char *checkpoint_root; /* checkpoints outside data_dir go only here; NULL = the root
+                                * the job's first checkpoint outside data_dir pins */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

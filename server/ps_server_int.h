@@ -8,6 +8,8 @@
  *   ps_server_ops.c    op handlers (declare, pull, push, step, stats, checkpoint, restore)
  *   ps_server_meta.c   the data dir's metadata and checkpoints
  *   ps_server_stats.c  the typed statistics snapshot and its JSON
+ *   ps_server_guard.c  checkpoint paths confined to the roots; restores that would roll back
+ *                      another connection's training refused
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
@@ -115,6 +117,12 @@ typedef struct srv_part {
   sync_tab *sync;
 } srv_part;
 
+/* A connection that trained (PUSH or STEP) on this shard, until it closes. */
+typedef struct srv_guard_trainer {
+  srv_coord_peer peer;
+  uint64_t last_ns; /* its last PUSH or STEP */
+} srv_guard_trainer;
+
 typedef struct srv_opstat {
   uint64_t count, errors, keys;
   ps_hist *lat;   /* arrival -> reply sent, every request */
@@ -171,6 +179,12 @@ struct ps_server {
   ps_server_stats snap;    /* the published snapshot, under snap_mu */
   ps_server_stats scratch; /* the STATS reply's, main thread only */
   uint64_t snap_ns;
+  /* ps_server_guard.c: the roots checkpoints may use (canonical), and who trains */
+  char data_real[4096];
+  char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
+  bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
+  srv_guard_trainer *trainers;
+  size_t ntrainers, trainers_cap;
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -281,6 +295,27 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step);
 void srv_ckpt_discard_staged(ps_server *s);
 /* {"step", "path"}: how metadata and STATS show a checkpoint. */
 struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
+
+/* ps_server_guard.c */
+/* At start, after the metadata: the canonical data dir and checkpoint root (--checkpoint-root,
+ * else `pinned` from the metadata, else the root of a last checkpoint outside the data dir). */
+ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err);
+/* The root a checkpoint pinned (for the metadata), or NULL. */
+const char *srv_guard_pinned_root(const ps_server *s);
+/* Whether root (what srv_ckpt_root made of the client's path) may be used: inside the data dir
+ * or the checkpoint root, resolved; may_pin lets a first checkpoint or restore outside the
+ * data dir pin the root (ps-worker's layout only). PS_ERR_INVALID with the reason otherwise. */
+ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool may_pin,
+                         ps_error *err);
+/* A KV_SET of SRV_COORD_CKPT_KEY: its {"step", "path"} must be this shard's last checkpoint. */
+ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err);
+/* r (a PUSH or STEP that passed its checks) trained on this shard. */
+void srv_guard_note_trainer(ps_server *s, const srv_req *r);
+/* The connection on fd closed. */
+void srv_guard_peer_gone(ps_server *s, int fd);
+/* PS_ERR_CONFLICT when a connection other than r's trained here and is still open. */
+ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err);
+void srv_guard_free(ps_server *s);
 
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */

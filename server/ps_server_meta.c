@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,8 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
   if (!j) return PS_ERR_NOMEM;
   if (s->last.have) json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&s->last));
   if (s->staged.have) json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&s->staged));
+  const char *root = srv_guard_pinned_root(s);
+  if (root) json_object_set_new(j, "checkpoint_root", json_string(root));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
   return st;
@@ -177,7 +180,7 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
   }
 }
 
-ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
+static ps_status meta_load(ps_server *s, bool *clean, char *root, ps_error *err) {
   *clean = true;
   char path[2100];
   snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
@@ -211,9 +214,17 @@ ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
   apply_tables_meta(s, tables);
   ckpt_from_json(json_object_get(j, "last_checkpoint"), &s->last);
   ckpt_from_json(json_object_get(j, "prepared_checkpoint"), &s->staged);
+  const char *r = json_string_value(json_object_get(j, "checkpoint_root"));
+  if (r && strlen(r) < PATH_MAX) snprintf(root, PATH_MAX, "%s", r);
 out:
   json_decref(j);
   return st;
+}
+
+ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
+  char root[PATH_MAX] = "";
+  ps_status st = meta_load(s, clean, root, err);
+  return st == PS_OK ? srv_guard_load(s, root, err) : st;
 }
 
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {

@@ -139,6 +139,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
+  srv_guard_note_trainer(s, r);
   if (t->spec.consistency != PS_CONS_SYNC) {
     srv_dispatch(s, r, TK_PUSH);
     return;
@@ -165,6 +166,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   ps_error err;
   ps_error_clear(&err);
   ps_status st = PS_OK;
+  srv_guard_note_trainer(s, r);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
   } else {
@@ -240,14 +242,35 @@ static void handle_stats(ps_server *s, srv_req *r) {
   free(js);
 }
 
+/* A checkpoint's or restore's path (and a restore's timing) against what the shard allows
+ * (ps_server_guard.c). A RESTORE without a path is of the shard's own last checkpoint. */
+static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
+  const Ember__Header *h = r->h;
+  const bool ck = h->op == EMBER__OP__OP_CHECKPOINT;
+  if (h->path && h->path[0]) {
+    if (strlen(h->path) > 1800)
+      return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
+    char root[4096];
+    srv_ckpt_root(s, h->path, h->step, root, sizeof root);
+    const bool pin = !ck || h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE ||
+                     h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_ONESHOT;
+    if (srv_guard_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
+  }
+  if (ck) return PS_OK;
+  srv_peers_poll(s); /* a connection closed a moment ago trains no more */
+  return srv_guard_restore(s, r, err);
+}
+
 void srv_run_exclusive(ps_server *s, srv_req *r) {
   ps_error err;
   ps_error_clear(&err);
   Ember__Header rh;
   ps_wire_header_init(&rh, r->h->op);
-  ps_status st;
+  ps_status st = exclusive_allowed(s, r, &err);
   char dir[4096] = "";
-  if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
+  if (st != PS_OK) {
+    /* refused: err says why */
+  } else if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
     st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, dir, sizeof dir, &err);
     rh.step = r->h->step;
     rh.path = dir;
@@ -313,6 +336,12 @@ void srv_handle(ps_server *s, srv_req *r) {
       srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
                       "%s goes to the coordinator on shard 0; this is shard %u",
                       ps_server_op_name(op), s->opt.shard);
+      return;
+    }
+    ps_error err;
+    if (op == EMBER__OP__OP_KV_SET && h->name && strcmp(h->name, SRV_COORD_CKPT_KEY) == 0 &&
+        srv_guard_ckpt_record(s, h, &err) != PS_OK) {
+      srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }
     if (!r->has_ident) {
