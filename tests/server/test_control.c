@@ -6,8 +6,8 @@
  *    pins ROOT on the first checkpoint, the pin survives a restart, --checkpoint-root sets it;
  *  - RESTORE while the job's connection trains is refused (rows unchanged); once it closed, a
  *    restore (a resuming job) works;
- *  - JOIN with another world, or under a running member's name, is refused and the members'
- *    barrier still completes;
+ *  - a JOIN and a barrier with another world held open before the job do not stop it (the
+ *    job's JOINs and barrier go through), and a JOIN under a running member's name is refused;
  *  - KV_SET of ember/checkpoint/latest must name the checkpoint shard 0 committed, and other
  *    ember/ keys need a rank;
  *  - a KV flood stops at the per-client quota, far below the store's 64 MiB.
@@ -277,28 +277,56 @@ static void *barrier_thread(void *p) {
   return NULL;
 }
 
+typedef struct squat_arg {
+  ps_client *c;
+  ps_status st;
+} squat_arg;
+
+/* Holds a barrier of the job's name but another world (3) for 3 s. */
+static void *squat_thread(void *p) {
+  squat_arg *a = p;
+  a->st = ps_client_barrier(a->c, "ctl", 3, 3000, NULL);
+  return NULL;
+}
+
 static void test_join_hijack(void **state) {
   (void)state;
   fx f;
   setup(&f, "ctl-join", NULL);
-  ps_client *b = client_of(&f.s);
+  ps_client *b = client_of(&f.s), *sq = pt_client(&f.s, 1, 1, 10000); /* rank 1 */
+  assert_non_null(sq);
   int r0 = -1, r1 = -1, rx = -1;
-  assert_int_equal(ps_client_join(f.job, 2, 0, "wa", &r0, NULL), PS_OK);
-  assert_int_equal(ps_client_join(b, 2, 1, "wb", &r1, NULL), PS_OK);
   ps_error e;
-  assert_int_equal(ps_client_join(f.evil, 3, -1, "x", &rx, &e), PS_ERR_CONFLICT);
-  /* Before: a JOIN under a member's name (STATS lists them) took its rank over, and the
-   * member's next barrier was refused as "already taken". */
+  /* Before the job: a JOIN with world 3, held open, and a barrier of the job's name in world
+   * 3. Before: the cluster's world was 3 from then on, and the job's JOINs were refused. */
+  assert_int_equal(ps_client_join(f.evil, 3, -1, "x", &rx, &e), PS_OK);
+  squat_arg sa = {.c = sq};
+  pthread_t sth;
+  pthread_create(&sth, NULL, squat_thread, &sa);
+  usleep(200000); /* the squatter's barrier is parked first (not needed to pass: makes it bite) */
+  assert_int_equal(ps_client_join(f.job, 2, 0, "wa", &r0, &e), PS_OK);
+  assert_int_equal(ps_client_join(b, 2, 1, "wb", &r1, NULL), PS_OK);
+  /* While the job runs, neither another world nor a member's name takes a rank of it. Before:
+   * a JOIN under a member's name (STATS lists them) took its rank over, and the member's next
+   * barrier was refused as "already taken". */
   assert_int_equal(ps_client_join(f.evil, 2, -1, "wb", &rx, &e), PS_ERR_CONFLICT);
   assert_non_null(strstr(e.msg, "already taken by worker 'wb'"));
   assert_int_equal(ps_client_join(f.evil, 2, 1, "wb", &rx, &e), PS_ERR_CONFLICT);
+  assert_int_equal(ps_client_join(f.evil, 2, -1, "y", &rx, &e), PS_ERR_CONFLICT); /* full */
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(f.job, 0, &js, NULL), PS_OK);
+  assert_non_null(strstr(js, "\"world\":2"));
+  free(js);
   barrier_arg a = {.c = f.job};
   pthread_t th;
   pthread_create(&th, NULL, barrier_thread, &a);
   assert_int_equal(ps_client_barrier(b, "ctl", 2, 10000, &e), PS_OK);
   pthread_join(th, NULL);
   assert_int_equal(a.st, PS_OK);
+  pthread_join(sth, NULL);
+  assert_int_equal(sa.st, PS_ERR_TIMEOUT);
   ps_client_destroy(&b);
+  ps_client_destroy(&sq);
   teardown(&f);
 }
 
