@@ -1,6 +1,6 @@
 /* ps_server_guard: what a client may do to a shard beyond reading and training its rows --
- * where a checkpoint may be written or restored from, and when a restore may roll the shard
- * back.
+ * where a checkpoint may be written or restored from, when a restore may roll the shard back,
+ * whose declaration of a new table counts, and what the checkpoint record may say.
  *
  * Checkpoint roots. A CHECKPOINT or RESTORE names a directory (ps-worker sends
  * <--checkpoint-dir>/step-S/shards, realpath'd on the worker). The shard writes and reads only
@@ -22,6 +22,14 @@
  * job's own driver (the connection that trained) and a resuming job (whose workers wait for
  * the restore before their first push) may restore. Connections are known by the ROUTER's
  * disconnect events (by file descriptor, as in ps_coord.c).
+ *
+ * Declarations. The first DECLARE of a table used to fix its spec for whoever came first, so
+ * one declaration before the job made every worker fail. A table the store does not have is
+ * provisional until its first PULL, PUSH or STEP: declarations only record who asked for
+ * which spec (the latest is the table's for now; a connection cannot change its own), and the
+ * first use puts the spec that the user's own connection declared into the store. Connections that had declared another spec
+ * are then refused with a clear message (not served rows of a spec they did not ask for) until
+ * they declare the table's. A used table is fixed as before: another spec is refused.
  *
  * The checkpoint record. The coordinator's key ember/checkpoint/latest says which checkpoint
  * is the job's; shard 0 accepts a value only when it names the checkpoint shard 0 itself last
@@ -149,11 +157,162 @@ ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *
                       SRV_COORD_CKPT_KEY, last);
 }
 
-/* ------------------------------------------------------------------ trainers */
+/* ------------------------------------------------------------------ declarations */
+
+/* At most this many declarations of one table are remembered before its first use. */
+#define GUARD_MAX_DECLS 256u
 
 static bool same_conn(const srv_coord_peer *a, const srv_coord_peer *b) {
   return a->conn == b->conn && a->fd == b->fd;
 }
+
+/* The same rows and stepping (no workers = 1 worker, as the server steps it). */
+static bool spec_equal(const ps_table_spec *a, const ps_table_spec *b) {
+  ps_table_spec x = *a, y = *b;
+  if (!x.num_workers) x.num_workers = 1;
+  if (!y.num_workers) y.num_workers = 1;
+  return ps_table_spec_rows_equal(&x, &y) && ps_table_spec_stepping_equal(&x, &y);
+}
+
+ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err) {
+  const uint32_t id = spec->id;
+  ps_status st = ps_table_spec_validate(spec, err);
+  if (st != PS_OK) {
+    ps_error_prefix(err, "bad table spec: ");
+    return st;
+  }
+  for (uint32_t o = 1; o <= s->max_table; o++)
+    if (o != id && s->tables[o] &&
+        strncmp(s->tables[o]->spec.name, spec->name, sizeof spec->name) == 0)
+      return ps_error_set(err, PS_ERR_CONFLICT, "table %u '%s' conflicts with a table already "
+                          "declared: table name %s already used by table %u", id, spec->name,
+                          spec->name, o);
+  srv_coord_peer p = {0};
+  if (r->has_ident) srv_peer_of(r, &p);
+  srv_table *t = s->tables[id];
+  /* A client does not change its own declaration (an in-process caller has no other). */
+  const ps_table_spec *mine = t && !r->has_ident ? &t->spec : NULL;
+  for (size_t i = 0; t && r->has_ident && i < t->ndecls; i++)
+    if (same_conn(&t->decls[i].peer, &p)) mine = &t->decls[i].spec;
+  if (mine && !ps_table_spec_stepping_equal(mine, spec))
+    return ps_error_set(err, PS_ERR_CONFLICT,
+                        "table %u '%s' was declared with consistency %s (staleness %u) for %u "
+                        "workers; this declaration asks for %s (staleness %u) for %u workers",
+                        id, mine->name, ps_consistency_name(mine->consistency), mine->staleness,
+                        mine->num_workers, ps_consistency_name(spec->consistency),
+                        spec->staleness, spec->num_workers);
+  if (mine && !spec_equal(mine, spec))
+    return ps_error_set(err, PS_ERR_CONFLICT, "table %u '%s' conflicts with a table already "
+                        "declared (another spec under this id or name): table %u (%s): "
+                        "declared again with a different spec", id, spec->name, id, spec->name);
+  if (r->has_ident && t && t->ndecls >= GUARD_MAX_DECLS)
+    return ps_error_set(err, PS_ERR_CONFLICT, "table %u: %u declarations and no use yet", id,
+                        GUARD_MAX_DECLS);
+  if (!t || !spec_equal(&t->spec, spec)) {
+    srv_table *nt = srv_table_new(spec);
+    if (!nt) return ps_error_set(err, PS_ERR_NOMEM, "out of memory declaring table %u", id);
+    nt->provisional = true;
+    if (t) {
+      PS_WARN("table %u '%s' declared again with another spec by %s before any client used it: "
+              "the spec that its first user declared wins", id, spec->name,
+              p.addr[0] ? p.addr : "an in-process caller");
+      nt->decls = t->decls;
+      nt->ndecls = t->ndecls;
+      t->decls = NULL;
+      srv_table_free(t);
+    }
+    s->tables[id] = t = nt;
+    if (id > s->max_table) s->max_table = id;
+  }
+  if (!r->has_ident) return PS_OK;
+  srv_decl *d = NULL;
+  for (size_t i = 0; i < t->ndecls && !d; i++)
+    if (same_conn(&t->decls[i].peer, &p)) d = &t->decls[i];
+  if (!d) {
+    srv_decl *nd = realloc(t->decls, (t->ndecls + 1) * sizeof *nd);
+    if (!nd) return ps_error_set(err, PS_ERR_NOMEM, "out of memory declaring table %u", id);
+    t->decls = nd;
+    d = &t->decls[t->ndecls++];
+  }
+  d->peer = p;
+  d->spec = *spec;
+  return PS_OK;
+}
+
+static ps_status stale_add(ps_server *s, uint32_t id, const srv_coord_peer *p) {
+  if (!srv_grow((void **)&s->decl_stale, &s->decl_stale_cap, s->ndecl_stale + 1,
+                sizeof *s->decl_stale, 8))
+    return PS_ERR_NOMEM;
+  s->decl_stale[s->ndecl_stale++] = (srv_decl_stale){.table = id, .peer = *p};
+  return PS_OK;
+}
+
+ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+  srv_table *t = s->tables[id];
+  ps_table_spec spec = t->spec;
+  srv_coord_peer p = {0};
+  if (r->has_ident) {
+    srv_peer_of(r, &p);
+    for (size_t i = 0; i < t->ndecls; i++)
+      if (same_conn(&t->decls[i].peer, &p)) spec = t->decls[i].spec;
+  }
+  ps_status st = ps_store_declare(s->store, &spec, err);
+  if (st != PS_OK) {
+    ps_error_prefix(err, "declaring table %u '%s' at its first use failed: ", id, spec.name);
+    return st;
+  }
+  if (!spec_equal(&spec, &t->spec)) {
+    srv_table *nt = srv_table_new(&spec);
+    if (!nt) return ps_error_set(err, PS_ERR_NOMEM, "out of memory declaring table %u", id);
+    nt->decls = t->decls;
+    nt->ndecls = t->ndecls;
+    t->decls = NULL;
+    srv_table_free(t);
+    s->tables[id] = t = nt;
+  }
+  t->provisional = false;
+  for (size_t i = 0; i < t->ndecls; i++) {
+    if (spec_equal(&t->decls[i].spec, &spec)) continue;
+    PS_WARN("table %u: the connection from %s declared another spec than its first user did; "
+            "its requests are refused until it declares the table's spec", id,
+            t->decls[i].peer.addr);
+    if (stale_add(s, id, &t->decls[i].peer) != PS_OK)
+      return ps_error_set(err, PS_ERR_NOMEM, "out of memory declaring table %u", id);
+  }
+  free(t->decls);
+  t->decls = NULL;
+  t->ndecls = 0;
+  if (srv_meta_save(s, false) != PS_OK) PS_WARN("could not persist the table metadata");
+  PS_INFO("declared table %u '%s' dim %u, %s for %u workers (at its first use)", id, spec.name,
+          spec.dim, ps_consistency_name(spec.consistency), t->spec.num_workers);
+  return PS_OK;
+}
+
+ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+  if (!r->has_ident) return PS_OK;
+  srv_coord_peer p;
+  srv_peer_of(r, &p);
+  for (size_t i = 0; i < s->ndecl_stale; i++)
+    if (s->decl_stale[i].table == id && same_conn(&s->decl_stale[i].peer, &p))
+      return ps_error_set(err, PS_ERR_CONFLICT,
+                          "table %u has another spec than this connection declared: the first "
+                          "client to use it had declared its own (see STATS); declare that one",
+                          id);
+  return PS_OK;
+}
+
+void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
+  if (!s->ndecl_stale || !r->has_ident) return;
+  srv_coord_peer p;
+  srv_peer_of(r, &p);
+  for (size_t i = 0; i < s->ndecl_stale;)
+    if (s->decl_stale[i].table == id && same_conn(&s->decl_stale[i].peer, &p))
+      s->decl_stale[i] = s->decl_stale[--s->ndecl_stale];
+    else
+      i++;
+}
+
+/* ------------------------------------------------------------------ trainers */
 
 void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
   if (!r->has_ident) return;
@@ -182,6 +341,9 @@ void srv_guard_peer_gone(ps_server *s, int fd) {
   for (size_t i = 0; i < s->ntrainers;)
     if (s->trainers[i].peer.fd == fd) s->trainers[i] = s->trainers[--s->ntrainers];
     else i++;
+  for (size_t i = 0; i < s->ndecl_stale;)
+    if (s->decl_stale[i].peer.fd == fd) s->decl_stale[i] = s->decl_stale[--s->ndecl_stale];
+    else i++;
 }
 
 ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
@@ -205,6 +367,9 @@ ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
 }
 
 void srv_guard_free(ps_server *s) {
+  free(s->decl_stale);
+  s->decl_stale = NULL;
+  s->ndecl_stale = s->decl_stale_cap = 0;
   free(s->trainers);
   s->trainers = NULL;
   s->ntrainers = s->trainers_cap = 0;

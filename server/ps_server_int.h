@@ -50,9 +50,25 @@ typedef struct srv_task {
   uint64_t started; /* when its partition thread took it up (ns): the end of its queue wait */
 } srv_task;
 
+/* A client's declaration of a table that no client has used yet (ps_server_guard.c). */
+typedef struct srv_decl {
+  srv_coord_peer peer;
+  ps_table_spec spec;
+} srv_decl;
+
+/* A connection whose declaration of `table` lost to its first user's: refused until it
+ * declares the table's spec. */
+typedef struct srv_decl_stale {
+  uint32_t table;
+  srv_coord_peer peer;
+} srv_decl_stale;
+
 typedef struct srv_table {
   ps_table_spec spec;    /* rows and stepping (spec.consistency, .staleness, .num_workers) */
   bool meta_unknown;     /* found in the store but not in our metadata: first declare sets it */
+  bool provisional;      /* declared, used by nobody yet: not in the store, spec may change */
+  srv_decl *decls;       /* provisional: who declared which spec (the first user's wins) */
+  size_t ndecls;
   bool step_init;        /* step state adopted from the first step-bearing message */
   uint64_t applied;      /* sync: steps < applied are applied; ssp/async: min worker clock */
   uint64_t apply_issued; /* sync: steps < apply_issued have been handed to the threads */
@@ -185,6 +201,8 @@ struct ps_server {
   bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
   srv_guard_trainer *trainers;
   size_t ntrainers, trainers_cap;
+  srv_decl_stale *decl_stale;
+  size_t ndecl_stale, decl_stale_cap;
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -309,6 +327,16 @@ ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool 
                          ps_error *err);
 /* A KV_SET of SRV_COORD_CKPT_KEY: its {"step", "path"} must be this shard's last checkpoint. */
 ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err);
+/* DECLARE of a table the store does not have: provisional (not in the store until its first
+ * use), its spec the latest declared; r's declaration is remembered. PS_OK: reply success. */
+ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err);
+/* The first PULL, PUSH or STEP of provisional table `id` (r): the spec r's connection declared
+ * (else the latest) goes into the store; connections that declared another one become stale. */
+ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
+/* PS_ERR_CONFLICT when r's connection is stale for table id (only when some connection is). */
+ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
+/* r declared table id with its spec: not stale any more. */
+void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id);
 /* r (a PUSH or STEP that passed its checks) trained on this shard. */
 void srv_guard_note_trainer(ps_server *s, const srv_req *r);
 /* The connection on fd closed. */

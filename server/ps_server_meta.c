@@ -52,6 +52,7 @@ srv_table *srv_table_new(const ps_table_spec *spec) {
 
 void srv_table_free(srv_table *t) {
   if (!t) return;
+  free(t->decls);
   free(t->clock);
   free(t);
 }
@@ -61,7 +62,9 @@ ps_status srv_tables_adopt_store(ps_server *s) {
   size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
   ps_status st = PS_OK;
   for (size_t i = 0; i < nt; i++) {
-    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
+    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE) continue;
+    srv_table *old = s->tables[ids[i]];
+    if (old && !old->provisional) continue; /* a provisional one is not in the store */
     ps_table_spec sp;
     if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
     srv_table *t = srv_table_new(&sp);
@@ -70,6 +73,7 @@ ps_status srv_tables_adopt_store(ps_server *s) {
       continue;
     }
     t->meta_unknown = true;
+    srv_table_free(old);
     s->tables[ids[i]] = t;
     if (ids[i] > s->max_table) s->max_table = ids[i];
   }
@@ -80,7 +84,7 @@ static json_t *tables_json(ps_server *s) {
   json_t *a = json_array();
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
-    if (!t || t->meta_unknown) continue;
+    if (!t || t->meta_unknown || t->provisional) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
                                        t->spec.name, "consistency", (int)t->spec.consistency,
                                        "staleness", (json_int_t)t->spec.staleness,
@@ -162,7 +166,8 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
     spec.consistency = (ps_consistency)cons;
     spec.staleness = (uint32_t)stal;
     spec.num_workers = (uint32_t)nw;
-    if (old && !old->meta_unknown && ps_table_spec_stepping_equal(&old->spec, &spec)) {
+    if (old && !old->meta_unknown && !old->provisional &&
+        ps_table_spec_stepping_equal(&old->spec, &spec)) {
       old->spec = spec;
       continue;
     }

@@ -178,16 +178,32 @@ static void handle_step(ps_server *s, srv_req *r) {
   srv_try_exclusive(s);
 }
 
+static void reply_declared(ps_server *s, srv_req *r, uint32_t id) {
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
+  rh.table_id = id;
+  srv_reply(s, r, &rh, NULL);
+}
+
 static void handle_declare(ps_server *s, srv_req *r) {
-  ps_table_spec spec;
-  ps_error e;
-  if (ps_wire_spec_from_pb(r->h->table, &spec, &e) != PS_OK) {
-    srv_reply_error(s, r, e.code, "bad table spec: %s", e.msg);
+  ps_table_spec spec, stored;
+  ps_error err;
+  if (ps_wire_spec_from_pb(r->h->table, &spec, &err) != PS_OK) {
+    srv_reply_error(s, r, err.code, "bad table spec: %s", err.msg);
     return;
   }
   const uint32_t id = spec.id;
   srv_table *t = s->tables[id];
-  if (t && !t->meta_unknown && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
+  if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
+    /* Nobody has used it: provisional, the spec of its first user wins (ps_server_guard.c). */
+    if (srv_guard_declare(s, r, &spec, &err) != PS_OK)
+      srv_reply_error(s, r, err.code, "%s", err.msg);
+    else
+      reply_declared(s, r, id);
+    return;
+  }
+  const bool fresh = !t || t->meta_unknown || t->provisional;
+  if (!fresh && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
     srv_reply_error(s, r, PS_ERR_CONFLICT,
                     "table %u '%s' was declared with consistency %s (staleness %u) for %u "
                     "workers; this declaration asks for %s (staleness %u) for %u workers",
@@ -196,7 +212,6 @@ static void handle_declare(ps_server *s, srv_req *r) {
                     ps_consistency_name(spec.consistency), spec.staleness, spec.num_workers);
     return;
   }
-  ps_error err;
   ps_status st = ps_store_declare(s->store, &spec, &err);
   if (st != PS_OK) {
     srv_reply_error(s, r, st,
@@ -207,7 +222,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
                     id, spec.name, err.msg);
     return;
   }
-  if (!t || t->meta_unknown) {
+  if (fresh) {
     srv_table *nt = srv_table_new(&spec);
     if (!nt) {
       srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory declaring table %u", id);
@@ -221,10 +236,8 @@ static void handle_declare(ps_server *s, srv_req *r) {
             ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
             spec.num_workers);
   }
-  Ember__Header rh;
-  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
-  rh.table_id = id;
-  srv_reply(s, r, &rh, NULL);
+  srv_guard_decl_clear(s, r, id);
+  reply_declared(s, r, id);
 }
 
 static void handle_stats(ps_server *s, srv_req *r) {
@@ -316,7 +329,13 @@ void srv_handle(ps_server *s, srv_req *r) {
                       h->table_id, s->opt.shard);
       return;
     }
-    r->tab = t;
+    ps_error err;
+    if ((t->provisional && srv_guard_bind(s, r, h->table_id, &err) != PS_OK) ||
+        (s->ndecl_stale && srv_guard_decl_check(s, r, h->table_id, &err) != PS_OK)) {
+      srv_reply_error(s, r, err.code, "%s", err.msg);
+      return;
+    }
+    r->tab = s->tables[h->table_id];
   }
   switch (op) {
     case EMBER__OP__OP_DECLARE: handle_declare(s, r); return;

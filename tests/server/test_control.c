@@ -8,6 +8,9 @@
  *    restore (a resuming job) works;
  *  - a JOIN and a barrier with another world held open before the job do not stop it (the
  *    job's JOINs and barrier go through), and a JOIN under a running member's name is refused;
+ *  - a table declared with another spec before the job (or between the job's declaration and
+ *    its first use) does not stop it: the first user's own declaration goes into the store,
+ *    and the other declarer is refused until it declares that spec;
  *  - KV_SET of ember/checkpoint/latest must name the checkpoint shard 0 committed, and other
  *    ember/ keys need a rank;
  *  - a KV flood stops at the per-client quota, far below the store's 64 MiB.
@@ -330,6 +333,65 @@ static void test_join_hijack(void **state) {
   teardown(&f);
 }
 
+static ps_table_spec spec_of(uint32_t id, const char *name, float lr) {
+  ps_table_spec t;
+  ps_table_spec_default(&t, id, name, DIM);
+  t.optimizer = PS_OPT_SGD;
+  t.lr = lr;
+  return t;
+}
+
+/* Row 0 of table id after one push of gradient -5 from c (SGD: it moves by 5 lr). */
+static float pushed_row(ps_client *c, uint32_t id) {
+  float g[N * DIM], v[N * DIM];
+  uint64_t k[N];
+  for (int i = 0; i < N; i++) k[i] = 500 + (uint64_t)i;
+  for (int i = 0; i < N * DIM; i++) g[i] = -5.0f;
+  assert_int_equal(ps_client_push(c, id, 0, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(c, id, 0, k, N, v, NULL), PS_OK);
+  return v[0];
+}
+
+static void test_declare_hijack(void **state) {
+  (void)state;
+  fx f;
+  setup(&f, "ctl-declare", NULL);
+  ps_error e;
+  /* Before the job: table 2 declared with another learning rate. Before: the job's
+   * declaration was refused ("declared again with a different spec") and the job failed. */
+  ps_table_spec bad = spec_of(2, "emb2", 9.0f), good = spec_of(2, "emb2", 1.0f);
+  assert_int_equal(ps_client_declare(f.evil, &bad, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(f.job, &good, &e), PS_OK);
+  /* The job's first use puts its own spec in the store: rows move by 5 x lr 1, not lr 9
+   * (init is within 0.05 of 0). */
+  float v = pushed_row(f.job, 2);
+  if (v < 4.9f || v > 5.1f) fail_msg("row 0 of table 2 is %g, want 5 (lr 1)", v);
+  /* The squatter is told, rather than served rows of a spec it did not ask for ... */
+  float out[N * DIM];
+  assert_int_equal(ps_client_pull(f.evil, 2, 0, f.k, N, out, &e), PS_ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "another spec than this connection declared"));
+  /* ... and a used table keeps its spec, as before. */
+  ps_table_spec other = spec_of(2, "emb2", 3.0f);
+  assert_int_equal(ps_client_declare(f.evil, &other, &e), PS_ERR_CONFLICT);
+  /* Declaring the table's spec makes it a client like any other. */
+  ps_client_destroy(&f.evil);
+  f.evil = client_of(&f.s);
+  assert_int_equal(ps_client_declare(f.evil, &good, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(f.evil, 2, 0, f.k, N, out, NULL), PS_OK);
+  /* A declaration in the window between the job's and its first use does not win either. */
+  ps_table_spec good3 = spec_of(3, "emb3", 1.0f), bad3 = spec_of(3, "emb3", 9.0f);
+  assert_int_equal(ps_client_declare(f.job, &good3, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(f.evil, &bad3, NULL), PS_OK);
+  v = pushed_row(f.job, 3);
+  if (v < 4.9f || v > 5.1f) fail_msg("row 0 of table 3 is %g, want 5 (lr 1)", v);
+  /* A client does not change its own declaration before use (as before). */
+  ps_table_spec t4 = spec_of(4, "emb4", 1.0f), t4b = spec_of(4, "emb4", 2.0f);
+  assert_int_equal(ps_client_declare(f.job, &t4, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(f.job, &t4b, &e), PS_ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "declared again with a different spec"));
+  teardown(&f);
+}
+
 static void test_kv_reserved(void **state) {
   (void)state;
   fx f;
@@ -400,7 +462,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_path_dotdot),     cmocka_unit_test(test_path_symlink),
       cmocka_unit_test(test_path_absolute),   cmocka_unit_test(test_restore_rollback),
-      cmocka_unit_test(test_join_hijack),     cmocka_unit_test(test_kv_reserved),
+      cmocka_unit_test(test_join_hijack),     cmocka_unit_test(test_declare_hijack),
+      cmocka_unit_test(test_kv_reserved),
       cmocka_unit_test(test_kv_flood),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
