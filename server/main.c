@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ps_cli.h"
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_http.h"
 #include "ps_metrics.h"
@@ -84,6 +85,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!listen_ok(listen)) return 2;
+  char root_buf[4096];
+  ps_error rerr;
+  if (checkpoint_root &&
+      ps_path_canonical(checkpoint_root, root_buf, sizeof root_buf, &rerr) != PS_OK) {
+    fprintf(stderr, "ps-server: --checkpoint-root: %s\n", rerr.msg);
+    return 2;
+  }
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
