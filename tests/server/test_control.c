@@ -121,6 +121,15 @@ static void mkdirs(const char *fmt, ...) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* DIR/NAME: a symlink to the directory TDIR/TNAME, made first. */
+static void link_to(const char *dir, const char *name, const char *tdir, const char *tname) {
+  char link[PATH_MAX + 64], target[PATH_MAX + 64];
+  snprintf(target, sizeof target, "%s/%s", tdir, tname);
+  mkdirs("%s", target);
+  snprintf(link, sizeof link, "%s/%s", dir, name);
+  assert_int_equal(symlink(target, link), 0);
+}
+
 /* The checkpoint is refused with PS_ERR_INVALID and a message containing needle. */
 static void refused(ps_client *c, uint64_t step, const char *path, const char *needle) {
   ps_error e;
@@ -155,11 +164,7 @@ static void test_path_symlink(void **state) {
   fx f;
   setup(&f, "ctl-link", NULL);
   push(&f, 1.0f);
-  mkdirs("%s/outside", f.dir);
-  char link[PATH_MAX + 32], target[PATH_MAX + 32];
-  snprintf(link, sizeof link, "%s/link", f.data);
-  snprintf(target, sizeof target, "%s/outside", f.dir);
-  assert_int_equal(symlink(target, link), 0);
+  link_to(f.data, "link", f.dir, "outside");
   /* Before: followed the link and wrote DIR/outside/ck/shard-0. */
   refused(f.evil, 1, "link/ck", "is outside data dir");
   assert_false(exists("%s/outside/ck", f.dir));
@@ -170,10 +175,7 @@ static void test_path_symlink(void **state) {
   refused(f.evil, 1, p, "is outside data dir");
   assert_false(exists("%s/outside/step-1/shards", f.dir));
   /* A link that stays inside the data dir is followed. */
-  mkdirs("%s/inside", f.data);
-  snprintf(link, sizeof link, "%s/in-link", f.data);
-  snprintf(target, sizeof target, "%s/inside", f.data);
-  assert_int_equal(symlink(target, link), 0);
+  link_to(f.data, "in-link", f.data, "inside");
   assert_int_equal(ps_client_checkpoint(f.job, 1, "in-link/ck", NULL), PS_OK);
   assert_true(exists("%s/inside/ck/shard-0.json", f.data));
   teardown(&f);
@@ -271,24 +273,14 @@ static void test_restore_rollback(void **state) {
 
 typedef struct barrier_arg {
   ps_client *c;
+  uint32_t world, timeout_ms;
   ps_status st;
 } barrier_arg;
 
+/* A barrier "ctl" of b's world in a thread of its own. */
 static void *barrier_thread(void *p) {
   barrier_arg *b = p;
-  b->st = ps_client_barrier(b->c, "ctl", 2, 10000, NULL);
-  return NULL;
-}
-
-typedef struct squat_arg {
-  ps_client *c;
-  ps_status st;
-} squat_arg;
-
-/* Holds a barrier of the job's name but another world (3) for 3 s. */
-static void *squat_thread(void *p) {
-  squat_arg *a = p;
-  a->st = ps_client_barrier(a->c, "ctl", 3, 3000, NULL);
+  b->st = ps_client_barrier(b->c, "ctl", b->world, b->timeout_ms, NULL);
   return NULL;
 }
 
@@ -303,9 +295,9 @@ static void test_join_hijack(void **state) {
   /* Before the job: a JOIN with world 3, held open, and a barrier of the job's name in world
    * 3. Before: the cluster's world was 3 from then on, and the job's JOINs were refused. */
   assert_int_equal(ps_client_join(f.evil, 3, -1, "x", &rx, &e), PS_OK);
-  squat_arg sa = {.c = sq};
+  barrier_arg sa = {.c = sq, .world = 3, .timeout_ms = 3000}; /* held for 3 s */
   pthread_t sth;
-  pthread_create(&sth, NULL, squat_thread, &sa);
+  pthread_create(&sth, NULL, barrier_thread, &sa);
   usleep(200000); /* the squatter's barrier is parked first (not needed to pass: makes it bite) */
   assert_int_equal(ps_client_join(f.job, 2, 0, "wa", &r0, &e), PS_OK);
   assert_int_equal(ps_client_join(b, 2, 1, "wb", &r1, NULL), PS_OK);
@@ -320,7 +312,7 @@ static void test_join_hijack(void **state) {
   assert_int_equal(ps_client_stats(f.job, 0, &js, NULL), PS_OK);
   assert_non_null(strstr(js, "\"world\":2"));
   free(js);
-  barrier_arg a = {.c = f.job};
+  barrier_arg a = {.c = f.job, .world = 2, .timeout_ms = 10000};
   pthread_t th;
   pthread_create(&th, NULL, barrier_thread, &a);
   assert_int_equal(ps_client_barrier(b, "ctl", 2, 10000, &e), PS_OK);
