@@ -17,6 +17,11 @@
  * leads out of the roots is refused too. Only requests are checked: the shard's own last
  * checkpoint (startup recovery, RESTORE without a path) was checked when it was committed.
  *
+ * Prepares. A shard holds one prepared checkpoint, and a new PREPARE drops it, an ABORT
+ * deletes it and a COMMIT makes it the shard's (before the other shards may have prepared).
+ * So while a prepare awaits its commit, CHECKPOINTs from other connections are refused, as
+ * long as the preparing connection (the job's driver) is open.
+ *
  * Restores. A RESTORE rolls the rows back, under any job training on the shard. It is refused
  * while another connection that trained here (sent a PUSH or STEP) is still connected; the
  * job's own driver (the connection that trained) and a resuming job (whose workers wait for
@@ -312,6 +317,25 @@ void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
       i++;
 }
 
+/* ------------------------------------------------------------------ prepared checkpoints */
+
+ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
+  if (!s->staged.have || !s->stager_open || !r->has_ident) return PS_OK;
+  srv_coord_peer p;
+  srv_peer_of(r, &p);
+  if (same_conn(&s->stager, &p) || s->stager.fd == p.fd) return PS_OK;
+  return ps_error_set(err, PS_ERR_CONFLICT,
+                      "CHECKPOINT refused: the checkpoint of step %" PRIu64 " in %s, prepared "
+                      "by the connection from %s, awaits that connection's commit or abort",
+                      s->staged.step, s->staged.path,
+                      s->stager.addr[0] ? s->stager.addr : "an unknown address");
+}
+
+void srv_guard_note_stager(ps_server *s, const srv_req *r) {
+  s->stager_open = r->has_ident && s->staged.have;
+  if (s->stager_open) srv_peer_of(r, &s->stager);
+}
+
 /* ------------------------------------------------------------------ trainers */
 
 void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
@@ -344,6 +368,7 @@ void srv_guard_peer_gone(ps_server *s, int fd) {
   for (size_t i = 0; i < s->ndecl_stale;)
     if (s->decl_stale[i].peer.fd == fd) s->decl_stale[i] = s->decl_stale[--s->ndecl_stale];
     else i++;
+  if (s->stager_open && s->stager.fd == fd) s->stager_open = false;
 }
 
 ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {

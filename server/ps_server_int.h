@@ -203,6 +203,8 @@ struct ps_server {
   size_t ntrainers, trainers_cap;
   srv_decl_stale *decl_stale;
   size_t ndecl_stale, decl_stale_cap;
+  srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
+  bool stager_open;
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -337,6 +339,11 @@ ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
 ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
 /* r declared table id with its spec: not stale any more. */
 void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id);
+/* PS_ERR_CONFLICT when r, a CHECKPOINT, comes from another connection than the one whose
+ * prepared checkpoint awaits its commit or abort, while that one is open. */
+ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err);
+/* r prepared the shard's staged checkpoint. */
+void srv_guard_note_stager(ps_server *s, const srv_req *r);
 /* r (a PUSH or STEP that passed its checks) trained on this shard. */
 void srv_guard_note_trainer(ps_server *s, const srv_req *r);
 /* The connection on fd closed. */

@@ -269,9 +269,8 @@ static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
                      h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_ONESHOT;
     if (srv_guard_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
   }
-  if (ck) return PS_OK;
-  srv_peers_poll(s); /* a connection closed a moment ago trains no more */
-  return srv_guard_restore(s, r, err);
+  srv_peers_poll(s); /* a connection closed a moment ago trains or drives no more */
+  return ck ? srv_guard_checkpoint(s, r, err) : srv_guard_restore(s, r, err);
 }
 
 void srv_run_exclusive(ps_server *s, srv_req *r) {
@@ -285,6 +284,8 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     /* refused: err says why */
   } else if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
     st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, dir, sizeof dir, &err);
+    if (st == PS_OK && r->h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE)
+      srv_guard_note_stager(s, r);
     rh.step = r->h->step;
     rh.path = dir;
     rh.ckpt_phase = r->h->ckpt_phase;

@@ -6,6 +6,8 @@
  *    pins ROOT on the first checkpoint, the pin survives a restart, --checkpoint-root sets it;
  *  - RESTORE while the job's connection trains is refused (rows unchanged); once it closed, a
  *    restore (a resuming job) works;
+ *  - a CHECKPOINT from another connection while the job's prepare awaits its commit is
+ *    refused (it would drop, abort or commit the job's prepare);
  *  - a JOIN and a barrier with another world held open before the job do not stop it (the
  *    job's JOINs and barrier go through), and a JOIN under a running member's name is refused;
  *  - a table declared with another spec before the job (or between the job's declaration and
@@ -271,6 +273,40 @@ static void test_restore_rollback(void **state) {
   teardown(&f);
 }
 
+static void test_checkpoint_hijack(void **state) {
+  (void)state;
+  fx f;
+  setup(&f, "ctl-ckpt", NULL);
+  push(&f, 1.0f);
+  ps_error e;
+  /* The job's driver between its prepare and its commit. Before: another PREPARE dropped the
+   * job's (its commit then failed "no prepared checkpoint"), and an ABORT or early COMMIT of
+   * it from anybody went through. */
+  assert_int_equal(ps_client_checkpoint_phase(f.job, PS_CKPT_PREPARE, 2, "ck2", NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint_phase(f.evil, PS_CKPT_PREPARE, 9, "ck9", &e),
+                   PS_ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "awaits that connection's commit or abort"));
+  assert_int_equal(ps_client_checkpoint_phase(f.evil, PS_CKPT_ABORT, 2, "ck2", &e),
+                   PS_ERR_CONFLICT);
+  assert_int_equal(ps_client_checkpoint_phase(f.evil, PS_CKPT_COMMIT, 2, "ck2", &e),
+                   PS_ERR_CONFLICT);
+  assert_false(exists("%s/ck9", f.data));
+  assert_int_equal(ps_client_checkpoint_phase(f.job, PS_CKPT_COMMIT, 2, "ck2", NULL), PS_OK);
+  assert_true(exists("%s/ck2/shard-0.json", f.data));
+  /* Nothing awaits a commit: anybody may checkpoint (within the roots). */
+  assert_int_equal(ps_client_checkpoint(f.evil, 3, "ck3", NULL), PS_OK);
+  /* A driver that died between the phases holds nothing. */
+  assert_int_equal(ps_client_checkpoint_phase(f.job, PS_CKPT_PREPARE, 4, "ck4", NULL), PS_OK);
+  ps_client_destroy(&f.job);
+  ps_status st = PS_ERR_CONFLICT;
+  for (int i = 0; i < 100 && st == PS_ERR_CONFLICT; i++) {
+    st = ps_client_checkpoint(f.evil, 5, "ck5", NULL);
+    if (st == PS_ERR_CONFLICT) usleep(50000);
+  }
+  assert_int_equal(st, PS_OK);
+  teardown(&f);
+}
+
 typedef struct barrier_arg {
   ps_client *c;
   uint32_t world, timeout_ms;
@@ -454,7 +490,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_path_dotdot),     cmocka_unit_test(test_path_symlink),
       cmocka_unit_test(test_path_absolute),   cmocka_unit_test(test_restore_rollback),
-      cmocka_unit_test(test_join_hijack),     cmocka_unit_test(test_declare_hijack),
+      cmocka_unit_test(test_checkpoint_hijack), cmocka_unit_test(test_join_hijack),
+      cmocka_unit_test(test_declare_hijack),
       cmocka_unit_test(test_kv_reserved),
       cmocka_unit_test(test_kv_flood),
   };
