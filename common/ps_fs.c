@@ -1,5 +1,8 @@
 /* ps_fs: mkdir -p and rm -rf (ps_fs.h), shared by the server's data dir, the store's snapshots
- * and the worker's checkpoint dir, with errno kept for the caller's message. */
+ * and the worker's checkpoint dir, with errno kept for the caller's message; and the canonical
+ * form of a path that may not exist yet, which the server confines checkpoint paths with
+ * (realpath of the longest existing prefix, so a symlink anywhere in it is followed; '..' is
+ * refused rather than resolved, so the part not yet made cannot climb out). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "ps_fs.h"
 

@@ -32,9 +32,10 @@
  * one declaration before the job made every worker fail. A table the store does not have is
  * provisional until its first PULL, PUSH or STEP: declarations only record who asked for
  * which spec (the latest is the table's for now; a connection cannot change its own), and the
- * first use puts the spec that the user's own connection declared into the store. Connections that had declared another spec
- * are then refused with a clear message (not served rows of a spec they did not ask for) until
- * they declare the table's. A used table is fixed as before: another spec is refused.
+ * first use puts the spec that the user's own connection declared into the store.
+ * Connections that had declared another spec are then refused with a clear message (not
+ * served rows of a spec they did not ask for) until they declare the table's. A used table is
+ * fixed as before: another spec is refused.
  *
  * The checkpoint record. The coordinator's key ember/checkpoint/latest says which checkpoint
  * is the job's; shard 0 accepts a value only when it names the checkpoint shard 0 itself last
