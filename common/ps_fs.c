@@ -1,5 +1,8 @@
 /* ps_fs: mkdir -p and rm -rf (ps_fs.h), shared by the server's data dir, the store's snapshots
- * and the worker's checkpoint dir, with errno kept for the caller's message. */
+ * and the worker's checkpoint dir, with errno kept for the caller's message; and the canonical
+ * form of a path that may not exist yet, which the server confines checkpoint paths with
+ * (realpath of the longest existing prefix, so a symlink anywhere in it is followed; '..' is
+ * refused rather than resolved, so the part not yet made cannot climb out). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "ps_fs.h"
 
@@ -7,6 +10,7 @@
 #include <stdio.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,4 +44,54 @@ ps_status ps_rm_rf(const char *path) {
   struct stat sb;
   if (lstat(path, &sb) != 0) return errno == ENOENT ? PS_OK : PS_ERR_IO;
   return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? PS_OK : PS_ERR_IO;
+}
+
+ps_status ps_path_canonical(const char *path, char *out, size_t len, ps_error *err) {
+  char buf[PATH_MAX];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf)
+    return ps_error_set(err, PS_ERR_INVALID, "path of %zu bytes (1..%d)", n, PATH_MAX - 1);
+  for (const char *c = path; *c;) { /* every component, "a//b" and a trailing "/" included */
+    size_t cl = strcspn(c, "/");
+    if (cl == 2 && c[0] == '.' && c[1] == '.')
+      return ps_error_set(err, PS_ERR_INVALID, "'..' is not allowed in a path ('%s')", path);
+    c += cl;
+    c += strspn(c, "/");
+  }
+  memcpy(buf, path, n + 1);
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  /* Cut components off the end until what is left exists; the tail is what was cut. */
+  char real[PATH_MAX];
+  size_t cut = n;
+  for (;;) {
+    char save = buf[cut];
+    buf[cut] = '\0';
+    bool ok = realpath(cut ? buf : ".", real) != NULL;
+    int e = errno;
+    buf[cut] = save;
+    if (ok) break;
+    if ((e != ENOENT && e != ENOTDIR) || cut == 0)
+      return ps_error_set(err, PS_ERR_IO, "resolving %s: %s", path, strerror(e));
+    while (cut > 0 && buf[cut - 1] != '/') cut--; /* the last component */
+    while (cut > 1 && buf[cut - 1] == '/') cut--; /* and its slashes ("/" stays) */
+  }
+  const char *tail = buf + cut;
+  tail += strspn(tail, "/");
+  size_t rl = strlen(real);
+  int w = snprintf(out, len, "%s%s%s", real, (*tail && real[rl - 1] != '/') ? "/" : "", tail);
+  if (w < 0 || (size_t)w >= len)
+    return ps_error_set(err, PS_ERR_INVALID, "path %s is too long once resolved", path);
+  /* "." components of the tail: a/./b is a/b. */
+  char *d;
+  while ((d = strstr(out, "/./")) != NULL) memmove(d, d + 2, strlen(d + 2) + 1);
+  size_t ol = strlen(out);
+  if (ol > 2 && strcmp(out + ol - 2, "/.") == 0) out[ol - 2] = '\0';
+  while ((d = strstr(out, "//")) != NULL) memmove(d, d + 1, strlen(d + 1) + 1);
+  return PS_OK;
+}
+
+bool ps_path_within(const char *path, const char *root) {
+  size_t rl = strlen(root);
+  if (rl == 1 && root[0] == '/') return path[0] == '/';
+  return strncmp(path, root, rl) == 0 && (path[rl] == '\0' || path[rl] == '/');
 }

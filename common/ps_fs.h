@@ -2,6 +2,9 @@
 #ifndef PS_FS_H
 #define PS_FS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "ps_status.h"
 
 /* mkdir -p: creates path and its missing parents (mode 0755); existing ones are fine.
@@ -12,5 +15,16 @@ ps_status ps_mkdir_p(const char *path);
 /* rm -rf: removes path and everything under it, links not followed; a path that does not
  * exist is PS_OK. PS_ERR_IO on failure, with errno from the removal that failed. */
 ps_status ps_rm_rf(const char *path);
+
+/* The canonical form of path (absolute, no symlinks, no "." or ".." components) into out, even
+ * when its tail does not exist yet (a checkpoint about to be made): the longest existing
+ * prefix goes through realpath and the missing components are appended as they are. A ".."
+ * component anywhere is refused (PS_ERR_INVALID), so what is appended cannot climb back out of
+ * the prefix. A relative path is taken from the working directory. PS_ERR_INVALID also when
+ * the result does not fit in len, PS_ERR_IO when the existing prefix cannot be resolved. */
+ps_status ps_path_canonical(const char *path, char *out, size_t len, ps_error *err);
+
+/* Whether the canonical path lies in the canonical directory root (or is root itself). */
+bool ps_path_within(const char *path, const char *root);
 
 #endif

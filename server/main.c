@@ -11,6 +11,7 @@
 
 #include "ps_cli.h"
 #include "ps_curve.h"
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_http.h"
 #include "ps_metrics.h"
@@ -66,7 +67,7 @@ static void on_signal(int sig) {
 }
 
 int main(int argc, char **argv) {
-  const char *listen = NULL, *data_dir = NULL, *level = "info";
+  const char *listen = NULL, *data_dir = NULL, *level = "info", *checkpoint_root = NULL;
   const char *curve_secret = NULL, *curve_clients = NULL;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
@@ -95,6 +96,10 @@ int main(int argc, char **argv) {
        "CURVE: serve only the clients whose NAME.public is in DIR (default: anyone, "
        "unencrypted)",
        false, 0, 0},
+      {"checkpoint-root", 0, PS_CLI_STRING, &checkpoint_root, "DIR",
+       "checkpoints outside --data-dir go only under DIR (default: the directory holding the "
+       "job's first step-N checkpoint outside it, pinned then)",
+       false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -109,6 +114,13 @@ int main(int argc, char **argv) {
   char curve_key[PS_CURVE_Z85_SIZE];
   ps_curve_keyset *clients = NULL;
   if (curve_load(curve_secret, curve_clients, curve_key, &clients) != 0) return 2;
+  char root_buf[4096];
+  ps_error rerr;
+  if (checkpoint_root &&
+      ps_path_canonical(checkpoint_root, root_buf, sizeof root_buf, &rerr) != PS_OK) {
+    fprintf(stderr, "ps-server: --checkpoint-root: %s\n", rerr.msg);
+    return 2;
+  }
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
    * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
@@ -133,7 +145,8 @@ int main(int argc, char **argv) {
                          .metrics_port = metrics_port,
                          .inject_delay_us = (uint64_t)inject_delay_us,
                          .curve_secret = clients ? curve_key : NULL,
-                         .curve_clients = clients};
+                         .curve_clients = clients,
+                         .checkpoint_root = checkpoint_root};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {

@@ -1,8 +1,8 @@
 /* ps_coord: the cluster coordinator hosted by shard 0 on the same socket as its data ops:
- * worker membership and ranks (JOIN), a rendezvous key-value store for the collectives
- * (KV_SET / KV_GET with a wait), and named barriers. Global checkpoints are driven by a worker
- * (CHECKPOINT prepare, then commit, to every shard, then KV_SET "ember/checkpoint/latest");
- * see docs/PROTOCOL.md.
+ * worker membership and ranks (JOIN), named barriers, and the rendezvous key-value store for
+ * the collectives (KV_SET / KV_GET with a wait, ps_coord_kv.c). Global checkpoints are driven
+ * by a worker (CHECKPOINT prepare, then commit, to every shard, then KV_SET
+ * "ember/checkpoint/latest"); see docs/PROTOCOL.md.
  *
  * Everything runs on the server's main thread, so no locks. It sees requests only as opaque
  * handles with their headers and answers through the reply interface it was created with
@@ -14,10 +14,19 @@
  * A rank is held by the connection that joined it, not forever: when that connection closes
  * (the worker exited or failed before training) the server calls srv_coord_peer_gone and the
  * rank is free again, so today's JOIN/BARRIER messages need nothing new from the client. A
- * JOIN of a held rank from another connection is refused, naming the holder. Disconnects are
- * known by file descriptor (ZeroMQ's monitor names no routing id), so a request whose fd
- * matches a holder's but whose connection does not proves the holder gone before its
- * disconnect event arrived: the holder is released then, and that late event ignored. */
+ * JOIN of a held rank from another connection is refused, naming the holder, even under the
+ * holder's own name. Disconnects are known by file descriptor (ZeroMQ's monitor names no
+ * routing id), so a request whose fd matches a holder's but whose connection does not proves
+ * the holder gone before its disconnect event arrived: the holder is released then, and that
+ * late event ignored.
+ *
+ * Worlds. Each world size is its own set of ranks, and a barrier is named by its name and its
+ * world: a JOIN or BARRIER with another world size joins another world and cannot take a
+ * rank, or a barrier, of the running job (it used to fix the cluster's world for whoever came
+ * first, so one JOIN before the job made every worker fail). A worker started with the wrong
+ * --world therefore waits alone; its barrier's timeout says that another world waits under the
+ * same name. STATS shows the world with the most members. A world is forgotten once its last
+ * member left. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -25,13 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_coord_int.h"
+#include "ps_coord_kv_int.h"
 #include "ps_log.h"
 #include "ps_time.h"
 
 #define COORD_MAX_WORKERS PS_TABLE_MAX_WORKERS
-#define COORD_MAX_NAME 1024u
-#define COORD_MAX_KV_BYTES ((size_t)64 << 20)
+#define COORD_MAX_WORLDS 64u /* worlds forming or running at once */
 
 /* A parked request. */
 typedef struct coord_wait {
@@ -40,7 +48,6 @@ typedef struct coord_wait {
   uint64_t deadline;      /* 0 = none */
   bool known;             /* peer is the sender's connection */
   srv_coord_peer peer;
-  struct coord_wait *next;
 } coord_wait;
 
 /* A taken rank. */
@@ -53,12 +60,13 @@ typedef struct coord_member {
 
 #define COORD_MAX_STALE 32
 
-typedef struct coord_kv {
-  char *key;
-  uint8_t *val;
-  size_t len;
-  struct coord_kv *next;
-} coord_kv;
+/* The ranks of one world size. */
+typedef struct coord_world {
+  uint32_t size;
+  coord_member *member; /* by rank */
+  uint32_t members;
+  struct coord_world *next;
+} coord_world;
 
 typedef struct coord_barrier {
   char *name;
@@ -69,36 +77,29 @@ typedef struct coord_barrier {
 
 struct srv_coord {
   srv_coord_reply io;
-  uint32_t world;       /* 0 until the first JOIN */
-  coord_member *member; /* by rank */
-  uint32_t members;
+  coord_world *worlds;
+  uint32_t nworlds;
   int stale_fd[COORD_MAX_STALE]; /* disconnect events still to come for holders released early */
   uint32_t nstale;
   uint64_t joins;
-  coord_kv *kv;
-  size_t kv_bytes;
-  coord_wait *kv_wait;  /* KV_GET waiters (singly linked, allocated) */
+  coord_kvs *kvs;
   coord_barrier *barriers;
 };
 
 srv_coord *srv_coord_create(const srv_coord_reply *io) {
   srv_coord *c = calloc(1, sizeof *c);
-  if (c) c->io = *io;
+  if (!c) return NULL;
+  c->io = *io;
+  if (!(c->kvs = coord_kvs_create(io))) {
+    free(c);
+    return NULL;
+  }
   return c;
 }
 
 static void reply(srv_coord *c, void *req, Ember__Header *rh) { c->io.reply(c->io.ctx, req, rh); }
 
-static void fail(srv_coord *c, void *req, ps_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(srv_coord *c, void *req, ps_status st, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  c->io.error(c->io.ctx, req, st, msg);
-}
+#define fail(c, ...) coord_fail(&(c)->io, __VA_ARGS__)
 
 static void barrier_free(coord_barrier *b) {
   free(b->name);
@@ -106,34 +107,43 @@ static void barrier_free(coord_barrier *b) {
   free(b);
 }
 
+static void world_free(coord_world *w) {
+  for (uint32_t i = 0; w->member && i < w->size; i++) free(w->member[i].name);
+  free(w->member);
+  free(w);
+}
+
 void srv_coord_destroy(srv_coord **cp) {
   if (!cp || !*cp) return;
   srv_coord *c = *cp;
-  for (uint32_t i = 0; c->member && i < c->world; i++) free(c->member[i].name);
-  free(c->member);
-  while (c->kv) {
-    coord_kv *k = c->kv;
-    c->kv = k->next;
-    free(k->key);
-    free(k->val);
-    free(k);
+  while (c->worlds) {
+    coord_world *w = c->worlds;
+    c->worlds = w->next;
+    world_free(w);
   }
+  coord_kvs_destroy(&c->kvs);
   while (c->barriers) {
     coord_barrier *b = c->barriers;
     c->barriers = b->next;
     barrier_free(b);
   }
-  while (c->kv_wait) {
-    coord_wait *w = c->kv_wait;
-    c->kv_wait = w->next;
-    free(w);
-  }
   free(c);
   *cp = NULL;
 }
 
-static uint64_t deadline_of(uint32_t timeout_ms) {
-  return timeout_ms ? ps_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+/* The world of that size, or NULL. */
+static coord_world *world_find(srv_coord *c, uint32_t size) {
+  for (coord_world *w = c->worlds; w; w = w->next)
+    if (w->size == size) return w;
+  return NULL;
+}
+
+static void world_drop(srv_coord *c, coord_world *w) {
+  coord_world **pp = &c->worlds;
+  while (*pp != w) pp = &(*pp)->next;
+  *pp = w->next;
+  c->nworlds--;
+  world_free(w);
 }
 
 /* ------------------------------------------------------------------ JOIN */
@@ -148,84 +158,105 @@ static void member_describe(const coord_member *m, char *out, size_t len) {
     snprintf(out, len, "a worker at %s (joined %.1f s ago)", addr, ago);
 }
 
-static void member_release(srv_coord *c, uint32_t rank, const char *why) {
-  coord_member *m = &c->member[rank];
-  PS_INFO("rank %u of %u is free again: %s", rank, c->world, why);
+/* Frees the rank; true when that was w's last member and w is gone with it. */
+static bool member_release(srv_coord *c, coord_world *w, uint32_t rank, const char *why) {
+  coord_member *m = &w->member[rank];
+  PS_INFO("rank %u of %u is free again: %s", rank, w->size, why);
   free(m->name);
   memset(m, 0, sizeof *m);
-  c->members--;
-  if (c->members == 0 && !c->barriers) {
-    /* Nobody is left: the next run may have another world. */
-    free(c->member);
-    c->member = NULL;
-    c->world = 0;
-  }
+  w->members--;
+  if (w->members) return false;
+  world_drop(c, w); /* nobody is left: the next run may have another */
+  return true;
 }
 
-/* The holder of `rank` (if any) against the sender p: whether another live connection holds
- * it. A holder on p's file descriptor under another connection is gone (its disconnect event
- * is late): it is released here and that event is ignored when it comes. */
-static bool held_by_other(srv_coord *c, uint32_t rank, const srv_coord_peer *p) {
-  coord_member *m = &c->member[rank];
+/* The holder of `rank` of w (if any) against the sender p: whether another live connection
+ * holds it. A holder on p's file descriptor under another connection is gone (its disconnect
+ * event is late): it is released here (*gone: w went with it) and that event is ignored when
+ * it comes. */
+static bool held_by_other(srv_coord *c, coord_world *w, uint32_t rank, const srv_coord_peer *p,
+                          bool *gone) {
+  coord_member *m = &w->member[rank];
+  *gone = false;
   if (!m->name || !p || !m->known || m->peer.conn == p->conn) return false;
   if (m->peer.fd != p->fd) return true;
   if (c->nstale < COORD_MAX_STALE) c->stale_fd[c->nstale++] = p->fd;
-  member_release(c, rank, "its connection closed");
+  *gone = member_release(c, w, rank, "its connection closed");
   return false;
+}
+
+/* The world of h->world, made if new (NULL after answering r when it cannot be). */
+static coord_world *join_world(srv_coord *c, void *r, uint32_t size, const char *addr) {
+  coord_world *w = world_find(c, size);
+  if (w) return w;
+  if (c->nworlds >= COORD_MAX_WORLDS) {
+    fail(c, r, PS_ERR_CONFLICT, "JOIN with world %u refused: %u worlds are forming or running",
+         size, COORD_MAX_WORLDS);
+    return NULL;
+  }
+  w = calloc(1, sizeof *w);
+  if (w) w->member = calloc(size, sizeof *w->member);
+  if (!w || !w->member) {
+    free(w);
+    fail(c, r, PS_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  w->size = size;
+  for (coord_world *o = c->worlds; o; o = o->next)
+    PS_WARN("JOIN with world %u from %s while world %u has %u members: a separate world (a "
+            "worker started with the wrong --world waits alone)",
+            size, addr, o->size, o->members);
+  w->next = c->worlds;
+  c->worlds = w;
+  c->nworlds++;
+  return w;
 }
 
 static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv_coord_peer *p) {
   const char *name = h->name ? h->name : "";
+  const char *addr = p && p->addr[0] ? p->addr : "an in-process caller";
   if (h->world == 0 || h->world > COORD_MAX_WORKERS || strlen(name) > COORD_MAX_NAME) {
     fail(c, r, PS_ERR_INVALID, "JOIN needs a world in 1..%u and a name of at most %u "
                     "bytes", COORD_MAX_WORKERS, COORD_MAX_NAME);
     return;
   }
-  if (c->world && c->world != h->world) {
-    fail(c, r, PS_ERR_CONFLICT, "JOIN with world %u, but the cluster has world %u",
-                    h->world, c->world);
-    return;
-  }
-  if (!c->world) {
-    free(c->member);
-    c->member = calloc(h->world, sizeof *c->member);
-    if (!c->member) {
-      fail(c, r, PS_ERR_NOMEM, "out of memory");
-      return;
-    }
-    c->world = h->world;
-  }
   int rank = h->rank;
-  if (rank >= (int)c->world) {
-    fail(c, r, PS_ERR_INVALID, "JOIN asks for rank %d of world %u", rank, c->world);
+  if (rank >= (int)h->world) {
+    fail(c, r, PS_ERR_INVALID, "JOIN asks for rank %d of world %u", rank, h->world);
     return;
   }
+  coord_world *w = join_world(c, r, h->world, addr);
+  if (!w) return;
   if (rank < 0 && name[0]) { /* a member re-joining under its name keeps its rank */
-    for (uint32_t i = 0; i < c->world; i++)
-      if (c->member[i].name && strcmp(c->member[i].name, name) == 0) rank = (int)i;
+    for (uint32_t i = 0; i < w->size; i++)
+      if (w->member[i].name && strcmp(w->member[i].name, name) == 0) rank = (int)i;
   }
   if (rank < 0) {
-    for (uint32_t i = 0; i < c->world && rank < 0; i++)
-      if (!c->member[i].name) rank = (int)i;
+    for (uint32_t i = 0; i < w->size && rank < 0; i++)
+      if (!w->member[i].name) rank = (int)i;
     if (rank < 0) {
-      fail(c, r, PS_ERR_CONFLICT, "all %u ranks are taken", c->world);
+      fail(c, r, PS_ERR_CONFLICT, "all %u ranks are taken", w->size);
       return;
     }
   }
-  coord_member *m = &c->member[rank];
-  if (!(m->name && name[0] && strcmp(m->name, name) == 0) && held_by_other(c, (uint32_t)rank, p)) {
+  coord_member *m = &w->member[rank];
+  /* Held by another open connection: refused even under the holder's name (which STATS
+   * shows), so no client can take over a running worker's rank. */
+  bool gone;
+  if (held_by_other(c, w, (uint32_t)rank, p, &gone)) {
     char who[COORD_MAX_NAME + 128];
     member_describe(m, who, sizeof who);
     fail(c, r, PS_ERR_CONFLICT, "rank %d is already taken by %s", rank, who);
     return;
   }
-  if (!c->world) { /* the holder released above was the last member */
+  if (gone) { /* the holder released above was the last member */
     handle_join(c, r, h, p);
     return;
   }
   char *nm = strdup(name);
   if (!nm) {
     fail(c, r, PS_ERR_NOMEM, "out of memory");
+    if (w->members == 0) world_drop(c, w);
     return;
   }
   if (m->name) {
@@ -233,7 +264,7 @@ static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv
       PS_INFO("rank %d re-joined (was '%s', now '%s')", rank, m->name, name);
     free(m->name);
   } else {
-    c->members++;
+    w->members++;
   }
   m->name = nm;
   m->known = p != NULL;
@@ -243,120 +274,24 @@ static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv
   char who[COORD_MAX_NAME + 128];
   if (name[0]) snprintf(who, sizeof who, "worker '%s'", name);
   else snprintf(who, sizeof who, "a worker without a name");
-  PS_INFO("%s from %s joined as rank %d of %u (%u members)", who,
-          p && p->addr[0] ? p->addr : "an in-process caller", rank, c->world, c->members);
+  PS_INFO("%s from %s joined as rank %d of %u (%u members)", who, addr, rank, w->size,
+          w->members);
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_JOIN);
   rh.rank = rank;
-  rh.world = c->world;
-  rh.count = c->members;
+  rh.world = w->size;
+  rh.count = w->members;
   reply(c, r, &rh);
 }
 
-/* ------------------------------------------------------------------ KV */
-
-static coord_kv *kv_find(srv_coord *c, const char *key) {
-  for (coord_kv *k = c->kv; k; k = k->next)
-    if (strcmp(k->key, key) == 0) return k;
-  return NULL;
-}
-
-static void reply_kv(srv_coord *c, void *r, const coord_kv *k) {
-  Ember__Header rh;
-  ps_wire_header_init(&rh, EMBER__OP__OP_KV_GET);
-  rh.blob.data = k->val;
-  rh.blob.len = k->len;
-  rh.name = k->key;
-  reply(c, r, &rh);
-}
-
-static void reply_ok(srv_coord *c, void *r, const Ember__Header *h) {
-  Ember__Header rh;
-  ps_wire_header_init(&rh, h->op);
-  reply(c, r, &rh);
-}
-
-static void handle_kv_set(srv_coord *c, void *r, const Ember__Header *h) {
-  const char *key = h->name ? h->name : "";
-  size_t len = h->blob.data ? h->blob.len : 0;
-  if (!key[0] || strlen(key) > COORD_MAX_NAME) {
-    fail(c, r, PS_ERR_INVALID, "KV_SET needs a key of 1..%u bytes", COORD_MAX_NAME);
-    return;
-  }
-  coord_kv *k = kv_find(c, key);
-  size_t old = k ? k->len : 0;
-  if (c->kv_bytes - old + len > COORD_MAX_KV_BYTES) {
-    fail(c, r, PS_ERR_NOMEM, "the rendezvous store is full (%zu bytes)",
-                    (size_t)COORD_MAX_KV_BYTES);
-    return;
-  }
-  uint8_t *v = malloc(len ? len : 1);
-  if (!v) {
-    fail(c, r, PS_ERR_NOMEM, "out of memory");
-    return;
-  }
-  if (len) memcpy(v, h->blob.data, len);
-  if (!k) {
-    k = calloc(1, sizeof *k);
-    char *kc = strdup(key);
-    if (!k || !kc) {
-      free(k);
-      free(kc);
-      free(v);
-      fail(c, r, PS_ERR_NOMEM, "out of memory");
-      return;
+/* Whether p holds a rank of some world. */
+static bool is_member(const srv_coord *c, const srv_coord_peer *p) {
+  for (const coord_world *w = c->worlds; w; w = w->next)
+    for (uint32_t i = 0; i < w->size; i++) {
+      const coord_member *m = &w->member[i];
+      if (m->name && m->known && m->peer.conn == p->conn && m->peer.fd == p->fd) return true;
     }
-    k->key = kc;
-    k->next = c->kv;
-    c->kv = k;
-  }
-  free(k->val);
-  k->val = v;
-  k->len = len;
-  c->kv_bytes = c->kv_bytes - old + len;
-  /* Wake the waiters of this key. */
-  coord_wait **pp = &c->kv_wait;
-  while (*pp) {
-    coord_wait *w = *pp;
-    if (strcmp(w->h->name ? w->h->name : "", key) == 0) {
-      *pp = w->next;
-      reply_kv(c, w->req, k);
-      free(w);
-    } else {
-      pp = &w->next;
-    }
-  }
-  reply_ok(c, r, h);
-}
-
-static void handle_kv_get(srv_coord *c, void *r, const Ember__Header *h,
-                          const srv_coord_peer *p) {
-  const char *key = h->name ? h->name : "";
-  if (!key[0] || strlen(key) > COORD_MAX_NAME) {
-    fail(c, r, PS_ERR_INVALID, "KV_GET needs a key of 1..%u bytes", COORD_MAX_NAME);
-    return;
-  }
-  coord_kv *k = kv_find(c, key);
-  if (k) {
-    reply_kv(c, r, k);
-    return;
-  }
-  if (h->timeout_ms == 0) {
-    fail(c, r, PS_ERR_NOT_FOUND, "key '%s' is not set", key);
-    return;
-  }
-  coord_wait *w = calloc(1, sizeof *w);
-  if (!w) {
-    fail(c, r, PS_ERR_NOMEM, "out of memory");
-    return;
-  }
-  w->req = r;
-  w->h = h;
-  w->deadline = deadline_of(h->timeout_ms);
-  w->known = p != NULL;
-  if (p) w->peer = *p;
-  w->next = c->kv_wait;
-  c->kv_wait = w;
+  return false;
 }
 
 /* ------------------------------------------------------------------ BARRIER */
@@ -374,20 +309,18 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h,
                     h->world);
     return;
   }
-  if (c->world == h->world && held_by_other(c, h->worker, p)) {
+  coord_world *w = world_find(c, h->world);
+  bool gone;
+  if (w && held_by_other(c, w, h->worker, p, &gone)) {
     char who[COORD_MAX_NAME + 128];
-    member_describe(&c->member[h->worker], who, sizeof who);
+    member_describe(&w->member[h->worker], who, sizeof who);
     fail(c, r, PS_ERR_CONFLICT, "barrier '%s': rank %u is already taken by %s", name, h->worker,
          who);
     return;
   }
+  /* A barrier is its name and its world: one of another world is another barrier. */
   coord_barrier *b = c->barriers;
-  while (b && strcmp(b->name, name) != 0) b = b->next;
-  if (b && b->world != h->world) {
-    fail(c, r, PS_ERR_CONFLICT, "BARRIER '%s' has world %u, this request says %u",
-                    name, b->world, h->world);
-    return;
-  }
+  while (b && (strcmp(b->name, name) != 0 || b->world != h->world)) b = b->next;
   if (!b) {
     b = calloc(1, sizeof *b);
     if (b) {
@@ -412,7 +345,7 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h,
   }
   slot->req = r;
   slot->h = h;
-  slot->deadline = deadline_of(h->timeout_ms);
+  slot->deadline = coord_deadline(h->timeout_ms);
   slot->known = p != NULL;
   if (p) slot->peer = *p;
   if (b->arrived < b->world) return;
@@ -432,8 +365,8 @@ void srv_coord_handle_from(srv_coord *c, void *r, const Ember__Header *h,
                            const srv_coord_peer *p) {
   switch (h->op) {
     case EMBER__OP__OP_JOIN: handle_join(c, r, h, p); return;
-    case EMBER__OP__OP_KV_SET: handle_kv_set(c, r, h); return;
-    case EMBER__OP__OP_KV_GET: handle_kv_get(c, r, h, p); return;
+    case EMBER__OP__OP_KV_SET: coord_kvs_set(c->kvs, r, h, p, p && is_member(c, p)); return;
+    case EMBER__OP__OP_KV_GET: coord_kvs_get(c->kvs, r, h, p); return;
     case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h, p); return;
     default: fail(c, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;
   }
@@ -451,17 +384,7 @@ void srv_coord_peer_gone(srv_coord *c, int fd) {
       c->stale_fd[i] = c->stale_fd[--c->nstale];
       return;
     }
-  coord_wait **pp = &c->kv_wait;
-  while (*pp) {
-    coord_wait *w = *pp;
-    if (on_fd(w, fd)) {
-      *pp = w->next;
-      fail(c, w->req, PS_ERR_UNAVAILABLE, "the connection closed");
-      free(w);
-    } else {
-      pp = &w->next;
-    }
-  }
+  coord_kvs_peer_gone(c->kvs, fd);
   coord_barrier **bp = &c->barriers;
   while (*bp) {
     coord_barrier *b = *bp;
@@ -479,35 +402,31 @@ void srv_coord_peer_gone(srv_coord *c, int fd) {
       bp = &b->next;
     }
   }
-  for (uint32_t i = 0; c->member && i < c->world; i++) {
-    coord_member *m = &c->member[i];
-    if (!m->name || !m->known || m->peer.fd != fd) continue;
-    char who[COORD_MAX_NAME + 128];
-    member_describe(m, who, sizeof who);
-    char why[COORD_MAX_NAME + 160];
-    snprintf(why, sizeof why, "%s disconnected", who);
-    member_release(c, i, why);
-    if (!c->member) break; /* the last one: the world is forgotten */
+  coord_world *w = c->worlds;
+  while (w) {
+    coord_world *next = w->next;
+    for (uint32_t i = 0; i < w->size; i++) {
+      coord_member *m = &w->member[i];
+      if (!m->name || !m->known || m->peer.fd != fd) continue;
+      char who[COORD_MAX_NAME + 128];
+      member_describe(m, who, sizeof who);
+      char why[COORD_MAX_NAME + 160];
+      snprintf(why, sizeof why, "%s disconnected", who);
+      if (member_release(c, w, i, why)) break; /* the last one: the world is forgotten */
+    }
+    w = next;
   }
 }
 
+/* The size of another world with a barrier of that name waiting, or 0 (a timeout's hint). */
+static uint32_t other_world(const srv_coord *c, const coord_barrier *b) {
+  for (const coord_barrier *o = c->barriers; o; o = o->next)
+    if (o != b && o->arrived && strcmp(o->name, b->name) == 0) return o->world;
+  return 0;
+}
+
 uint64_t srv_coord_expire(srv_coord *c, uint64_t now) {
-  uint64_t next = 0;
-#define NOTE(d) \
-  if ((d) && (!next || (d) < next)) next = (d)
-  coord_wait **pp = &c->kv_wait;
-  while (*pp) {
-    coord_wait *w = *pp;
-    if (w->deadline && w->deadline <= now) {
-      *pp = w->next;
-      fail(c, w->req, PS_ERR_TIMEOUT, "key '%s' was not set within %u ms", w->h->name,
-           w->h->timeout_ms);
-      free(w);
-    } else {
-      NOTE(w->deadline);
-      pp = &w->next;
-    }
-  }
+  uint64_t next = coord_kvs_expire(c->kvs, now);
   coord_barrier **bp = &c->barriers;
   while (*bp) {
     coord_barrier *b = *bp;
@@ -518,10 +437,15 @@ uint64_t srv_coord_expire(srv_coord *c, uint64_t now) {
         void *req = w->req;
         w->req = NULL;
         b->arrived--;
-        fail(c, req, PS_ERR_TIMEOUT, "barrier '%s': %u of %u workers arrived within %u ms",
-             b->name, b->arrived + 1, b->world, w->h->timeout_ms);
-      } else {
-        NOTE(w->deadline);
+        char hint[96] = "";
+        uint32_t ow = other_world(c, b);
+        if (ow)
+          snprintf(hint, sizeof hint, " (a barrier '%s' of world %u waits too: check --world)",
+                   b->name, ow);
+        fail(c, req, PS_ERR_TIMEOUT, "barrier '%s': %u of %u workers arrived within %u ms%s",
+             b->name, b->arrived + 1, b->world, w->h->timeout_ms, hint);
+      } else if (w->deadline && (!next || w->deadline < next)) {
+        next = w->deadline;
       }
     }
     if (b->arrived == 0) {
@@ -531,17 +455,11 @@ uint64_t srv_coord_expire(srv_coord *c, uint64_t now) {
       bp = &b->next;
     }
   }
-#undef NOTE
   return next;
 }
 
 void srv_coord_drain(srv_coord *c) {
-  while (c->kv_wait) {
-    coord_wait *w = c->kv_wait;
-    c->kv_wait = w->next;
-    fail(c, w->req, PS_ERR_UNAVAILABLE, "the coordinator is shutting down");
-    free(w);
-  }
+  coord_kvs_drain(c->kvs);
   while (c->barriers) {
     coord_barrier *b = c->barriers;
     c->barriers = b->next;
@@ -553,13 +471,17 @@ void srv_coord_drain(srv_coord *c) {
 }
 
 void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
-  out->world = c->world;
-  out->members = c->members;
+  /* The world with the most members: the job's. */
+  const coord_world *w = NULL;
+  for (const coord_world *o = c->worlds; o; o = o->next)
+    if (!w || o->members > w->members) w = o;
+  out->world = w ? w->size : 0;
+  out->members = w ? w->members : 0;
   out->joins = c->joins;
   for (size_t i = 0; i < out->nranks; i++) free(out->ranks[i].name);
   out->nranks = 0;
-  for (uint32_t i = 0; c->member && i < c->world; i++) {
-    if (!c->member[i].name) continue;
+  for (uint32_t i = 0; w && i < w->size; i++) {
+    if (!w->member[i].name) continue;
     if (out->nranks == out->ranks_cap) {
       size_t nc = out->ranks_cap ? 2 * out->ranks_cap : 16;
       ps_server_rank *nr = realloc(out->ranks, nc * sizeof *nr);
@@ -567,13 +489,11 @@ void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
       out->ranks = nr;
       out->ranks_cap = nc;
     }
-    char *name = strdup(c->member[i].name);
+    char *name = strdup(w->member[i].name);
     if (!name) break;
     out->ranks[out->nranks++] = (ps_server_rank){.rank = i, .name = name};
   }
-  out->kv_keys = out->kv_waiting = out->barriers_open = 0;
-  for (coord_kv *k = c->kv; k; k = k->next) out->kv_keys++;
-  for (coord_wait *w = c->kv_wait; w; w = w->next) out->kv_waiting++;
+  coord_kvs_stats(c->kvs, out);
+  out->barriers_open = 0;
   for (coord_barrier *b = c->barriers; b; b = b->next) out->barriers_open++;
-  out->kv_bytes = c->kv_bytes;
 }

@@ -24,6 +24,12 @@ typedef struct srv_coord_reply {
 
 typedef struct srv_coord srv_coord;
 
+/* The global checkpoint's record (ps_client_checkpoint): the one key under the reserved
+ * "ember/" prefix that any client may set, because the server checks its value against the
+ * checkpoint shard 0 committed before handing it over. Other "ember/" keys are set only by a
+ * member of a world (a connection holding a rank); see ps_coord_kv.c for the quotas. */
+#define SRV_COORD_CKPT_KEY "ember/checkpoint/latest"
+
 /* Who sent a request: its connection (the ROUTER routing id, as a number), the connection's
  * file descriptor (what a disconnect event names) and the peer's address, for messages. */
 typedef struct srv_coord_peer {

@@ -101,7 +101,8 @@ static bool recv_one(ps_server *s) {
 
 /* ---------------------------------------------------------------- lifecycle */
 
-/* The coordinator holds ranks per connection: it needs to hear when one closes. */
+/* The coordinator holds ranks per connection, the restore guard remembers who trains: both
+ * need to hear when one closes. */
 static ps_status monitor_start(ps_server *s, ps_error *err) {
   char ep[64];
   snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
@@ -251,7 +252,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
     }
     size_t len = sizeof s->endpoint;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
-    if (s->coord && (st = monitor_start(s, err)) != PS_OK) goto fail;
+    if ((st = monitor_start(s, err)) != PS_OK) goto fail;
   }
   PS_INFO("shard %u of %u: data dir %s, %u partition threads%s%s", opt->shard, opt->shards,
           s->data_dir, s->nthreads, s->router ? ", listening on " : "", s->endpoint);
@@ -428,6 +429,7 @@ void ps_server_destroy(ps_server **sp) {
       PS_WARN("could not mark the data dir clean");
   }
   if (s->coord) srv_coord_destroy(&s->coord);
+  srv_guard_free(s);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);
     free(s->tables);

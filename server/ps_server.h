@@ -36,6 +36,8 @@ typedef struct ps_server_options {
                              * authentication, anyone who reaches the socket is served */
   const ps_curve_keyset *curve_clients; /* with curve_secret: the only client keys served;
                                          * the caller keeps it alive until destroy */
+  const char *checkpoint_root; /* checkpoints outside data_dir go only here; NULL = the root
+                                * the job's first checkpoint outside data_dir pins */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ srv_table *srv_table_new(const ps_table_spec *spec) {
 
 void srv_table_free(srv_table *t) {
   if (!t) return;
+  free(t->decls);
   free(t->clock);
   free(t);
 }
@@ -60,7 +62,9 @@ ps_status srv_tables_adopt_store(ps_server *s) {
   size_t nt = ps_store_tables(s->store, ids, PS_STORE_MAX_TABLES);
   ps_status st = PS_OK;
   for (size_t i = 0; i < nt; i++) {
-    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE || s->tables[ids[i]]) continue;
+    if (ids[i] == 0 || ids[i] > PS_WIRE_MAX_TABLE) continue;
+    srv_table *old = s->tables[ids[i]];
+    if (old && !old->provisional) continue; /* a provisional one is not in the store */
     ps_table_spec sp;
     if (ps_store_get_spec(s->store, ids[i], &sp) != PS_OK) continue;
     srv_table *t = srv_table_new(&sp);
@@ -69,6 +73,7 @@ ps_status srv_tables_adopt_store(ps_server *s) {
       continue;
     }
     t->meta_unknown = true;
+    srv_table_free(old);
     s->tables[ids[i]] = t;
     if (ids[i] > s->max_table) s->max_table = ids[i];
   }
@@ -79,7 +84,7 @@ static json_t *tables_json(ps_server *s) {
   json_t *a = json_array();
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
-    if (!t || t->meta_unknown) continue;
+    if (!t || t->meta_unknown || t->provisional) continue;
     json_array_append_new(a, json_pack("{s:I, s:s, s:i, s:I, s:I}", "id", (json_int_t)id, "name",
                                        t->spec.name, "consistency", (int)t->spec.consistency,
                                        "staleness", (json_int_t)t->spec.staleness,
@@ -134,6 +139,8 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
   if (!j) return PS_ERR_NOMEM;
   if (s->last.have) json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&s->last));
   if (s->staged.have) json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&s->staged));
+  const char *root = srv_guard_pinned_root(s);
+  if (root) json_object_set_new(j, "checkpoint_root", json_string(root));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
   return st;
@@ -159,7 +166,8 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
     spec.consistency = (ps_consistency)cons;
     spec.staleness = (uint32_t)stal;
     spec.num_workers = (uint32_t)nw;
-    if (old && !old->meta_unknown && ps_table_spec_stepping_equal(&old->spec, &spec)) {
+    if (old && !old->meta_unknown && !old->provisional &&
+        ps_table_spec_stepping_equal(&old->spec, &spec)) {
       old->spec = spec;
       continue;
     }
@@ -177,7 +185,7 @@ static void apply_tables_meta(ps_server *s, json_t *arr) {
   }
 }
 
-ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
+static ps_status meta_load(ps_server *s, bool *clean, char *root, ps_error *err) {
   *clean = true;
   char path[2100];
   snprintf(path, sizeof path, "%s/ember-server.json", s->data_dir);
@@ -211,9 +219,17 @@ ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
   apply_tables_meta(s, tables);
   ckpt_from_json(json_object_get(j, "last_checkpoint"), &s->last);
   ckpt_from_json(json_object_get(j, "prepared_checkpoint"), &s->staged);
+  const char *r = json_string_value(json_object_get(j, "checkpoint_root"));
+  if (r && strlen(r) < PATH_MAX) snprintf(root, PATH_MAX, "%s", r);
 out:
   json_decref(j);
   return st;
+}
+
+ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
+  char root[PATH_MAX] = "";
+  ps_status st = meta_load(s, clean, root, err);
+  return st == PS_OK ? srv_guard_load(s, root, err) : st;
 }
 
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {

@@ -139,6 +139,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
+  srv_guard_note_trainer(s, r);
   if (t->spec.consistency != PS_CONS_SYNC) {
     srv_dispatch(s, r, TK_PUSH);
     return;
@@ -165,6 +166,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   ps_error err;
   ps_error_clear(&err);
   ps_status st = PS_OK;
+  srv_guard_note_trainer(s, r);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
   } else {
@@ -176,16 +178,32 @@ static void handle_step(ps_server *s, srv_req *r) {
   srv_try_exclusive(s);
 }
 
+static void reply_declared(ps_server *s, srv_req *r, uint32_t id) {
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
+  rh.table_id = id;
+  srv_reply(s, r, &rh, NULL);
+}
+
 static void handle_declare(ps_server *s, srv_req *r) {
-  ps_table_spec spec;
-  ps_error e;
-  if (ps_wire_spec_from_pb(r->h->table, &spec, &e) != PS_OK) {
-    srv_reply_error(s, r, e.code, "bad table spec: %s", e.msg);
+  ps_table_spec spec, stored;
+  ps_error err;
+  if (ps_wire_spec_from_pb(r->h->table, &spec, &err) != PS_OK) {
+    srv_reply_error(s, r, err.code, "bad table spec: %s", err.msg);
     return;
   }
   const uint32_t id = spec.id;
   srv_table *t = s->tables[id];
-  if (t && !t->meta_unknown && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
+  if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
+    /* Nobody has used it: provisional, the spec of its first user wins (ps_server_guard.c). */
+    if (srv_guard_declare(s, r, &spec, &err) != PS_OK)
+      srv_reply_error(s, r, err.code, "%s", err.msg);
+    else
+      reply_declared(s, r, id);
+    return;
+  }
+  const bool fresh = !t || t->meta_unknown || t->provisional;
+  if (!fresh && !ps_table_spec_stepping_equal(&t->spec, &spec)) {
     srv_reply_error(s, r, PS_ERR_CONFLICT,
                     "table %u '%s' was declared with consistency %s (staleness %u) for %u "
                     "workers; this declaration asks for %s (staleness %u) for %u workers",
@@ -194,7 +212,6 @@ static void handle_declare(ps_server *s, srv_req *r) {
                     ps_consistency_name(spec.consistency), spec.staleness, spec.num_workers);
     return;
   }
-  ps_error err;
   ps_status st = ps_store_declare(s->store, &spec, &err);
   if (st != PS_OK) {
     srv_reply_error(s, r, st,
@@ -205,7 +222,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
                     id, spec.name, err.msg);
     return;
   }
-  if (!t || t->meta_unknown) {
+  if (fresh) {
     srv_table *nt = srv_table_new(&spec);
     if (!nt) {
       srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory declaring table %u", id);
@@ -219,10 +236,8 @@ static void handle_declare(ps_server *s, srv_req *r) {
             ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
             spec.num_workers);
   }
-  Ember__Header rh;
-  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
-  rh.table_id = id;
-  srv_reply(s, r, &rh, NULL);
+  srv_guard_decl_clear(s, r, id);
+  reply_declared(s, r, id);
 }
 
 static void handle_stats(ps_server *s, srv_req *r) {
@@ -240,15 +255,37 @@ static void handle_stats(ps_server *s, srv_req *r) {
   free(js);
 }
 
+/* A checkpoint's or restore's path (and a restore's timing) against what the shard allows
+ * (ps_server_guard.c). A RESTORE without a path is of the shard's own last checkpoint. */
+static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
+  const Ember__Header *h = r->h;
+  const bool ck = h->op == EMBER__OP__OP_CHECKPOINT;
+  if (h->path && h->path[0]) {
+    if (strlen(h->path) > 1800)
+      return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
+    char root[4096];
+    srv_ckpt_root(s, h->path, h->step, root, sizeof root);
+    const bool pin = !ck || h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE ||
+                     h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_ONESHOT;
+    if (srv_guard_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
+  }
+  srv_peers_poll(s); /* a connection closed a moment ago trains or drives no more */
+  return ck ? srv_guard_checkpoint(s, r, err) : srv_guard_restore(s, r, err);
+}
+
 void srv_run_exclusive(ps_server *s, srv_req *r) {
   ps_error err;
   ps_error_clear(&err);
   Ember__Header rh;
   ps_wire_header_init(&rh, r->h->op);
-  ps_status st;
+  ps_status st = exclusive_allowed(s, r, &err);
   char dir[4096] = "";
-  if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
+  if (st != PS_OK) {
+    /* refused: err says why */
+  } else if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
     st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, dir, sizeof dir, &err);
+    if (st == PS_OK && r->h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE)
+      srv_guard_note_stager(s, r);
     rh.step = r->h->step;
     rh.path = dir;
     rh.ckpt_phase = r->h->ckpt_phase;
@@ -293,7 +330,13 @@ void srv_handle(ps_server *s, srv_req *r) {
                       h->table_id, s->opt.shard);
       return;
     }
-    r->tab = t;
+    ps_error err;
+    if ((t->provisional && srv_guard_bind(s, r, h->table_id, &err) != PS_OK) ||
+        (s->ndecl_stale && srv_guard_decl_check(s, r, h->table_id, &err) != PS_OK)) {
+      srv_reply_error(s, r, err.code, "%s", err.msg);
+      return;
+    }
+    r->tab = s->tables[h->table_id];
   }
   switch (op) {
     case EMBER__OP__OP_DECLARE: handle_declare(s, r); return;
@@ -313,6 +356,12 @@ void srv_handle(ps_server *s, srv_req *r) {
       srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
                       "%s goes to the coordinator on shard 0; this is shard %u",
                       ps_server_op_name(op), s->opt.shard);
+      return;
+    }
+    ps_error err;
+    if (op == EMBER__OP__OP_KV_SET && h->name && strcmp(h->name, SRV_COORD_CKPT_KEY) == 0 &&
+        srv_guard_ckpt_record(s, h, &err) != PS_OK) {
+      srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }
     if (!r->has_ident) {

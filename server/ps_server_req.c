@@ -7,8 +7,8 @@
  *
  * Who sent a request (its connection, file descriptor and address) is looked up only for the
  * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
- * monitor of the ROUTER socket (shard 0 only), read before each coordinator op so that a
- * rank freed a moment ago is free for the JOIN that follows. */
+ * monitor of the ROUTER socket, read before each coordinator op so that a rank freed a moment
+ * ago is free for the JOIN that follows (and, on every shard, by the restore guard). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +186,7 @@ void srv_peer_of(const srv_req *r, srv_coord_peer *p) {
 }
 
 void srv_peers_poll(ps_server *s) {
-  if (!s->mon || !s->coord) return;
+  if (!s->mon) return;
   for (;;) {
     zmq_msg_t ev, ep;
     zmq_msg_init(&ev);
@@ -208,6 +208,8 @@ void srv_peers_poll(ps_server *s) {
       else more = zmq_msg_more(&ep);
       zmq_msg_close(&ep);
     }
-    if (event == ZMQ_EVENT_DISCONNECTED) srv_coord_peer_gone(s->coord, (int)value);
+    if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
+    srv_guard_peer_gone(s, (int)value);
   }
 }

@@ -1,6 +1,6 @@
 /* Integration: the coordinator on shard 0 (one real server): rank assignment and re-join,
- * world mismatch, KV_SET/KV_GET with a wait (a getter blocked in another thread is woken by a
- * later set), KV_GET timeout, a 3-worker barrier, the ps_rendezvous callbacks, that shard 1
+ * another world (its own ranks), KV_SET/KV_GET with a wait (a getter blocked in another
+ * thread is woken by a later set), KV_GET timeout, a 3-worker barrier, the ps_rendezvous callbacks, that shard 1
  * refuses coordinator ops, and ranks held per connection: a second worker asking for a taken
  * rank is told who has it, and a rank is free again once its worker's connection closed. */
 #include <pthread.h>
@@ -36,7 +36,11 @@ static void test_join(void **state) {
   assert_int_equal(ps_client_join(c[2], 3, -1, "w-c", &again, NULL), PS_OK);
   assert_int_equal(again, 1);
   assert_int_equal(ps_client_join(c[2], 3, -1, "w-d", &again, NULL), PS_ERR_CONFLICT); /* full */
-  assert_int_equal(ps_client_join(c[2], 4, -1, "w-e", &again, NULL), PS_ERR_CONFLICT); /* world */
+  /* Another world is another set of ranks: rank 0 of 4, the world of 3 untouched. */
+  assert_int_equal(ps_client_join(c[2], 4, -1, "w-e", &again, NULL), PS_OK);
+  assert_int_equal(again, 0);
+  assert_int_equal(ps_client_join(c[0], 3, -1, "w-a", &again, NULL), PS_OK);
+  assert_int_equal(again, 0);
   for (int i = 0; i < 3; i++) ps_client_destroy(&c[i]);
 }
 

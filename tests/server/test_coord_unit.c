@@ -1,7 +1,8 @@
 /* Unit: the coordinator (server/ps_coord.c) driven in-process through a fake reply interface,
  * no server and no sockets: a barrier of 3 ranks, a superseded barrier request, KV_SET waking
  * a waiting KV_GET, KV_GET of an absent key, timeouts through srv_coord_expire, JOIN's rank
- * assignment and the coordinator's statistics, a shutdown drain, and ranks held per connection
+ * assignment (a JOIN or BARRIER with another world is another world's, leaving the job's
+ * alone) and the coordinator's statistics, a shutdown drain, and ranks held per connection
  * (a second holder of a rank refused by name, a rank freed when its connection closes). Requests are small
  * integers cast to handles; each reply is recorded with its status and header fields. */
 #include <setjmp.h>
@@ -119,15 +120,21 @@ static void test_barrier_superseded(void **state) {
   assert_int_equal(f.r[0].req, 1);
   assert_int_equal(f.r[0].st, PS_ERR_CONFLICT);
   Ember__Header wrong = hdr(EMBER__OP__OP_BARRIER, "b", 3, 1, 0);
-  srv_coord_handle(c, req(3), &wrong); /* another world under the same name */
-  assert_int_equal(f.r[1].req, 3);
-  assert_int_equal(f.r[1].st, PS_ERR_CONFLICT);
+  srv_coord_handle(c, req(3), &wrong); /* another world under the same name: another barrier */
+  assert_int_equal(f.n, 1);
   srv_coord_handle(c, req(4), &other);
-  assert_int_equal(f.n, 4);
-  assert_int_equal(f.r[2].req, 2);
+  assert_int_equal(f.n, 3);
+  assert_int_equal(f.r[1].req, 2);
+  assert_int_equal(f.r[1].st, PS_OK);
+  assert_int_equal(f.r[2].req, 4);
   assert_int_equal(f.r[2].st, PS_OK);
-  assert_int_equal(f.r[3].req, 4);
-  assert_int_equal(f.r[3].st, PS_OK);
+  /* The other world's barrier still waits; its timeout names the world that waited too. */
+  Ember__Header mine = hdr(EMBER__OP__OP_BARRIER, "b", 2, 0, 0);
+  srv_coord_handle(c, req(5), &mine);
+  srv_coord_expire(c, UINT64_MAX);
+  assert_int_equal(f.n, 3); /* no deadlines */
+  srv_coord_drain(c);
+  assert_int_equal(f.n, 5);
   srv_coord_destroy(&c);
 }
 
@@ -210,19 +217,22 @@ static void test_join(void **state) {
   srv_coord_handle(c, req(4), &d); /* full */
   Ember__Header w = a;
   w.world = 3;
-  srv_coord_handle(c, req(5), &w); /* another world */
+  srv_coord_handle(c, req(5), &w); /* another world: its own ranks, the job's untouched */
   assert_int_equal(f.n, 5);
   assert_int_equal(f.r[0].rank, 0);
   assert_int_equal(f.r[1].rank, 1);
   assert_int_equal(f.r[1].count, 2);
   assert_int_equal(f.r[2].rank, 0);
   assert_int_equal(f.r[3].st, PS_ERR_CONFLICT);
-  assert_int_equal(f.r[4].st, PS_ERR_CONFLICT);
+  assert_int_equal(f.r[4].st, PS_OK);
+  assert_int_equal(f.r[4].world, 3);
+  assert_int_equal(f.r[4].rank, 0);
+  assert_int_equal(f.r[4].count, 1);
   ps_server_coord_stats st = {0};
-  srv_coord_get_stats(c, &st);
+  srv_coord_get_stats(c, &st); /* the world with the most members */
   assert_int_equal(st.world, 2);
   assert_int_equal(st.members, 2);
-  assert_int_equal(st.joins, 3);
+  assert_int_equal(st.joins, 4);
   assert_int_equal(st.nranks, 2);
   assert_string_equal(st.ranks[0].name, "w-a");
   assert_string_equal(st.ranks[1].name, "w-b");

@@ -205,6 +205,7 @@ static void test_malformed(void **state) {
   }
   /* Every message is answered or dropped; wait (bounded) for the server to get through them. */
   char *js = NULL;
+  long last = -1;
   for (int tries = 0; tries < 100; tries++) {
     replies += drain(sock);
     int st;
@@ -215,7 +216,10 @@ static void test_malformed(void **state) {
     const char *m = strstr(js, "\"malformed\":");
     assert_non_null(m);
     long mal = strtol(m + 12, NULL, 10);
-    if (mal >= TOTAL / KINDS * 6) break; /* kinds 0-6 and 10 cannot be decoded */
+    /* Kinds 0-6 and 10 cannot be decoded; done once the count stops moving (a table's first
+     * use, which creates it in the store, can stall the storm for a moment). */
+    if (mal >= TOTAL / KINDS * 6 && mal == last) break;
+    last = mal;
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
   }
