@@ -8,10 +8,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "ps_table.h"
 
 /* Creates dir and mounts a tmpfs of `size` ("32m") on it; false (errno set) if not permitted. */
 static inline bool ps_test_tmpfs(const char *dir, const char *size) {
@@ -40,6 +44,31 @@ static inline bool ps_test_fill(const char *file) {
   bool full = errno == ENOSPC;
   close(fd);
   return full;
+}
+
+/* The table of the full-disk tests (id 1): SGD with lr 1 from zero rows, so a row is minus
+ * the sum of the gradients pushed to it, which the tests add up on their own. */
+static inline void ps_test_sgd_spec(ps_table_spec *t, uint32_t dim) {
+  ps_table_spec_default(t, 1, "emb", dim);
+  t->optimizer = PS_OPT_SGD;
+  t->init = PS_INIT_ZERO;
+  t->lr = 1.0f;
+}
+
+/* Whether the n rows of keys k read are what expect (dim floats per key) says; keys from
+ * nkeys on were never pushed and read zero. The first difference goes to stderr. */
+static inline bool ps_test_rows_match(const uint64_t *k, size_t n, uint32_t dim, const float *row,
+                                      const float *expect, uint64_t nkeys) {
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t d = 0; d < dim; d++) {
+      float want = k[i] < nkeys ? expect[k[i] * dim + d] : 0.0f;
+      if (row[i * dim + d] != want) {
+        fprintf(stderr, "key %llu dim %u reads %g, expected %g\n", (unsigned long long)k[i], d,
+                (double)row[i * dim + d], (double)want);
+        return false;
+      }
+    }
+  return true;
 }
 
 #endif

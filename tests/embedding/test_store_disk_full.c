@@ -107,13 +107,7 @@ static void check_all(ps_store *s, uint64_t nkeys) {
   for (uint64_t base = 0; base < nkeys + BATCH; base += BATCH) {
     for (size_t i = 0; i < BATCH; i++) k[i] = base + i;
     assert_int_equal(ps_store_pull(s, 1, k, BATCH, row), PS_OK);
-    for (size_t i = 0; i < BATCH; i++)
-      for (int d = 0; d < DIM; d++) {
-        float want = k[i] < nkeys ? expect[k[i] * DIM + d] : 0.0f;
-        if (row[i * DIM + d] != want)
-          fail_msg("key %llu dim %d reads %g, expected %g", (unsigned long long)k[i], d,
-                   (double)row[i * DIM + d], (double)want);
-      }
+    assert_true(ps_test_rows_match(k, BATCH, DIM, row, expect, nkeys));
   }
 }
 
@@ -123,20 +117,36 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void test_full_disk(void **st) {
-  (void)st;
+/* Both tests' store: a 256 KB hot tier over 2 partitions (most rows get written back) and
+ * 2 MB memtables (RocksDB resumes writes once that much is free); expectations all zero. */
+static const ps_store_options opts = {.path = dir, .cache_bytes = 256u << 10, .partitions = 2,
+                                      .write_buffer_bytes = 2u << 20};
+
+static ps_store *open_fresh(void) {
   expect = calloc((size_t)MAX_KEYS * DIM, sizeof(float));
   assert_non_null(expect);
-  ps_store_options o = {.path = dir, .cache_bytes = 256u << 10, .partitions = 2,
-                        .write_buffer_bytes = 2u << 20};
   ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
+  assert_int_equal(ps_store_open(&opts, &s, NULL), PS_OK);
   ps_table_spec t;
-  ps_table_spec_default(&t, 1, "t", DIM);
-  t.optimizer = PS_OPT_SGD;
-  t.init = PS_INIT_ZERO;
-  t.lr = 1.0f;
+  ps_test_sgd_spec(&t, DIM);
   assert_int_equal(ps_store_declare(s, &t, NULL), PS_OK);
+  return s;
+}
+
+/* Closes the store, reopens it, and checks every row (then closes it for good); no push may
+ * have answered an error. */
+static void close_and_check(ps_store **s, uint64_t nkeys) {
+  ps_store_close(s);
+  assert_int_equal(ps_store_open(&opts, s, NULL), PS_OK);
+  check_all(*s, nkeys);
+  ps_store_close(s);
+  free(expect);
+  assert_int_equal(push_errors, 0);
+}
+
+static void test_full_disk(void **st) {
+  (void)st;
+  ps_store *s = open_fresh();
   uint64_t k[BATCH];
   bool applied;
   for (uint64_t base = 0; base < OLD_KEYS; base += BATCH) {
@@ -195,31 +205,14 @@ static void test_full_disk(void **st) {
   assert_int_equal(ps_store_flush(s, NULL), PS_OK);
   ps_store_get_stats(s, &ss);
   assert_int_equal(ss.unwritten_rows, 0);
-  /* Everything acknowledged survives a clean shutdown. */
-  ps_store_close(&s);
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
-  check_all(s, next);
-  ps_store_close(&s);
-  free(expect);
-  assert_int_equal(push_errors, 0);
+  close_and_check(&s, next); /* everything acknowledged survives a clean shutdown */
 }
 
 /* The data dir sees a full disk and it is given back before close: the rows kept in memory
  * are all written by the close itself (which waits for RocksDB to take writes again). */
 static void test_close_after_space_returns(void **st) {
   (void)st;
-  expect = calloc((size_t)MAX_KEYS * DIM, sizeof(float));
-  assert_non_null(expect);
-  ps_store_options o = {.path = dir, .cache_bytes = 256u << 10, .partitions = 2,
-                        .write_buffer_bytes = 2u << 20};
-  ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
-  ps_table_spec t;
-  ps_table_spec_default(&t, 1, "t", DIM);
-  t.optimizer = PS_OPT_SGD;
-  t.init = PS_INIT_ZERO;
-  t.lr = 1.0f;
-  assert_int_equal(ps_store_declare(s, &t, NULL), PS_OK);
+  ps_store *s = open_fresh();
   uint64_t k[BATCH], next = 0;
   bool applied;
   fill();
@@ -234,12 +227,7 @@ static void test_close_after_space_returns(void **st) {
   ps_store_get_stats(s, &ss);
   assert_true(ss.writes_failing == 1 && ss.unwritten_rows > 0);
   unfill();
-  ps_store_close(&s);
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
-  check_all(s, next);
-  ps_store_close(&s);
-  free(expect);
-  assert_int_equal(push_errors, 0);
+  close_and_check(&s, next);
 }
 
 static int setup(void **st) {
