@@ -149,7 +149,10 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   }
   pa->hits += n - nmiss;
   pa->misses += nmiss;
-  if (!nmiss) return PS_OK;
+  if (!nmiss) {
+    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
+    return PS_OK;
+  }
   /* Stage 3: misses go to RocksDB in one MultiGet; found rows enter the hot tier clean. */
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   size_t *mi = malloc(nmiss * sizeof(size_t));
@@ -267,7 +270,10 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   }
   pa->hits += u - nmiss;
   pa->misses += nmiss;
-  if (!nmiss) return PS_OK;
+  if (!nmiss) {
+    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
+    return PS_OK;
+  }
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   rocksdb_pinnableslice_t **vals = malloc(nmiss * sizeof(*vals));
   if (!mk || !vals) {
