@@ -53,18 +53,27 @@ typedef struct ps_store_stats {
   uint64_t expired;
   uint64_t hot_bytes;        /* bytes of row memory + index in use */
   uint64_t cold_bytes;       /* RocksDB live data size estimate */
+  uint64_t unwritten_rows;   /* dirty hot rows: updates not yet written to RocksDB */
+  uint64_t unwritten_bytes;  /* their memory */
+  uint64_t write_failures;   /* failed writes to RocksDB (each retry counts) */
+  uint64_t writes_failing;   /* 1 while RocksDB refuses writes (full disk), else 0 */
 } ps_store_stats;
 
 typedef struct ps_store ps_store;
 
 /* Errors (ps_status.h): the calls that can fail for a reason worth telling — open, declare,
- * flush, snapshot, restore, snapshot_remove, export_row — take `ps_error *err` last and put
- * the reason there (RocksDB's text, the path, the table); they log nothing they return.
- * The data calls (get_spec, batch_create, pull, push and their _batch forms) return a bare
- * status: they fail on a bad argument, no memory or an unknown table, which the status says
- * in full, and once per request they run, so no message is formatted for them. Their rare
- * storage failures (a RocksDB read or write error, a corrupt stored row) are logged,
- * rate-limited (PS_ERROR_RL), and return PS_ERR_IO / PS_ERR_CORRUPT. */
+ * flush, snapshot, restore, snapshot_remove, export_row, push_admit — take `ps_error *err`
+ * last and put the reason there (RocksDB's text, the path, the table); they log nothing they
+ * return. The data calls (get_spec, batch_create, pull, push and their _batch forms) return a
+ * bare status: they fail on a bad argument, no memory or an unknown table, which the status
+ * says in full, and once per request they run, so no message is formatted for them. Their
+ * rare storage failures (a RocksDB read error, a corrupt stored row) are logged, rate-limited
+ * (PS_ERROR_RL), and return PS_ERR_IO / PS_ERR_CORRUPT.
+ *
+ * Writes that fail (a full disk) fail no data call: dirty rows stay in memory until RocksDB
+ * takes writes again, which the store notices by itself (one log line when writes start
+ * failing, one when they work again; stats writes_failing). Meanwhile pulls work, and pushes
+ * are applied in memory as long as ps_store_push_admit lets them in. */
 
 /* Opens (creating if absent) the database at opt->path and registers the tables it holds. */
 ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *err);
@@ -86,6 +95,13 @@ ps_status ps_store_pull(ps_store *s, uint32_t table, const uint64_t *keys, size_
  * within one call are summed first, then applied once. */
 ps_status ps_store_push(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
                         const float *grads);
+/* Whether a push of n keys to table may proceed: PS_OK, except while writes to RocksDB fail
+ * and the rows not yet written, plus n new rows, would exceed the hot budget: then
+ * PS_ERR_NOMEM with the reason in err. Pushes themselves never fail for lack of disk or
+ * budget (they go over the budget instead), so a caller that wants memory bounded on a full
+ * disk asks here first, once per request before any part of it is applied (ps-server does,
+ * on its socket thread): a refused push has changed nothing. */
+ps_status ps_store_push_admit(ps_store *s, uint32_t table, size_t n, ps_error *err);
 /* A batch of keys hashed and grouped by store partition once, for callers that spread one
  * request over several threads (ps-server's partition threads): each thread then pulls or
  * pushes the partitions it owns, rows land at their keys' positions, and no key is hashed

@@ -149,7 +149,10 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   }
   pa->hits += n - nmiss;
   pa->misses += nmiss;
-  if (!nmiss) return PS_OK;
+  if (!nmiss) {
+    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
+    return PS_OK;
+  }
   /* Stage 3: misses go to RocksDB in one MultiGet; found rows enter the hot tier clean. */
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   size_t *mi = malloc(nmiss * sizeof(size_t));
@@ -185,8 +188,11 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     } else {
       ps_status ls = PS_OK;
       void *row = store_hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
+      const char *rec = row ? NULL : store_cold_row_of(t, v, len);
       if (row) {
         memcpy(dst, row_vals(row), vb);
+      } else if (ls != PS_ERR_CORRUPT && rec) {
+        memcpy(dst, rec + ROW_META, vb); /* no room to cache it: served as read */
       } else {
         if (ls == PS_ERR_CORRUPT) memset(dst, 0, vb);
         st = ls;
@@ -198,8 +204,8 @@ out:
   free(mk);
   free(mi);
   free(vals);
-  ps_status ws = store_cold_flush_wb(s, pa, NULL);
-  return st != PS_OK ? st : ws;
+  store_wb_settle(s, pa);
+  return st;
 }
 
 ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
@@ -254,7 +260,8 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
           miss_i[nmiss++] = j;
           continue;
         }
-        e->p |= F_REF | F_DIRTY;
+        e->p |= F_REF;
+        mark_dirty(pa, t->alloc_bytes, e);
         store_apply_grad(t, ent_row(e), ug + j * dim, step);
       }
     }
@@ -263,7 +270,10 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   }
   pa->hits += u - nmiss;
   pa->misses += nmiss;
-  if (!nmiss) return PS_OK;
+  if (!nmiss) {
+    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
+    return PS_OK;
+  }
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   rocksdb_pinnableslice_t **vals = malloc(nmiss * sizeof(*vals));
   if (!mk || !vals) {
@@ -304,8 +314,8 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
 out:
   free(mk);
   free(vals);
-  ps_status ws = store_cold_flush_wb(s, pa, NULL);
-  return st != PS_OK ? st : ws;
+  store_wb_settle(s, pa);
+  return st;
 }
 
 ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,

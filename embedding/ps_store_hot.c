@@ -8,7 +8,8 @@
  *   if clear) — no list to relink on the pull path, unlike LRU; LFU would need counters and
  *   aging for little gain on Zipf keys. Dirty rows evicted during a call go into the
  *   partition's WriteBatch, written before the partition lock is released (so no reader can
- *   miss a row in flight). */
+ *   miss a row in flight); their memory is freed only once that write succeeded
+ *   (ps_store_writeback.c), and while writes fail only clean rows are evicted. */
 #include <string.h>
 #include <sys/mman.h>
 
@@ -17,17 +18,25 @@
 void store_hot_remove(ps_store *s, partition *pa, size_t ti, hentry *e) {
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
+  clear_dirty(pa, t->alloc_bytes, e);
   row_free(ent_row(e), t->row_bytes);
   pa->used -= t->alloc_bytes;
   store_idx_delete_at(pt, (size_t)(e - pt->slots));
 }
 
-/* Evicts one row of the partition (any table); false if it holds none. */
+/* Evicts one row of the partition (any table); false if none can go. A dirty row goes only by
+ * way of the stage (its record is written at the end of the call, and a failed write puts it
+ * back), and not at all while writes fail: only rows safely in RocksDB leave memory then. The
+ * scan is bounded by two sweeps (the first may only clear reference bits). */
 static bool clock_evict_one(ps_store *s, partition *pa) {
-  size_t total = 0;
-  for (size_t t = 0; t < s->ntables; t++) total += pa->tabs[t].count;
-  if (!total) return false;
-  for (;;) {
+  const bool failing = store_failing(s);
+  size_t total = 0, slots = 0;
+  for (size_t t = 0; t < s->ntables; t++) {
+    total += pa->tabs[t].count;
+    slots += pa->tabs[t].cap;
+  }
+  if (!total || (failing && total == pa->ndirty)) return false;
+  for (size_t seen = 0; seen <= 2 * (slots + s->ntables); seen++) {
     if (pa->hand_tab >= s->ntables) pa->hand_tab = 0;
     ptable *pt = &pa->tabs[pa->hand_tab];
     if (pa->hand_slot >= pt->cap || !pt->count) {
@@ -45,14 +54,16 @@ static bool clock_evict_one(ps_store *s, partition *pa) {
       pa->hand_slot++;
       continue;
     }
-    if (e->p & F_DIRTY) {
-      store_cold_put_row(pa->wb, &s->tables[pa->hand_tab], e->key, ent_row(e));
-      pa->writebacks++;
+    if (!(e->p & F_DIRTY)) {
+      store_hot_remove(s, pa, pa->hand_tab, e); /* the slot may now hold a shifted entry */
+    } else if (failing || !store_wb_stage(s, pa, pa->hand_tab, e)) {
+      pa->hand_slot++;
+      continue;
     }
-    store_hot_remove(s, pa, pa->hand_tab, e); /* the slot may now hold a shifted entry: re-examine */
     pa->evictions++;
     return true;
   }
+  return false;
 }
 
 /* Row memory comes from jemalloc in 4 KB pages; random row reads then miss the TLB on
@@ -86,17 +97,19 @@ void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint
   ptable *pt = &pa->tabs[ti];
   if ((pt->count + 1) * 10 > pt->cap * 7 && store_idx_grow(pa, pt) != PS_OK) return NULL;
   while (pa->used + t->alloc_bytes > pa->budget)
-    if (!clock_evict_one(s, pa)) break; /* budget smaller than one row: overshoot by one */
+    if (!clock_evict_one(s, pa)) {
+      /* Nothing can go: a budget smaller than one row, or only unwritten rows left while
+       * writes fail. A row read from RocksDB is then served without caching it; a pushed row
+       * (admitted by ps_store_push_admit) goes over the budget. */
+      if (!(flags & F_DIRTY) && store_failing(s)) return NULL;
+      break;
+    }
   void *row = row_alloc(t->row_bytes);
   if (!row) return NULL;
   pa->used += t->alloc_bytes;
   hugepage_hint(pa, row);
-  const size_t mask = pt->cap - 1;
-  size_t i = h & mask;
-  while (pt->slots[i].p) i = (i + 1) & mask;
-  pt->slots[i].key = key;
-  pt->slots[i].p = (uintptr_t)row | flags;
-  pt->count++;
+  hentry *e = store_idx_put(pt, key, h, (uintptr_t)row | (flags & F_REF));
+  if (flags & F_DIRTY) mark_dirty(pa, t->alloc_bytes, e);
   return row;
 }
 
@@ -126,7 +139,7 @@ void store_hot_drop(ps_store *s) {
     }
     free(pa->tabs);
     pa->tabs = NULL;
-    pa->used = 0;
+    pa->used = pa->ndirty = pa->dirty_bytes = 0;
     pa->hand_tab = pa->hand_slot = 0;
   }
   free(s->tables);

@@ -39,6 +39,16 @@ static void idx_insert_raw(hentry *slots, size_t cap, uint64_t key, uintptr_t p)
   slots[i].p = p;
 }
 
+hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
+  const size_t mask = pt->cap - 1;
+  size_t i = h & mask;
+  while (pt->slots[i].p) i = (i + 1) & mask;
+  pt->slots[i].key = key;
+  pt->slots[i].p = p;
+  pt->count++;
+  return &pt->slots[i];
+}
+
 /* Index arrays of 2 MB and more are 2 MB-aligned and madvise(MADV_HUGEPAGE)d: every probe is
  * a random access, and with 4 KB pages each one would also miss the TLB. */
 static hentry *idx_alloc(size_t cap) {

@@ -84,12 +84,23 @@ typedef struct ptable { /* one table inside one partition */
   size_t cms_width;
 } ptable;
 
+/* A dirty row evicted during a data call: out of the index, its record in the partition's
+ * WriteBatch, its memory kept until that batch is written (ps_store_writeback.c). */
+typedef struct staged_row {
+  size_t ti;
+  uint64_t key;
+  void *row;
+} staged_row;
+
 typedef struct partition {
   pthread_mutex_t mu;
   ptable *tabs; /* indexed like store->tables */
   size_t used, budget;
+  size_t ndirty, dirty_bytes; /* rows with F_DIRTY (not yet in RocksDB) and their alloc bytes */
   size_t hand_tab, hand_slot;
   rocksdb_writebatch_t *wb;
+  staged_row *stage; /* rows whose records are in wb */
+  size_t nstage, stage_cap;
   uint64_t hits, misses, evictions, writebacks, admitted, pending, expired;
   uintptr_t *huge;   /* 2 MB regions of row memory already madvise(MADV_HUGEPAGE)d */
   size_t nhuge, huge_cap;
@@ -125,6 +136,12 @@ struct ps_store {
   partition *parts;
   uint32_t nparts;
   _Atomic uint64_t step;
+  /* Write-back state (ps_store_writeback.c): failing is set while RocksDB refuses writes
+   * (a full disk); retry_ns is when a data call next tries a write-back. */
+  _Atomic int failing;
+  _Atomic uint64_t retry_ns;
+  _Atomic uint64_t write_failures;
+  _Atomic uint64_t failing_since_ns;
 };
 
 /* -------------------------------------------------------- inline helpers */
@@ -144,6 +161,23 @@ static inline uint64_t be_key(const char *in) {
 static inline row_meta *row_m(void *row) { return (row_meta *)row; }
 static inline float *row_vals(void *row) { return (float *)((char *)row + ROW_META); }
 static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); }
+/* Dirty-bit changes go through these two so the partition's count of unwritten rows (what
+ * eviction may not drop and what ps_store_push_admit weighs) stays exact. */
+static inline void mark_dirty(partition *pa, size_t alloc_bytes, hentry *e) {
+  if (e->p & F_DIRTY) return;
+  e->p |= F_DIRTY;
+  pa->ndirty++;
+  pa->dirty_bytes += alloc_bytes;
+}
+static inline void clear_dirty(partition *pa, size_t alloc_bytes, hentry *e) {
+  if (!(e->p & F_DIRTY)) return;
+  e->p &= ~F_DIRTY;
+  pa->ndirty--;
+  pa->dirty_bytes -= alloc_bytes;
+}
+static inline bool store_failing(ps_store *s) {
+  return atomic_load_explicit(&s->failing, memory_order_relaxed) != 0;
+}
 
 /* The index probe (ps_store_index.c holds the rest of the index): the slot is h & mask, the
  * low bits of the hash whose high bits chose the partition. */
@@ -179,13 +213,17 @@ static inline table *store_read_table(ps_store *s, uint32_t id, size_t *ti, ps_s
 
 /* Removes the entry at slot i (backward shift: no tombstones). */
 void store_idx_delete_at(ptable *pt, size_t i);
+/* Puts key (hash h, absent, with room in the index) with pointer-and-flags p; returns its entry. */
+hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p);
 /* Doubles pt's index (64 slots when empty), charging the growth to pa's budget. */
 ps_status store_idx_grow(partition *pa, ptable *pt);
 
 /* ------------------------------------ ps_store_hot.c: hot tier, eviction */
 
-/* Inserts a new row for key (not present) and returns its memory; evicts to stay in budget.
- * NULL when out of memory. */
+/* Inserts a new row for key (not present) and returns its memory; evicts to stay in budget
+ * (only rows already written while writes fail). NULL when out of memory, or for a clean row
+ * (no F_DIRTY in flags: a pull) when nothing can be evicted while writes fail; a dirty row
+ * then goes over the budget (ps_store_push_admit bounds by how much). */
 void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
                        uintptr_t flags);
 /* Brings key's row (absent from the hot tier) in from its cold-tier record v. Returns the row,
@@ -193,7 +231,8 @@ void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint
  * row just inserted is taken out again, so the hot tier is as it was). */
 void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
                      uintptr_t flags, const char *v, size_t len, ps_status *st);
-/* Frees the row of entry e of table ti and takes e out of the index (no write-back). */
+/* Frees the row of entry e of table ti and takes e out of the index (no write-back: a dirty
+ * row's update is dropped, as expire and a failed load want). */
 void store_hot_remove(ps_store *s, partition *pa, size_t ti, hentry *e);
 /* Frees every hot row, index and sketch and forgets every table (store write-locked). */
 void store_hot_drop(ps_store *s);
@@ -247,16 +286,18 @@ ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys,
                               rocksdb_pinnableslice_t **vals);
 /* Appends a row's record to a write batch. */
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row);
-/* Writes (and clears) a partition's write batch. A failure is said in err, or (err NULL: the
- * data path) in a rate-limited log line. */
+/* Writes (and clears) a partition's write batch; a failure is said in err. */
 ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err);
+/* The row inside a stored record of table t, or NULL when the record does not have its length
+ * and header (store_cold_decode says why). */
+const char *store_cold_row_of(const table *t, const char *v, size_t len);
 /* A dirty hot row to write back: its key and index entry. */
 typedef struct store_dirty_ref {
   uint64_t key;
   hentry *e;
 } store_dirty_ref;
-/* Writes n dirty rows of table ti (sorted here) as one SST file ingested into the database,
- * and clears their dirty bits once it is in. */
+/* Writes n dirty rows of table ti (sorted here) as one SST file ingested into the database;
+ * the caller clears their dirty bits once it is in. */
 ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n);
 
 /* -------------------------------------------- ps_store_tables.c: tables */
@@ -271,9 +312,29 @@ ps_status store_cms_create(ptable *pt, uint32_t nparts);
 /* Counts one more push of a new key (hash h); returns the estimated count so far. */
 uint32_t store_cms_bump(ptable *pt, uint64_t h);
 
+/* ------------------------- ps_store_writeback.c: evicted rows, failing writes */
+
+/* Evicts dirty entry e of table ti: its record goes into pa's WriteBatch, the entry leaves the
+ * index, its memory waits in pa's stage until store_wb_settle. False (nothing changed) when
+ * the stage cannot grow. */
+bool store_wb_stage(ps_store *s, partition *pa, size_t ti, hentry *e);
+/* Ends every data call on pa (partition locked): writes the staged rows' batch and frees them,
+ * or on failure puts them back in the index, still dirty, and marks the store failing. While
+ * failing, writes some of pa's dirty rows once per retry interval to find out whether writes
+ * work again. */
+void store_wb_settle(ps_store *s, partition *pa);
+/* A write to RocksDB failed (msg: why) / every write since the failure worked: each logs one
+ * line when the store's state changes. */
+void store_wb_failed(ps_store *s, const char *what, const char *msg);
+void store_wb_ok(ps_store *s);
+/* Whether the data dir's file system has room for RocksDB to resume writes by itself
+ * (its write buffer's worth free), so waiting for that is worth it. */
+bool store_wb_space_back(const ps_store *s);
+
 /* ---------------------------------------------- ps_store.c: write-back */
 
-/* Writes every dirty hot row to RocksDB (store write-locked); err must not be NULL. */
+/* Writes every dirty hot row to RocksDB (store write-locked); err must not be NULL. A row's
+ * dirty bit is cleared only once its write succeeded, so a failure loses nothing. */
 ps_status store_write_dirty(ps_store *s, ps_error *err);
 /* write_dirty + flush of every memtable (store write-locked); err must not be NULL. */
 ps_status store_flush_locked(ps_store *s, ps_error *err);

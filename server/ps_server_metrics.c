@@ -83,6 +83,9 @@ static const scalar_def scalars[] = {
     {PS_METRIC_COUNTER, "ember_store_writebacks_total", "Dirty rows written back to RocksDB.", STORE(writebacks)},
     {PS_METRIC_COUNTER, "ember_store_expired_total", "Rows expired by TTL.", STORE(expired)},
     {PS_METRIC_GAUGE, "ember_store_rocksdb_bytes", "Bytes in the RocksDB cold tier.", STORE(cold_bytes)},
+    {PS_METRIC_GAUGE, "ember_store_unwritten_bytes", "Memory of hot rows not yet written to RocksDB.", STORE(unwritten_bytes)},
+    {PS_METRIC_GAUGE, "ember_store_writes_failing", "1 while RocksDB refuses writes (a full disk).", STORE(writes_failing)},
+    {PS_METRIC_COUNTER, "ember_store_write_failures_total", "Writes to RocksDB that failed.", STORE(write_failures)},
 };
 #undef SRV
 #undef STORE

@@ -138,6 +138,13 @@ static void handle_push(ps_server *s, srv_req *r) {
                     r->msg.keys[bad / t->spec.dim], bad % t->spec.dim);
     return;
   }
+  /* While the disk refuses writes the store keeps unwritten rows in memory; a push that could
+   * take them past the hot budget is refused here, before any partition applies it. */
+  ps_error ae;
+  if (ps_store_push_admit(s->store, t->spec.id, r->msg.nkeys, &ae) != PS_OK) {
+    srv_reply_error(s, r, ae.code, "%s", ae.msg);
+    return;
+  }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
   srv_guard_note_trainer(s, r);
   if (t->spec.consistency != PS_CONS_SYNC) {

@@ -218,7 +218,7 @@ static json_t *tables_json(const ps_server_stats *st) {
 }
 
 static json_t *store_json(const ps_store_stats *st) {
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows_hot",
+  json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows_hot",
                    (json_int_t)st->rows_hot, "rows_cold", (json_int_t)st->rows_cold, "hits",
                    (json_int_t)st->hits, "misses", (json_int_t)st->misses, "evictions",
                    (json_int_t)st->evictions, "writebacks", (json_int_t)st->writebacks,
@@ -226,6 +226,12 @@ static json_t *store_json(const ps_store_stats *st) {
                    (json_int_t)st->pending_admission_pushes, "expired", (json_int_t)st->expired,
                    "hot_bytes", (json_int_t)st->hot_bytes, "cold_bytes",
                    (json_int_t)st->cold_bytes);
+  if (j) { /* the write-back state (a full disk: ps_store.h) */
+    json_object_set_new(j, "unwritten_bytes", json_integer((json_int_t)st->unwritten_bytes));
+    json_object_set_new(j, "write_failures", json_integer((json_int_t)st->write_failures));
+    json_object_set_new(j, "writes_failing", json_boolean(st->writes_failing != 0));
+  }
+  return j;
 }
 
 static json_t *coord_json(const ps_server_coord_stats *c) {
