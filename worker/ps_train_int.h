@@ -37,6 +37,7 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   float *rows;
   ps_client_req *pull;
   uint64_t step;
+  size_t cap;         /* keys unique/inverse/rows have room for */
 } ps_train_slot;
 
 typedef struct ps_trainer {
@@ -53,11 +54,13 @@ typedef struct ps_trainer {
   size_t nparams;
   float *host_grads;  /* [nparams + 1] host backends: the allreduce buffer; also checkpoints */
   float *red_d;       /* [nparams + 1] device backends: the allreduce buffer */
-  float *emb_grad;    /* [max keys, dim] */
+  float *emb_grad;    /* [nkeys_max, dim] (grows with multi-hot batches) */
   int32_t *idx, *offsets;
   float *probs;
+  float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
   ps_train_slot slots[2];
   int dim, batch, nkeys_max;
+  int nbags, ndense;  /* the schema's categorical features and dense columns */
   uint64_t step;      /* steps done (global step, resumed runs included) */
   uint64_t step_this_run;
   uint64_t samples;   /* this rank's training samples */

@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   int64_t metrics_port = 0;
   ps_cli_opt opts[] = {
       {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
-      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
+      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: text as --schema says (Criteo TSV by default), .gz, or ps-convert binary", true, 0, 0},
       {"test", 0, PS_CLI_STRING, &c.test, "FILE", "evaluation data (AUC, logloss, accuracy)", false, 0, 0},
       {"holdout", 0, PS_CLI_I64, &c.holdout, "LINES", "without --test: evaluate on the last LINES lines of --train", false, 0, 1e15},
       {"rank", 0, PS_CLI_INT, &c.rank, "R", "this worker's rank (-1: assigned by the coordinator)", false, -1, 65535},
@@ -101,11 +101,14 @@ int main(int argc, char **argv) {
       {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
       {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
+      {"schema", 0, PS_CLI_STRING, &c.schema, "criteo|FILE", "what a line of --train/--test means: the built-in Criteo layout or a JSON schema (docs/SCHEMA.md)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
+  const char *mlp_bot_default = c.mlp_bot;
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
+  c.mlp_bot_given = c.mlp_bot != mlp_bot_default;
   if (ps_log_apply_level("ps-worker", log_level) != 0) return 2;
   c.timeout_ms = (uint32_t)timeout_ms;
   if (c.rank >= c.world) {
@@ -121,8 +124,11 @@ int main(int argc, char **argv) {
   ps_error_clear(&err);
   if (ps_train_config_check(&c, &err) != PS_OK) {
     fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
+    ps_train_config_free(&c);
     return 2;
   }
   c.metrics_port = (int)metrics_port;
-  return ps_train_run(&c) == PS_OK ? 0 : 1;
+  rc = ps_train_run(&c) == PS_OK ? 0 : 1;
+  ps_train_config_free(&c);
+  return rc;
 }
