@@ -38,7 +38,7 @@ static ps_status open_bin(ps_reader *r, ps_error *err) {
       (h->version == PS_CRITEO_BIN_VERSION &&
        (uint64_t)sb.st_size != PS_CRITEO_BIN_HEADER + h->rows * PS_CRITEO_BIN_RECORD) ||
       (h->version == PS_CRITEO_BIN_VERSION2 &&
-       (h->rows > ((uint64_t)sb.st_size - h->index_off) / 8 ||
+       (h->index_off > (uint64_t)sb.st_size || h->rows > ((uint64_t)sb.st_size - h->index_off) / 8 ||
         (uint64_t)sb.st_size != h->index_off + 8 * (h->rows + 1))))
     return ps_error_set(err, PS_ERR_CORRUPT,
                         "%s: not a valid Ember binary file (bad header or size)", r->path);
