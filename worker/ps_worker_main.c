@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   int64_t metrics_port = 0;
   ps_cli_opt opts[] = {
       {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
-      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: text as --schema says (Criteo TSV by default), .gz, or ps-convert binary", true, 0, 0},
+      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
       {"test", 0, PS_CLI_STRING, &c.test, "FILE", "evaluation data (AUC, logloss, accuracy)", false, 0, 0},
       {"holdout", 0, PS_CLI_I64, &c.holdout, "LINES", "without --test: evaluate on the last LINES lines of --train", false, 0, 1e15},
       {"rank", 0, PS_CLI_INT, &c.rank, "R", "this worker's rank (-1: assigned by the coordinator)", false, -1, 65535},

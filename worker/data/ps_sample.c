@@ -29,42 +29,38 @@ uint64_t ps_sample_token(const char *p, size_t n) {
   return ps_hash64(p, n, PS_SAMPLE_TOKEN_SEED) | PS_SAMPLE_TOK_STRING;
 }
 
-#define CRITEO_REC (PS_SAMPLE_HEAD + 4 * PS_CRITEO_NDENSE + 2 + PS_CRITEO_NCAT * 10)
+#define CRITEO_REC (PS_SAMPLE_HEAD + 4 * PS_CRITEO_NDENSE + 2 + PS_CRITEO_NCAT * 8)
 
 ps_status ps_sample_from_criteo(const ps_criteo_row *row, ps_sample_buf *b) {
   if (ps_sample_buf_reserve(b, CRITEO_REC)) return PS_ERR_NOMEM;
   unsigned char *p = b->p + b->len;
   uint32_t len = CRITEO_REC;
   memcpy(p, &len, 4);
-  p[4] = row->label, p[5] = p[6] = p[7] = 0;
+  p[4] = row->label, p[5] = PS_SAMPLE_ONE, p[6] = p[7] = 0;
   memcpy(p + 8, row->dense, 4 * PS_CRITEO_NDENSE);
   p += 8 + 4 * PS_CRITEO_NDENSE;
   p[0] = (unsigned char)row->dense_missing, p[1] = (unsigned char)(row->dense_missing >> 8);
   p += 2;
-  for (int f = 0; f < PS_CRITEO_NCAT; f++, p += 10) {
-    uint16_t one = 1;
-    uint64_t tok = (row->cat_missing >> f) & 1u ? PS_SAMPLE_TOK_MISSING : row->cat[f];
-    memcpy(p, &one, 2);
-    memcpy(p + 2, &tok, 8);
-  }
+  uint64_t tok[PS_CRITEO_NCAT];
+  for (int f = 0; f < PS_CRITEO_NCAT; f++)
+    tok[f] = (row->cat_missing >> f) & 1u ? PS_SAMPLE_TOK_MISSING : row->cat[f];
+  memcpy(p, tok, sizeof tok);
   b->len += CRITEO_REC;
   return PS_OK;
 }
 
 ps_status ps_sample_to_criteo(const unsigned char *rec, ps_criteo_row *row) {
-  if (ps_sample_len(rec) != CRITEO_REC) return PS_ERR_INVALID;
+  if (ps_sample_len(rec) != CRITEO_REC || rec[5] != PS_SAMPLE_ONE) return PS_ERR_INVALID;
   row->label = rec[4];
   memcpy(row->dense, rec + 8, 4 * PS_CRITEO_NDENSE);
   const unsigned char *p = rec + 8 + 4 * PS_CRITEO_NDENSE;
   row->dense_missing = (uint16_t)(p[0] | (p[1] << 8));
   row->cat_missing = 0;
   p += 2;
-  for (int f = 0; f < PS_CRITEO_NCAT; f++, p += 10) {
-    uint16_t cnt;
+  for (int f = 0; f < PS_CRITEO_NCAT; f++, p += 8) {
     uint64_t tok;
-    memcpy(&cnt, p, 2);
-    memcpy(&tok, p + 2, 8);
-    if (cnt != 1 || (tok > PS_SAMPLE_TOK_MISSING)) return PS_ERR_INVALID;
+    memcpy(&tok, p, 8);
+    if (tok > PS_SAMPLE_TOK_MISSING) return PS_ERR_INVALID;
     if (tok == PS_SAMPLE_TOK_MISSING) row->cat_missing |= 1u << f;
     row->cat[f] = tok == PS_SAMPLE_TOK_MISSING ? 0 : (uint32_t)tok;
   }
@@ -75,7 +71,9 @@ ps_status ps_sample_check(const unsigned char *rec, size_t avail, int ndense, in
   size_t fixed = PS_SAMPLE_HEAD + 4 * (size_t)ndense + ((size_t)ndense + 7) / 8;
   if (avail < fixed) return PS_ERR_CORRUPT;
   size_t len = ps_sample_len(rec);
-  if (len > avail || len < fixed || rec[4] > 1 || rec[5] || rec[6] || rec[7]) return PS_ERR_CORRUPT;
+  if (len > avail || len < fixed || rec[4] > 1 || rec[5] > PS_SAMPLE_ONE || rec[6] || rec[7])
+    return PS_ERR_CORRUPT;
+  if (rec[5] == PS_SAMPLE_ONE) return len == fixed + 8 * (size_t)ncat ? PS_OK : PS_ERR_CORRUPT;
   size_t at = fixed;
   for (int f = 0; f < ncat; f++) {
     if (at + 2 > len) return PS_ERR_CORRUPT;
@@ -125,6 +123,16 @@ void ps_sample_decode(const unsigned char *rec, int ndense, const ps_sample_keym
   memcpy(dense, rec + 8, 4 * (size_t)ndense);
   const unsigned char *p = rec + 8 + 4 * (size_t)ndense + ((size_t)ndense + 7) / 8;
   size_t k = *nkeys;
+  if (rec[5] == PS_SAMPLE_ONE) {
+    for (int f = 0; f < km->ncat; f++, p += 8) {
+      uint64_t tok;
+      memcpy(&tok, p, 8);
+      keys[k++] = ps_sample_key(km, f, tok);
+      offsets[f + 1] = (uint32_t)k;
+    }
+    *nkeys = k;
+    return;
+  }
   for (int f = 0; f < km->ncat; f++) {
     uint16_t cnt;
     memcpy(&cnt, p, 2);

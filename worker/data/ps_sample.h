@@ -5,10 +5,13 @@
  * Record, little-endian, no alignment (read with memcpy):
  *   0  u32      total bytes of the record
  *   4  u8       label (0 or 1)
- *   5  u8[3]    reserved (0)
+ *   5  u8       layout: 0 = bags, PS_SAMPLE_ONE = one value per feature
+ *   6  u8[2]    reserved (0)
  *   8  f32[nd]  dense inputs, transformed
  *      u8[(nd+7)/8]  dense missing bitmap (bit i of byte i/8: input i was empty)
- *      then per categorical feature, in order: u16 count, u64 tokens[count]
+ *      then, layout 0:   per categorical feature in order, u16 count, u64 tokens[count];
+ *            layout ONE: u64 tokens[nc], one per feature (no counts: the one-hot fast path,
+ *                        Criteo's and every schema without a multi-hot column)
  * A record is variable-sized (bags of 0 .. 65535 values), so shuffling and batching move
  * records, not fixed structs, and the binary file needs an index (ps_criteo_bin.h).
  *
@@ -36,6 +39,7 @@
 #define PS_SAMPLE_TOKEN_SEED 0x454d42544f4bull /* "EMBTOK" */
 #define PS_SAMPLE_MAX_BAG 65535u
 #define PS_SAMPLE_HEAD 8u
+#define PS_SAMPLE_ONE 1u
 
 /* A growable byte buffer of records. */
 typedef struct ps_sample_buf {

@@ -149,13 +149,19 @@ static int parse_number(const char *p, size_t n, double *x) {
   return isfinite(*x);
 }
 
-/* Appends the bag of a categorical field. */
-static ps_status put_bag(const ps_schema_column *c, const char *f, size_t n, ps_sample_buf *out,
-                         const char **why) {
+/* Appends the bag of a categorical field (with its count unless the layout is ONE). */
+static ps_status put_bag(const ps_schema_column *c, const char *f, size_t n, int one_layout,
+                         ps_sample_buf *out, const char **why) {
   uint64_t one[1];
   size_t cnt = 0;
   size_t at = out->len;
   if (ps_sample_buf_reserve(out, 2 + 8)) return PS_ERR_NOMEM;
+  if (one_layout) {
+    one[0] = n ? ps_sample_token(f, n) : PS_SAMPLE_TOK_MISSING;
+    memcpy(out->p + out->len, one, 8);
+    out->len += 8;
+    return PS_OK;
+  }
   out->len += 2;
   if (!c->separator) {
     one[0] = n ? ps_sample_token(f, n) : PS_SAMPLE_TOK_MISSING;
@@ -191,6 +197,8 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
   size_t start = out->len, fixed = PS_SAMPLE_HEAD + 4 * (size_t)nd + ((size_t)nd + 7) / 8;
   if (ps_sample_buf_reserve(out, fixed)) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   memset(out->p + start, 0, fixed);
+  int one_layout = !ps_schema_multi_hot(s);
+  out->p[start + 5] = one_layout ? PS_SAMPLE_ONE : 0;
   out->len += fixed;
   field_it it;
   it_init(&it, s, line, len);
@@ -231,7 +239,7 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
       }
       memcpy(rec + PS_SAMPLE_HEAD + 4 * (size_t)c->index, &v, 4);
     } else if (c->type == PS_COL_CAT) {
-      if ((st = put_bag(c, f, n, out, &why))) {
+      if ((st = put_bag(c, f, n, one_layout, out, &why))) {
         if (st == PS_ERR_NOMEM) ps_error_set(err, st, "out of memory");
         else ps_error_set(err, st, "column '%s' (%d): %s", c->name, col + 1, why);
         goto fail;
