@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_scratch.h"
 
 #include "ps_criteo.h"
 #include "ps_criteo_bin.h"
@@ -25,23 +26,6 @@
 #include "ps_reader.h"
 #include "ps_sample.h"
 #include "ps_schema.h"
-
-static char g_dir[256];
-
-static const char *tmp_path(const char *name) {
-  static char p[8][512];
-  static int k = 0;
-  k = (k + 1) % 8;
-  snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
-  return p[k];
-}
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 static ps_schema *schema_of(const char *json) {
   ps_schema *s = NULL;
@@ -86,6 +70,50 @@ static ps_status parse_decode(const ps_schema *s, uint64_t buckets, const char *
 static uint64_t str_key(int f, const char *v) { /* the documented key of a string value */
   uint64_t tok = ps_hash64(v, strlen(v), PS_SAMPLE_TOKEN_SEED) | PS_SAMPLE_TOK_STRING;
   return ps_hash_u64(((uint64_t)f << 33) ^ tok, PS_CRITEO_KEY_SEED);
+}
+
+/* The first read of path fails with PS_ERR_PARSE and a message containing want. */
+static void expect_read_error(const char *path, const ps_reader_opts *o, const char *want) {
+  ps_reader *r;
+  ps_batch *b;
+  ps_error err;
+  assert_int_equal(ps_reader_create(path, o, &r, &err), PS_OK);
+  assert_int_equal(ps_reader_next(r, &b, &err), PS_ERR_PARSE);
+  if (!strstr(err.msg, want)) fail_msg("got '%s', want '%s'", err.msg, want);
+  ps_reader_destroy(&r);
+}
+
+/* Default reader options reading with schema s. */
+static ps_reader_opts opts_of(const ps_schema *s) {
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.schema = s;
+  return o;
+}
+
+typedef struct str_case { /* an input and what its message must contain */
+  const char *in, *want;
+} str_case;
+
+/* Opens path with o and returns its first batch (not NULL); *r is the reader. */
+static ps_batch *first_batch(const char *path, const ps_reader_opts *o, ps_reader **r) {
+  ps_error err;
+  ps_batch *b = NULL;
+  assert_int_equal(ps_reader_create(path, o, r, &err), PS_OK);
+  assert_int_equal(ps_reader_next(*r, &b, &err), PS_OK);
+  assert_non_null(b);
+  return b;
+}
+
+/* docs/schemas/criteo.json, the built-in layout written out. */
+static ps_schema *criteo_twin(void) {
+  const char *src = getenv("EMBER_SRC");
+  char path[512];
+  snprintf(path, sizeof path, "%s/docs/schemas/criteo.json", src ? src : ".");
+  ps_schema *twin = NULL;
+  ps_error err;
+  assert_int_equal(ps_schema_load(path, &twin, &err), PS_OK);
+  return twin;
 }
 
 static const char *EVERY =
@@ -143,9 +171,7 @@ static void test_every_type(void **st) {
 
 static void test_schema_errors(void **st) {
   (void)st;
-  static const struct {
-    const char *json, *want;
-  } cases[] = {
+  static const str_case cases[] = {
       {"{\"columns\": [", "t.json:1: not valid JSON"},
       {"[1]", "want a JSON object"},
       {"{\"colums\": []}", "\"colums\" is not a schema key"},
@@ -189,7 +215,7 @@ static void test_schema_errors(void **st) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ps_schema *s = (ps_schema *)1;
     ps_error err;
-    assert_int_equal(ps_schema_parse_json(cases[i].json, "t.json", &s, &err), PS_ERR_INVALID);
+    assert_int_equal(ps_schema_parse_json(cases[i].in, "t.json", &s, &err), PS_ERR_INVALID);
     assert_null(s);
     if (!strstr(err.msg, cases[i].want) || strchr(err.msg, '\n'))
       fail_msg("case %zu: got '%s', want '%s'", i, err.msg, cases[i].want);
@@ -222,9 +248,7 @@ static void test_csv_quoting(void **st) {
   /* a tab is just a byte in csv */
   assert_int_equal(parse_decode(s, 0, "0,a\tb,c", &d, msg), PS_OK);
   assert_true(d.keys[0] == str_key(0, "a\tb"));
-  static const struct {
-    const char *line, *want;
-  } bad[] = {
+  static const str_case bad[] = {
       {"1,\"open,b", "column 'a' (2): unterminated quoted field"},
       {"1,\"x\"y,b", "column 'a' (2): text after a closing quote"},
       {"1,x\"y,b", "column 'a' (2): a '\"' inside an unquoted field"},
@@ -234,7 +258,7 @@ static void test_csv_quoting(void **st) {
       {",a,b", "column 'y' (1): label: want 0 or 1, got ''"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    assert_int_equal(parse_decode(s, 0, bad[i].line, &d, msg), PS_ERR_PARSE);
+    assert_int_equal(parse_decode(s, 0, bad[i].in, &d, msg), PS_ERR_PARSE);
     if (!strstr(msg, bad[i].want)) fail_msg("line %zu: got '%s', want '%s'", i, msg, bad[i].want);
   }
   ps_schema_destroy(&s);
@@ -266,16 +290,14 @@ static void test_header(void **st) {
   ps_error err;
   const char *good = "id,price,click,site,delta,tags,hour";
   assert_int_equal(ps_schema_check_header(s, good, strlen(good), &err), PS_OK);
-  static const struct {
-    const char *line, *want;
-  } bad[] = {
+  static const str_case bad[] = {
       {"id,price,click,site,delta,tags,hours", "header column 7 is 'hours', the schema says 'hour'"},
       {"id,cost,click,site,delta,tags,hour", "header column 2 is 'cost', the schema says 'price'"},
       {"id,price,click", "header has 3 columns, the schema 7 (first missing: 'site')"},
       {"id,price,click,site,delta,tags,hour,x", "header has more columns than the schema's 7"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    assert_int_equal(ps_schema_check_header(s, bad[i].line, strlen(bad[i].line), &err),
+    assert_int_equal(ps_schema_check_header(s, bad[i].in, strlen(bad[i].in), &err),
                      PS_ERR_PARSE);
     if (!strstr(err.msg, bad[i].want)) fail_msg("%zu: got '%s'", i, err.msg);
   }
@@ -286,15 +308,10 @@ static void test_header(void **st) {
   assert_int_equal(ps_data_count_rows(p, s, &rows), PS_OK);
   assert_int_equal(rows, 2);
   assert_int_equal(ps_data_check_header(p, s, &err), PS_OK);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.schema = s;
+  ps_reader_opts o = opts_of(s);
   o.batch = 10;
   ps_reader *r;
-  assert_int_equal(ps_reader_create(p, &o, &r, &err), PS_OK);
-  ps_batch *b;
-  assert_int_equal(ps_reader_next(r, &b, &err), PS_OK);
-  assert_non_null(b);
+  ps_batch *b = first_batch(p, &o, &r);
   assert_int_equal(b->n, 2);
   assert_int_equal(b->nkeys, 7);
   assert_true(b->labels[0] == 1.0f && b->labels[1] == 0.0f);
@@ -305,10 +322,7 @@ static void test_header(void **st) {
   write_file(q, "id,price,click,site,delta,tag,hour\nx,1,1,a,0,b,c\n");
   assert_int_equal(ps_data_check_header(q, s, &err), PS_ERR_PARSE);
   assert_non_null(strstr(err.msg, "h2.csv:1: header column 6 is 'tag', the schema says 'tags'"));
-  assert_int_equal(ps_reader_create(q, &o, &r, &err), PS_OK);
-  assert_int_equal(ps_reader_next(r, &b, &err), PS_ERR_PARSE);
-  assert_non_null(strstr(err.msg, "h2.csv:1: header column 6"));
-  ps_reader_destroy(&r);
+  expect_read_error(q, &o, "h2.csv:1: header column 6");
   ps_schema_destroy(&s);
 }
 
@@ -318,29 +332,17 @@ static void test_line_numbers(void **st) {
   ps_schema *s = schema_of(EVERY);
   const char *p = tmp_path("bad.csv");
   write_file(p, "id,price,click,site,delta,tags,hour\nx,1,1,a,0,b,c\nx,1,1,a,zz,b,c\n");
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.schema = s;
+  ps_reader_opts o = opts_of(s);
   o.bad_lines = PS_BAD_LINES_FAIL;
-  ps_reader *r;
-  ps_error err;
-  assert_int_equal(ps_reader_create(p, &o, &r, &err), PS_OK);
-  ps_batch *b;
-  assert_int_equal(ps_reader_next(r, &b, &err), PS_ERR_PARSE);
-  assert_non_null(strstr(err.msg, "bad.csv:3: column 'delta' (5): not a number: 'zz'"));
-  ps_reader_destroy(&r);
+  expect_read_error(p, &o, "bad.csv:3: column 'delta' (5): not a number: 'zz'");
   ps_schema_destroy(&s);
 }
 
 /* docs/schemas/criteo.json reads Criteo lines into exactly the built-in schema's batches. */
 static void test_criteo_json_twin(void **st) {
   (void)st;
-  const char *src = getenv("EMBER_SRC");
-  char path[512];
-  snprintf(path, sizeof path, "%s/docs/schemas/criteo.json", src ? src : ".");
-  ps_schema *twin = NULL, *builtin = NULL;
+  ps_schema *twin = criteo_twin(), *builtin = NULL;
   ps_error err;
-  assert_int_equal(ps_schema_load(path, &twin, &err), PS_OK);
   assert_int_equal(ps_schema_load("criteo", &builtin, &err), PS_OK);
   assert_true(ps_schema_is_criteo(builtin) && !ps_schema_is_criteo(twin));
   const char *p = tmp_path("c.tsv");
@@ -425,9 +427,7 @@ static void write_mh(const char *p, int n) {
 
 /* Reads path (rank r of w) and checks every row against write_mh's construction; returns rows. */
 static size_t check_mh(const char *path, const ps_schema *s, int rank, int world, int *seen) {
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.schema = s;
+  ps_reader_opts o = opts_of(s);
   o.batch = 7;
   o.rank = rank;
   o.world = world;
@@ -469,9 +469,7 @@ static void test_multi_hot_reader_and_binary(void **st) {
   int seen[101] = {0};
   assert_int_equal(check_mh(txt, s, 0, 1, seen), 101);
   /* version 2 round trip through the writer (as ps-convert does) */
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.schema = s;
+  ps_reader_opts o = opts_of(s);
   o.keep_rows = 1;
   o.batch = 16;
   ps_reader *r;
@@ -537,20 +535,11 @@ static void test_version1_still_read(void **st) {
     assert_int_equal(ps_criteo_bin_write(w, &row), PS_OK);
   }
   assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
-  const char *src = getenv("EMBER_SRC");
-  char path[512];
-  snprintf(path, sizeof path, "%s/docs/schemas/criteo.json", src ? src : ".");
-  ps_schema *twin;
-  ps_error err;
-  assert_int_equal(ps_schema_load(path, &twin, &err), PS_OK);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.schema = twin;
+  ps_schema *twin = criteo_twin();
+  ps_reader_opts o = opts_of(twin);
   o.hash_buckets = 50;
   ps_reader *r;
-  assert_int_equal(ps_reader_create(bin, &o, &r, &err), PS_OK);
-  ps_batch *b;
-  assert_int_equal(ps_reader_next(r, &b, &err), PS_OK);
+  ps_batch *b = first_batch(bin, &o, &r);
   assert_int_equal(b->n, 10);
   for (size_t i = 0; i < 10; i++)
     for (int j = 0; j < 26; j++) {
@@ -564,18 +553,7 @@ static void test_version1_still_read(void **st) {
   ps_schema_destroy(&twin);
 }
 
-static int setup(void **st) {
-  (void)st;
-  snprintf(g_dir, sizeof g_dir, "/tmp/ember-test-schema-XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **st) {
-  (void)st;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+PS_SCRATCH_FIXTURES("schema")
 
 PS_TEST_MAIN("schema", setup, teardown,
     cmocka_unit_test(test_every_type),

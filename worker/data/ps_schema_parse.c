@@ -19,10 +19,14 @@ typedef struct field_it {
   int csv, done;
   char *scratch;
   size_t scratch_cap;
+  const char *f;   /* the current field, n bytes */
+  size_t n;
+  const char *why; /* after a quoting error */
+  char shown[80];  /* for messages: ps_criteo_show_field of the field */
 } field_it;
 
-/* The next field into (*f, *n); 0 at the end of the line, -1 on a quoting error (why set). */
-static int next_field(field_it *it, const char **f, size_t *n, const char **why) {
+/* The next field into (it->f, it->n); 0 at the end of the line, -1 on a quoting error (why). */
+static int next_field_(field_it *it, const char **f, size_t *n, const char **why) {
   if (it->done) return 0;
   const char *p = it->p, *end = it->end;
   char delim = it->csv ? ',' : '\t';
@@ -69,7 +73,7 @@ static int next_field(field_it *it, const char **f, size_t *n, const char **why)
       *n = o;
     }
   } else {
-    const char *q = memchr(p, delim, (size_t)(end - p));
+    const char *q = p < end ? memchr(p, delim, (size_t)(end - p)) : NULL;
     if (!q) q = end;
     if (it->csv && memchr(p, '"', (size_t)(q - p))) {
       *why = "a '\"' inside an unquoted field";
@@ -84,6 +88,13 @@ static int next_field(field_it *it, const char **f, size_t *n, const char **why)
   return 1;
 }
 
+static int next_field(field_it *it) { return next_field_(it, &it->f, &it->n, &it->why); }
+
+static const char *shown(field_it *it) {
+  ps_criteo_show_field(it->f, it->n, it->shown, sizeof it->shown);
+  return it->shown;
+}
+
 static void it_init(field_it *it, const ps_schema *s, const char *line, size_t len) {
   if (len && line[len - 1] == '\r') len--;
   memset(it, 0, sizeof *it);
@@ -95,28 +106,23 @@ static void it_init(field_it *it, const ps_schema *s, const char *line, size_t l
 ps_status ps_schema_check_header(const ps_schema *s, const char *line, size_t len, ps_error *err) {
   field_it it;
   it_init(&it, s, line, len);
-  const char *f, *why = NULL;
-  size_t n;
   int i = 0, r;
   ps_status st = PS_OK;
-  char shown[80];
-  while ((r = next_field(&it, &f, &n, &why)) == 1) {
+  while ((r = next_field(&it)) == 1) {
     if (i >= ps_schema_ncolumns(s)) {
-      ps_criteo_show_field(f, n, shown, sizeof shown);
       st = ps_error_set(err, PS_ERR_PARSE, "header has more columns than the schema's %d "
-                        "(column %d is '%s')", ps_schema_ncolumns(s), i + 1, shown);
+                        "(column %d is '%s')", ps_schema_ncolumns(s), i + 1, shown(&it));
       break;
     }
     const char *want = ps_schema_column_at(s, i)->name;
-    if (strlen(want) != n || memcmp(want, f, n) != 0) {
-      ps_criteo_show_field(f, n, shown, sizeof shown);
+    if (strlen(want) != it.n || memcmp(want, it.f, it.n) != 0) {
       st = ps_error_set(err, PS_ERR_PARSE, "header column %d is '%s', the schema says '%s'",
-                        i + 1, shown, want);
+                        i + 1, shown(&it), want);
       break;
     }
     i++;
   }
-  if (r < 0) st = ps_error_set(err, PS_ERR_PARSE, "header column %d: %s", i + 1, why);
+  if (r < 0) st = ps_error_set(err, PS_ERR_PARSE, "header column %d: %s", i + 1, it.why);
   else if (!st && i < ps_schema_ncolumns(s))
     st = ps_error_set(err, PS_ERR_PARSE, "header has %d columns, the schema %d (first missing: "
                       "'%s')", i, ps_schema_ncolumns(s), ps_schema_column_at(s, i)->name);
@@ -202,16 +208,15 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
   out->len += fixed;
   field_it it;
   it_init(&it, s, line, len);
-  const char *f, *why = NULL;
-  size_t n;
   int col = 0, r;
   ps_status st = PS_OK;
-  char shown[80];
   const ps_schema_column *c = NULL;
-  while ((r = next_field(&it, &f, &n, &why)) == 1) {
+  while ((r = next_field(&it)) == 1) {
+    const char *f = it.f;
+    size_t n = it.n;
     if (col >= ncol) {
       int total = col + 1;
-      while (next_field(&it, &f, &n, &why) == 1) total++;
+      while (next_field(&it) == 1) total++;
       st = ps_error_set(err, PS_ERR_PARSE, "too many fields (%d, want %d)", total, ncol);
       goto fail;
     }
@@ -219,9 +224,8 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
     unsigned char *rec = out->p + start;
     if (c->type == PS_COL_LABEL) {
       if (n != 1 || (f[0] != '0' && f[0] != '1')) {
-        ps_criteo_show_field(f, n, shown, sizeof shown);
         st = ps_error_set(err, PS_ERR_PARSE, "column '%s' (%d): label: want 0 or 1, got '%s'",
-                          c->name, col + 1, shown);
+                          c->name, col + 1, shown(&it));
         goto fail;
       }
       rec[4] = (unsigned char)(f[0] - '0');
@@ -230,18 +234,17 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
       double x;
       if (n == 0) rec[PS_SAMPLE_HEAD + 4 * nd + c->index / 8] |= (unsigned char)(1u << (c->index % 8));
       else if (!parse_number(f, n, &x)) {
-        ps_criteo_show_field(f, n, shown, sizeof shown);
         st = ps_error_set(err, PS_ERR_PARSE, "column '%s' (%d): not a number: '%s'", c->name,
-                          col + 1, shown);
+                          col + 1, shown(&it));
         goto fail;
       } else {
         v = c->log1p ? (x > 0 ? (float)log1p(x) : 0.0f) : (float)x;
       }
       memcpy(rec + PS_SAMPLE_HEAD + 4 * (size_t)c->index, &v, 4);
     } else if (c->type == PS_COL_CAT) {
-      if ((st = put_bag(c, f, n, one_layout, out, &why))) {
+      if ((st = put_bag(c, f, n, one_layout, out, &it.why))) {
         if (st == PS_ERR_NOMEM) ps_error_set(err, st, "out of memory");
-        else ps_error_set(err, st, "column '%s' (%d): %s", c->name, col + 1, why);
+        else ps_error_set(err, st, "column '%s' (%d): %s", c->name, col + 1, it.why);
         goto fail;
       }
     }
@@ -249,7 +252,8 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
   }
   if (r < 0) {
     c = col < ncol ? ps_schema_column_at(s, col) : NULL;
-    st = ps_error_set(err, PS_ERR_PARSE, "column '%s' (%d): %s", c ? c->name : "?", col + 1, why);
+    st = ps_error_set(err, PS_ERR_PARSE, "column '%s' (%d): %s", c ? c->name : "?", col + 1,
+                      it.why);
     goto fail;
   }
   if (col < ncol) {
