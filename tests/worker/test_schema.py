@@ -10,7 +10,8 @@ with real servers through deploy/ember-local:
    the right model class for an additive logit) by more than 0.01. The same data converted by
    ps-convert --schema (binary version 2) trains the bit-identical model (dense hash, AUC).
 3. Mean pooling runs; the refusals before connecting (exit 2, one line): --mlp-bot against the
-   schema, a bad schema naming its column, a header that does not match.
+   schema, a bad schema naming its column, a header that does not match, --resume with a
+   schema that changes what a row means.
 Without the schema (before issue 19) ps-worker refused --schema as an unknown option, and the
 data of 1 and 2 could not be read at all."""
 import csv
@@ -220,6 +221,13 @@ with tempfile.TemporaryDirectory() as d:
     rc, msg = refused(["--schema", avazu, "--train", hdr])
     r.check("a header that does not match", rc == 2 and "hdr.csv:1: header column 6 is 'site', "
             "the schema says 'site_id'" in msg, f"rc={rc} {msg}")
+    ck = os.path.join(d, "ck")
+    h.train(1, 1, ["--schema", sch, "--train", tr, "--max-steps", "2", "--checkpoint-dir", ck]
+            + MH + SMALL)
+    rc, msg = refused(["--schema", mean, "--train", tr, "--checkpoint-dir", ck, "--resume"] + MH
+                      + SMALL)
+    r.check("--resume with a schema that pools otherwise", rc == 2 and "--resume: --schema is 2 "
+            "dense, 4 categorical" in msg and "it changes what a key or a row means" in msg, msg)
     rc, msg = refused(["--schema", os.path.join(d, "none.json"), "--train", tr])
     r.check("a missing schema file", rc == 2 and "none.json: cannot read it" in msg, msg)
 r.finish()

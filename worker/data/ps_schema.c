@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ps_criteo.h"
+#include "ps_hash.h"
 
 #define MAX_COLUMNS 4096
 
@@ -259,6 +260,18 @@ ps_status ps_schema_load(const char *spec, ps_schema **out, ps_error *err) {
   ps_status st = ps_schema_parse_json(text, spec, out, err);
   free(text);
   return st;
+}
+
+void ps_schema_signature(const ps_schema *s, char *out, size_t n) {
+  uint64_t h = 0;
+  for (int i = 0; i < s->ncol; i++) {
+    const ps_schema_column *c = &s->cols[i];
+    if (c->type == PS_COL_SKIP) continue;
+    uint64_t v[4] = {(uint64_t)c->type, (uint64_t)(c->type == PS_COL_DENSE && c->log1p),
+                     (uint64_t)(c->separator != 0) | (uint64_t)c->pooling << 1, c->hash_buckets};
+    h = ps_hash64(v, sizeof v, h);
+  }
+  snprintf(out, n, "%d dense, %d categorical, %016llx", s->ndense, s->ncat, (unsigned long long)h);
 }
 
 const char *ps_schema_name(const ps_schema *s) { return s->name; }

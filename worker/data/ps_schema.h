@@ -75,6 +75,12 @@ const ps_schema_column *ps_schema_cat(const ps_schema *s, int f);
 int ps_schema_multi_hot(const ps_schema *s);     /* any column with a separator */
 ps_schema_pool ps_schema_pooling(const ps_schema *s);
 
+/* What the schema makes of a line, as a short string for a checkpoint to compare: the dense
+ * and categorical counts and a hash of what changes a key or a model input (transforms, per-
+ * column buckets, multi-hot and pooling) — not the names or the text format, so the built-in
+ * criteo and docs/schemas/criteo.json agree. out gets at most n bytes. */
+void ps_schema_signature(const ps_schema *s, char *out, size_t n);
+
 /* Checks a header line against the column names: PS_ERR_PARSE with one line naming the first
  * mismatch ("header column 3 is 'price', the schema says 'cost'"). */
 ps_status ps_schema_check_header(const ps_schema *s, const char *line, size_t len, ps_error *err);
