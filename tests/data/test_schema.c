@@ -72,15 +72,20 @@ static uint64_t str_key(int f, const char *v) { /* the documented key of a strin
   return ps_hash_u64(((uint64_t)f << 33) ^ tok, PS_CRITEO_KEY_SEED);
 }
 
-/* The first read of path fails with PS_ERR_PARSE and a message containing want. */
-static void expect_read_error(const char *path, const ps_reader_opts *o, const char *want) {
+/* The first read of path fails with st and a message containing want. */
+static void expect_read_error_st(const char *path, const ps_reader_opts *o, ps_status st,
+                                 const char *want) {
   ps_reader *r;
   ps_batch *b;
   ps_error err;
   assert_int_equal(ps_reader_create(path, o, &r, &err), PS_OK);
-  assert_int_equal(ps_reader_next(r, &b, &err), PS_ERR_PARSE);
+  assert_int_equal(ps_reader_next(r, &b, &err), st);
   if (!strstr(err.msg, want)) fail_msg("got '%s', want '%s'", err.msg, want);
   ps_reader_destroy(&r);
+}
+
+static void expect_read_error(const char *path, const ps_reader_opts *o, const char *want) {
+  expect_read_error_st(path, o, PS_ERR_PARSE, want);
 }
 
 /* Default reader options reading with schema s. */
@@ -105,15 +110,40 @@ static ps_batch *first_batch(const char *path, const ps_reader_opts *o, ps_reade
   return b;
 }
 
-/* docs/schemas/criteo.json, the built-in layout written out. */
-static ps_schema *criteo_twin(void) {
+/* docs/schemas/NAME.json (the documented examples). */
+static ps_schema *doc_schema(const char *name) {
   const char *src = getenv("EMBER_SRC");
   char path[512];
-  snprintf(path, sizeof path, "%s/docs/schemas/criteo.json", src ? src : ".");
-  ps_schema *twin = NULL;
+  snprintf(path, sizeof path, "%s/docs/schemas/%s.json", src ? src : ".", name);
+  ps_schema *s = NULL;
   ps_error err;
-  assert_int_equal(ps_schema_load(path, &twin, &err), PS_OK);
-  return twin;
+  ps_status st = ps_schema_load(path, &s, &err);
+  if (st) fail_msg("%s", err.msg);
+  return s;
+}
+
+/* docs/schemas/criteo.json, the built-in layout written out. */
+static ps_schema *criteo_twin(void) { return doc_schema("criteo"); }
+
+/* The documented examples load and say what docs/SCHEMA.md says they do. */
+static void test_doc_examples(void **st) {
+  (void)st;
+  ps_schema *a = doc_schema("avazu"), *d = doc_schema("dlrmv2");
+  assert_int_equal(ps_schema_fmt(a), PS_SCHEMA_CSV);
+  assert_true(ps_schema_header(a) && !ps_schema_multi_hot(a));
+  assert_int_equal(ps_schema_ndense(a), 0);
+  assert_int_equal(ps_schema_ncat(a), 22);
+  assert_int_equal(ps_schema_column_at(a, 0)->type, PS_COL_SKIP);
+  assert_int_equal(ps_schema_column_at(a, 1)->type, PS_COL_LABEL);
+  assert_int_equal(ps_schema_ndense(d), 13);
+  assert_int_equal(ps_schema_ncat(d), 26);
+  assert_true(ps_schema_multi_hot(d));
+  assert_int_equal(ps_schema_pooling(d), PS_SCHEMA_POOL_SUM);
+  assert_int_equal(ps_schema_cat(d, 0)->hash_buckets, 40000000);
+  assert_int_equal(ps_schema_cat(d, 25)->hash_buckets, 36);
+  for (int f = 0; f < 26; f++) assert_int_equal(ps_schema_cat(d, f)->separator, ',');
+  ps_schema_destroy(&a);
+  ps_schema_destroy(&d);
 }
 
 static const char *EVERY =
@@ -553,6 +583,37 @@ static void test_version1_still_read(void **st) {
   ps_schema_destroy(&twin);
 }
 
+/* A version 2 file of Criteo's counts with string values: read with its schema, its keys are
+ * the strings'; converting it to version 1 (built-in criteo, keep_rows) is refused by name. */
+static void test_version2_criteo_counts(void **st) {
+  (void)st;
+  ps_schema *twin = criteo_twin();
+  char line[1024];
+  size_t o = (size_t)snprintf(line, sizeof line, "1");
+  for (int i = 0; i < 13; i++) o += (size_t)snprintf(line + o, sizeof line - o, "\t%d", i);
+  for (int j = 0; j < 26; j++)
+    o += (size_t)snprintf(line + o, sizeof line - o, j == 4 ? "\tnot-hex" : "\t%08x", j);
+  ps_sample_buf rec = {0};
+  assert_int_equal(ps_schema_parse_line(twin, line, strlen(line), &rec, NULL), PS_OK);
+  const char *bin = tmp_path("v2c.bin");
+  ps_criteo_bin_writer *w;
+  assert_int_equal(ps_criteo_bin_writer_create_v2(bin, 13, 26, 0, &w), PS_OK);
+  assert_int_equal(ps_criteo_bin_write_sample(w, rec.p), PS_OK);
+  assert_int_equal(ps_criteo_bin_writer_close(&w, 0), PS_OK);
+  ps_sample_buf_free(&rec);
+  ps_reader_opts opt = opts_of(twin);
+  ps_reader *r;
+  ps_batch *b = first_batch(bin, &opt, &r);
+  assert_true(b->keys[4] == str_key(4, "not-hex"));
+  assert_true(b->keys[5] == ps_criteo_key(5, 5, 0, 0));
+  ps_reader_release(r, b);
+  ps_reader_destroy(&r);
+  opt.schema = NULL; /* the built-in criteo */
+  opt.keep_rows = 1;
+  expect_read_error_st(bin, &opt, PS_ERR_CORRUPT, "v2c.bin: a sample holds strings or bags");
+  ps_schema_destroy(&twin);
+}
+
 PS_SCRATCH_FIXTURES("schema")
 
 PS_TEST_MAIN("schema", setup, teardown,
@@ -564,4 +625,6 @@ PS_TEST_MAIN("schema", setup, teardown,
     cmocka_unit_test(test_line_numbers),
     cmocka_unit_test(test_criteo_json_twin),
     cmocka_unit_test(test_multi_hot_reader_and_binary),
-    cmocka_unit_test(test_version1_still_read))
+    cmocka_unit_test(test_version1_still_read),
+    cmocka_unit_test(test_version2_criteo_counts),
+    cmocka_unit_test(test_doc_examples))

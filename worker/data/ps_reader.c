@@ -162,13 +162,15 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
   }
   if (o.epochs == 0) r->all_done = 1;
 
+  int criteo_rows = o.keep_rows && ps_schema_is_criteo(r->schema); /* ps_batch.rows */
   r->npool = o.prefetch > 0 ? (size_t)o.prefetch : 1;
   r->pool = calloc(r->npool, sizeof *r->pool);
   r->free_list = calloc(r->npool, sizeof *r->free_list);
   r->ready = calloc(r->npool + 1, sizeof *r->ready);
   if (!r->pool || !r->free_list || !r->ready) goto fail;
   for (size_t i = 0; i < r->npool; i++) {
-    if (!(r->pool[i] = ps_reader_batch_new(r->B, r->nd, r->nc, o.keep_rows))) goto fail;
+    if (!(r->pool[i] = ps_reader_batch_new(r->B, r->nd, r->nc, o.keep_rows, criteo_rows)))
+      goto fail;
     r->free_list[r->nfree++] = r->pool[i];
   }
   if (o.prefetch > 0) {

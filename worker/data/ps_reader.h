@@ -54,8 +54,9 @@ typedef struct ps_batch {
   uint64_t index;           /* batch index within this rank's epoch, 0-based */
   int last_in_epoch;        /* 1 on this rank's last batch of the epoch */
   uint64_t first_line;      /* 0-based data line of the round's first line (for logs) */
-  ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows and a schema of
-                             * Criteo's shape (13 dense, 26 one-value), else NULL */
+  ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows and the built-in
+                             * criteo schema, else NULL (a binary sample with strings or bags
+                             * then reads as corrupt) */
   unsigned char *recs;      /* with opts.keep_rows: the n sample records (ps_sample.h) ... */
   size_t *rec_off;          /* ... sample i at recs + rec_off[i] */
   size_t cap;               /* capacity in samples (internal) */

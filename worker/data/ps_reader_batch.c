@@ -7,6 +7,7 @@
  * epoch, rank, the window's first line), and re-cuts them into the original batch sizes, so
  * every rank's batch count and sizes are the same as without it. Records vary in size, so the
  * window permutes their offsets, not the records. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,8 +113,9 @@ static ps_status fill_batch(ps_reader *r, ps_batch *b, const unsigned char *base
       b->rec_off[i] = at;
       at += len;
       if (b->rows && ps_sample_to_criteo(base + off[i], &b->rows[i]) != PS_OK) {
-        free(b->rows); /* a schema of Criteo's counts with a multi-hot bag: no rows */
-        b->rows = NULL;
+        snprintf(r->err, sizeof r->err, "%s: a sample holds strings or bags, which the Criteo "
+                 "layout cannot: read it with the schema that wrote it", r->path);
+        return PS_ERR_CORRUPT;
       }
     }
   }
@@ -192,15 +194,14 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
   return PS_OK;
 }
 
-ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows) {
+ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows, int criteo_rows) {
   ps_batch *b = calloc(1, sizeof *b);
   if (!b) return NULL;
   int bad = 0;
   if (keep_rows) {
     b->rec_off = malloc(cap * sizeof *b->rec_off);
     bad = !b->rec_off;
-    if (ndense == PS_CRITEO_NDENSE && ncat == PS_CRITEO_NCAT)
-      bad |= !(b->rows = malloc(cap * sizeof(ps_criteo_row)));
+    if (criteo_rows) bad |= !(b->rows = malloc(cap * sizeof(ps_criteo_row)));
   }
   b->cap = cap;
   b->keys_cap = cap * (size_t)ncat;

@@ -131,7 +131,8 @@ ps_status ps_reader_fetch_bin(ps_reader *r, staged *s);
 
 /* ps_reader_batch.c. produce fills b with the next batch (*end = 1 when nothing is left). */
 ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end);
-ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows);
+/* criteo_rows: also ps_batch.rows (keep_rows with the built-in criteo schema). */
+ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows, int criteo_rows);
 void ps_reader_batch_free(ps_batch *b);
 
 #endif
