@@ -135,6 +135,16 @@ static int parse_number(const char *p, size_t n, double *x) {
   char buf[72];
   if (n == 0 || n >= sizeof buf) return 0;
   size_t i = 0, digits = 0;
+  if (n <= 16) { /* the common case, an integer: exact in a double, no strtod */
+    int neg = p[0] == '-';
+    size_t k = (p[0] == '-' || p[0] == '+');
+    int64_t v = 0;
+    while (k < n && p[k] >= '0' && p[k] <= '9') v = v * 10 + (p[k++] - '0');
+    if (k == n && n > (size_t)(p[0] == '-' || p[0] == '+')) {
+      *x = neg ? -(double)v : (double)v; /* "-0" is -0.0, as strtod has it */
+      return 1;
+    }
+  }
   if (p[i] == '+' || p[i] == '-') i++;
   while (i < n && p[i] >= '0' && p[i] <= '9') i++, digits++;
   if (i < n && p[i] == '.') {
