@@ -136,12 +136,23 @@ static ps_status load_schema(ps_train_config *c, ps_error *err) {
   return PS_OK;
 }
 
-/* A schema with a header: the first line of a text input matches it. */
+/* An input as the schema reads it: a text file's header line matches it; a binary file's
+ * header is sound and holds the schema's dense and categorical counts (a reader is opened and
+ * closed: it reads the header only). */
 static ps_status check_header(const char *flag, const char *path, const ps_schema *s,
                               ps_error *err) {
   ps_error e;
   if (ps_data_check_header(path, s, &e) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "%s %s", flag, e.msg);
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.schema = s;
+  o.batch = 1;
+  o.prefetch = 0;
+  ps_reader *r = NULL;
+  ps_status st = ps_reader_create(path, &o, &r, &e);
+  ps_reader_destroy(&r);
+  if (st != PS_OK) return ps_error_set(err, PS_ERR_INVALID, "%s %s", flag, e.msg);
   return PS_OK;
 }
 

@@ -228,6 +228,9 @@ with tempfile.TemporaryDirectory() as d:
                       + SMALL)
     r.check("--resume with a schema that pools otherwise", rc == 2 and "--resume: --schema is 2 "
             "dense, 4 categorical" in msg and "it changes what a key or a row means" in msg, msg)
+    rc, msg = refused(["--train", binp])
+    r.check("a binary file of other counts than the schema", rc == 2 and "holds 2 dense and 4 "
+            "categorical features, the schema criteo has 13 and 26" in msg, msg)
     rc, msg = refused(["--schema", os.path.join(d, "none.json"), "--train", tr])
     r.check("a missing schema file", rc == 2 and "none.json: cannot read it" in msg, msg)
 r.finish()
