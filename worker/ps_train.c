@@ -38,7 +38,7 @@ void ps_train_config_default(ps_train_config *c) {
       .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
-      .progress_every = 5.0, .seed = 1, .timeout_ms = 120000};
+      .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo"};
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -72,21 +72,44 @@ static ps_status declare_table(ps_trainer *t) {
   return PS_OK;
 }
 
+/* Room for batches of nk keys: the slots' key and row buffers, the gradient rows and the bag
+ * indices. Sized for one-hot batches at start; a multi-hot batch with more keys grows them
+ * (never shrinks), so a steady state allocates nothing. A slot's rows may be a pull's target:
+ * a slot only grows in ps_train_slot_start, before its own pull is sent. */
+static ps_status grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
+  size_t d = (size_t)t->dim;
+  if (nk > s->cap) {
+    size_t cap = s->cap ? s->cap : 64;
+    while (cap < nk) cap *= 2;
+    uint64_t *u = realloc(s->unique, cap * sizeof *u);
+    if (u) s->unique = u;
+    uint32_t *inv = realloc(s->inverse, cap * sizeof *inv);
+    if (inv) s->inverse = inv;
+    float *rows = realloc(s->rows, cap * d * sizeof *rows);
+    if (rows) s->rows = rows;
+    if (!u || !inv || !rows) return PS_ERR_NOMEM;
+    s->cap = cap;
+  }
+  if (s->cap > (size_t)t->nkeys_max) {
+    float *g = realloc(t->emb_grad, s->cap * d * sizeof *g);
+    if (g) t->emb_grad = g;
+    int32_t *idx = realloc(t->idx, s->cap * sizeof *idx);
+    if (idx) t->idx = idx;
+    if (!g || !idx) return PS_ERR_NOMEM;
+    t->nkeys_max = (int)s->cap;
+  }
+  return PS_OK;
+}
+
 static ps_status alloc_slots(ps_trainer *t) {
   size_t nk = (size_t)t->nkeys_max;
-  for (int i = 0; i < 2; i++) {
-    ps_train_slot *s = &t->slots[i];
-    s->unique = malloc(nk * sizeof *s->unique);
-    s->inverse = malloc(nk * sizeof *s->inverse);
-    s->rows = malloc(nk * (size_t)t->dim * sizeof *s->rows);
-    if (!s->unique || !s->inverse || !s->rows) return PS_ERR_NOMEM;
-  }
-  t->emb_grad = malloc(nk * (size_t)t->dim * sizeof *t->emb_grad);
-  t->idx = malloc(nk * sizeof *t->idx);
-  t->offsets = malloc((nk + 1) * sizeof *t->offsets);
+  t->nkeys_max = 0;
+  for (int i = 0; i < 2; i++) TRY(grow_keys(t, &t->slots[i], nk));
+  t->offsets = malloc(((size_t)t->batch * (size_t)t->nbags + 1) * sizeof *t->offsets);
   t->probs = malloc((size_t)t->batch * sizeof *t->probs);
+  t->zero_dense = calloc((size_t)t->batch, sizeof *t->zero_dense);
   t->host_grads = malloc((t->nparams + 1) * sizeof *t->host_grads);
-  if (!t->emb_grad || !t->idx || !t->offsets || !t->probs || !t->host_grads) return PS_ERR_NOMEM;
+  if (!t->offsets || !t->probs || !t->zero_dense || !t->host_grads) return PS_ERR_NOMEM;
   if (!t->kern->host_memory)
     TRY(ps_kern_alloc(t->kern, (t->nparams + 1) * sizeof(float), (void **)&t->red_d));
   return PS_OK;
@@ -102,6 +125,7 @@ static void free_trainer(ps_trainer *t) {
   free(t->idx);
   free(t->offsets);
   free(t->probs);
+  free(t->zero_dense);
   free(t->host_grads);
   if (t->red_d) ps_kern_free(t->kern, t->red_d);
   ps_http_destroy(&t->http);
@@ -122,6 +146,7 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
   s->nunique = 0;
   s->pull = NULL;
   if (!b || b->nkeys == 0) return PS_OK;
+  TRY(grow_keys(t, s, b->nkeys));
   TRY(ps_dedup_keys(t->dedup, b->keys, b->nkeys, s->unique, s->inverse, &s->nunique));
   ps_status st = ps_client_pull_start(t->cl, PS_TRAIN_TABLE_ID, step, s->unique, s->nunique, true,
                                       s->rows, &s->pull, &t->cerr);
@@ -142,13 +167,10 @@ void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *m
   const ps_batch *b = s->b;
   size_t nk = b->nkeys;
   for (size_t i = 0; i < nk; i++) t->idx[i] = (int32_t)s->inverse[i];
-  if (b->key_offsets)
-    for (size_t i = 0; i <= b->n * PS_CRITEO_NCAT; i++) t->offsets[i] = (int32_t)b->key_offsets[i];
-  else
-    for (size_t i = 0; i <= nk; i++) t->offsets[i] = (int32_t)i;
+  for (size_t i = 0; i <= b->n * (size_t)t->nbags; i++) t->offsets[i] = (int32_t)b->key_offsets[i];
   memset(mb, 0, sizeof *mb);
   mb->batch = (int)b->n;
-  mb->dense = b->dense;
+  mb->dense = t->ndense ? b->dense : t->zero_dense; /* no dense column: one constant 0 input */
   mb->labels = b->labels;
   mb->nrows = (int)s->nunique;
   mb->rows = s->rows;
@@ -346,6 +368,9 @@ static ps_status setup(ps_trainer *t) {
   mc.mlp_top = c->mlp_top;
   mc.emb_dim = c->emb_dim;
   mc.max_batch = c->batch;
+  mc.num_sparse = ps_schema_ncat(c->schema_obj);
+  mc.pool = ps_schema_pooling(c->schema_obj) == PS_SCHEMA_POOL_MEAN ? PS_KERN_POOL_MEAN
+                                                                     : PS_KERN_POOL_SUM;
   mc.seed = (uint64_t)c->seed;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
@@ -367,7 +392,9 @@ static ps_status setup(ps_trainer *t) {
   t->nparams = ps_dlrm_num_params(t->model);
   t->dim = c->emb_dim;
   t->batch = c->batch;
-  t->nkeys_max = c->batch * PS_CRITEO_NCAT;
+  t->nbags = ps_schema_ncat(c->schema_obj);
+  t->ndense = ps_schema_ndense(c->schema_obj);
+  t->nkeys_max = c->batch * t->nbags;
   t->dopt = ps_dlrm_opt_default(c->dense_optimizer, (float)c->lr);
   TRY(alloc_slots(t));
   TRY(declare_table(t));
@@ -382,7 +409,7 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
   uint64_t total = 0;
   int64_t lpe = ps_reader_lines_per_epoch(r);
   uint64_t lines = 0;
-  if (lpe < 0 && ps_data_count_lines(c->train, &lines) == PS_OK)
+  if (lpe < 0 && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
     lpe = (int64_t)(sp->train_end ? sp->train_end : lines);
   uint64_t round = (uint64_t)c->batch * (uint64_t)t->world;
   if (lpe > 0) total = ((uint64_t)lpe + round - 1) / round * (uint64_t)c->epochs;
@@ -433,8 +460,9 @@ static ps_status run(ps_trainer *t) {
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
-    PS_INFO("training on %s (%s), %d worker(s) x batch %d, %s, device %s, %zu dense params",
-            c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "TSV", t->world,
+    PS_INFO("training on %s (%s, schema %s), %d worker(s) x batch %d, %s, device %s, %zu dense "
+            "params", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
+            ps_schema_name(c->schema_obj), t->world,
             c->batch, c->consistency, c->device, t->nparams);
   }
   uint64_t t0 = ps_now_ns();

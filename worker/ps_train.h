@@ -26,7 +26,7 @@
 
 typedef struct ps_train_config {
   const char *servers;      /* "URL,URL,..." (shard order) */
-  const char *train;        /* Criteo TSV, TSV.gz or binary */
+  const char *train;        /* text as --schema says (Criteo TSV by default), .gz, or binary */
   const char *test;         /* NULL: evaluate on a held-out tail of train (holdout lines) */
   int64_t holdout;          /* lines at the end of train held out when test is NULL */
   int rank, world;          /* rank -1: assigned by the coordinator */
@@ -68,6 +68,11 @@ typedef struct ps_train_config {
   ps_bad_lines bad_lines_mode;     /* bad_lines */
   uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
                                     * holdout needs them (0: not counted) */
+  const char *schema;              /* --schema: "criteo" (built in) or a JSON file */
+  bool mlp_bot_given;              /* --mlp-bot was given: checked against the schema; else
+                                    * its first width is the schema's dense inputs */
+  ps_schema *schema_obj;           /* loaded by ps_train_config_check; ps_train_config_free */
+  char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);
@@ -76,6 +81,11 @@ void ps_train_config_default(ps_train_config *c);
  * the model's shape, --holdout against the lines of --train. PS_ERR_INVALID with a one-line
  * reason in err that names the flag (a bad argument: ps-worker exits 2). */
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err);
+/* Frees what ps_train_config_check loaded (the schema). */
+void ps_train_config_free(ps_train_config *c);
+/* The model's dense inputs for a schema of nd dense columns: nd, or 1 (a constant 0 input,
+ * so the bottom MLP's output is a learned vector) when the schema has none. */
+static inline int ps_train_dense_inputs(int nd) { return nd > 0 ? nd : 1; }
 /* Runs the whole job; returns PS_OK or an error after logging its reason. */
 ps_status ps_train_run(const ps_train_config *c);
 

@@ -7,8 +7,10 @@
  * Why here and not where the run would fail: a run that meets a bad path or shape only after
  * joining keeps its peers waiting in a barrier or a collective and fails with the wrong exit
  * status (1), after minutes of training for --test. The model's shape rules are DLRM's
- * (ps_dlrm.h): the bottom MLP starts at the 13 dense features of a Criteo row and ends at
- * --emb-dim, because the dot interaction multiplies its output with the embedding rows. */
+ * (ps_dlrm.h): the bottom MLP starts at the dense inputs of the --schema (13 for Criteo; 1, a
+ * constant, for a schema without dense columns) and ends at --emb-dim, because the dot
+ * interaction multiplies its output with the embedding rows. A schema's header is checked
+ * against the first line of --train and --test here too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -97,10 +99,12 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s: need at least two positive widths like 13-512-256-64-16",
                         c->mlp_bot);
-  if (bot[0] != PS_CRITEO_NDENSE)
+  int nd = ps_schema_ndense(c->schema_obj), want = ps_train_dense_inputs(nd);
+  if (bot[0] != want)
     return ps_error_set(err, PS_ERR_INVALID,
-                        "--mlp-bot %s: the first width must be %d, the dense features of a row",
-                        c->mlp_bot, PS_CRITEO_NDENSE);
+                        "--mlp-bot %s: the first width must be %d, %s (--schema %s)", c->mlp_bot,
+                        want, nd ? "the dense columns of the schema" : "a constant input, as the "
+                        "schema has no dense column", ps_schema_name(c->schema_obj));
   if (bot[nb - 1] != c->emb_dim)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s ends in %d but --emb-dim is %d: the dot interaction needs "
@@ -117,17 +121,58 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
   return PS_OK;
 }
 
+/* --schema loaded; without --mlp-bot, the default's first width becomes the schema's inputs. */
+static ps_status load_schema(ps_train_config *c, ps_error *err) {
+  ps_error e;
+  ps_schema_destroy(&c->schema_obj);
+  if (ps_schema_load(c->schema, &c->schema_obj, &e) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--schema %s", e.msg);
+  const char *rest = strchr(c->mlp_bot, '-');
+  if (!c->mlp_bot_given && rest) {
+    snprintf(c->mlp_bot_buf, sizeof c->mlp_bot_buf, "%d%s",
+             ps_train_dense_inputs(ps_schema_ndense(c->schema_obj)), rest);
+    c->mlp_bot = c->mlp_bot_buf;
+  }
+  return PS_OK;
+}
+
+/* An input as the schema reads it: a text file's header line matches it; a binary file's
+ * header is sound and holds the schema's dense and categorical counts (a reader is opened and
+ * closed: it reads the header only). */
+static ps_status check_header(const char *flag, const char *path, const ps_schema *s,
+                              ps_error *err) {
+  ps_error e;
+  if (ps_data_check_header(path, s, &e) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "%s %s", flag, e.msg);
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.schema = s;
+  o.batch = 1;
+  o.prefetch = 0;
+  ps_reader *r = NULL;
+  ps_status st = ps_reader_create(path, &o, &r, &e);
+  ps_reader_destroy(&r);
+  if (st != PS_OK) return ps_error_set(err, PS_ERR_INVALID, "%s %s", flag, e.msg);
+  return PS_OK;
+}
+
+void ps_train_config_free(ps_train_config *c) { ps_schema_destroy(&c->schema_obj); }
+
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
   if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
+  if (load_schema(c, err) != PS_OK) return PS_ERR_INVALID;
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
+  if (check_header("--train", c->train, c->schema_obj, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->test && check_header("--test", c->test, c->schema_obj, err) != PS_OK)
+    return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
   if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;
   if (!c->test && c->holdout > 0) {
     uint64_t lines = 0;
-    ps_status st = ps_data_count_lines(c->train, &lines);
+    ps_status st = ps_data_count_rows(c->train, c->schema_obj, &lines);
     if (st != PS_OK)
       return ps_error_set(err, PS_ERR_INVALID, "--holdout: cannot count the lines of --train %s "
                           "(%s)", c->train, ps_status_str(st));

@@ -126,7 +126,7 @@ out:
 
 /* The flags that fix what a key and a row mean (a key's hashing, a row's width and optimizer
  * state, the model the dense state belongs to), as a checkpoint's config records them. */
-#define CKPT_NFLAGS 5
+#define CKPT_NFLAGS 6
 typedef struct ckpt_flag {
   const char *name;
   char value[256];
@@ -143,6 +143,8 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
   snprintf(f[3].value, sizeof f[3].value, "%s", c->mlp_top);
   f[4].name = "sparse-opt";
   snprintf(f[4].value, sizeof f[4].value, "%s", c->sparse_opt);
+  f[5].name = "schema"; /* what the columns mean (ps_schema_signature); older configs lack it */
+  ps_schema_signature(c->schema_obj, f[5].value, sizeof f[5].value);
 }
 
 static ps_status save_config(ps_trainer *t, const char *dir) {

@@ -27,6 +27,7 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   o.hash_buckets = (uint64_t)c->hash_buckets;
   o.row_begin = row_begin;
   o.row_end = row_end;
+  o.schema = c->schema_obj;
   ps_error err;
   ps_status st = ps_reader_create(path, &o, out, &err);
   if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, ps_error_str(&err));
@@ -39,7 +40,7 @@ ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp) {
   sp->eval_path = c->test;
   if (c->test || c->holdout <= 0) return PS_OK;
   uint64_t lines = c->train_lines; /* counted by ps_train_config_check, or here */
-  ps_status st = lines ? PS_OK : ps_data_count_lines(c->train, &lines);
+  ps_status st = lines ? PS_OK : ps_data_count_rows(c->train, c->schema_obj, &lines);
   if (st != PS_OK) {
     PS_ERROR("cannot count the lines of %s", c->train);
     return st;

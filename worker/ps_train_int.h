@@ -37,6 +37,7 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   float *rows;
   ps_client_req *pull;
   uint64_t step;
+  size_t cap;         /* keys unique/inverse/rows have room for */
 } ps_train_slot;
 
 typedef struct ps_trainer {
@@ -53,11 +54,13 @@ typedef struct ps_trainer {
   size_t nparams;
   float *host_grads;  /* [nparams + 1] host backends: the allreduce buffer; also checkpoints */
   float *red_d;       /* [nparams + 1] device backends: the allreduce buffer */
-  float *emb_grad;    /* [max keys, dim] */
+  float *emb_grad;    /* [nkeys_max, dim] (grows with multi-hot batches) */
   int32_t *idx, *offsets;
   float *probs;
+  float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
   ps_train_slot slots[2];
   int dim, batch, nkeys_max;
+  int nbags, ndense;  /* the schema's categorical features and dense columns */
   uint64_t step;      /* steps done (global step, resumed runs included) */
   uint64_t step_this_run;
   uint64_t samples;   /* this rank's training samples */
@@ -130,8 +133,9 @@ static inline ps_status ps_train_allreduce(ps_trainer *t, float *buf, size_t n) 
 ps_status ps_train_checkpoint(ps_trainer *t);
 ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
 /* --resume, before connecting: the latest checkpoint was written with this run's
- * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top and --sparse-opt (a warning for a checkpoint
- * that does not record them). */
+ * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top, --sparse-opt and schema signature (a
+ * warning for a checkpoint that does not record them; one without the schema's line predates
+ * schemas and is not compared on it). */
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
 
 /* ps_train_report.c */

@@ -105,11 +105,14 @@ int main(int argc, char **argv) {
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
       {"curve-secret", 0, PS_CLI_STRING, &curve_secret, "FILE", "CURVE: this worker's secret key (ps-keygen); with --curve-server", false, 0, 0},
       {"curve-server", 0, PS_CLI_STRING, &curve_server, "FILE", "CURVE: the servers' public key (default: no CURVE)", false, 0, 0},
+      {"schema", 0, PS_CLI_STRING, &c.schema, "criteo|FILE", "what a line of --train/--test means: the built-in Criteo layout or a JSON schema (docs/SCHEMA.md)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
+  const char *mlp_bot_default = c.mlp_bot;
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
+  c.mlp_bot_given = c.mlp_bot != mlp_bot_default;
   if (ps_log_apply_level("ps-worker", log_level) != 0) return 2;
   c.timeout_ms = (uint32_t)timeout_ms;
   if (c.rank >= c.world) {
@@ -127,8 +130,11 @@ int main(int argc, char **argv) {
           PS_OK ||
       ps_train_config_check(&c, &err) != PS_OK) {
     fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
+    ps_train_config_free(&c);
     return 2;
   }
   c.metrics_port = (int)metrics_port;
-  return ps_train_run(&c) == PS_OK ? 0 : 1;
+  rc = ps_train_run(&c) == PS_OK ? 0 : 1;
+  ps_train_config_free(&c);
+  return rc;
 }

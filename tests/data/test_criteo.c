@@ -17,27 +17,11 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_scratch.h"
 
 #include "ps_criteo.h"
 #include "ps_criteo_bin.h"
 #include "ps_reader.h"
-
-static char g_dir[256];
-
-static const char *tmp_path(const char *name) {
-  static char p[8][512];
-  static int k = 0;
-  k = (k + 1) % 8;
-  snprintf(p[k], sizeof p[k], "%s/%s", g_dir, name);
-  return p[k];
-}
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 /* A well-formed line: label, I1..I13 = 1..13, C1..C26 = 00000001..0000001a (hex). */
 static void good_line(char *out, size_t cap, int label) {
@@ -761,18 +745,7 @@ static void test_row_range_and_early_destroy(void **st) {
   assert_null(r);
 }
 
-static int setup(void **st) {
-  (void)st;
-  snprintf(g_dir, sizeof g_dir, "/tmp/ember-test-criteo-XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **st) {
-  (void)st;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+PS_SCRATCH_FIXTURES("criteo")
 
 PS_TEST_MAIN("criteo", setup, teardown,
     cmocka_unit_test(test_good_line),

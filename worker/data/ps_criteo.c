@@ -35,7 +35,7 @@ float ps_criteo_dense_transform(int64_t x) {
 #define HIGHS 0x8080808080808080ull
 #define BETWEEN(x, m, n) \
   (((ONES * (127 + (n)) - ((x) & ONES * 127)) & ~(x) & (((x) & ONES * 127) + ONES * (127 - (m)))) & HIGHS)
-static inline int hex8(const char *p, uint32_t *v) {
+int ps_criteo_hex8(const char *p, uint32_t *v) {
   uint64_t x;
   memcpy(&x, p, 8);
   if (x & HIGHS) return 0;
@@ -52,7 +52,7 @@ static inline int hex8(const char *p, uint32_t *v) {
 }
 
 /* Shows a field in an error message, shortened and with control bytes escaped. */
-static void show_field(const char *p, size_t n, char *out, size_t outlen) {
+void ps_criteo_show_field(const char *p, size_t n, char *out, size_t outlen) {
   size_t o = 0;
   for (size_t i = 0; i < n && o + 5 < outlen; i++) {
     unsigned char c = (unsigned char)p[i];
@@ -77,7 +77,7 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
   while (p < end && *p != '\t') p++;
   if (p - f0 != 1 || (f0[0] != '0' && f0[0] != '1')) {
     if (p == end && len == 0) return ps_error_set(err, PS_ERR_PARSE, "empty line");
-    show_field(f0, (size_t)(p - f0), shown, sizeof shown);
+    ps_criteo_show_field(f0, (size_t)(p - f0), shown, sizeof shown);
     return ps_error_set(err, PS_ERR_PARSE, "label: want 0 or 1, got '%s'", shown);
   }
   row->label = (uint8_t)(f0[0] - '0');
@@ -104,7 +104,7 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
     if (p < end && *p != '\t') {
       const char *e = p;
       while (e < end && *e != '\t') e++;
-      show_field(s, (size_t)(e - s), shown, sizeof shown);
+      ps_criteo_show_field(s, (size_t)(e - s), shown, sizeof shown);
       return ps_error_set(err, PS_ERR_PARSE, "I%d: not an integer: '%s'", i + 1, shown);
     }
     if (!digits) {
@@ -114,7 +114,7 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
       continue;
     }
     if (overflow || v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) {
-      show_field(s, (size_t)(p - s), shown, sizeof shown);
+      ps_criteo_show_field(s, (size_t)(p - s), shown, sizeof shown);
       return ps_error_set(err, PS_ERR_PARSE, "I%d: integer out of range: '%s'", i + 1, shown);
     }
     row->dense[i] = neg ? 0.0f : ps_criteo_dense_transform((int64_t)v);
@@ -128,7 +128,7 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
     const char *s = p;
     if (end - p >= 8 && (p + 8 == end || p[8] == '\t')) {
       uint32_t v;
-      if (hex8(p, &v)) {
+      if (ps_criteo_hex8(p, &v)) {
         row->cat[j] = v;
         p += 8;
         continue;
@@ -140,7 +140,7 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
       row->cat[j] = 0;
       continue;
     }
-    show_field(s, (size_t)(p - s), shown, sizeof shown);
+    ps_criteo_show_field(s, (size_t)(p - s), shown, sizeof shown);
     return ps_error_set(err, PS_ERR_PARSE, "C%d: want 8 hex digits, got '%s'", j + 1, shown);
   }
   if (p != end) {

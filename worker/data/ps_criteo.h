@@ -52,6 +52,14 @@ typedef struct ps_criteo_row {
  * integer"). */
 ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, ps_error *err);
 
+/* Eight hex digits at p (either case; p[0] most significant) -> *v; 0 if any byte is not a
+ * hex digit. Reads exactly 8 bytes. Schemas read any 8-hex-digit value this way (ps_sample.h). */
+int ps_criteo_hex8(const char *p, uint32_t *v);
+
+/* A field as an error message shows it: at most 16 bytes then "...", control bytes escaped
+ * as \xNN. out gets at most outlen bytes (80 is enough). */
+void ps_criteo_show_field(const char *p, size_t n, char *out, size_t outlen);
+
 /* The dense transform, exposed for tests and the data generator. */
 float ps_criteo_dense_transform(int64_t x);
 

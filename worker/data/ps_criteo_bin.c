@@ -3,6 +3,8 @@
  * format does not depend on struct padding or the host. */
 #include "ps_criteo_bin.h"
 
+#include "ps_sample.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +64,9 @@ void ps_criteo_bin_encode_header(const ps_criteo_bin_header *h, unsigned char *b
   put32(buf + 24, h->ndense);
   put32(buf + 28, h->ncat);
   put32(buf + 32, h->dense_kind);
+  put32(buf + 36, h->flags);
   put64(buf + 40, h->bad_lines);
+  put64(buf + 48, h->index_off);
 }
 
 ps_status ps_criteo_bin_decode_header(const unsigned char *buf, ps_criteo_bin_header *h) {
@@ -74,6 +78,15 @@ ps_status ps_criteo_bin_decode_header(const unsigned char *buf, ps_criteo_bin_he
   h->ncat = get32(buf + 28);
   h->dense_kind = get32(buf + 32);
   h->bad_lines = get64(buf + 40);
+  h->flags = get32(buf + 36);
+  h->index_off = get64(buf + 48);
+  if (h->version == PS_CRITEO_BIN_VERSION2)
+    return h->record_bytes == 0 && h->ndense <= 4096 && h->ncat <= 4096 && h->dense_kind == 1 &&
+                   h->flags <= 1 && h->index_off >= PS_CRITEO_BIN_HEADER
+               ? PS_OK
+               : PS_ERR_CORRUPT;
+  h->flags = 0;
+  h->index_off = 0;
   if (h->version != PS_CRITEO_BIN_VERSION || h->record_bytes != PS_CRITEO_BIN_RECORD ||
       h->ndense != PS_CRITEO_NDENSE || h->ncat != PS_CRITEO_NCAT || h->dense_kind != 1)
     return PS_ERR_CORRUPT;
@@ -82,9 +95,32 @@ ps_status ps_criteo_bin_decode_header(const unsigned char *buf, ps_criteo_bin_he
 
 struct ps_criteo_bin_writer {
   FILE *f;
-  uint64_t rows;
+  FILE *idx;      /* version 2: the index, spooled */
+  uint64_t rows, at;
+  uint32_t ndense, ncat, flags;
   int failed;
 };
+
+static ps_criteo_bin_header header_of(const ps_criteo_bin_writer *w, uint64_t bad_lines) {
+  ps_criteo_bin_header h = {PS_CRITEO_BIN_VERSION, PS_CRITEO_BIN_RECORD, PS_CRITEO_NDENSE,
+                            PS_CRITEO_NCAT, 1, w->rows, bad_lines, 0, 0};
+  if (w->idx) {
+    h.version = PS_CRITEO_BIN_VERSION2;
+    h.record_bytes = 0;
+    h.ndense = w->ndense;
+    h.ncat = w->ncat;
+    h.flags = w->flags;
+    h.index_off = w->at;
+  }
+  return h;
+}
+
+static int write_header(ps_criteo_bin_writer *w, uint64_t bad_lines) {
+  unsigned char hb[PS_CRITEO_BIN_HEADER];
+  ps_criteo_bin_header h = header_of(w, bad_lines);
+  ps_criteo_bin_encode_header(&h, hb);
+  return fwrite(hb, 1, sizeof hb, w->f) == sizeof hb ? 0 : -1;
+}
 
 ps_status ps_criteo_bin_writer_create(const char *path, ps_criteo_bin_writer **out) {
   *out = NULL;
@@ -97,13 +133,54 @@ ps_status ps_criteo_bin_writer_create(const char *path, ps_criteo_bin_writer **o
   }
   setvbuf(w->f, NULL, _IOFBF, 1 << 20);
   /* Row count 0 until close: a half-written file is refused by the size check. */
-  ps_criteo_bin_header h = {PS_CRITEO_BIN_VERSION, PS_CRITEO_BIN_RECORD, PS_CRITEO_NDENSE,
-                            PS_CRITEO_NCAT, 1, 0, 0};
-  unsigned char hb[PS_CRITEO_BIN_HEADER];
-  ps_criteo_bin_encode_header(&h, hb);
-  if (fwrite(hb, 1, sizeof hb, w->f) != sizeof hb) w->failed = 1;
+  if (write_header(w, 0) != 0) w->failed = 1;
+  w->at = PS_CRITEO_BIN_HEADER;
   *out = w;
   return PS_OK;
+}
+
+ps_status ps_criteo_bin_writer_create_v2(const char *path, int ndense, int ncat, int multi_hot,
+                                         ps_criteo_bin_writer **out) {
+  *out = NULL;
+  FILE *idx = tmpfile();
+  if (!idx) return PS_ERR_IO;
+  ps_criteo_bin_writer *w = NULL;
+  ps_status st = ps_criteo_bin_writer_create(path, &w);
+  if (st) {
+    fclose(idx);
+    return st;
+  }
+  w->idx = idx;
+  w->ndense = (uint32_t)ndense;
+  w->ncat = (uint32_t)ncat;
+  w->flags = multi_hot ? PS_CRITEO_BIN_MULTI_HOT : 0;
+  *out = w;
+  return PS_OK;
+}
+
+ps_status ps_criteo_bin_write_sample(ps_criteo_bin_writer *w, const unsigned char *rec) {
+  unsigned char ib[8];
+  uint32_t len = ps_sample_len(rec);
+  put64(ib, w->at);
+  if (fwrite(ib, 1, 8, w->idx) != 8 || fwrite(rec, 1, len, w->f) != len) {
+    w->failed = 1;
+    return PS_ERR_IO;
+  }
+  w->at += len;
+  w->rows++;
+  return PS_OK;
+}
+
+/* Version 2: the last index entry, then the spooled index after the records. */
+static int append_index(ps_criteo_bin_writer *w) {
+  unsigned char ib[8], buf[1 << 16];
+  put64(ib, w->at);
+  if (fwrite(ib, 1, 8, w->idx) != 8 || fflush(w->idx) != 0 || fseek(w->idx, 0, SEEK_SET) != 0)
+    return -1;
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, w->idx)) > 0)
+    if (fwrite(buf, 1, got, w->f) != got) return -1;
+  return ferror(w->idx) ? -1 : 0;
 }
 
 ps_status ps_criteo_bin_write(ps_criteo_bin_writer *w, const ps_criteo_row *row) {
@@ -121,15 +198,12 @@ ps_status ps_criteo_bin_writer_close(ps_criteo_bin_writer **wp, uint64_t bad_lin
   if (!wp || !*wp) return PS_OK;
   ps_criteo_bin_writer *w = *wp;
   *wp = NULL;
-  ps_criteo_bin_header h = {PS_CRITEO_BIN_VERSION, PS_CRITEO_BIN_RECORD, PS_CRITEO_NDENSE,
-                            PS_CRITEO_NCAT, 1, w->rows, bad_lines};
-  unsigned char hb[PS_CRITEO_BIN_HEADER];
-  ps_criteo_bin_encode_header(&h, hb);
   int bad = w->failed;
-  if (!bad && (fflush(w->f) != 0 || fseek(w->f, 0, SEEK_SET) != 0 ||
-               fwrite(hb, 1, sizeof hb, w->f) != sizeof hb))
+  if (!bad && w->idx && append_index(w) != 0) bad = 1;
+  if (!bad && (fflush(w->f) != 0 || fseek(w->f, 0, SEEK_SET) != 0 || write_header(w, bad_lines)))
     bad = 1;
   if (fclose(w->f) != 0) bad = 1;
+  if (w->idx) fclose(w->idx);
   free(w);
   return bad ? PS_ERR_IO : PS_OK;
 }

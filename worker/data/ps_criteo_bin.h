@@ -23,7 +23,20 @@
  *     8  f32[13]  dense, transformed
  *     60 u32[26]  raw categorical values (0 where missing)
  * A reader checks magic, version, sizes, and that the file holds exactly header + rows *
- * record bytes (the row count is written last, so an unfinished file is refused). */
+ * record bytes (the row count is written last, so an unfinished file is refused).
+ *
+ * Version 2 holds any schema's samples, multi-hot bags included: records of variable size (the
+ * sample record of ps_sample.h), so random access (sharding) goes through an index.
+ *   header, 64 bytes: as version 1 but
+ *     8  u32      version (2)
+ *     12 u32      record size 0 (variable)
+ *     24 u32      dense inputs, 28 u32 categorical features (of the schema that wrote it)
+ *     36 u32      flags: bit 0 = some bag may hold other than one value (multi-hot)
+ *     48 u64      index offset: where the index starts
+ *   records from byte 64, then the index: u64[rows + 1], the file offset of each record and
+ *   last the index offset itself. The file is exactly index offset + 8 * (rows + 1) bytes.
+ * Version 1 files are still read (as samples of the built-in criteo schema); ps-convert still
+ * writes version 1 for the built-in schema, so its files stay byte-identical. */
 #ifndef PS_CRITEO_BIN_H
 #define PS_CRITEO_BIN_H
 
@@ -35,24 +48,34 @@
 #define PS_CRITEO_BIN_VERSION 1u
 #define PS_CRITEO_BIN_HEADER 64u
 #define PS_CRITEO_BIN_RECORD 164u
+#define PS_CRITEO_BIN_VERSION2 2u
+#define PS_CRITEO_BIN_MULTI_HOT 1u
 
 typedef struct ps_criteo_bin_header {
   uint32_t version, record_bytes, ndense, ncat, dense_kind;
   uint64_t rows, bad_lines;
+  uint32_t flags;      /* version 2 */
+  uint64_t index_off;  /* version 2 */
 } ps_criteo_bin_header;
 
 /* Record codec (buf holds PS_CRITEO_BIN_RECORD bytes). decode checks the label and masks. */
 void ps_criteo_bin_encode(const ps_criteo_row *row, unsigned char *buf);
 ps_status ps_criteo_bin_decode(const unsigned char *buf, ps_criteo_row *row);
-/* Header codec (buf holds PS_CRITEO_BIN_HEADER bytes). decode: PS_ERR_CORRUPT if the magic
- * matches but something else is wrong, PS_ERR_NOT_FOUND if the magic does not match. */
+/* Header codec (buf holds PS_CRITEO_BIN_HEADER bytes), either version. decode: PS_ERR_CORRUPT if
+ * the magic matches but something else is wrong, PS_ERR_NOT_FOUND if the magic does not match. */
 void ps_criteo_bin_encode_header(const ps_criteo_bin_header *h, unsigned char *buf);
 ps_status ps_criteo_bin_decode_header(const unsigned char *buf, ps_criteo_bin_header *h);
 
 typedef struct ps_criteo_bin_writer ps_criteo_bin_writer;
 ps_status ps_criteo_bin_writer_create(const char *path, ps_criteo_bin_writer **out);
 ps_status ps_criteo_bin_write(ps_criteo_bin_writer *w, const ps_criteo_row *row);
-/* Writes the final header (rows, bad_lines) and closes; *w = NULL. Safe on NULL. */
+/* A version 2 writer for samples of ndense inputs and ncat features; write_sample takes one
+ * record (ps_sample.h). The index is spooled to a temporary file, so memory stays flat. */
+ps_status ps_criteo_bin_writer_create_v2(const char *path, int ndense, int ncat, int multi_hot,
+                                         ps_criteo_bin_writer **out);
+ps_status ps_criteo_bin_write_sample(ps_criteo_bin_writer *w, const unsigned char *rec);
+/* Writes the final header (rows, bad_lines) and, for version 2, the index; closes; *w = NULL.
+ * Safe on NULL. */
 ps_status ps_criteo_bin_writer_close(ps_criteo_bin_writer **w, uint64_t bad_lines);
 
 #endif

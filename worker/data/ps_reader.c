@@ -27,6 +27,29 @@ void ps_reader_opts_default(ps_reader_opts *o) {
   o->log_bad_lines = 10;
 }
 
+/* A binary file's header: version 1 (Criteo records: the schema must have Criteo's shape) or
+ * 2 (the schema's counts); its size must be exactly what the header says. */
+static ps_status open_bin(ps_reader *r, ps_error *err) {
+  unsigned char hb[PS_CRITEO_BIN_HEADER];
+  struct stat sb;
+  ps_criteo_bin_header *h = &r->hdr;
+  if (pread(r->fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb ||
+      ps_criteo_bin_decode_header(hb, h) != PS_OK || fstat(r->fd, &sb) != 0 ||
+      (h->version == PS_CRITEO_BIN_VERSION &&
+       (uint64_t)sb.st_size != PS_CRITEO_BIN_HEADER + h->rows * PS_CRITEO_BIN_RECORD) ||
+      (h->version == PS_CRITEO_BIN_VERSION2 &&
+       (h->index_off > (uint64_t)sb.st_size || h->rows > ((uint64_t)sb.st_size - h->index_off) / 8 ||
+        (uint64_t)sb.st_size != h->index_off + 8 * (h->rows + 1))))
+    return ps_error_set(err, PS_ERR_CORRUPT,
+                        "%s: not a valid Ember binary file (bad header or size)", r->path);
+  if ((int)h->ndense != r->nd || (int)h->ncat != r->nc)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "%s: holds %u dense and %u categorical features, the schema %s has %d "
+                        "and %d", r->path, h->ndense, h->ncat, ps_schema_name(r->schema), r->nd,
+                        r->nc);
+  return PS_OK;
+}
+
 /* ---------- pool and thread ---------- */
 
 static void *reader_thread(void *arg) {
@@ -64,8 +87,7 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
   if (opts) o = *opts;
   else ps_reader_opts_default(&o);
   if (o.batch <= 0 || o.world <= 0 || o.rank < 0 || o.rank >= o.world || o.epochs < 0 ||
-      o.prefetch < 0 || o.shuffle_window < 0 || (o.row_end && o.row_end < o.row_begin) ||
-      (o.hash_buckets && o.hash_buckets > UINT64_MAX / PS_CRITEO_NCAT)) {
+      o.prefetch < 0 || o.shuffle_window < 0 || (o.row_end && o.row_end < o.row_begin)) {
     return ps_error_set(err, PS_ERR_INVALID, "reader: bad options (batch %d, rank %d of %d)",
                         o.batch, o.rank, o.world);
   }
@@ -89,6 +111,16 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
   pthread_cond_init(&r->cv_free, NULL);
   st = PS_ERR_NOMEM;
   if (!r->path) goto fail;
+  r->schema = o.schema;
+  if (!r->schema) {
+    if ((st = ps_schema_load(NULL, &r->own_schema, err))) goto fail;
+    r->schema = r->own_schema;
+  }
+  r->nd = ps_schema_ndense(r->schema);
+  r->nc = ps_schema_ncat(r->schema);
+  r->header = fmt != PS_INPUT_BIN && ps_schema_header(r->schema);
+  if ((st = ps_sample_keymap_init(&r->km, r->schema, o.hash_buckets, err))) goto fail;
+  st = PS_ERR_NOMEM;
 
   r->fd = open(path, O_RDONLY | O_CLOEXEC);
   if (r->fd < 0) {
@@ -96,19 +128,12 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
     goto fail;
   }
   if (fmt == PS_INPUT_BIN) {
-    unsigned char hb[PS_CRITEO_BIN_HEADER];
-    struct stat sb;
-    if (pread(r->fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb ||
-        ps_criteo_bin_decode_header(hb, &r->hdr) != PS_OK || fstat(r->fd, &sb) != 0 ||
-        (uint64_t)sb.st_size != PS_CRITEO_BIN_HEADER + r->hdr.rows * PS_CRITEO_BIN_RECORD) {
-      st = ps_error_set(err, PS_ERR_CORRUPT,
-                        "%s: not a valid Ember binary file (bad header or size)", path);
-      goto fail;
-    }
+    if ((st = open_bin(r, err))) goto fail;
+    st = PS_ERR_NOMEM;
     uint64_t total = r->hdr.rows, b0 = o.row_begin < total ? o.row_begin : total;
     uint64_t e0 = (o.row_end && o.row_end < total) ? o.row_end : total;
     r->lines_epoch = (int64_t)(e0 - b0);
-    if (!(r->rec = malloc(r->B * PS_CRITEO_BIN_RECORD))) goto fail;
+    if (!(r->rec = malloc(r->B * PS_CRITEO_BIN_RECORD + 8))) goto fail;
   } else {
     if (fmt == PS_INPUT_TSV_GZ) {
       r->gz = gzdopen(dup(r->fd), "rb");
@@ -124,26 +149,28 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
     r->rlen = malloc(keep * sizeof(size_t));
     if (!r->buf || !r->rtext || !r->roff || !r->rlen) goto fail;
   }
-  r->cur.rows = malloc(r->B * sizeof(ps_criteo_row));
-  r->la.rows = malloc(r->B * sizeof(ps_criteo_row));
-  if (!r->cur.rows || !r->la.rows) goto fail;
+  r->cur.off = malloc(r->B * sizeof(size_t));
+  r->la.off = malloc(r->B * sizeof(size_t));
+  if (!r->cur.off || !r->la.off) goto fail;
   if (o.shuffle_window > 1) {
     size_t S = (size_t)o.shuffle_window;
-    r->win_rows = malloc(S * r->B * sizeof(ps_criteo_row));
+    r->win_off = malloc(S * r->B * sizeof(size_t));
     r->win_sizes = malloc(S * sizeof(size_t));
     r->win_epoch = malloc(S * sizeof(int));
     r->win_first = malloc(S * sizeof(uint64_t));
-    if (!r->win_rows || !r->win_sizes || !r->win_epoch || !r->win_first) goto fail;
+    if (!r->win_off || !r->win_sizes || !r->win_epoch || !r->win_first) goto fail;
   }
   if (o.epochs == 0) r->all_done = 1;
 
+  int criteo_rows = o.keep_rows && ps_schema_is_criteo(r->schema); /* ps_batch.rows */
   r->npool = o.prefetch > 0 ? (size_t)o.prefetch : 1;
   r->pool = calloc(r->npool, sizeof *r->pool);
   r->free_list = calloc(r->npool, sizeof *r->free_list);
   r->ready = calloc(r->npool + 1, sizeof *r->ready);
   if (!r->pool || !r->free_list || !r->ready) goto fail;
   for (size_t i = 0; i < r->npool; i++) {
-    if (!(r->pool[i] = ps_reader_batch_new(r->B, o.keep_rows))) goto fail;
+    if (!(r->pool[i] = ps_reader_batch_new(r->B, r->nd, r->nc, o.keep_rows, criteo_rows)))
+      goto fail;
     r->free_list[r->nfree++] = r->pool[i];
   }
   if (o.prefetch > 0) {
@@ -225,8 +252,12 @@ void ps_reader_destroy(ps_reader **rp) {
   if (r->gz) gzclose(r->gz);
   if (r->fd >= 0) close(r->fd);
   free(r->rec), free(r->buf), free(r->rtext), free(r->roff), free(r->rlen);
-  free(r->cur.rows), free(r->la.rows);
-  free(r->win_rows), free(r->win_sizes), free(r->win_epoch), free(r->win_first);
+  free(r->cur.off), free(r->la.off);
+  ps_sample_buf_free(&r->cur.data), ps_sample_buf_free(&r->la.data);
+  ps_sample_buf_free(&r->win_data);
+  free(r->win_off), free(r->win_sizes), free(r->win_epoch), free(r->win_first);
+  ps_sample_keymap_free(&r->km);
+  ps_schema_destroy(&r->own_schema);
   free(r->path);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv_ready);

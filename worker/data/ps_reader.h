@@ -1,7 +1,10 @@
-/* ps_reader: Criteo input for training and evaluation: reads a file (TSV, TSV.gz or the
- * binary format of ps_criteo_bin.h, detected by its magic), shards it across W workers,
- * parses, maps categoricals to keys and hands out batches, on its own thread ahead of the
- * consumer (a bounded queue of reusable batches).
+/* ps_reader: input for training and evaluation: reads a file (text as its schema says —
+ * ps_schema.h, the built-in Criteo TSV by default —, gzipped text, or the binary format of
+ * ps_criteo_bin.h, detected by its magic), shards it across W workers, parses, maps
+ * categorical values to keys and hands out batches, on its own thread ahead of the consumer
+ * (a bounded queue of reusable batches). A schema's header line is checked against its
+ * column names at the start of every epoch and is not a data line (row numbers below count
+ * data lines; messages give physical line numbers).
  *
  * Sharding (deterministic, the same for text and binary input). The data lines of one epoch
  * (physical lines in [row_begin, row_end), counting bad lines, so every rank agrees without
@@ -34,25 +37,30 @@
 #include <stdint.h>
 
 #include "ps_criteo.h"
+#include "ps_schema.h"
 #include "ps_status.h"
 
-/* A batch of n samples, row-major. One-hot: sample i, feature f has exactly one key,
- * keys[i*26 + f]. For multi-hot input later, key_offsets (CSR over the n*26 (sample,
- * feature) bags, n*26 + 1 entries) would describe bags keys[key_offsets[b] ..
- * key_offsets[b+1]); it is NULL for one-hot and nkeys == n*26. */
+/* A batch of n samples, row-major, for a schema of ND dense inputs and NC categorical features.
+ * Bag b = i*NC + f (sample i, feature f) holds keys[key_offsets[b] .. key_offsets[b+1]): one
+ * key for a one-value column, 0 or more for a multi-hot one (CSR, n*NC + 1 offsets). */
 typedef struct ps_batch {
   size_t n;                 /* samples */
   size_t nkeys;             /* keys in use */
   float *labels;            /* [n] 0.0 or 1.0 */
-  float *dense;             /* [n*13] transformed */
+  float *dense;             /* [n*ND] transformed */
   uint64_t *keys;           /* [nkeys] */
-  uint32_t *key_offsets;    /* NULL: one-hot */
+  uint32_t *key_offsets;    /* [n*NC + 1] */
   int epoch;                /* 0-based */
   uint64_t index;           /* batch index within this rank's epoch, 0-based */
   int last_in_epoch;        /* 1 on this rank's last batch of the epoch */
   uint64_t first_line;      /* 0-based data line of the round's first line (for logs) */
-  ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows, else NULL */
+  ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows and the built-in
+                             * criteo schema, else NULL (a binary sample with strings or bags
+                             * then reads as corrupt) */
+  unsigned char *recs;      /* with opts.keep_rows: the n sample records (ps_sample.h) ... */
+  size_t *rec_off;          /* ... sample i at recs + rec_off[i] */
   size_t cap;               /* capacity in samples (internal) */
+  size_t keys_cap, recs_cap; /* (internal) */
 } ps_batch;
 
 typedef enum ps_bad_lines { PS_BAD_LINES_SKIP = 0, PS_BAD_LINES_FAIL = 1 } ps_bad_lines;
@@ -73,7 +81,9 @@ typedef struct ps_reader_opts {
   uint64_t row_begin;      /* first data line used (0-based, default 0) */
   uint64_t row_end;        /* one past the last line used; 0 = to the end of the file */
   int log_bad_lines;       /* bad lines logged in full (default 10) */
-  int keep_rows;           /* also fill ps_batch.rows (the converter needs raw values) */
+  int keep_rows;           /* also fill ps_batch.recs/rows (the converter needs raw values) */
+  const ps_schema *schema; /* what a text line means; NULL = the built-in criteo. Borrowed:
+                            * it must outlive the reader */
 } ps_reader_opts;
 
 void ps_reader_opts_default(ps_reader_opts *o);
@@ -107,5 +117,10 @@ ps_status ps_data_detect(const char *path, ps_input_format *fmt);
 /* Counts data lines of a TSV/TSV.gz file (a trailing line without '\n' counts) or reads the
  * row count of a binary file. For progress/ETA. */
 ps_status ps_data_count_lines(const char *path, uint64_t *lines);
+/* The same less the header line of a text file when the schema has one (NULL: criteo). */
+ps_status ps_data_count_rows(const char *path, const ps_schema *schema, uint64_t *rows);
+/* With a schema that has a header: checks the first line of a text file against it (a binary
+ * file has no header: PS_OK). One line in err naming the file and the mismatch. */
+ps_status ps_data_check_header(const char *path, const ps_schema *schema, ps_error *err);
 
 #endif

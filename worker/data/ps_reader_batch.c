@@ -1,10 +1,13 @@
 /* ps_reader_batch.c: from rounds to batches: epochs in sequence (an epoch without any batch
  * of this rank is passed over), one round of look-ahead so a batch knows whether it ends the
- * epoch, the optional shuffle window, and the fill of a reusable ps_batch (labels, dense, keys).
+ * epoch, the optional shuffle window, and the fill of a reusable ps_batch (labels, dense, keys
+ * and bag offsets, decoded from the staged sample records of ps_sample.h).
  *
  * The shuffle permutes the rows of `shuffle_window` consecutive batches, seeded by (seed,
  * epoch, rank, the window's first line), and re-cuts them into the original batch sizes, so
- * every rank's batch count and sizes are the same as without it. */
+ * every rank's batch count and sizes are the same as without it. Records vary in size, so the
+ * window permutes their offsets, not the records. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,17 +77,50 @@ static int next_rows(ps_reader *r, int *last) {
   }
 }
 
-static void fill_batch(ps_reader *r, ps_batch *b, const ps_criteo_row *rows, size_t n) {
+/* Grows *p (of *cap elements of size el) to at least need elements. */
+static int grow(void **p, size_t *cap, size_t need, size_t el) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, c * el);
+  if (!q) return -1;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
+/* The batch of the n records at base + off[i]: labels, dense, keys and bag offsets (and with
+ * keep_rows the records themselves, and Criteo rows for a schema of that shape). */
+static ps_status fill_batch(ps_reader *r, ps_batch *b, const unsigned char *base,
+                            const size_t *off, size_t n) {
+  size_t bound = 0, bytes = 0;
+  for (size_t i = 0; i < n; i++) bytes += ps_sample_len(base + off[i]);
+  bound = bytes / 8; /* each key costs at least 8 bytes of its record */
+  if (grow((void **)&b->keys, &b->keys_cap, bound, sizeof *b->keys)) return PS_ERR_NOMEM;
+  size_t nd = (size_t)r->nd, nc = (size_t)r->nc, nk = 0;
   b->n = n;
-  b->nkeys = n * PS_CRITEO_NCAT;
-  b->key_offsets = NULL;
-  if (b->rows) memcpy(b->rows, rows, n * sizeof *rows);
-  for (size_t i = 0; i < n; i++) {
-    b->labels[i] = rows[i].label ? 1.0f : 0.0f;
-    memcpy(b->dense + i * PS_CRITEO_NDENSE, rows[i].dense, sizeof rows[i].dense);
-    ps_criteo_row_keys(&rows[i], r->o.hash_buckets, b->keys + i * PS_CRITEO_NCAT);
+  b->key_offsets[0] = 0;
+  for (size_t i = 0; i < n; i++)
+    ps_sample_decode(base + off[i], r->nd, &r->km, &b->labels[i], b->dense + i * nd, b->keys,
+                     &nk, b->key_offsets + i * nc);
+  b->nkeys = nk;
+  if (b->rec_off) {
+    if (grow((void **)&b->recs, &b->recs_cap, bytes, 1)) return PS_ERR_NOMEM;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+      size_t len = ps_sample_len(base + off[i]);
+      memcpy(b->recs + at, base + off[i], len);
+      b->rec_off[i] = at;
+      at += len;
+      if (b->rows && ps_sample_to_criteo(base + off[i], &b->rows[i]) != PS_OK) {
+        snprintf(r->err, sizeof r->err, "%s: a sample holds strings or bags, which the Criteo "
+                 "layout cannot: read it with the schema that wrote it", r->path);
+        return PS_ERR_CORRUPT;
+      }
+    }
   }
   __atomic_add_fetch(&r->rows_out, n, __ATOMIC_RELAXED);
+  return PS_OK;
 }
 
 static uint64_t rng_next(uint64_t *s) { return ps_mix64(*s += 0x9e3779b97f4a7c15ull); }
@@ -100,7 +136,8 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
       return PS_OK;
     }
     if (k == F_ERROR) return r->cur.st;
-    fill_batch(r, b, r->cur.rows, r->cur.n);
+    ps_status st = fill_batch(r, b, r->cur.data.p, r->cur.off, r->cur.n);
+    if (st) return st;
     b->epoch = r->cur.epoch;
     b->first_line = r->cur.first_line;
     b->last_in_epoch = last;
@@ -109,14 +146,18 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
     return PS_OK;
   }
   if (r->win_pos == r->win_count) { /* refill and shuffle a window */
-    r->win_count = r->win_pos = r->win_off = 0;
+    r->win_count = r->win_pos = r->win_at = 0;
+    r->win_data.len = 0;
     size_t total = 0;
     r->win_last = 0;
     while (r->win_count < (size_t)r->o.shuffle_window) {
       int k = next_rows(r, &last);
       if (k == F_ERROR && r->win_count == 0) return r->cur.st;
       if (k != F_BATCH) break;
-      memcpy(r->win_rows + total, r->cur.rows, r->cur.n * sizeof(ps_criteo_row));
+      if (ps_sample_buf_reserve(&r->win_data, r->cur.data.len)) return PS_ERR_NOMEM;
+      for (size_t i = 0; i < r->cur.n; i++) r->win_off[total + i] = r->win_data.len + r->cur.off[i];
+      memcpy(r->win_data.p + r->win_data.len, r->cur.data.p, r->cur.data.len);
+      r->win_data.len += r->cur.data.len;
       r->win_sizes[r->win_count] = r->cur.n;
       r->win_epoch[r->win_count] = r->cur.epoch;
       r->win_first[r->win_count] = r->cur.first_line;
@@ -135,16 +176,17 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
                                                ((uint64_t)r->r << 20) ^ r->win_first[0]));
     for (size_t i = total; i > 1; i--) {
       size_t j = (size_t)(((unsigned __int128)rng_next(&s) * i) >> 64);
-      ps_criteo_row t = r->win_rows[i - 1];
-      r->win_rows[i - 1] = r->win_rows[j];
-      r->win_rows[j] = t;
+      size_t t = r->win_off[i - 1];
+      r->win_off[i - 1] = r->win_off[j];
+      r->win_off[j] = t;
     }
   }
   size_t n = r->win_sizes[r->win_pos];
-  fill_batch(r, b, r->win_rows + r->win_off, n);
+  ps_status st = fill_batch(r, b, r->win_data.p, r->win_off + r->win_at, n);
+  if (st) return st;
   b->epoch = r->win_epoch[r->win_pos];
   b->first_line = r->win_first[r->win_pos];
-  r->win_off += n;
+  r->win_at += n;
   r->win_pos++;
   b->last_in_epoch = r->win_last && r->win_pos == r->win_count;
   b->index = r->batch_idx++;
@@ -152,18 +194,22 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
   return PS_OK;
 }
 
-ps_batch *ps_reader_batch_new(size_t cap, int keep_rows) {
+ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows, int criteo_rows) {
   ps_batch *b = calloc(1, sizeof *b);
   if (!b) return NULL;
-  if (keep_rows && !(b->rows = malloc(cap * sizeof(ps_criteo_row)))) {
-    free(b);
-    return NULL;
+  int bad = 0;
+  if (keep_rows) {
+    b->rec_off = malloc(cap * sizeof *b->rec_off);
+    bad = !b->rec_off;
+    if (criteo_rows) bad |= !(b->rows = malloc(cap * sizeof(ps_criteo_row)));
   }
   b->cap = cap;
+  b->keys_cap = cap * (size_t)ncat;
   b->labels = malloc(cap * sizeof(float));
-  b->dense = malloc(cap * PS_CRITEO_NDENSE * sizeof(float));
-  b->keys = malloc(cap * PS_CRITEO_NCAT * sizeof(uint64_t));
-  if (!b->labels || !b->dense || !b->keys) {
+  b->dense = malloc((cap * (size_t)ndense + 1) * sizeof(float));
+  b->keys = malloc(b->keys_cap * sizeof(uint64_t) + 1);
+  b->key_offsets = malloc((cap * (size_t)ncat + 1) * sizeof(uint32_t));
+  if (bad || !b->labels || !b->dense || !b->keys || !b->key_offsets) {
     ps_reader_batch_free(b);
     return NULL;
   }
@@ -172,5 +218,6 @@ ps_batch *ps_reader_batch_new(size_t cap, int keep_rows) {
 
 void ps_reader_batch_free(ps_batch *b) {
   if (!b) return;
-  free(b->labels), free(b->dense), free(b->keys), free(b->rows), free(b);
+  free(b->labels), free(b->dense), free(b->keys), free(b->key_offsets), free(b->rows);
+  free(b->recs), free(b->rec_off), free(b);
 }

@@ -18,14 +18,17 @@
 
 #include "ps_criteo_bin.h"
 #include "ps_reader.h"
+#include "ps_sample.h"
+#include "ps_schema.h"
 
 #define READ_CHUNK (1u << 20)
 #define MAX_LINE (16u << 20) /* a longer "line" is a corrupt file, not a sample */
 
 enum fetch_kind { F_BATCH, F_END_EPOCH, F_END_ALL, F_ERROR };
 
-typedef struct staged {
-  ps_criteo_row *rows;
+typedef struct staged { /* this rank's rows of one round, as sample records */
+  ps_sample_buf data;
+  size_t *off;  /* [B] where each record starts in data */
   size_t n;
   int kind;
   ps_status st;
@@ -48,7 +51,13 @@ struct ps_reader {
   int fd;
   gzFile gz;
   ps_criteo_bin_header hdr;
-  unsigned char *rec; /* binary read buffer, B records */
+  unsigned char *rec; /* binary read buffer: B version 1 records, or B + 1 index entries */
+
+  /* what a line means, and how values become keys */
+  ps_schema *own_schema; /* the built-in one, when opts.schema is NULL */
+  const ps_schema *schema;
+  ps_sample_keymap km;
+  int nd, nc, header;
 
   /* text line splitter */
   char *buf;
@@ -70,12 +79,13 @@ struct ps_reader {
   staged cur, la;
   int la_valid;
 
-  /* shuffle window */
-  ps_criteo_row *win_rows;
+  /* shuffle window: the records of its batches, permuted through win_off */
+  ps_sample_buf win_data;
+  size_t *win_off;
   size_t *win_sizes;
   int *win_epoch;
   uint64_t *win_first;
-  size_t win_count, win_pos, win_off;
+  size_t win_count, win_pos, win_at;
   int win_last;
 
   /* counters (read by other threads) */
@@ -121,7 +131,8 @@ ps_status ps_reader_fetch_bin(ps_reader *r, staged *s);
 
 /* ps_reader_batch.c. produce fills b with the next batch (*end = 1 when nothing is left). */
 ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end);
-ps_batch *ps_reader_batch_new(size_t cap, int keep_rows);
+/* criteo_rows: also ps_batch.rows (keep_rows with the built-in criteo schema). */
+ps_batch *ps_reader_batch_new(size_t cap, int ndense, int ncat, int keep_rows, int criteo_rows);
 void ps_reader_batch_free(ps_batch *b);
 
 #endif

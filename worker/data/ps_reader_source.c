@@ -17,6 +17,12 @@
 #include "ps_log.h"
 #include "ps_reader_int.h"
 
+#define SRC_TRY(x)       \
+  do {                            \
+    ps_status st_ = (x);          \
+    if (st_ != PS_OK) return st_; \
+  } while (0)
+
 static void set_err(ps_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(ps_reader *r, const char *fmt, ...) {
   va_list ap;
@@ -130,21 +136,24 @@ static ps_status next_line(ps_reader *r, const char **line, size_t *len, int *ha
 
 /* ---------- rows of this rank's next round ---------- */
 
-/* Parses line (0-based number ln) into rows[*n]; applies the bad-line policy. */
-static ps_status parse_one(ps_reader *r, const char *line, size_t len, uint64_t ln,
-                           ps_criteo_row *rows, size_t *n) {
+/* Parses data line ln (0-based) into the next record of s; applies the bad-line policy. */
+static ps_status parse_one(ps_reader *r, const char *line, size_t len, uint64_t ln, staged *s) {
   ps_error why;
-  if (ps_criteo_parse_line(line, len, &rows[*n], &why) == PS_OK) {
-    (*n)++;
+  size_t at = s->data.len;
+  ps_status st = ps_schema_parse_line(r->schema, line, len, &s->data, &why);
+  if (st == PS_OK) {
+    s->off[s->n++] = at;
     return PS_OK;
   }
+  if (st == PS_ERR_NOMEM) return st;
   uint64_t nbad = __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+  unsigned long long phys = (unsigned long long)(ln + 1 + (uint64_t)r->header);
   if (r->o.bad_lines == PS_BAD_LINES_FAIL) {
-    set_err(r, "%s:%llu: %s", r->path, (unsigned long long)ln + 1, why.msg);
+    set_err(r, "%s:%llu: %s", r->path, phys, why.msg);
     return PS_ERR_PARSE;
   }
   if (nbad <= (uint64_t)r->o.log_bad_lines)
-    PS_WARN("%s:%llu: %s (skipped%s)", r->path, (unsigned long long)ln + 1, why.msg,
+    PS_WARN("%s:%llu: %s (skipped%s)", r->path, phys, why.msg,
             nbad == (uint64_t)r->o.log_bad_lines ? "; further bad lines are only counted" : "");
   return PS_OK;
 }
@@ -158,6 +167,17 @@ ps_status ps_reader_start_epoch(ps_reader *r) {
   ps_status st = src_rewind(r);
   if (st) return st;
   r->line_no = 0;
+  if (r->header) { /* not a data line: checked, not counted */
+    const char *l;
+    size_t len;
+    int have;
+    ps_error why;
+    if ((st = next_line(r, &l, &len, &have))) return st;
+    if (have && ps_schema_check_header(r->schema, l, len, &why) != PS_OK) {
+      set_err(r, "%s:1: %s", r->path, why.msg);
+      return PS_ERR_PARSE;
+    }
+  }
   while (r->line_no < r->o.row_begin) { /* lines before the range are not parsed */
     const char *l;
     size_t len;
@@ -204,11 +224,67 @@ ps_status ps_reader_fetch_text(ps_reader *r, staged *s) {
   size_t a, b;
   own_slice(r, n_round, &a, &b);
   s->n = 0;
+  s->data.len = 0;
   s->first_line = first;
   for (size_t i = a; i < b; i++)
-    if ((st = parse_one(r, r->rtext + r->roff[i], r->rlen[i], first + i, s->rows, &s->n)))
+    if ((st = parse_one(r, r->rtext + r->roff[i], r->rlen[i], first + i, s)))
       return st;
   s->kind = F_BATCH;
+  return PS_OK;
+}
+
+/* pread of exactly n bytes at off. */
+static ps_status read_at(ps_reader *r, void *dst, size_t n, uint64_t off, uint64_t rec) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = pread(r->fd, (char *)dst + done, n - done, (off_t)(off + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      set_err(r, "%s: read failed at record %llu", r->path, (unsigned long long)rec);
+      return PS_ERR_IO;
+    }
+    done += (size_t)got;
+  }
+  return PS_OK;
+}
+
+static ps_status corrupt(ps_reader *r, uint64_t rec) {
+  set_err(r, "%s: record %llu is corrupt", r->path, (unsigned long long)rec);
+  return PS_ERR_CORRUPT;
+}
+
+/* Version 1: cnt fixed records from record first, each turned into a sample record. */
+static ps_status bin_v1(ps_reader *r, uint64_t first, size_t cnt, staged *s) {
+  SRC_TRY(read_at(r, r->rec, cnt * PS_CRITEO_BIN_RECORD,
+                           PS_CRITEO_BIN_HEADER + first * PS_CRITEO_BIN_RECORD, first));
+  for (size_t i = 0; i < cnt; i++) {
+    ps_criteo_row row;
+    if (ps_criteo_bin_decode(r->rec + i * PS_CRITEO_BIN_RECORD, &row) != PS_OK)
+      return corrupt(r, first + i);
+    s->off[s->n++] = s->data.len;
+    if (ps_sample_from_criteo(&row, &s->data)) return PS_ERR_NOMEM;
+  }
+  return PS_OK;
+}
+
+/* Version 2: the cnt + 1 index entries from record first, then the records between them. */
+static ps_status bin_v2(ps_reader *r, uint64_t first, size_t cnt, staged *s) {
+  uint64_t *ix = (uint64_t *)(void *)r->rec;
+  SRC_TRY(read_at(r, ix, (cnt + 1) * 8, r->hdr.index_off + first * 8, first));
+  uint64_t lo = ix[0], hi = ix[cnt];
+  if (lo < PS_CRITEO_BIN_HEADER || hi < lo || hi > r->hdr.index_off || hi - lo > (1ull << 40))
+    return corrupt(r, first);
+  if (ps_sample_buf_reserve(&s->data, (size_t)(hi - lo))) return PS_ERR_NOMEM;
+  SRC_TRY(read_at(r, s->data.p, (size_t)(hi - lo), lo, first));
+  s->data.len = (size_t)(hi - lo);
+  for (size_t i = 0; i < cnt; i++) {
+    if (ix[i + 1] < ix[i] || ix[i + 1] > hi) return corrupt(r, first + i);
+    size_t at = (size_t)(ix[i] - lo);
+    if (ps_sample_check(s->data.p + at, (size_t)(ix[i + 1] - ix[i]), r->nd, r->nc) != PS_OK ||
+        ps_sample_len(s->data.p + at) != ix[i + 1] - ix[i])
+      return corrupt(r, first + i);
+    s->off[s->n++] = at;
+  }
   return PS_OK;
 }
 
@@ -231,26 +307,12 @@ ps_status ps_reader_fetch_bin(ps_reader *r, staged *s) {
   }
   size_t a, b;
   own_slice(r, n_round, &a, &b);
-  size_t cnt = b - a, bytes = cnt * PS_CRITEO_BIN_RECORD;
-  off_t off = (off_t)(PS_CRITEO_BIN_HEADER + (start + a) * PS_CRITEO_BIN_RECORD);
-  size_t done = 0;
-  while (done < bytes) {
-    ssize_t got = pread(r->fd, r->rec + done, bytes - done, off + (off_t)done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      set_err(r, "%s: read failed at record %llu", r->path, (unsigned long long)(start + a));
-      return PS_ERR_IO;
-    }
-    done += (size_t)got;
-  }
   s->first_line = start;
-  for (size_t i = 0; i < cnt; i++) {
-    if (ps_criteo_bin_decode(r->rec + i * PS_CRITEO_BIN_RECORD, &s->rows[i]) != PS_OK) {
-      set_err(r, "%s: record %llu is corrupt", r->path, (unsigned long long)(start + a + i));
-      return PS_ERR_CORRUPT;
-    }
-  }
-  s->n = cnt;
+  s->n = 0;
+  s->data.len = 0;
+  ps_status st = r->hdr.version == PS_CRITEO_BIN_VERSION ? bin_v1(r, start + a, b - a, s)
+                                                         : bin_v2(r, start + a, b - a, s);
+  if (st) return st;
   s->kind = F_BATCH;
   return PS_OK;
 }
@@ -290,5 +352,41 @@ ps_status ps_data_count_lines(const char *path, uint64_t *lines) {
   if (got < 0 || zerr != Z_OK) return PS_ERR_IO;
   if (lastc != '\n') n++;
   *lines = n;
+  return PS_OK;
+}
+
+ps_status ps_data_count_rows(const char *path, const ps_schema *schema, uint64_t *rows) {
+  ps_input_format fmt;
+  ps_status st = ps_data_count_lines(path, rows);
+  if (st == PS_OK && schema && ps_schema_header(schema) && *rows > 0 &&
+      ps_data_detect(path, &fmt) == PS_OK && fmt != PS_INPUT_BIN)
+    (*rows)--;
+  return st;
+}
+
+ps_status ps_data_check_header(const char *path, const ps_schema *schema, ps_error *err) {
+  ps_input_format fmt;
+  if (!schema || !ps_schema_header(schema)) return PS_OK;
+  ps_status st = ps_data_detect(path, &fmt);
+  if (st) return ps_error_set(err, st, "%s: cannot read it", path);
+  if (fmt == PS_INPUT_BIN) return PS_OK;
+  gzFile g = gzopen(path, "rb");
+  if (!g) return ps_error_set(err, PS_ERR_IO, "%s: cannot read it", path);
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  int got = 0;
+  while (buf && (got = gzread(g, buf + len, (unsigned)(cap - len))) > 0) {
+    len += (size_t)got;
+    if (memchr(buf, '\n', len) || len == cap) break;
+  }
+  gzclose(g);
+  if (!buf) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  char *nl = memchr(buf, '\n', len);
+  ps_error why;
+  st = got < 0 ? PS_ERR_IO
+               : ps_schema_check_header(schema, buf, nl ? (size_t)(nl - buf) : len, &why);
+  free(buf);
+  if (st == PS_ERR_IO) return ps_error_set(err, st, "%s: read error", path);
+  if (st) return ps_error_set(err, st, "%s:1: %s", path, why.msg);
   return PS_OK;
 }
