@@ -393,6 +393,9 @@ static const ps_kern_i cpu_iface = {
     .sgd = cpu_sgd,
     .adagrad = cpu_adagrad,
     .adam = cpu_adam,
+    .copy2d = ps_kern_cpu_copy2d,
+    .cross_fwd = ps_kern_cpu_cross_fwd,
+    .cross_bwd = ps_kern_cpu_cross_bwd,
 };
 
 ps_status ps_kern_cpu_create(int threads, ps_kern **out) {
