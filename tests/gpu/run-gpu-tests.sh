@@ -2,8 +2,9 @@
 # run-gpu-tests.sh: on a machine with an NVIDIA GPU, runs every GPU test and GPU benchmark of
 # Ember in one go and writes a log, JSON figures and a summary.
 #
-#   tests       test_cuda_ops (every kernel vs its CPU twin), test_cuda_dlrm (a DLRM training
-#               step CUDA vs CPU, loss and all gradients to 1e-4), test_nccl (one rank),
+#   tests       test_cuda_ops (every kernel vs its CPU twin, the DCNv2 cross kernels too),
+#               test_cuda_dlrm (a DLRM training step CUDA vs CPU, loss and all gradients to
+#               1e-4, dot and DCNv2 interactions), test_nccl (one rank),
 #               test_nccl --two-rank (two ranks on two GPUs; SKIPPED with one GPU)
 #   end to end  ps-datagen, one ps-server, ps-worker --device cuda then --device cpu (AUC of both)
 #   benchmarks  ps-gpu-bench (dense step samples/s at batch 2048/16384/65536, FP32 then TF32,
