@@ -39,6 +39,10 @@ void ps_train_config_default(ps_train_config *c) {
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
       .progress_every = 5.0, .seed = 1, .timeout_ms = 120000};
+  c->interaction = "dot";
+  c->interaction_kind = m.interaction;
+  c->dcn_layers = m.dcn_layers;
+  c->dcn_rank = m.dcn_rank;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -347,6 +351,9 @@ static ps_status setup(ps_trainer *t) {
   mc.emb_dim = c->emb_dim;
   mc.max_batch = c->batch;
   mc.seed = (uint64_t)c->seed;
+  mc.interaction = c->interaction_kind;
+  mc.dcn_layers = c->dcn_layers;
+  mc.dcn_rank = c->dcn_rank;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
     PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,

@@ -114,6 +114,10 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
   if (nb - 1 + nt > PS_DLRM_MAX_LAYERS)
     return ps_error_set(err, PS_ERR_INVALID, "--mlp-bot %s --mlp-top %s: more than %d layers",
                         c->mlp_bot, c->mlp_top, PS_DLRM_MAX_LAYERS);
+  ps_error e;
+  if (c->interaction_kind == PS_DLRM_DCN &&
+      ps_dlrm_check_cross(PS_CRITEO_NCAT, c->emb_dim, c->dcn_layers, c->dcn_rank, &e) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--%s", e.msg); /* "--dcn-rank 500: want ..." */
   return PS_OK;
 }
 

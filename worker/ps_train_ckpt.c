@@ -11,6 +11,7 @@
  * with the run's flags before anything connects; a mismatch or a bad checksum refuses the
  * resume. Checkpoints written before either existed resume with a warning. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,10 +127,12 @@ out:
 
 /* The flags that fix what a key and a row mean (a key's hashing, a row's width and optimizer
  * state, the model the dense state belongs to), as a checkpoint's config records them. */
-#define CKPT_NFLAGS 5
+#define CKPT_NFLAGS 6
 typedef struct ckpt_flag {
   const char *name;
   char value[256];
+  const char *absent; /* its value in a config written before the flag existed (NULL: none) */
+  const char *why;    /* what a change would break */
 } ckpt_flag;
 
 static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
@@ -143,6 +146,19 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
   snprintf(f[3].value, sizeof f[3].value, "%s", c->mlp_top);
   f[4].name = "sparse-opt";
   snprintf(f[4].value, sizeof f[4].value, "%s", c->sparse_opt);
+  /* the model the dense state belongs to: a dot model's parameters are not a DCN model's */
+  f[5].name = "interaction";
+  if (c->interaction_kind == PS_DLRM_DCN)
+    snprintf(f[5].value, sizeof f[5].value, "dcn --dcn-layers %d --dcn-rank %d", c->dcn_layers,
+             c->dcn_rank);
+  else
+    snprintf(f[5].value, sizeof f[5].value, "dot");
+  for (int i = 0; i < CKPT_NFLAGS; i++) {
+    f[i].absent = NULL;
+    f[i].why = "it changes what a key or a row means";
+  }
+  f[5].absent = "dot"; /* every model before --interaction */
+  f[5].why = "its dense state is another model's";
 }
 
 static ps_status save_config(ps_trainer *t, const char *dir) {
@@ -179,6 +195,12 @@ static ps_status latest_dir(const char *base, char *dir, size_t n) {
   return pathf(dir, n, "%s/%s", base, name);
 }
 
+static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char *was,
+                               ps_error *err) {
+  return ps_error_set(err, PS_ERR_INVALID, "--resume: --%s is %s but the checkpoint %s was "
+                      "trained with %s (%s)", fl->name, fl->value, dir, was, fl->why);
+}
+
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   char dir[4600], path[4700], line[512];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
@@ -188,24 +210,29 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   FILE *f = fopen(path, "r");
   if (!f) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
-            "--mlp-bot, --mlp-top and --sparse-opt are not compared with the checkpoint's", dir);
+            "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
+            "checkpoint's", dir);
     return PS_OK;
   }
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(c, fl);
+  bool seen[CKPT_NFLAGS] = {false};
   ps_status st = PS_OK;
   while (st == PS_OK && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\r\n")] = '\0';
     char *eq = strchr(line, '=');
     if (line[0] == '#' || !eq) continue;
     *eq = '\0';
-    for (int i = 0; i < CKPT_NFLAGS; i++)
-      if (!strcmp(line, fl[i].name) && strcmp(eq + 1, fl[i].value) != 0)
-        st = ps_error_set(err, PS_ERR_INVALID, "--resume: --%s is %s but the checkpoint %s was "
-                          "trained with %s (it changes what a key or a row means)", fl[i].name,
-                          fl[i].value, dir, eq + 1);
+    for (int i = 0; i < CKPT_NFLAGS; i++) {
+      if (strcmp(line, fl[i].name) != 0) continue;
+      seen[i] = true;
+      if (strcmp(eq + 1, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, eq + 1, err);
+    }
   }
   fclose(f);
+  for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
+    if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
+      st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);
   return st;
 }
 

@@ -130,8 +130,9 @@ static inline ps_status ps_train_allreduce(ps_trainer *t, float *buf, size_t n) 
 ps_status ps_train_checkpoint(ps_trainer *t);
 ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
 /* --resume, before connecting: the latest checkpoint was written with this run's
- * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top and --sparse-opt (a warning for a checkpoint
- * that does not record them). */
+ * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top, --sparse-opt and --interaction (with
+ * --dcn-layers, --dcn-rank) (a warning for a checkpoint that does not record them; one that
+ * records no interaction was a dot model's). */
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
 
 /* ps_train_report.c */

@@ -55,6 +55,10 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c->dense_opt);
     return -1;
   }
+  if (ps_dlrm_interaction_parse(c->interaction, &c->interaction_kind) != PS_OK) {
+    fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
+    return -1;
+  }
   return 0;
 }
 
@@ -101,6 +105,9 @@ int main(int argc, char **argv) {
       {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
       {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
+      {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
+      {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
+      {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W)", false, 0, 1 << 20},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
