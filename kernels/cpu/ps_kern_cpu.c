@@ -1,9 +1,10 @@
 /* ps_kern_cpu: the CPU backend of ps_kernels.h — OpenBLAS sgemm plus OpenMP C loops.
  *
  * This file is the backend itself (context, memory, the vtable, creation) with its small
- * kernels: GEMM, bias + activation, the loss and the optimizers. The feature interaction and
- * embedding-bag pooling have files of their own (ps_kern_cpu_interact.c, ps_kern_cpu_pool.c);
- * ps_kern_cpu_int.h is what they share.
+ * kernels: GEMM, bias + activation, the loss and the optimizers. The feature interaction,
+ * embedding-bag pooling and the DCNv2 cross layer have files of their own
+ * (ps_kern_cpu_interact.c, ps_kern_cpu_pool.c, ps_kern_cpu_cross.c); ps_kern_cpu_int.h is what
+ * they share.
  *
  * Design decisions:
  * - GEMM goes to OpenBLAS's OpenMP build, so its threads and ours come from one OpenMP pool
