@@ -59,7 +59,8 @@ typedef struct ps_train_config {
   uint32_t timeout_ms;
   int metrics_port;         /* Prometheus /metrics (0: off) */
   const char *interaction;  /* dot | dcn */
-  int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank) */
+  int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto,
+                             * resolved by ps_train_config_check) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

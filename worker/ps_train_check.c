@@ -121,12 +121,20 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
   return PS_OK;
 }
 
+/* --dcn-rank -1 (auto) as the model resolves it, so that the checkpoint's config, the summary
+ * and the logs name the rank the run trains with. */
+static void resolve_rank(ps_train_config *c) {
+  if (c->interaction_kind == PS_DLRM_DCN)
+    c->dcn_rank = ps_dlrm_cross_rank(PS_CRITEO_NCAT, c->emb_dim, c->dcn_rank);
+}
+
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
   if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
   if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
+  resolve_rank(c);
   if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;
   if (!c->test && c->holdout > 0) {

@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
       {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
       {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
-      {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W)", false, 0, 1 << 20},
+      {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

@@ -300,7 +300,12 @@ static void test_dcn_config_layout_init(void **st) {
   assert_int_equal(ps_dlrm_check_cross(26, 16, 3, 432, &err), PS_ERR_INVALID);
   assert_string_equal(err.msg, "dcn-rank 432: want 0 (full rank) or 1 to 431, below the cross "
                                "width 432 = (1 + 26 sparse features) x emb-dim 16");
-  assert_int_equal(ps_dlrm_check_cross(26, 16, 3, -1, &err), PS_ERR_INVALID);
+  assert_int_equal(ps_dlrm_check_cross(26, 16, 3, -2, &err), PS_ERR_INVALID);
+  assert_int_equal(ps_dlrm_check_cross(26, 16, 3, PS_DLRM_RANK_AUTO, &err), PS_OK);
+  assert_int_equal(ps_dlrm_cross_rank(26, 16, PS_DLRM_RANK_AUTO), 108); /* D / 4 */
+  assert_int_equal(ps_dlrm_cross_rank(26, 16, 7), 7);
+  assert_int_equal(ps_dlrm_cross_rank(0, 2, PS_DLRM_RANK_AUTO), 1);
+  assert_int_equal(ps_dlrm_check_cross(0, 1, 1, PS_DLRM_RANK_AUTO, &err), PS_ERR_INVALID); /* D 1 */
   assert_int_equal(ps_dlrm_check_cross(26, 16, 0, 64, &err), PS_ERR_INVALID);
   assert_string_equal(err.msg, "dcn-layers 0: want 1 to 64");
   assert_int_equal(ps_dlrm_check_cross(26, 16, 65, 64, &err), PS_ERR_INVALID);
@@ -309,7 +314,7 @@ static void test_dcn_config_layout_init(void **st) {
   ps_dlrm_config_default(&c);
   assert_int_equal(c.interaction, PS_DLRM_DOT);
   assert_int_equal(c.dcn_layers, 3);
-  assert_int_equal(c.dcn_rank, 64);
+  assert_int_equal(c.dcn_rank, PS_DLRM_RANK_AUTO);
   c.interaction = PS_DLRM_DCN;
   c.max_batch = 16;
   c.dcn_rank = 500;
@@ -349,6 +354,15 @@ static void test_dcn_config_layout_init(void **st) {
   }
   assert_int_equal(L4.w_off, off + 3 * per);
   assert_int_equal(ps_dlrm_cross_info(m, 3, &(ps_dlrm_cross_layer){0}), PS_ERR_INVALID);
+  ps_dlrm_destroy(&m);
+  c.dcn_rank = PS_DLRM_RANK_AUTO; /* the default: D / 4 */
+  assert_int_equal(ps_dlrm_create(K, &c, &m, NULL), PS_OK);
+  ps_dlrm_cross_layer auto_l;
+  assert_int_equal(ps_dlrm_cross_info(m, 2, &auto_l), PS_OK);
+  assert_int_equal(auto_l.rank, 108);
+  ps_dlrm_destroy(&m);
+  c.dcn_rank = 64;
+  assert_int_equal(ps_dlrm_create(K, &c, &m, NULL), PS_OK);
   double top = 0;
   for (int l = 0; l < 7; l++) {
     ps_dlrm_layer L;

@@ -1,7 +1,7 @@
 """ps-worker --interaction dcn end to end (issue 19): real servers and workers through
 deploy/ember-local on ps-datagen's planted data.
 
-(1) DCNv2 (the defaults: 3 cross layers of rank 64 on D = 27 x 16 = 432) trains with 2 servers
+(1) DCNv2 (the defaults: 3 cross layers of rank D/4 = 108 on D = 27 x 16 = 432) trains with 2 servers
     x 2 workers in sync mode (the workers check that their replicas stay bit-identical, so the
     cross block's gradients go through the allreduce like every other dense gradient) and
     reaches an AUC within 0.01 of the dot model's on the same data and towers, and within 0.05
@@ -28,7 +28,7 @@ with tempfile.TemporaryDirectory() as d:
                                       "--dcn-rank", "0"])
     ceiling = planted["test_auc"]
     print(f"planted ceiling {ceiling:.4f}; dot {dot['auc']:.4f} ({dot['samples_per_s']:.0f}/s), "
-          f"dcn 3x64 {dcn['auc']:.4f} ({dcn['samples_per_s']:.0f}/s), "
+          f"dcn 3x108 {dcn['auc']:.4f} ({dcn['samples_per_s']:.0f}/s), "
           f"dcn 2x full {full['auc']:.4f} ({full['samples_per_s']:.0f}/s)")
     r.check("summary says dcn", dcn.get("interaction") == "dcn" and dot.get("interaction") == "dot",
             f"{dcn.get('interaction')} / {dot.get('interaction')}")
@@ -49,7 +49,7 @@ with tempfile.TemporaryDirectory() as d:
                     + TOWERS, 30)
     lines = out.strip().splitlines()
     r.check("dot checkpoint refused by a dcn resume", rc == 2 and len(lines) == 1 and
-            "--interaction is dcn --dcn-layers 3 --dcn-rank 64 but the checkpoint" in out and
+            "--interaction is dcn --dcn-layers 3 --dcn-rank 108 but the checkpoint" in out and
             "trained with dot" in out, f"rc={rc} {out.strip()[:200]}")
 
     # a DCN checkpoint resumes under the same flags and ends as the uninterrupted run

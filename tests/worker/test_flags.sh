@@ -63,12 +63,13 @@ named "no checkpoint" --checkpoint-dir "$TMP/ck-empty" --resume
 # DCN run, whether its config records the interaction or predates the flag (then it was dot).
 bad --interaction dnc
 bad --interaction dcn --dcn-layers 0
-named "--dcn-rank 64: want 0 (full rank) or 1 to 53" --interaction dcn --emb-dim 2 --mlp-bot 13-2
+named "--dcn-rank 64: want 0 (full rank) or 1 to 53" --interaction dcn --emb-dim 2 --mlp-bot 13-2 \
+  --dcn-rank 64
 for cfg in "interaction=dot" "emb-dim=16"; do
   mkdir -p "$TMP/ck-dot/step-4"
   echo "step-4" >"$TMP/ck-dot/latest"
   printf '# ps-worker\n%s\n' "$cfg" >"$TMP/ck-dot/step-4/config"
-  named "--resume: --interaction is dcn --dcn-layers 3 --dcn-rank 64 but the checkpoint .*step-4 was trained with dot" \
+  named "--resume: --interaction is dcn --dcn-layers 3 --dcn-rank 108 but the checkpoint .*step-4 was trained with dot" \
     --interaction dcn --checkpoint-dir "$TMP/ck-dot" --resume
   named "--interaction is dcn --dcn-layers 2 --dcn-rank 0 but" \
     --interaction dcn --dcn-layers 2 --dcn-rank 0 --checkpoint-dir "$TMP/ck-dot" --resume

@@ -64,7 +64,7 @@ void ps_dlrm_config_default(ps_dlrm_config *cfg) {
   cfg->seed = 1;
   cfg->interaction = PS_DLRM_DOT;
   cfg->dcn_layers = 3;
-  cfg->dcn_rank = 64;
+  cfg->dcn_rank = PS_DLRM_RANK_AUTO;
 }
 
 void ps_dlrm_config_shape(ps_dlrm_config *cfg, const char *mlp_bot, const char *mlp_top,
@@ -242,7 +242,8 @@ static ps_status build_layers(ps_dlrm *m, const ps_dlrm_config *cfg, ps_error *e
   for (int l = 0; l < m->nl; l++) {
     ps_dlrm_layer *L = &m->L[l];
     if (l == m->nbot && m->dcn_on) /* the cross block sits between the towers */
-      off = ps_dlrm_dcn_layout(&m->dcn, m->S, m->dim, cfg->dcn_layers, cfg->dcn_rank, off);
+      off = ps_dlrm_dcn_layout(&m->dcn, m->S, m->dim, cfg->dcn_layers,
+                               ps_dlrm_cross_rank(m->S, m->dim, cfg->dcn_rank), off);
     L->in = l < m->nbot ? bot[l] : top[l - m->nbot];
     L->out = l < m->nbot ? bot[l + 1] : top[l - m->nbot + 1];
     L->w_off = off;

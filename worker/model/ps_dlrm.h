@@ -44,6 +44,7 @@
 
 #define PS_DLRM_MAX_LAYERS 32
 #define PS_DLRM_MAX_CROSS 64 /* --dcn-layers */
+#define PS_DLRM_RANK_AUTO (-1) /* --dcn-rank: D / 4, TorchRec's rule for full-rank accuracy */
 
 typedef enum ps_dlrm_interaction { PS_DLRM_DOT = 0, PS_DLRM_DCN = 1 } ps_dlrm_interaction;
 
@@ -57,11 +58,12 @@ typedef struct ps_dlrm_config {
   uint64_t seed;        /* parameter init; same seed => same replica on every worker */
   ps_dlrm_interaction interaction; /* DOT (default) or DCN */
   int dcn_layers;       /* DCN: cross layers, 1..PS_DLRM_MAX_CROSS (default 3, as MLPerf) */
-  int dcn_rank;         /* DCN: rank R of U_l V_l, 0 = full-rank W_l (default 64) */
+  int dcn_rank;         /* DCN: rank R of U_l V_l, 0 = full-rank W_l, PS_DLRM_RANK_AUTO
+                         * (default) = D / 4 (108 for the Kaggle shape) */
 } ps_dlrm_config;
 
 /* Fills cfg with the Kaggle shape: 13-512-256-64-16, 512-256-1, dim 16, 26 tables, batch 2048,
- * SUM pooling, seed 1, dot interaction (DCN fields at their defaults: 3 layers, rank 64). */
+ * SUM pooling, seed 1, dot interaction (DCN fields at their defaults: 3 layers, rank auto). */
 void ps_dlrm_config_default(ps_dlrm_config *cfg);
 /* Fills cfg with another shape: the MLPs, embedding dim, sparse features and batch size
  * given, everything else (pooling, seed) at its default. */
@@ -93,10 +95,13 @@ ps_status ps_dlrm_opt_parse(const char *name, ps_dlrm_opt_kind *kind);
 /* "dot", "dcn" -> interaction; PS_ERR_INVALID otherwise. */
 ps_status ps_dlrm_interaction_parse(const char *name, ps_dlrm_interaction *out);
 /* The DCN shape rules, for callers that check flags before building a model: layers in
- * 1..PS_DLRM_MAX_CROSS, rank 0 (full) or 1..D-1 with D = (1 + num_sparse) * emb_dim (a rank
- * of D or more costs more than full rank and expresses nothing more). PS_ERR_INVALID with err
- * naming the flag ("dcn-rank 64: ..."). */
+ * 1..PS_DLRM_MAX_CROSS, rank 0 (full), PS_DLRM_RANK_AUTO or 1..D-1 with D = (1 + num_sparse) *
+ * emb_dim (a rank of D or more costs more than full rank and expresses nothing more).
+ * PS_ERR_INVALID with err naming the flag ("dcn-rank 500: ..."). */
 ps_status ps_dlrm_check_cross(int num_sparse, int emb_dim, int layers, int rank, ps_error *err);
+/* The rank a DCN model of this shape uses: rank itself, or for PS_DLRM_RANK_AUTO D / 4 (at
+ * least 1) — the rank TorchRec's LowRankCrossNet documentation gives for full-rank accuracy. */
+int ps_dlrm_cross_rank(int num_sparse, int emb_dim, int rank);
 
 /* One batch, in HOST memory. Bag b * num_sparse + s is feature s of sample b; its entries are
  * idx[offsets[bag] .. offsets[bag+1]-1], indices into rows. With a host-memory backend (CPU) the

@@ -35,8 +35,14 @@ ps_status ps_dlrm_interaction_parse(const char *name, ps_dlrm_interaction *out) 
   return PS_OK;
 }
 
+int ps_dlrm_cross_rank(int num_sparse, int emb_dim, int rank) {
+  long quarter = (1L + num_sparse) * emb_dim / 4;
+  return rank != PS_DLRM_RANK_AUTO ? rank : quarter > 1 ? (int)quarter : 1;
+}
+
 ps_status ps_dlrm_check_cross(int num_sparse, int emb_dim, int layers, int rank, ps_error *err) {
   long D = (1L + num_sparse) * emb_dim;
+  rank = ps_dlrm_cross_rank(num_sparse, emb_dim, rank);
   if (layers < 1 || layers > PS_DLRM_MAX_CROSS)
     return ps_error_set(err, PS_ERR_INVALID, "dcn-layers %d: want 1 to %d", layers,
                         PS_DLRM_MAX_CROSS);
