@@ -438,9 +438,13 @@ static ps_status run(ps_trainer *t) {
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
-    PS_INFO("training on %s (%s), %d worker(s) x batch %d, %s, device %s, %zu dense params",
+    char inter[96] = "dot interaction";
+    if (c->interaction_kind == PS_DLRM_DCN)
+      snprintf(inter, sizeof inter, "dcn interaction (%d layers, rank %d)", c->dcn_layers,
+               c->dcn_rank);
+    PS_INFO("training on %s (%s), %d worker(s) x batch %d, %s, device %s, %s, %zu dense params",
             c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "TSV", t->world,
-            c->batch, c->consistency, c->device, t->nparams);
+            c->batch, c->consistency, c->device, inter, t->nparams);
   }
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
