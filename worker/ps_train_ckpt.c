@@ -1,7 +1,8 @@
 /* ps_train_ckpt: ps-worker's checkpoints and --resume. A checkpoint is a directory
  * <checkpoint-dir>/step-S holding every shard's snapshot (shards/, written by the servers), the
  * dense state (dense.bin, written by rank 0) and the flags that fix what a key and a row mean
- * (config); <checkpoint-dir>/latest names the newest.
+ * and which model the dense state is (config: --interaction too; a config without it was
+ * written for a dot model); <checkpoint-dir>/latest names the newest.
  *
  * Two-phase across shards: every shard prepares its snapshot at step S, then all commit, and
  * only then is `latest` replaced (write + rename), so a crash at any point leaves the previous

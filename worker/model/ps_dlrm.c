@@ -1,11 +1,11 @@
 /* ps_dlrm: DLRM's dense tower over the ps_kern backend interface (see ps_dlrm.h).
  *
  * A training step is: pool the gathered embedding rows into bags, bottom MLP, dot
- * interaction (or the DCNv2 cross network, ps_dlrm_dcn.c), top MLP, sigmoid-BCE; backward walks the same graph in reverse with two
- * ping-pong gradient buffers, and the pooling backward turns the bag gradients into one
- * gradient row per unique embedding row. Every tensor operation is a ps_kern_* call, so the
- * CUDA backend runs this file unchanged; with a host-memory backend the batch's host arrays
- * are used in place instead of being copied. */
+ * interaction (or the DCNv2 cross network, ps_dlrm_dcn.c), top MLP, sigmoid-BCE; backward
+ * walks the same graph in reverse with two ping-pong gradient buffers, and the pooling
+ * backward turns the bag gradients into one gradient row per unique embedding row. Every
+ * tensor operation is a ps_kern_* call, so the CUDA backend runs this file unchanged; with a
+ * host-memory backend the batch's host arrays are used in place instead of being copied. */
 #include "ps_dlrm.h"
 
 #include <math.h>
