@@ -82,6 +82,12 @@ typedef struct ps_kern_i {
                        float clr, float eps, float weight_decay);
   ps_status (*adam)(ps_kern *k, size_t n, float *w, const float *g, float *m, float *v, float lr,
                     float beta1, float beta2, float eps, float weight_decay, int64_t step);
+  ps_status (*copy2d)(ps_kern *k, int rows, int cols, const float *src, int lds, float *dst,
+                      int ldd);
+  ps_status (*cross_fwd)(ps_kern *k, int m, int n, const float *x0, const float *z,
+                         const float *bias, const float *xl, float *zb, float *y);
+  ps_status (*cross_bwd)(ps_kern *k, int m, int n, const float *x0, const float *zb,
+                         const float *dy, float resid, float *dz, float *dx0);
 
   /* interoperation */
   void *(*stream)(ps_kern *k); /* NULL slot: no native stream (host backend) */
@@ -318,6 +324,42 @@ static inline ps_status ps_kern_adam(ps_kern *k, size_t n, float *w, const float
   if (step < 1) return PS_ERR_INVALID;
   if (n == 0) return k ? PS_OK : PS_ERR_INVALID;
   return PS_KERN_CALL_(k, adam, n, w, g, m, v, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+/* Strided 2-D copy: dst[i * ldd + j] = src[i * lds + j] for i < rows, j < cols (lds, ldd >=
+ * cols; the regions must not overlap). Row-wise concatenation is one call per part, writing
+ * at a column offset of dst; the split of a gradient is the same with the roles swapped. */
+static inline ps_status ps_kern_copy2d(ps_kern *k, int rows, int cols, const float *src, int lds,
+                                       float *dst, int ldd) {
+  if (rows < 0 || cols < 0 || lds < cols || ldd < cols) return PS_ERR_INVALID;
+  if (rows == 0 || cols == 0) return k ? PS_OK : PS_ERR_INVALID;
+  return PS_KERN_CALL_(k, copy2d, rows, cols, src, lds, dst, ldd);
+}
+
+/* The element-wise part of a DCNv2 cross layer (x_{l+1} = x0 * (W x_l + b) + x_l, TorchRec's
+ * CrossNet / LowRankCrossNet), forward. Given z = x_l W^T (or x_l V^T U^T for the low-rank
+ * form) from the GEMMs, over [m, n]:
+ *   zb[i, j] = z[i, j] + bias[j];   y[i, j] = x0[i, j] * zb[i, j] + xl[i, j].
+ * zb is kept for backward; zb may equal z, y may equal xl (in place). */
+static inline ps_status ps_kern_cross_fwd(ps_kern *k, int m, int n, const float *x0,
+                                          const float *z, const float *bias, const float *xl,
+                                          float *zb, float *y) {
+  if (m < 0 || n < 0) return PS_ERR_INVALID;
+  if (m == 0 || n == 0) return k ? PS_OK : PS_ERR_INVALID;
+  return PS_KERN_CALL_(k, cross_fwd, m, n, x0, z, bias, xl, zb, y);
+}
+/* Its backward, given dy = dL/dy [m, n] and the forward's x0 and zb:
+ *   dz[i, j] = dy[i, j] * x0[i, j]                    (then db = column sums of dz, and the
+ *                                                      GEMMs give dW and dL/dx_l)
+ *   dx0[i, j] += dy[i, j] * (zb[i, j] + resid)        (ACCUMULATES over the layers)
+ * resid is 1 for the first layer, whose x_l is x0 itself (its residual path lands in dx0),
+ * else 0. dz and dx0 must not alias dy or each other. */
+static inline ps_status ps_kern_cross_bwd(ps_kern *k, int m, int n, const float *x0,
+                                          const float *zb, const float *dy, float resid,
+                                          float *dz, float *dx0) {
+  if (m < 0 || n < 0) return PS_ERR_INVALID;
+  if (m == 0 || n == 0) return k ? PS_OK : PS_ERR_INVALID;
+  return PS_KERN_CALL_(k, cross_bwd, m, n, x0, zb, dy, resid, dz, dx0);
 }
 
 #endif

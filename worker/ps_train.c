@@ -39,6 +39,10 @@ void ps_train_config_default(ps_train_config *c) {
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
       .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo"};
+  c->interaction = "dot";
+  c->interaction_kind = m.interaction;
+  c->dcn_layers = m.dcn_layers;
+  c->dcn_rank = m.dcn_rank;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -372,6 +376,9 @@ static ps_status setup(ps_trainer *t) {
   mc.pool = ps_schema_pooling(c->schema_obj) == PS_SCHEMA_POOL_MEAN ? PS_KERN_POOL_MEAN
                                                                      : PS_KERN_POOL_SUM;
   mc.seed = (uint64_t)c->seed;
+  mc.interaction = c->interaction_kind;
+  mc.dcn_layers = c->dcn_layers;
+  mc.dcn_rank = c->dcn_rank;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
     PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,
@@ -460,10 +467,14 @@ static ps_status run(ps_trainer *t) {
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
-    PS_INFO("training on %s (%s, schema %s), %d worker(s) x batch %d, %s, device %s, %zu dense "
-            "params", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
-            ps_schema_name(c->schema_obj), t->world,
-            c->batch, c->consistency, c->device, t->nparams);
+    char inter[96] = "dot interaction";
+    if (c->interaction_kind == PS_DLRM_DCN)
+      snprintf(inter, sizeof inter, "dcn interaction (%d layers, rank %d)", c->dcn_layers,
+               c->dcn_rank);
+    PS_INFO("training on %s (%s, schema %s), %d worker(s) x batch %d, %s, device %s, %s, %zu "
+            "dense params", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
+            ps_schema_name(c->schema_obj), t->world, c->batch, c->consistency, c->device, inter,
+            t->nparams);
   }
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);

@@ -60,12 +60,16 @@ typedef struct ps_train_config {
   int metrics_port;         /* Prometheus /metrics (0: off) */
   char curve_secret[41];    /* CURVE: this worker's Z85 secret key, the servers' public key */
   char curve_server[41];    /* (ps_curve_load_client; both "" = no CURVE) */
+  const char *interaction;  /* dot | dcn */
+  int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto,
+                             * resolved by ps_train_config_check) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */
   ps_dlrm_opt_kind dense_optimizer; /* dense_opt */
   ps_optimizer sparse_optimizer;   /* sparse_opt */
   ps_bad_lines bad_lines_mode;     /* bad_lines */
+  ps_dlrm_interaction interaction_kind; /* interaction */
   uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
                                     * holdout needs them (0: not counted) */
   const char *schema;              /* --schema: "criteo" (built in) or a JSON file */

@@ -118,6 +118,10 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
   if (nb - 1 + nt > PS_DLRM_MAX_LAYERS)
     return ps_error_set(err, PS_ERR_INVALID, "--mlp-bot %s --mlp-top %s: more than %d layers",
                         c->mlp_bot, c->mlp_top, PS_DLRM_MAX_LAYERS);
+  ps_error e;
+  if (c->interaction_kind == PS_DLRM_DCN &&
+      ps_dlrm_check_cross(ps_schema_ncat(c->schema_obj), c->emb_dim, c->dcn_layers, c->dcn_rank, &e) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--%s", e.msg); /* "--dcn-rank 500: want ..." */
   return PS_OK;
 }
 
@@ -158,6 +162,13 @@ static ps_status check_header(const char *flag, const char *path, const ps_schem
 
 void ps_train_config_free(ps_train_config *c) { ps_schema_destroy(&c->schema_obj); }
 
+/* --dcn-rank -1 (auto) as the model resolves it, so that the checkpoint's config, the summary
+ * and the logs name the rank the run trains with. */
+static void resolve_rank(ps_train_config *c) {
+  if (c->interaction_kind == PS_DLRM_DCN)
+    c->dcn_rank = ps_dlrm_cross_rank(ps_schema_ncat(c->schema_obj), c->emb_dim, c->dcn_rank);
+}
+
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
   if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
   if (load_schema(c, err) != PS_OK) return PS_ERR_INVALID;
@@ -168,6 +179,7 @@ ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
     return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
   if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
+  resolve_rank(c);
   if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
   if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;
   if (!c->test && c->holdout > 0) {

@@ -1,7 +1,8 @@
 /* ps_train_ckpt: ps-worker's checkpoints and --resume. A checkpoint is a directory
  * <checkpoint-dir>/step-S holding every shard's snapshot (shards/, written by the servers), the
  * dense state (dense.bin, written by rank 0) and the flags that fix what a key and a row mean
- * (config); <checkpoint-dir>/latest names the newest.
+ * and which model the dense state is (config: --interaction too; a config without it was
+ * written for a dot model); <checkpoint-dir>/latest names the newest.
  *
  * Two-phase across shards: every shard prepares its snapshot at step S, then all commit, and
  * only then is `latest` replaced (write + rename), so a crash at any point leaves the previous
@@ -11,6 +12,7 @@
  * with the run's flags before anything connects; a mismatch or a bad checksum refuses the
  * resume. Checkpoints written before either existed resume with a warning. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,10 +128,12 @@ out:
 
 /* The flags that fix what a key and a row mean (a key's hashing, a row's width and optimizer
  * state, the model the dense state belongs to), as a checkpoint's config records them. */
-#define CKPT_NFLAGS 6
+#define CKPT_NFLAGS 7
 typedef struct ckpt_flag {
   const char *name;
   char value[256];
+  const char *absent; /* its value in a config written before the flag existed (NULL: none) */
+  const char *why;    /* what a change would break */
 } ckpt_flag;
 
 static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
@@ -145,6 +149,19 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
   snprintf(f[4].value, sizeof f[4].value, "%s", c->sparse_opt);
   f[5].name = "schema"; /* what the columns mean (ps_schema_signature); older configs lack it */
   ps_schema_signature(c->schema_obj, f[5].value, sizeof f[5].value);
+  /* the model the dense state belongs to: a dot model's parameters are not a DCN model's */
+  f[6].name = "interaction";
+  if (c->interaction_kind == PS_DLRM_DCN)
+    snprintf(f[6].value, sizeof f[6].value, "dcn --dcn-layers %d --dcn-rank %d", c->dcn_layers,
+             c->dcn_rank);
+  else
+    snprintf(f[6].value, sizeof f[6].value, "dot");
+  for (int i = 0; i < CKPT_NFLAGS; i++) {
+    f[i].absent = NULL; /* schema: a config without it predates schemas, not compared */
+    f[i].why = "it changes what a key or a row means";
+  }
+  f[6].absent = "dot"; /* every model before --interaction */
+  f[6].why = "its dense state is another model's";
 }
 
 static ps_status save_config(ps_trainer *t, const char *dir) {
@@ -181,6 +198,12 @@ static ps_status latest_dir(const char *base, char *dir, size_t n) {
   return pathf(dir, n, "%s/%s", base, name);
 }
 
+static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char *was,
+                               ps_error *err) {
+  return ps_error_set(err, PS_ERR_INVALID, "--resume: --%s is %s but the checkpoint %s was "
+                      "trained with %s (%s)", fl->name, fl->value, dir, was, fl->why);
+}
+
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   char dir[4600], path[4700], line[512];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
@@ -190,24 +213,29 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   FILE *f = fopen(path, "r");
   if (!f) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
-            "--mlp-bot, --mlp-top and --sparse-opt are not compared with the checkpoint's", dir);
+            "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
+            "checkpoint's", dir);
     return PS_OK;
   }
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(c, fl);
+  bool seen[CKPT_NFLAGS] = {false};
   ps_status st = PS_OK;
   while (st == PS_OK && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\r\n")] = '\0';
     char *eq = strchr(line, '=');
     if (line[0] == '#' || !eq) continue;
     *eq = '\0';
-    for (int i = 0; i < CKPT_NFLAGS; i++)
-      if (!strcmp(line, fl[i].name) && strcmp(eq + 1, fl[i].value) != 0)
-        st = ps_error_set(err, PS_ERR_INVALID, "--resume: --%s is %s but the checkpoint %s was "
-                          "trained with %s (it changes what a key or a row means)", fl[i].name,
-                          fl[i].value, dir, eq + 1);
+    for (int i = 0; i < CKPT_NFLAGS; i++) {
+      if (strcmp(line, fl[i].name) != 0) continue;
+      seen[i] = true;
+      if (strcmp(eq + 1, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, eq + 1, err);
+    }
   }
   fclose(f);
+  for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
+    if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
+      st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);
   return st;
 }
 

@@ -133,9 +133,10 @@ static inline ps_status ps_train_allreduce(ps_trainer *t, float *buf, size_t n) 
 ps_status ps_train_checkpoint(ps_trainer *t);
 ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
 /* --resume, before connecting: the latest checkpoint was written with this run's
- * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top, --sparse-opt and schema signature (a
- * warning for a checkpoint that does not record them; one without the schema's line predates
- * schemas and is not compared on it). */
+ * --hash-buckets, --emb-dim, --mlp-bot, --mlp-top, --sparse-opt, schema signature and
+ * --interaction (with --dcn-layers, --dcn-rank) (a warning for a checkpoint that does not record
+ * them; one without the schema's line predates schemas and is not compared on it; one that
+ * records no interaction was a dot model's). */
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
 
 /* ps_train_report.c */

@@ -56,6 +56,10 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c->dense_opt);
     return -1;
   }
+  if (ps_dlrm_interaction_parse(c->interaction, &c->interaction_kind) != PS_OK) {
+    fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
+    return -1;
+  }
   return 0;
 }
 
@@ -106,6 +110,9 @@ int main(int argc, char **argv) {
       {"curve-secret", 0, PS_CLI_STRING, &curve_secret, "FILE", "CURVE: this worker's secret key (ps-keygen); with --curve-server", false, 0, 0},
       {"curve-server", 0, PS_CLI_STRING, &curve_server, "FILE", "CURVE: the servers' public key (default: no CURVE)", false, 0, 0},
       {"schema", 0, PS_CLI_STRING, &c.schema, "criteo|FILE", "what a line of --train/--test means: the built-in Criteo layout or a JSON schema (docs/SCHEMA.md)", false, 0, 0},
+      {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
+      {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
+      {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

@@ -89,6 +89,10 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *list
 
 void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg) {
   ps_dlrm_config_shape(cfg, mb->mlp_bot, mb->mlp_top, mb->emb_dim, mb->num_sparse, B);
+  if (ps_dlrm_interaction_parse(mb->interaction, &cfg->interaction) != PS_OK)
+    cfg->interaction = (ps_dlrm_interaction)-1; /* ps_dlrm_create refuses it */
+  cfg->dcn_layers = mb->dcn_layers;
+  cfg->dcn_rank = mb->dcn_rank;
 }
 
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
@@ -98,6 +102,11 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
   memset(s, 0, sizeof *s);
   *m = NULL;
   ps_error err;
+  ps_dlrm_interaction it;
+  if (ps_dlrm_interaction_parse(mb->interaction, &it) != PS_OK) {
+    fprintf(stderr, "%s: --interaction: '%s' is not dot or dcn\n", prog, mb->interaction);
+    return -1;
+  }
   ps_status st = ps_dlrm_create(k, &cfg, m, &err);
   if (st == PS_OK && ps_bench_synth_make(s, B, mb->num_sparse, mb->emb_dim,
                                          ps_dlrm_num_dense(*m), 42) == 0)
@@ -114,6 +123,11 @@ void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb) {
   json_object_set_new(root, "emb_dim", json_integer(mb->emb_dim));
   json_object_set_new(root, "num_sparse", json_integer(mb->num_sparse));
   json_object_set_new(root, "optimizer", json_string(mb->opt_name));
+  json_object_set_new(root, "interaction", json_string(mb->interaction));
+  if (!strcmp(mb->interaction, "dcn")) {
+    json_object_set_new(root, "dcn_layers", json_integer(mb->dcn_layers));
+    json_object_set_new(root, "dcn_rank", json_integer(mb->dcn_rank));
+  }
 }
 
 int ps_bench_dense_json_finish(const char *prog, json_t *root, json_t *res, const char *path,

@@ -23,13 +23,15 @@ enum { PS_BENCH_MAX_BATCHES = 64 };
 typedef struct ps_bench_model {
   const char *mlp_bot, *mlp_top, *opt_name;
   int emb_dim, num_sparse;
+  const char *interaction; /* dot | dcn */
+  int dcn_layers, dcn_rank;
 } ps_bench_model;
 
 /* The model both benchmarks time unless told otherwise: DLRM on Criteo Kaggle (13 dense
  * features, 26 sparse ones of dimension 16), with plain SGD. */
 #define PS_BENCH_KAGGLE_MODEL                                                             \
   {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd", .emb_dim = 16, \
-   .num_sparse = 26}
+   .num_sparse = 26, .interaction = "dot", .dcn_layers = 3, .dcn_rank = -1}
 
 typedef struct ps_bench_synth {
   int B, S, D, nd; /* batch, sparse features, embedding dim, dense features */
@@ -72,7 +74,12 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *batc
   {"num-sparse", 0, PS_CLI_INT, &(mb)->num_sparse, "N", "sparse features (tables)", false, 0, \
    1024},                                                                                     \
   {"opt", 0, PS_CLI_STRING, &(mb)->opt_name, "NAME", "dense optimizer: sgd, adagrad, adam",   \
-   false, 0, 0}
+   false, 0, 0},                                                                              \
+  {"interaction", 0, PS_CLI_STRING, &(mb)->interaction, "dot|dcn", "feature interaction",      \
+   false, 0, 0},                                                                              \
+  {"dcn-layers", 0, PS_CLI_INT, &(mb)->dcn_layers, "L", "DCN cross layers", false, 1, 64},     \
+  {"dcn-rank", 0, PS_CLI_INT, &(mb)->dcn_rank, "R", "DCN rank (0: full, -1: D/4)", false, -1,  \
+   1 << 20}
 
 /* The DLRM configuration of model mb for batches of up to B samples (defaults elsewhere). */
 void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg);

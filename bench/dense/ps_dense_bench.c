@@ -23,8 +23,9 @@
 
 /* ---- timing backend ---- */
 
-enum { OP_SGEMM, OP_BIAS_ACT, OP_INTERACT, OP_POOL, OP_BCE, OP_OPT, OP_COPY, OP_N };
-static const char *op_names[OP_N] = {"sgemm", "bias_act", "interact", "pool", "bce", "optimizer", "copy"};
+enum { OP_SGEMM, OP_BIAS_ACT, OP_INTERACT, OP_POOL, OP_BCE, OP_OPT, OP_COPY, OP_CROSS, OP_N };
+static const char *op_names[OP_N] = {"sgemm", "bias_act", "interact", "pool", "bce", "optimizer", "copy",
+                                     "cross"};
 
 typedef struct timing {
   ps_kern *inner;
@@ -99,12 +100,27 @@ static ps_status t_adam(ps_kern *k, size_t n, float *w, const float *g, float *m
   TIMED(OP_OPT, ps_kern_adam(INNER(k), n, w, g, m, v, lr, b1, b2, e, wd, step));
 }
 
+static ps_status t_copy2d(ps_kern *k, int r, int c, const float *s, int ls, float *d, int ld) {
+  TIMED(OP_COPY, ps_kern_copy2d(INNER(k), r, c, s, ls, d, ld));
+}
+static ps_status t_cf(ps_kern *k, int m, int n, const float *x0, const float *z, const float *b,
+                      const float *xl, float *zb, float *y) {
+  TIMED(OP_CROSS, ps_kern_cross_fwd(INNER(k), m, n, x0, z, b, xl, zb, y));
+}
+static ps_status t_cb(ps_kern *k, int m, int n, const float *x0, const float *zb, const float *dy,
+                      float r, float *dz, float *dx0) {
+  TIMED(OP_CROSS, ps_kern_cross_bwd(INNER(k), m, n, x0, zb, dy, r, dz, dx0));
+}
+
 static void *t_stream(ps_kern *k) { return ps_kern_stream(INNER(k)); }
 
 static const ps_kern_i timing_iface = {
-    t_alloc, t_free, t_memset0, t_to_device, t_to_host, t_copy, t_sync,    t_destroy, t_sgemm,
-    t_baf,   t_bab,  t_if,      t_ib,        t_pf,      t_pb,   t_bf,      t_bb,      t_scale,
-    t_sgd,   t_adagrad, t_adam, t_stream};
+    .alloc = t_alloc, .free = t_free, .memset0 = t_memset0, .to_device = t_to_device,
+    .to_host = t_to_host, .copy = t_copy, .sync = t_sync, .destroy = t_destroy, .sgemm = t_sgemm,
+    .bias_act_fwd = t_baf, .bias_act_bwd = t_bab, .interact_fwd = t_if, .interact_bwd = t_ib,
+    .pool_fwd = t_pf, .pool_bwd = t_pb, .bce_fwd = t_bf, .bce_bwd = t_bb, .scale = t_scale,
+    .sgd = t_sgd, .adagrad = t_adagrad, .adam = t_adam, .copy2d = t_copy2d, .cross_fwd = t_cf,
+    .cross_bwd = t_cb, .stream = t_stream};
 
 static ps_kern *timing_wrap(ps_kern *inner) {
   ps_kern *k = calloc(1, sizeof(*k));
@@ -161,8 +177,9 @@ int main(int argc, char **argv) {
   json_object_set_new(root, "device", json_string(device));
   json_object_set_new(root, "threads", json_integer(threads));
   ps_bench_dense_json_model(root, &mb);
-  printf("ps-dense-bench: device %s, %d threads, bot %s, top %s, dim %d, %d tables, opt %s\n", device,
-         threads, mb.mlp_bot, mb.mlp_top, mb.emb_dim, mb.num_sparse, mb.opt_name);
+  printf("ps-dense-bench: device %s, %d threads, bot %s, top %s, dim %d, %d tables, opt %s, %s\n",
+         device, threads, mb.mlp_bot, mb.mlp_top, mb.emb_dim, mb.num_sparse, mb.opt_name,
+         mb.interaction);
   int ret = 0;
   for (int i = 0; i < nb && ret == 0; i++) {
     ps_dlrm_config cfg;

@@ -1,9 +1,10 @@
 /* ps_kern_cpu: the CPU backend of ps_kernels.h — OpenBLAS sgemm plus OpenMP C loops.
  *
  * This file is the backend itself (context, memory, the vtable, creation) with its small
- * kernels: GEMM, bias + activation, the loss and the optimizers. The feature interaction and
- * embedding-bag pooling have files of their own (ps_kern_cpu_interact.c, ps_kern_cpu_pool.c);
- * ps_kern_cpu_int.h is what they share.
+ * kernels: GEMM, bias + activation, the loss and the optimizers. The feature interaction,
+ * embedding-bag pooling and the DCNv2 cross layer have files of their own
+ * (ps_kern_cpu_interact.c, ps_kern_cpu_pool.c, ps_kern_cpu_cross.c); ps_kern_cpu_int.h is what
+ * they share.
  *
  * Design decisions:
  * - GEMM goes to OpenBLAS's OpenMP build, so its threads and ours come from one OpenMP pool
@@ -393,6 +394,9 @@ static const ps_kern_i cpu_iface = {
     .sgd = cpu_sgd,
     .adagrad = cpu_adagrad,
     .adam = cpu_adam,
+    .copy2d = ps_kern_cpu_copy2d,
+    .cross_fwd = ps_kern_cpu_cross_fwd,
+    .cross_bwd = ps_kern_cpu_cross_bwd,
 };
 
 ps_status ps_kern_cpu_create(int threads, ps_kern **out) {

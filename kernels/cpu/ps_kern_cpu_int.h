@@ -3,8 +3,8 @@
  * flag. Private to kernels/cpu/; users see ps_kernels.h.
  *
  * The backend is one vtable (ps_kern_cpu.c) over kernels kept in files by concept: the
- * feature interaction (ps_kern_cpu_interact.c) and embedding-bag pooling
- * (ps_kern_cpu_pool.c). Helpers called from their loops are static inline here, so moving a
+ * feature interaction (ps_kern_cpu_interact.c), embedding-bag pooling
+ * (ps_kern_cpu_pool.c) and the DCNv2 cross layer's element-wise part (ps_kern_cpu_cross.c). Helpers called from their loops are static inline here, so moving a
  * kernel to its own file changed no inlining. */
 #ifndef PS_KERN_CPU_INT_H
 #define PS_KERN_CPU_INT_H
@@ -56,5 +56,12 @@ ps_status ps_kern_cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, 
 ps_status ps_kern_cpu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, int nrows,
                                int nnz, const int32_t *idx, const int32_t *offsets,
                                const float *dout, float *drows);
+/* The vtable's cross-network slots. */
+ps_status ps_kern_cpu_copy2d(ps_kern *k, int rows, int cols, const float *src, int lds,
+                             float *dst, int ldd);
+ps_status ps_kern_cpu_cross_fwd(ps_kern *k, int m, int n, const float *x0, const float *z,
+                                const float *bias, const float *xl, float *zb, float *y);
+ps_status ps_kern_cpu_cross_bwd(ps_kern *k, int m, int n, const float *x0, const float *zb,
+                                const float *dy, float resid, float *dz, float *dx0);
 
 #endif

@@ -398,6 +398,27 @@ __global__ void adam_k(size_t n, float *w, const float *__restrict__ g, float *m
   }
 }
 
+/* DCNv2 cross layer, element-wise part (ps_kern_cross_fwd / _bwd): one thread per element;
+ * the GEMMs around it are cuBLAS's, its bias gradient bias_act_bwd's column sums. */
+__global__ void cross_fwd_k(size_t total, int n, const float *__restrict__ x0, const float *z,
+                            const float *__restrict__ bias, const float *xl, float *zb, float *y) {
+  GRID_STRIDE(i, total) {
+    float v = z[i] + bias[i % (size_t)n];
+    zb[i] = v;
+    y[i] = x0[i] * v + xl[i];
+  }
+}
+
+__global__ void cross_bwd_k(size_t total, const float *__restrict__ x0,
+                            const float *__restrict__ zb, const float *__restrict__ dy,
+                            float resid, float *__restrict__ dz, float *__restrict__ dx0) {
+  GRID_STRIDE(i, total) {
+    float g = dy[i];
+    dz[i] = g * x0[i];
+    dx0[i] += g * (zb[i] + resid);
+  }
+}
+
 /* Shared-memory sizing of the interaction kernels: samples per block within 16 KiB when
  * possible (several blocks per SM), otherwise one sample up to the 48 KiB default limit. */
 constexpr size_t kSmemTarget = 16384, kSmemMax = 49152;
@@ -530,6 +551,22 @@ cudaError_t ps_cu_adam(cudaStream_t s, size_t n, float *w, const float *g, float
                        float bc2_sqrt) {
   PS_CU_LAUNCH(adam_k, (grid_for(n)), (kThreads), (0), (s), n, w, g, m, v, beta1, beta2, eps, wd,
                step_size, bc2_sqrt);
+  return cudaGetLastError();
+}
+
+cudaError_t ps_cu_cross_fwd(cudaStream_t s, int m, int n, const float *x0, const float *z,
+                            const float *bias, const float *xl, float *zb, float *y) {
+  const size_t total = (size_t)m * n;
+  PS_CU_LAUNCH(cross_fwd_k, (grid_for(total)), (kThreads), (0), (s), total, n, x0, z, bias, xl, zb,
+               y);
+  return cudaGetLastError();
+}
+
+cudaError_t ps_cu_cross_bwd(cudaStream_t s, int m, int n, const float *x0, const float *zb,
+                            const float *dy, float resid, float *dz, float *dx0) {
+  const size_t total = (size_t)m * n;
+  PS_CU_LAUNCH(cross_bwd_k, (grid_for(total)), (kThreads), (0), (s), total, x0, zb, dy, resid, dz,
+               dx0);
   return cudaGetLastError();
 }
 

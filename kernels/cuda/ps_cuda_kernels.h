@@ -67,6 +67,12 @@ cudaError_t ps_cu_adam(cudaStream_t s, size_t n, float *w, const float *g, float
                        float beta1, float beta2, float eps, float wd, float step_size,
                        float bc2_sqrt);
 
+/* DCNv2 cross layer, element-wise part (see ps_kern_cross_fwd / ps_kern_cross_bwd). */
+cudaError_t ps_cu_cross_fwd(cudaStream_t s, int m, int n, const float *x0, const float *z,
+                            const float *bias, const float *xl, float *zb, float *y);
+cudaError_t ps_cu_cross_bwd(cudaStream_t s, int m, int n, const float *x0, const float *zb,
+                            const float *dy, float resid, float *dz, float *dx0);
+
 #ifdef __cplusplus
 }
 #endif

@@ -324,6 +324,27 @@ static ps_status cu_interact_bwd(ps_kern *k, int batch, int num_sparse, int dim,
                                     demb));
 }
 
+/* Strided copies are cudaMemcpy2DAsync's (pitches in bytes). */
+static ps_status cu_copy2d(ps_kern *k, int rows, int cols, const float *src, int lds, float *dst,
+                           int ldd) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaMemcpy2DAsync(dst, (size_t)ldd * sizeof(float), src, (size_t)lds * sizeof(float),
+                                (size_t)cols * sizeof(float), (size_t)rows,
+                                cudaMemcpyDeviceToDevice, c->stream));
+  return PS_OK;
+}
+
+static ps_status cu_cross_fwd(ps_kern *k, int m, int n, const float *x0, const float *z,
+                              const float *bias, const float *xl, float *zb, float *y) {
+  ONLY_LAUNCH(k, ps_cu_cross_fwd(c->stream, m, n, x0, z, bias, xl, zb, y));
+}
+
+static ps_status cu_cross_bwd(ps_kern *k, int m, int n, const float *x0, const float *zb,
+                              const float *dy, float resid, float *dz, float *dx0) {
+  ONLY_LAUNCH(k, ps_cu_cross_bwd(c->stream, m, n, x0, zb, dy, resid, dz, dx0));
+}
+
 static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
                              const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
                              float *out) {
@@ -553,4 +574,7 @@ static const ps_kern_i cuda_iface = {
     .sgd = cu_sgd,
     .adagrad = cu_adagrad,
     .adam = cu_adam,
+    .copy2d = cu_copy2d,
+    .cross_fwd = cu_cross_fwd,
+    .cross_bwd = cu_cross_bwd,
 };

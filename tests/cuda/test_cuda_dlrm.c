@@ -8,7 +8,8 @@
  * pooling backward's per-unique-row aggregation is exercised; sizes include batch 1 and an
  * odd batch. The CPU model was itself checked against PyTorch (tests/model), so agreement
  * here ties the CUDA backend to the reference too. Exits 77 (SKIPPED) without a GPU.
- * Also built as test_cuda_dlrm_emu over tests/cuda/emu (runs everywhere, smaller batch). */
+ * Also built as test_cuda_dlrm_emu over tests/cuda/emu (runs everywhere, smaller batch).
+ * The same with the DCNv2 interaction, low rank and full rank (test_dcn_shapes). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,6 +77,7 @@ typedef struct shape {
   int S, D, B, nrows, maxlen;
   ps_kern_pool pool;
   ps_dlrm_opt_kind opt;
+  int dcn_layers, dcn_rank; /* dcn_layers 0: the dot interaction */
 } shape;
 
 static void run_shape(const shape *sh) {
@@ -83,6 +85,11 @@ static void run_shape(const shape *sh) {
   ps_dlrm_config_shape(&cfg, sh->bot, sh->top, sh->D, sh->S, sh->B);
   cfg.pool = sh->pool;
   cfg.seed = 7;
+  if (sh->dcn_layers > 0) {
+    cfg.interaction = PS_DLRM_DCN;
+    cfg.dcn_layers = sh->dcn_layers;
+    cfg.dcn_rank = sh->dcn_rank;
+  }
   ps_dlrm *mc = NULL, *mg = NULL;
   assert_int_equal(ps_dlrm_create(CPU, &cfg, &mc, NULL), PS_OK);
   assert_int_equal(ps_dlrm_create(GPU, &cfg, &mg, NULL), PS_OK);
@@ -128,6 +135,18 @@ static void run_shape(const shape *sh) {
         fail_msg("B=%d step %d layer %d (%dx%d): dW err %.3g, db err %.3g", sh->B, step, l, L.out,
                  L.in, we, be);
     }
+    for (int l = 0; l < ps_dlrm_num_cross(mc); l++) {
+      ps_dlrm_cross_layer C;
+      assert_int_equal(ps_dlrm_cross_info(mc, l, &C), PS_OK);
+      size_t D = (size_t)C.dim, R = (size_t)C.rank;
+      double ve = R ? ct_norm_err(pg + C.v_off, pc + C.v_off, R * D) : 0;
+      double ue = R ? ct_norm_err(pg + C.u_off, pc + C.u_off, D * R) : 0;
+      double we = R ? 0 : ct_norm_err(pg + C.w_off, pc + C.w_off, D * D);
+      double be = ct_norm_err(pg + C.b_off, pc + C.b_off, D);
+      if (!(ve <= TOL && ue <= TOL && we <= TOL && be <= TOL))
+        fail_msg("B=%d step %d cross layer %d (D %zu, rank %zu): dV %.3g dU %.3g dW %.3g db %.3g",
+                 sh->B, step, l, D, R, ve, ue, we, be);
+    }
     /* Both replicas step from the CPU's gradients. Adagrad's and Adam's first steps move w by
      * about lr * g / (|g| + eps) — by a sizeable fraction of lr even for a gradient that is a
      * rounding residual (~1e-11 on one backend, 0 on the other, e.g. dW of a column this batch
@@ -151,8 +170,9 @@ static void run_shape(const shape *sh) {
           sh->B, step, we, worst, pc[worst], pg[worst], gc[worst]);
     }
     free(gc);
-    printf("  %s | %s S=%d D=%d B=%d pool=%d opt=%d step %d: loss %.6f/%.6f, grads ok\n", sh->bot,
-           sh->top, sh->S, sh->D, sh->B, (int)sh->pool, (int)sh->opt, step, lc, lg);
+    printf("  %s | %s S=%d D=%d B=%d pool=%d opt=%d dcn=%d/%d step %d: loss %.6f/%.6f, grads ok\n",
+           sh->bot, sh->top, sh->S, sh->D, sh->B, (int)sh->pool, (int)sh->opt, sh->dcn_layers,
+           sh->dcn_rank, step, lc, lg);
     free(prc);
     free(prg);
     free(ec);
@@ -168,12 +188,12 @@ static void run_shape(const shape *sh) {
 static void test_kaggle_shape(void **st) {
   (void)st;
   const shape s[] = {
-      {"13-512-256-64-16", "512-256-1", 26, 16, 1, 20, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_SGD},
-      {"13-512-256-64-16", "512-256-1", 26, 16, 67, 500, 3, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAGRAD},
+      {"13-512-256-64-16", "512-256-1", 26, 16, 1, 20, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_SGD, 0, 0},
+      {"13-512-256-64-16", "512-256-1", 26, 16, 67, 500, 3, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAGRAD, 0, 0},
 #ifdef PS_CU_EMULATE /* tests/cuda/emu: kernels on CPU threads, a smaller batch */
-      {"13-512-256-64-16", "512-256-1", 26, 16, 200, 3000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM},
+      {"13-512-256-64-16", "512-256-1", 26, 16, 200, 3000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM, 0, 0},
 #else
-      {"13-512-256-64-16", "512-256-1", 26, 16, 1024, 20000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM},
+      {"13-512-256-64-16", "512-256-1", 26, 16, 1024, 20000, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAM, 0, 0},
 #endif
   };
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
@@ -182,8 +202,24 @@ static void test_kaggle_shape(void **st) {
 static void test_odd_shapes(void **st) {
   (void)st;
   const shape s[] = {
-      {"7-33-5", "17-1", 3, 5, 9, 4, 4, PS_KERN_POOL_MEAN, PS_DLRM_OPT_ADAM},
-      {"13-64-32", "31-7-1", 1, 32, 33, 40, 1, PS_KERN_POOL_MEAN, PS_DLRM_OPT_SGD},
+      {"7-33-5", "17-1", 3, 5, 9, 4, 4, PS_KERN_POOL_MEAN, PS_DLRM_OPT_ADAM, 0, 0},
+      {"13-64-32", "31-7-1", 1, 32, 33, 40, 1, PS_KERN_POOL_MEAN, PS_DLRM_OPT_SGD, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
+}
+
+static void test_dcn_shapes(void **st) {
+  (void)st;
+  const shape s[] = {
+      {"13-64-16", "64-1", 26, 16, 1, 20, 2, PS_KERN_POOL_SUM, PS_DLRM_OPT_SGD, 3, 64},
+#ifdef PS_CU_EMULATE
+      {"13-64-16", "64-1", 26, 16, 67, 500, 3, PS_KERN_POOL_SUM, PS_DLRM_OPT_ADAGRAD, 3, 64},
+#else
+      {"13-512-256-64-16", "512-256-1", 26, 16, 1024, 20000, 3, PS_KERN_POOL_SUM,
+       PS_DLRM_OPT_ADAGRAD, 3, 64},
+#endif
+      {"7-33-5", "17-1", 3, 5, 9, 4, 4, PS_KERN_POOL_MEAN, PS_DLRM_OPT_ADAM, 2, 0},
+      {"13-64-32", "31-7-1", 1, 32, 33, 40, 1, PS_KERN_POOL_MEAN, PS_DLRM_OPT_SGD, 1, 7},
   };
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
 }
@@ -193,6 +229,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_kaggle_shape),
       cmocka_unit_test(test_odd_shapes),
+      cmocka_unit_test(test_dcn_shapes),
   };
   return cmocka_run_group_tests_name("cuda_dlrm", tests, ct_setup, ct_teardown);
 }

@@ -229,6 +229,36 @@ static void test_optimizers(void **st) {
   }
 }
 
+/* The DCNv2 cross layer's element-wise kernels (the GEMMs around them are cuBLAS's). */
+static void test_cross(void **st) {
+  (void)st;
+  ct_rng r = {16};
+  const int shapes[][2] = {{1, 1}, {3, 5}, {67, 48}, {130, 432}};
+  for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+    for (int first = 0; first < 2; first++) {
+      int m = shapes[c][0], n = shapes[c][1];
+      size_t mn = (size_t)m * n;
+      float *x0 = frand(&r, mn, -1, 1), *z = frand(&r, mn, -1, 1), *b = frand(&r, (size_t)n, -1, 1);
+      float *xl = first ? x0 : frand(&r, mn, -1, 1);
+      float *zc = malloc(mn * sizeof(float)), *yc = malloc(mn * sizeof(float));
+      float *zg = fdup(z, mn), *yg = malloc(mn * sizeof(float));
+      assert_int_equal(ps_kern_cross_fwd(CPU, m, n, x0, z, b, xl, zc, yc), PS_OK);
+      assert_int_equal(ps_cu_cross_fwd(NULL, m, n, x0, zg, b, xl, zg, yg), cudaSuccess); /* zb in place */
+      CLOSE(zg, zc, mn, 1e-6, "cross_fwd zb m=%d n=%d", m, n);
+      CLOSE(yg, yc, mn, 1e-6, "cross_fwd y m=%d n=%d", m, n);
+      float *dy = frand(&r, mn, -1, 1), *dzc = malloc(mn * sizeof(float));
+      float *dzg = malloc(mn * sizeof(float)), *dxc = frand(&r, mn, -1, 1), *dxg = fdup(dxc, mn);
+      float resid = first ? 1.0f : 0.0f;
+      assert_int_equal(ps_kern_cross_bwd(CPU, m, n, x0, zc, dy, resid, dzc, dxc), PS_OK);
+      assert_int_equal(ps_cu_cross_bwd(NULL, m, n, x0, zc, dy, resid, dzg, dxg), cudaSuccess);
+      CLOSE(dzg, dzc, mn, 1e-6, "cross_bwd dz m=%d n=%d", m, n);
+      CLOSE(dxg, dxc, mn, 1e-6, "cross_bwd dx0 (accumulated) m=%d n=%d first=%d", m, n, first);
+      free(x0), free(z), free(b), free(zc), free(yc), free(zg), free(yg);
+      free(dy), free(dzc), free(dzg), free(dxc), free(dxg);
+      if (!first) free(xl);
+    }
+}
+
 static int setup(void **st) {
   (void)st;
   return ps_kern_cpu_create(1, &CPU) == PS_OK ? 0 : -1;
@@ -241,4 +271,4 @@ static int teardown(void **st) {
 
 PS_TEST_MAIN("cuda_emu", setup, teardown,
     cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),
-    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers))
+    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_cross))

@@ -180,6 +180,51 @@ static void test_bias_act(void **st) {
         }
 }
 
+/* ---- DCNv2 cross layer: element-wise kernels, the strided copy ------------------------------ */
+
+static void test_cross(void **st) {
+  (void)st;
+  ct_rng r = {21};
+  const int ms[] = {1, 7, EMU_SMALL ? 130 : 2048}, ns[] = {1, 48, 432};
+  for (size_t a = 0; a < 3; a++)
+    for (size_t b = 0; b < 3; b++)
+      for (int first = 0; first < 2; first++) {
+        int m = ms[a], n = ns[b];
+        size_t mn = (size_t)m * n;
+        buf X0 = buf_rand(&r, mn, -1, 1), Z = buf_rand(&r, mn, -1, 1);
+        buf bias = buf_rand(&r, (size_t)n, -1, 1), Y = buf_new(mn);
+        buf XL = first ? X0 : buf_rand(&r, mn, -1, 1);
+        /* zb in place over z, as the model runs it */
+        assert_int_equal(ps_kern_cross_fwd(CPU, m, n, X0.c, Z.c, bias.c, XL.c, Z.c, Y.c), PS_OK);
+        assert_int_equal(ps_kern_cross_fwd(GPU, m, n, X0.g, Z.g, bias.g, XL.g, Z.g, Y.g), PS_OK);
+        EXPECT_CLOSE(buf_err(&Z), 1e-6, "cross_fwd zb m=%d n=%d", m, n);
+        EXPECT_CLOSE(buf_err(&Y), 1e-6, "cross_fwd y m=%d n=%d", m, n);
+        buf dY = buf_rand(&r, mn, -1, 1), dZ = buf_new(mn), dX0 = buf_rand(&r, mn, -1, 1);
+        float resid = first ? 1.0f : 0.0f;
+        /* both from the CPU's zb (identical inputs) */
+        assert_int_equal(ps_kern_to_host(CPU, Z.host, Z.c, mn * sizeof(float)), PS_OK);
+        buf_upload(&Z);
+        assert_int_equal(ps_kern_cross_bwd(CPU, m, n, X0.c, Z.c, dY.c, resid, dZ.c, dX0.c), PS_OK);
+        assert_int_equal(ps_kern_cross_bwd(GPU, m, n, X0.g, Z.g, dY.g, resid, dZ.g, dX0.g), PS_OK);
+        EXPECT_CLOSE(buf_err(&dZ), 1e-6, "cross_bwd dz m=%d n=%d", m, n);
+        EXPECT_CLOSE(buf_err(&dX0), 1e-6, "cross_bwd dx0 m=%d n=%d first=%d", m, n, first);
+        /* copy2d: x0 = [y | z] row by row, then the second part split back out */
+        buf Cat = buf_new(2 * mn), Back = buf_new(mn);
+        for (int kb = 0; kb < 2; kb++) {
+          ps_kern *k = kb ? GPU : CPU;
+          float *y = kb ? Y.g : Y.c, *z = kb ? Z.g : Z.c, *cat = kb ? Cat.g : Cat.c;
+          assert_int_equal(ps_kern_copy2d(k, m, n, y, n, cat, 2 * n), PS_OK);
+          assert_int_equal(ps_kern_copy2d(k, m, n, z, n, cat + n, 2 * n), PS_OK);
+          assert_int_equal(ps_kern_copy2d(k, m, n, cat + n, 2 * n, kb ? Back.g : Back.c, n), PS_OK);
+        }
+        EXPECT_CLOSE(buf_err(&Cat), 1e-6, "copy2d concat m=%d n=%d", m, n);
+        EXPECT_CLOSE(buf_err(&Back), 1e-6, "copy2d split m=%d n=%d", m, n);
+        buf *all[] = {&X0, &Z, &bias, &Y, &dY, &dZ, &dX0, &Cat, &Back};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) buf_free(all[i]);
+        if (!first) buf_free(&XL);
+      }
+}
+
 /* ---- dot interaction ---------------------------------------------------------------------- */
 
 static void test_interact(void **st) {
@@ -493,6 +538,7 @@ int main(void) {
       cmocka_unit_test(test_pool_bad_index), cmocka_unit_test(test_bce),
       cmocka_unit_test(test_optimizers),     cmocka_unit_test(test_memory),
       cmocka_unit_test(test_gemm_timer),
+      cmocka_unit_test(test_cross),
   };
   return cmocka_run_group_tests_name("cuda_ops", tests, ct_setup, ct_teardown);
 }

@@ -2,10 +2,12 @@
 # run-gpu-tests.sh: on a machine with an NVIDIA GPU, runs every GPU test and GPU benchmark of
 # Ember in one go and writes a log, JSON figures and a summary.
 #
-#   tests       test_cuda_ops (every kernel vs its CPU twin), test_cuda_dlrm (a DLRM training
-#               step CUDA vs CPU, loss and all gradients to 1e-4), test_nccl (one rank),
+#   tests       test_cuda_ops (every kernel vs its CPU twin, the DCNv2 cross kernels too),
+#               test_cuda_dlrm (a DLRM training step CUDA vs CPU, loss and all gradients to
+#               1e-4, dot and DCNv2 interactions), test_nccl (one rank),
 #               test_nccl --two-rank (two ranks on two GPUs; SKIPPED with one GPU)
-#   end to end  ps-datagen, one ps-server, ps-worker --device cuda then --device cpu (AUC of both)
+#   end to end  ps-datagen, one ps-server, ps-worker --device cuda then --device cpu (AUC of both),
+#               each with the dot and the DCNv2 interaction (--interaction dcn)
 #   benchmarks  ps-gpu-bench (dense step samples/s at batch 2048/16384/65536, FP32 then TF32,
 #               cuBLAS share), ps-dense-bench --device cuda (per-operation breakdown, synced),
 #               bench/gpu/torch_dense_gpu.py (the same step in PyTorch on the same GPU)
@@ -167,30 +169,33 @@ fi
 # ---- end to end: ps-worker --device cuda against a real ps-server, then --device cpu ------
 # Same data, same seeds: the two summaries' AUC/logloss should agree closely (the dense math
 # matches to ~1e-6; the sparse side is identical).
-e2e() { # device
-  local dev=$1 dir=$out/e2e port=$((20000 + RANDOM % 20000))
+e2e() { # device [interaction: dot (default) or dcn]
+  local dev=$1 inter=${2:-dot} dir=$out/e2e port=$((20000 + RANDOM % 20000))
+  local tag=$dev${2:+-$2}
   mkdir -p "$dir"
-  rm -rf "$dir/data-$dev"
+  rm -rf "$dir/data-$tag"
   "$root/bin/ps-server" --listen "tcp://127.0.0.1:$port" --shard 0 --shards 1 \
-    --data-dir "$dir/data-$dev" >"$dir/server-$dev.log" 2>&1 &
+    --data-dir "$dir/data-$tag" >"$dir/server-$tag.log" 2>&1 &
   local spid=$!
   sleep 2
-  say "== e2e $dev: ps-worker --device $dev (server pid $spid, port $port)"
+  say "== e2e $tag: ps-worker --device $dev --interaction $inter (server pid $spid, port $port)"
   timeout 600 "$root/bin/ps-worker" --servers "tcp://127.0.0.1:$port" --train "$dir/train.tsv" \
-    --test "$dir/test.tsv" --batch 2048 --device "$dev" --summary "$out/e2e-$dev.json" 2>&1 |
+    --test "$dir/test.tsv" --batch 2048 --device "$dev" --interaction "$inter" \
+    --summary "$out/e2e-$tag.json" 2>&1 |
     grep -vE ' step [0-9]+ ' | tail -5 | tee -a "$log"
   local rc=${PIPESTATUS[0]}
   kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
-  results+=("$(printf '%-22s %-8s rc=%s %s' "e2e-$dev" "$([ "$rc" = 0 ] && echo done || echo "rc $rc")" "$rc" \
-    "$(grep -oE '"(auc|logloss|samples_per_s)": [0-9.e+-]+' "$out/e2e-$dev.json" 2>/dev/null | tr '\n' ' ')")")
+  results+=("$(printf '%-22s %-8s rc=%s %s' "e2e-$tag" "$([ "$rc" = 0 ] && echo done || echo "rc $rc")" "$rc" \
+    "$(grep -oE '"(auc|logloss|samples_per_s)": [0-9.e+-]+' "$out/e2e-$tag.json" 2>/dev/null | tr '\n' ' ')")")
   [ "$rc" = 0 ] || [ "$dev" = cpu ] || fail=$((fail + 1))
 }
 if [ -x "$root/bin/ps-worker" ] && [ -x "$root/bin/ps-server" ] && [ -x "$root/bin/ps-datagen" ]; then
   mkdir -p "$out/e2e"
   "$root/bin/ps-datagen" --rows "$e2e_rows" --seed 7 --out "$out/e2e/train.tsv" --test-rows $((e2e_rows / 8)) \
     --test-out "$out/e2e/test.tsv" 2>&1 | tail -1 | tee -a "$log"
-  if [ $gpu_ok = 1 ]; then e2e cuda; else say "== e2e cuda: SKIPPED (no usable GPU)"; fi
+  if [ $gpu_ok = 1 ]; then e2e cuda; e2e cuda dcn; else say "== e2e cuda: SKIPPED (no usable GPU)"; fi
   e2e cpu
+  e2e cpu dcn
   rm -f "$out/e2e/train.tsv" "$out/e2e/test.tsv"
 fi
 

@@ -5,7 +5,9 @@
  * fixed random R (the ops are linear, bilinear or piecewise linear in each input, so central
  * differences are exact up to rounding; inputs are kept away from ReLU's kink). Pooling and
  * interaction are also run on multi-hot bags, empty bags, batch 1, both dims (16 takes the
- * AVX-512 path, others the generic loops), and for bitwise equality across thread counts. */
+ * AVX-512 path, others the generic loops), and for bitwise equality across thread counts.
+ * The DCNv2 cross layer's element-wise forward against its definition, its backward by finite
+ * differences (also for layer 0, whose x_l is x0), and the strided copy. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -407,6 +409,80 @@ static void test_optimizers(void **st) {
   free(w), free(g), free(s1), free(s2);
 }
 
+/* ---- DCNv2 cross layer (element-wise part) and the strided copy ---- */
+
+typedef struct cross_ctx {
+  int m, n;
+  float *x0, *z, *bias, *xl, *r;
+  float *zb, *y;
+} cross_ctx;
+
+/* L = sum(R * y) with y = cross_fwd(x0, z, bias, xl). */
+static double cross_loss(void *p) {
+  cross_ctx *c = p;
+  assert_int_equal(ps_kern_cross_fwd(K1, c->m, c->n, c->x0, c->z, c->bias, c->xl, c->zb, c->y),
+                   PS_OK);
+  return dotR(c->r, c->y, (size_t)c->m * c->n);
+}
+
+static void test_cross(void **st) {
+  (void)st;
+  const int shapes[][2] = {{1, 1}, {3, 5}, {67, 48}, {300, 200}};
+  for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+    int m = shapes[t][0], n = shapes[t][1];
+    size_t mn = (size_t)m * n;
+    for (int alias = 0; alias < 2; alias++) { /* alias: layer 0, x_l is x0 itself */
+      cross_ctx c = {m, n, fvec(mn, -1, 1), fvec(mn, -1, 1), fvec((size_t)n, -1, 1), NULL,
+                     fvec(mn, -1, 1), fvec(mn, 0, 0), fvec(mn, 0, 0)};
+      c.xl = alias ? c.x0 : fvec(mn, -1, 1);
+      /* forward against the definition */
+      cross_loss(&c);
+      for (size_t i = 0; i < mn; i++) {
+        double zb = (double)c.z[i] + c.bias[i % (size_t)n];
+        double y = (double)c.x0[i] * zb + c.xl[i];
+        if (fabs(c.zb[i] - zb) > 1e-6 || fabs(c.y[i] - y) > 1e-5 * fmax(1, fabs(y)))
+          fail_msg("cross_fwd m=%d n=%d [%zu]: y %g vs %g", m, n, i, c.y[i], y);
+      }
+      /* backward: dz and the accumulated dx0 (from a nonzero start) against finite differences */
+      float *dz = fvec(mn, 0, 0), *acc0 = fvec(mn, -1, 1), *dx0 = malloc(mn * sizeof(float));
+      float *dz2 = fvec(mn, 0, 0), *dx02 = malloc(mn * sizeof(float));
+      memcpy(dx0, acc0, mn * sizeof(float));
+      memcpy(dx02, acc0, mn * sizeof(float));
+      assert_int_equal(ps_kern_cross_bwd(K1, m, n, c.x0, c.zb, c.r, alias ? 1.0f : 0.0f, dz, dx0),
+                       PS_OK);
+      assert_int_equal(ps_kern_cross_bwd(K2, m, n, c.x0, c.zb, c.r, alias ? 1.0f : 0.0f, dz2, dx02),
+                       PS_OK);
+      assert_memory_equal(dz, dz2, mn * sizeof(float)); /* same bits on 1 and 2 threads */
+      assert_memory_equal(dx0, dx02, mn * sizeof(float));
+      for (size_t i = 0; i < mn; i++) dx0[i] -= acc0[i];
+      fd_check("cross dz", c.z, mn, dz, cross_loss, &c, 1e-2f);
+      fd_check("cross dx0", c.x0, mn, dx0, cross_loss, &c, 1e-2f);
+      free(c.x0), free(c.z), free(c.bias), free(c.r), free(c.zb), free(c.y);
+      if (!alias) free(c.xl);
+      free(dz), free(acc0), free(dx0), free(dz2), free(dx02);
+    }
+    /* copy2d: a block of columns into another matrix's columns, and back */
+    int wide = n + 3;
+    float *src = fvec(mn, -1, 1), *dst = fvec((size_t)m * wide, 5, 6), *back = fvec(mn, 0, 0);
+    float *before = malloc((size_t)m * wide * sizeof(float));
+    memcpy(before, dst, (size_t)m * wide * sizeof(float));
+    assert_int_equal(ps_kern_copy2d(K2, m, n, src, n, dst + 2, wide), PS_OK);
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < wide; j++) {
+        float want = j >= 2 && j < n + 2 ? src[(size_t)i * n + j - 2] : before[(size_t)i * wide + j];
+        if (dst[(size_t)i * wide + j] != want) fail_msg("copy2d m=%d n=%d [%d, %d]", m, n, i, j);
+      }
+    assert_int_equal(ps_kern_copy2d(K1, m, n, dst + 2, wide, back, n), PS_OK);
+    assert_memory_equal(back, src, mn * sizeof(float));
+    free(src), free(dst), free(back), free(before);
+  }
+  float f = 0;
+  assert_int_equal(ps_kern_copy2d(K1, 2, 3, &f, 2, &f, 3), PS_ERR_INVALID); /* lds < cols */
+  assert_int_equal(ps_kern_copy2d(K1, 0, 3, NULL, 3, NULL, 3), PS_OK);
+  assert_int_equal(ps_kern_cross_fwd(K1, -1, 3, &f, &f, &f, &f, &f, &f), PS_ERR_INVALID);
+  assert_int_equal(ps_kern_cross_bwd(NULL, 1, 1, &f, &f, &f, 0, &f, &f), PS_ERR_INVALID);
+}
+
 /* ---- the interface itself ---- */
 
 static void test_interface(void **st) {
@@ -452,4 +528,4 @@ PS_TEST_MAIN("kernels_cpu", setup, teardown,
     cmocka_unit_test(test_sgemm), cmocka_unit_test(test_linear_fd),
     cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),
     cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers),
-    cmocka_unit_test(test_interface))
+    cmocka_unit_test(test_cross), cmocka_unit_test(test_interface))

@@ -5,7 +5,15 @@ Runs tests/dlrm_ref_driver, which dumps the C model's initial weights, a fixed b
 results, and three 20-step training curves (sgd, adagrad, adam). This script rebuilds the same
 model in PyTorch the way the DLRM reference (dlrm_s_pytorch.py) does - nn.Linear + ReLU towers,
 interact_features with arch_interaction_op='dot' and interaction_itself=False, sigmoid + BCELoss
-- loads the same weights, and compares.
+- loads the same weights, and compares. The same is done for the DCNv2 interaction
+(--interaction dcn), low rank and full rank, with the cross network written as TorchRec's
+LowRankCrossNet and CrossNet compute it (torchrec/modules/crossnet.py): x0 = cat(bottom output,
+pooled embeddings), x_{l+1} = x0 * (linear(linear(x_l, V_l), W_l) + b_l) + x_l (full rank:
+x0 * (kernels_l @ x_l + b_l) + x_l), and the top MLP on x_L; its loss is TorchRec's
+DLRMTrain's, BCEWithLogitsLoss on the logit. (sigmoid + BCELoss clamps p(1 - p) at 1e-12, so
+its gradient is not the loss's once a logit passes ~28, which DCN's multiplying layers reach in
+the Adagrad curve; the C model's fused sigmoid-BCE is the exact gradient, which is what
+BCEWithLogitsLoss computes.)
 
 Criterion (documented in bench/RESULTS-dense.md too): the ground truth is torch in float64 on the
 same float32 weights and inputs, so the test measures the C float32 error, not torch's. For a
@@ -55,19 +63,51 @@ def check(name, c, t, t32=None):
         failures.append(name)
 
 
+class CrossNet(torch.nn.Module):
+    """TorchRec's LowRankCrossNet (rank > 0; its W_kernels are our U) or CrossNet (rank 0).
+    Parameters registered per layer in the C layout's order: V_l, U_l, b_l (or W_l, b_l)."""
+
+    def __init__(self, dim, layers, rank, dtype):
+        super().__init__()
+        self.layers, self.rank = layers, rank
+        for l in range(layers):
+            if rank > 0:
+                self.register_parameter(f"V{l}", torch.nn.Parameter(torch.empty(rank, dim, dtype=dtype)))
+                self.register_parameter(f"U{l}", torch.nn.Parameter(torch.empty(dim, rank, dtype=dtype)))
+            else:
+                self.register_parameter(f"W{l}", torch.nn.Parameter(torch.empty(dim, dim, dtype=dtype)))
+            self.register_parameter(f"b{l}", torch.nn.Parameter(torch.empty(dim, dtype=dtype)))
+
+    def forward(self, x0):
+        xl = x0
+        for l in range(self.layers):
+            if self.rank > 0:
+                xlw = torch.nn.functional.linear(
+                    torch.nn.functional.linear(xl, getattr(self, f"V{l}")), getattr(self, f"U{l}"))
+            else:
+                xlw = torch.matmul(getattr(self, f"W{l}"), xl.unsqueeze(2)).squeeze(2)
+            xl = x0 * (xlw + getattr(self, f"b{l}")) + xl
+        return xl
+
+
 class DLRM(torch.nn.Module):
-    def __init__(self, bot, top, dtype):
+    def __init__(self, bot, top, dtype, cross=None):
         super().__init__()
 
-        def mlp(ln, sigmoid_layer):
+        def mlp(ln, sigmoid_layer, last=None):
             layers = []
             for i in range(len(ln) - 1):
                 layers.append(torch.nn.Linear(ln[i], ln[i + 1], bias=True, dtype=dtype))
+                if i == len(ln) - 2 and last == "logit":
+                    break
                 layers.append(torch.nn.Sigmoid() if i == sigmoid_layer else torch.nn.ReLU())
             return torch.nn.Sequential(*layers)
 
+        self.logits = cross is not None
         self.bot_l = mlp(bot, -1)
-        self.top_l = mlp(top, len(top) - 2)
+        if cross is not None:  # registered between the towers: the C layout's order
+            self.cross = CrossNet(top[0], cross[0], cross[1], dtype)
+        self.top_l = mlp(top, len(top) - 2, "logit" if self.logits else None)
 
     def interact(self, x, ly):
         # dlrm_s_pytorch.py interact_features, 'dot', interaction_itself=False
@@ -82,7 +122,17 @@ class DLRM(torch.nn.Module):
 
     def forward(self, dense, ly):
         x = self.bot_l(dense)
+        if hasattr(self, "cross"):  # InteractionDCNArch: cat(dense, sparse) -> crossnet
+            return self.top_l(self.cross(torch.cat([x] + ly, dim=1)))
         return self.top_l(self.interact(x, ly))
+
+
+def loss_probs(model, out, y):
+    """(mean loss, probabilities) from the model's output: DLRM's sigmoid + BCELoss, or for
+    DCN TorchRec's BCEWithLogitsLoss on the logit."""
+    if model.logits:
+        return torch.nn.BCEWithLogitsLoss()(out, y), torch.sigmoid(out)
+    return torch.nn.BCELoss(reduction="mean")(out, y), out
 
 
 def load_params(model, flat, dtype):
@@ -114,8 +164,9 @@ def pooled_list(rows, batch, S, pool):
 def run_once(cfg, params, rows0, batch, dtype):
     bot = [int(v) for v in cfg["mlp_bot"].split("-")]
     S, D = cfg["num_sparse"], cfg["emb_dim"]
-    top = [D + (S + 1) * S // 2] + [int(v) for v in cfg["mlp_top"].split("-")]
-    model = DLRM(bot, top, dtype)
+    dcn = cfg.get("interaction") == "dcn"
+    top = [(S + 1) * D if dcn else D + (S + 1) * S // 2] + [int(v) for v in cfg["mlp_top"].split("-")]
+    model = DLRM(bot, top, dtype, (cfg["dcn_layers"], cfg["dcn_rank"]) if dcn else None)
     load_params(model, params, dtype)
     return model, S, D
 
@@ -127,8 +178,7 @@ def single(data, dtype):
     rows = torch.tensor(data["rows"], dtype=dtype).view(-1, D).requires_grad_(True)
     dense = torch.tensor(b["dense"], dtype=dtype).view(-1, 13)
     y = torch.tensor(b["labels"], dtype=dtype).view(-1, 1)
-    p = model(dense, pooled_list(rows, b, S, cfg["pool"]))
-    loss = torch.nn.BCELoss(reduction="mean")(p, y)
+    loss, p = loss_probs(model, model(dense, pooled_list(rows, b, S, cfg["pool"])), y)
     loss.backward()
     grads = torch.cat([q.grad.ravel() for q in model.parameters()])
     return {"loss": loss.item(), "probs": p.detach().ravel().numpy(),
@@ -153,8 +203,7 @@ def curve(data, name, dtype):
         rows.grad = None
         dense = torch.tensor(b["dense"], dtype=dtype).view(-1, 13)
         y = torch.tensor(b["labels"], dtype=dtype).view(-1, 1)
-        p = model(dense, pooled_list(rows, b, S, cfg["pool"]))
-        loss = torch.nn.BCELoss(reduction="mean")(p, y)
+        loss, _ = loss_probs(model, model(dense, pooled_list(rows, b, S, cfg["pool"])), y)
         loss.backward()
         opt.step()
         with torch.no_grad():
@@ -167,12 +216,15 @@ def main():
     tests = os.environ.get("EMBER_TESTS", os.path.join(os.path.dirname(__file__), "../../build/tests"))
     driver = os.path.join(tests, "dlrm_ref_driver")
     torch.set_num_threads(1)
-    for pool in ("sum", "mean"):
+    # dot with both poolings; DCNv2 low rank (3 layers of rank 5 on D = 6 x 8 = 48) and full
+    # rank (2 layers of W [48, 48])
+    for pool, inter in (("sum", "dot"), ("mean", "dot"), ("sum", "dcn:3:5"), ("mean", "dcn:2:0")):
         with tempfile.TemporaryDirectory() as td:
             out = os.path.join(td, "dlrm.json")
-            subprocess.run([driver, out, pool, "2"], check=True, timeout=60)
+            subprocess.run([driver, out, pool, "2", inter], check=True, timeout=60)
             with open(out) as f:
                 data = json.load(f)
+        pool = f"{pool} {inter}"
         print(f"--- pooling {pool}")
         ref = single(data, torch.float64)
         r32 = single(data, torch.float32)

@@ -5,7 +5,9 @@
  *   - for each dense optimizer (sgd, adagrad, adam): 20 steps on 20 fresh batches, with the
  *     embedding rows trained by plain SGD from their row gradients (as a server would), and
  *     the loss at each step.
- * Usage: dlrm_ref_driver OUT.json [sum|mean] [threads] */
+ * INTERACTION is dot (the default) or dcn:L:R, the DCNv2 cross network with L layers of rank R
+ * (R 0: full rank).
+ * Usage: dlrm_ref_driver OUT.json [sum|mean] [threads] [INTERACTION] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +73,7 @@ static json_t *batch_json(const batch_buf *bb) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s OUT.json [sum|mean] [threads]\n", argv[0]);
+    fprintf(stderr, "usage: %s OUT.json [sum|mean] [threads] [dot|dcn:L:R]\n", argv[0]);
     return 2;
   }
   ps_kern_pool pool = argc > 2 && !strcmp(argv[2], "mean") ? PS_KERN_POOL_MEAN : PS_KERN_POOL_SUM;
@@ -82,12 +84,27 @@ int main(int argc, char **argv) {
   ps_dlrm_config_shape(&cfg, "13-64-32-8", "32-16-1", D, S, B);
   cfg.pool = pool;
   cfg.seed = 7;
+  if (argc > 4 && !strncmp(argv[4], "dcn:", 4)) {
+    cfg.interaction = PS_DLRM_DCN;
+    if (sscanf(argv[4] + 4, "%d:%d", &cfg.dcn_layers, &cfg.dcn_rank) != 2) {
+      fprintf(stderr, "%s: want dcn:LAYERS:RANK\n", argv[4]);
+      return 2;
+    }
+  }
   ps_dlrm *m = NULL;
   CHECK(ps_dlrm_create(k, &cfg, &m, NULL));
   size_t np = ps_dlrm_num_params(m);
   float *p0 = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
   float rows0[U * D], rows[U * D], drows[U * D], probs[B], loss;
   CHECK(ps_dlrm_get_params(m, p0, np));
+  /* DCN biases start at zero (TorchRec's init): give them values, so that the first forward
+   * exercises them too; the same p0 seeds every model below and the reference. */
+  for (int l = 0; l < ps_dlrm_num_cross(m); l++) {
+    ps_dlrm_cross_layer cl;
+    CHECK(ps_dlrm_cross_info(m, l, &cl));
+    for (int i = 0; i < cl.dim; i++) p0[cl.b_off + i] = (float)(0.2 * (urand() - 0.5));
+  }
+  CHECK(ps_dlrm_set_params(m, p0, np));
   for (int i = 0; i < U * D; i++) rows0[i] = (float)(urand() - 0.5);
 
   json_t *root = json_object();
@@ -98,6 +115,10 @@ int main(int argc, char **argv) {
   json_object_set_new(jc, "num_sparse", json_integer(S));
   json_object_set_new(jc, "nrows", json_integer(U));
   json_object_set_new(jc, "pool", json_string(pool == PS_KERN_POOL_MEAN ? "mean" : "sum"));
+  json_object_set_new(jc, "interaction",
+                      json_string(cfg.interaction == PS_DLRM_DCN ? "dcn" : "dot"));
+  json_object_set_new(jc, "dcn_layers", json_integer(cfg.dcn_layers));
+  json_object_set_new(jc, "dcn_rank", json_integer(cfg.dcn_rank));
   json_object_set_new(root, "config", jc);
   json_object_set_new(root, "params", farr(p0, np));
   json_object_set_new(root, "rows", farr(rows0, U * D));
@@ -131,6 +152,7 @@ int main(int argc, char **argv) {
     /* a fresh model per optimizer: same init (same seed), fresh optimizer state */
     ps_dlrm_destroy(&m);
     CHECK(ps_dlrm_create(k, &cfg, &m, NULL));
+    CHECK(ps_dlrm_set_params(m, p0, np));
     memcpy(rows, rows0, sizeof(rows));
     json_t *jo = json_object(), *jb = json_array(), *jl = json_array();
     for (int s = 0; s < STEPS; s++) {

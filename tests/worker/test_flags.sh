@@ -59,6 +59,26 @@ named "--mlp-top" --mlp-top 32-x-1
 named "--checkpoint-dir /dev/null/x" --checkpoint-dir /dev/null/x
 named "--checkpoint-dir $TMP/none" --checkpoint-dir "$TMP/none" --resume
 named "no checkpoint" --checkpoint-dir "$TMP/ck-empty" --resume
+# --interaction dcn (issue 19): its names and shape, and a dot model's checkpoint refused by a
+# DCN run, whether its config records the interaction or predates the flag (then it was dot).
+bad --interaction dnc
+bad --interaction dcn --dcn-layers 0
+named "--dcn-rank 64: want 0 (full rank) or 1 to 53" --interaction dcn --emb-dim 2 --mlp-bot 13-2 \
+  --dcn-rank 64
+for cfg in "interaction=dot" "emb-dim=16"; do
+  mkdir -p "$TMP/ck-dot/step-4"
+  echo "step-4" >"$TMP/ck-dot/latest"
+  printf '# ps-worker\n%s\n' "$cfg" >"$TMP/ck-dot/step-4/config"
+  named "--resume: --interaction is dcn --dcn-layers 3 --dcn-rank 108 but the checkpoint .*step-4 was trained with dot" \
+    --interaction dcn --checkpoint-dir "$TMP/ck-dot" --resume
+  named "--interaction is dcn --dcn-layers 2 --dcn-rank 0 but" \
+    --interaction dcn --dcn-layers 2 --dcn-rank 0 --checkpoint-dir "$TMP/ck-dot" --resume
+done
+printf 'interaction=dcn --dcn-layers 3 --dcn-rank 64\n' >"$TMP/ck-dot/step-4/config"
+named "--interaction is dot but the checkpoint .*step-4 was trained with dcn --dcn-layers 3 --dcn-rank 64" \
+  --checkpoint-dir "$TMP/ck-dot" --resume
+named "--interaction is dcn --dcn-layers 3 --dcn-rank 32 but" \
+  --interaction dcn --dcn-rank 32 --checkpoint-dir "$TMP/ck-dot" --resume
 
 # A device that is not there fails (exit 1) before joining, so the worker takes no rank.
 timeout 20 "$W" --servers tcp://127.0.0.1:1 --train /dev/null --timeout-ms 500 --device cuda:99 \

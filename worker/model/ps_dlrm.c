@@ -1,11 +1,11 @@
 /* ps_dlrm: DLRM's dense tower over the ps_kern backend interface (see ps_dlrm.h).
  *
  * A training step is: pool the gathered embedding rows into bags, bottom MLP, dot
- * interaction, top MLP, sigmoid-BCE; backward walks the same graph in reverse with two
- * ping-pong gradient buffers, and the pooling backward turns the bag gradients into one
- * gradient row per unique embedding row. Every tensor operation is a ps_kern_* call, so the
- * CUDA backend runs this file unchanged; with a host-memory backend the batch's host arrays
- * are used in place instead of being copied. */
+ * interaction (or the DCNv2 cross network, ps_dlrm_dcn.c), top MLP, sigmoid-BCE; backward
+ * walks the same graph in reverse with two ping-pong gradient buffers, and the pooling
+ * backward turns the bag gradients into one gradient row per unique embedding row. Every
+ * tensor operation is a ps_kern_* call, so the CUDA backend runs this file unchanged; with a
+ * host-memory backend the batch's host arrays are used in place instead of being copied. */
 #include "ps_dlrm.h"
 
 #include <math.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_dlrm_dcn_int.h"
 #include "ps_log.h"
 
 #define TRY(x)                    \
@@ -27,6 +28,8 @@ struct ps_dlrm {
   int max_batch, num_dense, dim, S, W, maxw;
   int nbot, ntop, nl;
   ps_dlrm_layer L[PS_DLRM_MAX_LAYERS];
+  bool dcn_on; /* --interaction dcn: dcn is the interaction */
+  ps_dlrm_dcn dcn;
   size_t nparams;
   float *params, *grads;
 
@@ -46,7 +49,7 @@ struct ps_dlrm {
   /* what the last forward used (backend pointers) */
   bool have_fwd, fwd_train;
   int B, nrows, nnz;
-  const float *x0, *lab;
+  const float *x0, *lab, *top_in;
   const int32_t *idx, *off;
 };
 
@@ -59,6 +62,9 @@ void ps_dlrm_config_default(ps_dlrm_config *cfg) {
   cfg->max_batch = 2048;
   cfg->pool = PS_KERN_POOL_SUM;
   cfg->seed = 1;
+  cfg->interaction = PS_DLRM_DOT;
+  cfg->dcn_layers = 3;
+  cfg->dcn_rank = PS_DLRM_RANK_AUTO;
 }
 
 void ps_dlrm_config_shape(ps_dlrm_config *cfg, const char *mlp_bot, const char *mlp_top,
@@ -121,13 +127,30 @@ static double normal(uint64_t *s) {
   return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
+static void fill_normal(float *h, size_t n, double sd, uint64_t *s) {
+  for (size_t i = 0; i < n; i++) h[i] = (float)(sd * normal(s));
+}
+
+/* MLP layers as the DLRM reference; then (DCN) the cross layers as TorchRec: xavier-normal
+ * matrices, zero biases. A dot model draws exactly what it drew before DCN existed. */
 static void init_params(ps_dlrm *m, float *h, uint64_t seed) {
   uint64_t s = seed ^ 0xD1B54A32D192ED03ull;
   for (int l = 0; l < m->nl; l++) {
     const ps_dlrm_layer *L = &m->L[l];
-    double sw = sqrt(2.0 / (L->in + L->out)), sb = sqrt(1.0 / L->out);
-    for (size_t i = 0; i < (size_t)L->in * L->out; i++) h[L->w_off + i] = (float)(sw * normal(&s));
-    for (int i = 0; i < L->out; i++) h[L->b_off + i] = (float)(sb * normal(&s));
+    fill_normal(h + L->w_off, (size_t)L->in * L->out, sqrt(2.0 / (L->in + L->out)), &s);
+    fill_normal(h + L->b_off, (size_t)L->out, sqrt(1.0 / L->out), &s);
+  }
+  for (int l = 0; m->dcn_on && l < m->dcn.layers; l++) {
+    ps_dlrm_cross_layer C;
+    ps_dlrm_dcn_layer(&m->dcn, l, &C);
+    size_t D = (size_t)C.dim, R = (size_t)C.rank;
+    if (R > 0) {
+      fill_normal(h + C.v_off, R * D, sqrt(2.0 / (double)(R + D)), &s);
+      fill_normal(h + C.u_off, D * R, sqrt(2.0 / (double)(R + D)), &s);
+    } else {
+      fill_normal(h + C.w_off, D * D, sqrt(1.0 / (double)D), &s);
+    }
+    memset(h + C.b_off, 0, D * sizeof(float));
   }
 }
 
@@ -165,7 +188,8 @@ static ps_status alloc_workspace(ps_dlrm *m) {
   TRY(kalloc(k, &m->grads, m->nparams));
   TRY(ps_kern_memset0(k, m->grads, m->nparams * sizeof(float)));
   for (int l = 0; l < m->nl; l++) TRY(kalloc(k, &m->act[l], B * m->L[l].out));
-  TRY(kalloc(k, &m->inter, B * m->W));
+  if (m->dcn_on) TRY(ps_dlrm_dcn_alloc(&m->dcn, k, m->max_batch));
+  else TRY(kalloc(k, &m->inter, B * m->W));
   TRY(kalloc(k, &m->pooled, B * m->S * m->dim + 1));
   TRY(kalloc(k, &m->dpooled, B * m->S * m->dim + 1));
   TRY(kalloc(k, &m->dbottom, B * m->dim));
@@ -202,7 +226,12 @@ static ps_status build_layers(ps_dlrm *m, const ps_dlrm_config *cfg, ps_error *e
   if (top[nt] != 1) {
     return ps_error_set(err, PS_ERR_INVALID, "mlp-top '%s' must end in 1 (the logit)", cfg->mlp_top);
   }
-  m->W = ps_kern_interact_width(m->S, m->dim);
+  if (m->dcn_on) {
+    TRY(ps_dlrm_check_cross(m->S, m->dim, cfg->dcn_layers, cfg->dcn_rank, err));
+    m->W = (1 + m->S) * m->dim;
+  } else {
+    m->W = ps_kern_interact_width(m->S, m->dim);
+  }
   top[0] = m->W; /* the reference prepends the interaction width */
   m->nbot = nb - 1;
   m->ntop = nt;
@@ -212,6 +241,9 @@ static ps_status build_layers(ps_dlrm *m, const ps_dlrm_config *cfg, ps_error *e
   int maxw = m->W > m->dim ? m->W : m->dim;
   for (int l = 0; l < m->nl; l++) {
     ps_dlrm_layer *L = &m->L[l];
+    if (l == m->nbot && m->dcn_on) /* the cross block sits between the towers */
+      off = ps_dlrm_dcn_layout(&m->dcn, m->S, m->dim, cfg->dcn_layers,
+                               ps_dlrm_cross_rank(m->S, m->dim, cfg->dcn_rank), off);
     L->in = l < m->nbot ? bot[l] : top[l - m->nbot];
     L->out = l < m->nbot ? bot[l + 1] : top[l - m->nbot + 1];
     L->w_off = off;
@@ -236,6 +268,7 @@ void ps_dlrm_destroy(ps_dlrm **mp) {
                    m->labels_d, m->rows_d, m->drows_d};
   for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) ps_kern_free(k, bufs[i]);
   for (int l = 0; l < m->nl; l++) ps_kern_free(k, m->act[l]);
+  ps_dlrm_dcn_free(&m->dcn, k);
   ps_kern_free(k, m->idx_d);
   ps_kern_free(k, m->off_d);
   free(m);
@@ -247,7 +280,8 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, p
   *out = NULL;
   if (cfg->emb_dim <= 0 || cfg->emb_dim > 4096 || cfg->num_sparse < 0 || cfg->num_sparse > 1024 ||
       cfg->max_batch <= 0 || cfg->max_batch > (1 << 22) ||
-      (cfg->pool != PS_KERN_POOL_SUM && cfg->pool != PS_KERN_POOL_MEAN)) {
+      (cfg->pool != PS_KERN_POOL_SUM && cfg->pool != PS_KERN_POOL_MEAN) ||
+      (cfg->interaction != PS_DLRM_DOT && cfg->interaction != PS_DLRM_DCN)) {
     return ps_error_set(err, PS_ERR_INVALID, "dlrm: bad config (emb-dim %d, sparse features %d, max batch %d)",
                         cfg->emb_dim, cfg->num_sparse, cfg->max_batch);
   }
@@ -258,6 +292,7 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, p
   m->max_batch = cfg->max_batch;
   m->dim = cfg->emb_dim;
   m->S = cfg->num_sparse;
+  m->dcn_on = cfg->interaction == PS_DLRM_DCN;
   m->opt_kind = -1;
   ps_status st = build_layers(m, cfg, err);
   if (st != PS_OK) {
@@ -359,8 +394,13 @@ static ps_status run_forward(ps_dlrm *m, const ps_dlrm_batch *b, bool train) {
     TRY(linear_fwd(m, l, B, x));
     x = m->act[l];
   }
-  TRY(ps_kern_interact_fwd(m->k, B, m->S, m->dim, x, m->pooled, m->inter));
-  x = m->inter;
+  if (m->dcn_on) {
+    TRY(ps_dlrm_dcn_forward(&m->dcn, m->k, m->params, B, x, m->pooled, &x));
+  } else {
+    TRY(ps_kern_interact_fwd(m->k, B, m->S, m->dim, x, m->pooled, m->inter));
+    x = m->inter;
+  }
+  m->top_in = x;
   for (int l = m->nbot; l < m->nl; l++) {
     TRY(linear_fwd(m, l, B, x));
     x = m->act[l];
@@ -415,13 +455,17 @@ ps_status ps_dlrm_backward(ps_dlrm *m, float *emb_grad) {
   float *dcur = m->dbuf[0], *dnext = m->dbuf[1], *t;
   TRY(ps_kern_bce_bwd(k, B, m->act[m->nl - 1], m->lab, 1.0f / (float)B, dcur));
   for (int l = m->nl - 1; l >= m->nbot; l--) {
-    const float *x = l == m->nbot ? m->inter : m->act[l - 1];
+    const float *x = l == m->nbot ? m->top_in : m->act[l - 1];
     TRY(linear_bwd(m, l, B, x, dcur, dnext, true));
     t = dcur, dcur = dnext, dnext = t;
   }
   /* dcur: grad of the interaction output [B, W] */
   const float *bot_out = m->nbot > 0 ? m->act[m->nbot - 1] : m->x0;
-  TRY(ps_kern_interact_bwd(k, B, m->S, m->dim, bot_out, m->pooled, dcur, m->dbottom, m->dpooled));
+  if (m->dcn_on)
+    TRY(ps_dlrm_dcn_backward(&m->dcn, k, m->params, m->grads, B, dcur, m->dbottom, m->dpooled));
+  else
+    TRY(ps_kern_interact_bwd(k, B, m->S, m->dim, bot_out, m->pooled, dcur, m->dbottom,
+                             m->dpooled));
   if (emb_grad && m->nrows > 0) {
     float *dst = k->host_memory ? emb_grad : m->drows_d;
     TRY(ps_kern_pool_bwd(k, m->pool, B * m->S, m->dim, m->nrows, m->nnz, m->idx, m->off,
@@ -506,8 +550,14 @@ ps_status ps_dlrm_layer_info(const ps_dlrm *m, int i, ps_dlrm_layer *out) {
 }
 int ps_dlrm_num_dense(const ps_dlrm *m) { return m ? m->num_dense : 0; }
 int ps_dlrm_interact_width(const ps_dlrm *m) { return m ? m->W : 0; }
+int ps_dlrm_num_cross(const ps_dlrm *m) { return m && m->dcn_on ? m->dcn.layers : 0; }
+ps_status ps_dlrm_cross_info(const ps_dlrm *m, int l, ps_dlrm_cross_layer *out) {
+  if (!m || !out || l < 0 || l >= ps_dlrm_num_cross(m)) return PS_ERR_INVALID;
+  ps_dlrm_dcn_layer(&m->dcn, l, out);
+  return PS_OK;
+}
 double ps_dlrm_flops_per_sample(const ps_dlrm *m) {
-  double f = 0;
+  double f = m && m->dcn_on ? ps_dlrm_dcn_flops(&m->dcn) : 0;
   for (int l = 0; m && l < m->nl; l++) f += 6.0 * m->L[l].in * m->L[l].out;
   return f;
 }

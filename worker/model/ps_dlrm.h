@@ -1,5 +1,5 @@
-/* ps_dlrm: the dense half of DLRM (bottom MLP, dot interaction, top MLP, sigmoid-BCE) over a
- * ps_kern compute backend.
+/* ps_dlrm: the dense half of DLRM (bottom MLP, dot or DCNv2 interaction, top MLP, sigmoid-BCE)
+ * over a ps_kern compute backend.
  *
  * Design decisions:
  * - The model runs ONLY through ps_kernels.h, so the same code drives the CPU and CUDA
@@ -20,7 +20,19 @@
  * and the last width must equal emb_dim. --mlp-top "512-256-1" lists the OUTPUT widths of the
  * top layers; the input width, emb_dim + F(F-1)/2 with F = 1 + num_sparse (367 for the Kaggle
  * shape), is always prepended, as the DLRM reference does (arch_mlp_top_adjusted =
- * str(num_int) + "-" + arch_mlp_top). The last top width must be 1 (the logit). */
+ * str(num_int) + "-" + arch_mlp_top). The last top width must be 1 (the logit).
+ *
+ * Interaction: PS_DLRM_DOT (the default, above) or PS_DLRM_DCN, the DCNv2 cross network of
+ * MLPerf DLRMv2 (TorchRec's LowRankCrossNet; CrossNet for full rank), in ps_dlrm_dcn.c:
+ *   x0 = [bottom output | pooled embedding of each sparse feature], D = (1 + num_sparse) emb_dim
+ *   x_{l+1} = x0 * (U_l (V_l x_l) + b_l) + x_l     for l = 0 .. dcn_layers - 1
+ * with V_l [R, D], U_l [D, R], R = dcn_rank; dcn_rank 0 is full rank, W_l [D, D] in place of
+ * U_l V_l. The top MLP takes x_L: its prepended input width is D (432 for the Kaggle shape).
+ * Flat layout with DCN: bottom layers, then the cross block, then the top layers; the block
+ * is, per layer l in order, V_l [R, D] then U_l [D, R] then b_l [D] (full rank: W_l [D, D]
+ * then b_l [D]), all row-major as torch stores V_kernels[l], W_kernels[l] (TorchRec's name
+ * for U) and bias[l]. Init as TorchRec: V, U, W xavier-normal, N(0, sqrt(2 / (fan_in +
+ * fan_out))), biases zero. A dot model's layout is unchanged by all this. */
 #ifndef PS_DLRM_H
 #define PS_DLRM_H
 
@@ -31,6 +43,10 @@
 #include "ps_status.h"
 
 #define PS_DLRM_MAX_LAYERS 32
+#define PS_DLRM_MAX_CROSS 64 /* --dcn-layers */
+#define PS_DLRM_RANK_AUTO (-1) /* --dcn-rank: D / 4, TorchRec's rule for full-rank accuracy */
+
+typedef enum ps_dlrm_interaction { PS_DLRM_DOT = 0, PS_DLRM_DCN = 1 } ps_dlrm_interaction;
 
 typedef struct ps_dlrm_config {
   const char *mlp_bot;  /* "13-512-256-64-16" */
@@ -40,10 +56,14 @@ typedef struct ps_dlrm_config {
   int max_batch;        /* workspace size; larger batches are refused */
   ps_kern_pool pool;    /* bag pooling: SUM (DLRM's default) or MEAN */
   uint64_t seed;        /* parameter init; same seed => same replica on every worker */
+  ps_dlrm_interaction interaction; /* DOT (default) or DCN */
+  int dcn_layers;       /* DCN: cross layers, 1..PS_DLRM_MAX_CROSS (default 3, as MLPerf) */
+  int dcn_rank;         /* DCN: rank R of U_l V_l, 0 = full-rank W_l, PS_DLRM_RANK_AUTO
+                         * (default) = D / 4 (108 for the Kaggle shape) */
 } ps_dlrm_config;
 
 /* Fills cfg with the Kaggle shape: 13-512-256-64-16, 512-256-1, dim 16, 26 tables, batch 2048,
- * SUM pooling, seed 1. */
+ * SUM pooling, seed 1, dot interaction (DCN fields at their defaults: 3 layers, rank auto). */
 void ps_dlrm_config_default(ps_dlrm_config *cfg);
 /* Fills cfg with another shape: the MLPs, embedding dim, sparse features and batch size
  * given, everything else (pooling, seed) at its default. */
@@ -72,6 +92,17 @@ ps_dlrm_opt ps_dlrm_opt_default(ps_dlrm_opt_kind kind, float lr);
 /* "sgd", "adagrad", "adam" -> kind; PS_ERR_INVALID otherwise. */
 ps_status ps_dlrm_opt_parse(const char *name, ps_dlrm_opt_kind *kind);
 
+/* "dot", "dcn" -> interaction; PS_ERR_INVALID otherwise. */
+ps_status ps_dlrm_interaction_parse(const char *name, ps_dlrm_interaction *out);
+/* The DCN shape rules, for callers that check flags before building a model: layers in
+ * 1..PS_DLRM_MAX_CROSS, rank 0 (full), PS_DLRM_RANK_AUTO or 1..D-1 with D = (1 + num_sparse) *
+ * emb_dim (a rank of D or more costs more than full rank and expresses nothing more).
+ * PS_ERR_INVALID with err naming the flag ("dcn-rank 500: ..."). */
+ps_status ps_dlrm_check_cross(int num_sparse, int emb_dim, int layers, int rank, ps_error *err);
+/* The rank a DCN model of this shape uses: rank itself, or for PS_DLRM_RANK_AUTO D / 4 (at
+ * least 1) — the rank TorchRec's LowRankCrossNet documentation gives for full-rank accuracy. */
+int ps_dlrm_cross_rank(int num_sparse, int emb_dim, int rank);
+
 /* One batch, in HOST memory. Bag b * num_sparse + s is feature s of sample b; its entries are
  * idx[offsets[bag] .. offsets[bag+1]-1], indices into rows. With a host-memory backend (CPU) the
  * model reads these arrays in place: they must stay valid and unchanged until backward returns. */
@@ -93,6 +124,14 @@ typedef struct ps_dlrm_layer {
   size_t b_off;  /* b [out] */
   int relu;      /* 1 for every layer but the top's last */
 } ps_dlrm_layer;
+
+/* One DCN cross layer's place in the flat parameter buffer (offsets in floats). Low rank:
+ * V [rank, dim] at v_off, U [dim, rank] at u_off (w_off unused, 0); full rank (rank 0):
+ * W [dim, dim] at w_off (v_off, u_off unused). b [dim] at b_off. */
+typedef struct ps_dlrm_cross_layer {
+  int dim, rank;
+  size_t v_off, u_off, w_off, b_off;
+} ps_dlrm_cross_layer;
 
 typedef struct ps_dlrm ps_dlrm;
 
@@ -131,8 +170,12 @@ ps_status ps_dlrm_get_grads(ps_dlrm *m, float *host, size_t n);
 int ps_dlrm_num_layers(const ps_dlrm *m, int *num_bot, int *num_top);
 ps_status ps_dlrm_layer_info(const ps_dlrm *m, int i, ps_dlrm_layer *out);
 int ps_dlrm_num_dense(const ps_dlrm *m);
+/* DCN cross layers (0 for the dot interaction) and layer l's place in the flat buffers. */
+int ps_dlrm_num_cross(const ps_dlrm *m);
+ps_status ps_dlrm_cross_info(const ps_dlrm *m, int l, ps_dlrm_cross_layer *out);
 int ps_dlrm_interact_width(const ps_dlrm *m);
-/* Dense FLOPs of forward + backward per sample (GEMMs only: 6 * sum of in * out). */
+/* Dense FLOPs of forward + backward per sample (GEMMs only: 6 * sum of in * out, and for DCN
+ * 6 * 2 D R per low-rank layer, 6 * D * D per full-rank one). */
 double ps_dlrm_flops_per_sample(const ps_dlrm *m);
 
 /* Parses "13-512-256" into dims (at most max); returns the count, or -1 on a bad string. */

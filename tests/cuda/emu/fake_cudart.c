@@ -149,6 +149,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   memmove(dst, src, n);
   return cudaSuccess;
 }
+/* Row by row through cudaMemcpyAsync, so every row is checked against its allocation. */
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind k, cudaStream_t s) {
+  if (width > dpitch || width > spitch) return bad("cudaMemcpy2DAsync pitch", dst, width);
+  for (size_t r = 0; r < height; r++) {
+    cudaError_t e = cudaMemcpyAsync((char *)dst + r * dpitch, (const char *)src + r * spitch,
+                                    width, k, s);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
   memset(a, 0, sizeof *a);
   pthread_mutex_lock(&mu);
