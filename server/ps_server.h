@@ -31,6 +31,8 @@ typedef struct ps_server_options {
   uint64_t inject_delay_us; /* testing: pull/push replies leave no earlier than this after
                              * their store work started (a simulated service time), without
                              * holding any thread (0 = off) */
+  size_t max_request_bytes; /* the request cap R: frames, pull replies (0 = derived from
+                             * cache_bytes, see ps_server_request_cap) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;
@@ -46,6 +48,12 @@ ps_status ps_server_run(ps_server *s);
 /* Async-signal-safe: asks ps_server_run to shut down gracefully. */
 void ps_server_request_stop(ps_server *s);
 void ps_server_destroy(ps_server **s);
+
+/* The request cap R a server with these options applies: max_request_bytes, else
+ * max(64 MiB, min(cache_bytes / 4, 256 MiB)). Frames over R are cut off, pulls whose reply is
+ * over R refused, and the replies in flight held to R per connection and 2R in all
+ * (docs/OPERATIONS.md states the memory bound that follows). */
+size_t ps_server_request_cap(size_t cache_bytes, size_t max_request_bytes);
 
 /* The endpoint actually bound (useful with port 0 / "*"), or "" without a socket. */
 const char *ps_server_endpoint(const ps_server *s);

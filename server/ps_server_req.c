@@ -43,6 +43,7 @@ srv_req *srv_req_new(ps_server *s, int kind) {
 
 void srv_req_free(ps_server *s, srv_req *r) {
   if (!r) return;
+  srv_mem_done(s, r);
   if (r->has_ident) zmq_msg_close(&r->ident);
   for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
   if (r->has_out) zmq_msg_close(&r->out);
