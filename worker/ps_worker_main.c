@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ps_cli.h"
+#include "ps_http.h"
 #include "ps_log.h"
 #include "ps_train.h"
 
@@ -101,6 +102,8 @@ int main(int argc, char **argv) {
       {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
       {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
       {"log-level", 0, PS_CLI_STRING, &log_level, "LEVEL", "debug, info, warn, error", false, 0, 0},
+      {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
+       "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -117,6 +120,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (parse_names(&c) != 0) return 2;
+  if (c.metrics_bind && !ps_http_addr_ok(c.metrics_bind)) {
+    fprintf(stderr, "ps-worker: --metrics-bind: '%s' is not an IPv4 or IPv6 address\n",
+            c.metrics_bind);
+    return 2;
+  }
   ps_error err;
   ps_error_clear(&err);
   if (ps_train_config_check(&c, &err) != PS_OK) {

@@ -139,6 +139,7 @@ for i, s in enumerate(servers):
     assert s["--data-dir"] == f"{data_root}/shard-{i}", (s, data_root)
     assert load(f"server-{i}.json")["terminated"], f"server {i} was not stopped with SIGTERM"
     assert s["--metrics-port"] == str(9400 + i), s  # 2 shards on one node: ports 9400, 9401
+    assert s["--metrics-bind"] == "0.0.0.0", s  # Prometheus scrapes the nodes from elsewhere
     urls.append(s["--listen"])
 assert urls == [f"tcp://127.0.0.1:{port0}", f"tcp://127.0.0.1:{port0 + 1}"], urls
 for r in range(2):
@@ -148,6 +149,7 @@ for r in range(2):
     assert w["--train"] == "/data/train.tsv" and w["--epochs"] == "1", w
     assert w["--summary"] == summary, (w, summary)
     assert w["--metrics-port"] == str(9500 + r), w
+    assert w["--metrics-bind"] == "0.0.0.0", w
 with open(summary) as f: js = json.load(f)
 assert js["stub"] and js["auc"] == 0.75
 assert not os.path.exists(data_root), f"{data_root} left behind"
