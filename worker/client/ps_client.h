@@ -36,7 +36,13 @@ typedef struct ps_client_options {
   uint32_t rank;            /* this worker's rank, sent with pulls/pushes/steps (default 0) */
   bool wire_f16;            /* rows and gradients travel as f16 (half the bytes); the API stays
                                f32 and gradients are summed in f32 before the conversion */
+  size_t max_request_bytes; /* a pull or push whose rows (or keys) exceed this is sent as several
+                               requests, none over it to any shard; 0 = PS_CLIENT_MAX_REQUEST.
+                               A server refuses larger ones (its --max-request-mb) */
 } ps_client_options;
+
+/* 64 MiB: the smallest request cap a ps-server has by default (ps_server_request_cap). */
+#define PS_CLIENT_MAX_REQUEST ((size_t)64 << 20)
 
 void ps_client_options_default(ps_client_options *o);
 
