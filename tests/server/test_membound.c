@@ -16,11 +16,7 @@
  * cap R = max(64 MiB, cache/4) = 64 MiB, and peak RSS <= cache + 5 R + 160 MiB (the store's
  * and the process's own overhead, measured in bench/RESULTS-ops.md). Today's server (before
  * the caps) went to 0.9-2 GB on each of these. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -113,17 +109,8 @@ static bool write_all(int fd, const void *p, size_t n) {
 
 /* A TCP connection that has done ZMTP 3.0's NULL handshake as a DEALER; -1 on failure. */
 static int zmtp_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = pt_tcp_connect(NULL, "127.0.0.1", port, 5000);
   if (fd < 0) return -1;
-  struct timeval tv = {5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
   uint8_t greet[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0};
   memcpy(greet + 12, "NULL", 4);
   uint8_t peer[64];
@@ -292,13 +279,21 @@ static void test_replies_in_flight(void **state) {
   assert_true(hwm <= BOUND_KB);
 }
 
-/* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
-static void test_legit_client_after(void **state) {
-  (void)state;
+/* A well-behaved client, with both tables declared. */
+static ps_client *legit_client(void) {
   ps_client *c = pt_group_client(&g_cl, 0);
   ps_table_spec t;
   ps_table_spec_default(&t, T16, "d16", 16);
   assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_table_spec_default(&t, T64, "d64", 64);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  return c;
+}
+
+/* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
+static void test_legit_client_after(void **state) {
+  (void)state;
+  ps_client *c = legit_client();
   enum { N = 1000, DIM = 16 };
   static uint64_t keys[N];
   static float a[N * DIM], b[N * DIM], g[N * DIM];
@@ -315,12 +310,7 @@ static void test_legit_client_after(void **state) {
 
 static void test_declare(void **state) {
   (void)state;
-  ps_client *c = pt_group_client(&g_cl, 0);
-  ps_table_spec t;
-  ps_table_spec_default(&t, T16, "d16", 16);
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
-  ps_table_spec_default(&t, T64, "d64", 64);
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_client *c = legit_client();
   ps_client_destroy(&c);
   printf("# idle server: RSS %ld MB\n", status_kb(g_cl.srv[0].pid, "VmRSS") / 1024);
 }

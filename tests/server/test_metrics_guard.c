@@ -36,34 +36,10 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A TCP connection from `src` (NULL: any) to dst:port, the connect and every read and write
- * bounded by ms; -1 with errno on failure. */
-static int tcp_connect(const char *src, const char *dst, int port, long ms) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  if (src) {
-    inet_pton(AF_INET, src, &a.sin_addr);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) goto fail;
-  }
-  a.sin_port = htons((uint16_t)port);
-  inet_pton(AF_INET, dst, &a.sin_addr);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) goto fail;
-  return fd;
-fail:;
-  int e = errno;
-  close(fd);
-  errno = e;
-  return -1;
-}
-
 /* GET /metrics from 127.0.0.2: true on a 200 with Ember's series, in *ms the time it took. */
 static bool scrape(uint64_t *ms) {
   uint64_t t0 = now_ms();
-  int fd = tcp_connect("127.0.0.2", "127.0.0.1", g_mport, 5000);
+  int fd = pt_tcp_connect("127.0.0.2", "127.0.0.1", g_mport, 5000);
   if (fd < 0) return false;
   const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   bool ok = send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1);
@@ -125,7 +101,7 @@ static void test_default_bind(void **st) {
          lo ? "yes" : "no", any ? "yes" : "no");
   assert_true(lo);
   assert_false(any);
-  int fd = tcp_connect(NULL, "127.0.0.2", g_mport, 5000);
+  int fd = pt_tcp_connect(NULL, "127.0.0.2", g_mport, 5000);
   if (fd >= 0) close(fd);
   assert_true(fd < 0 && errno == ECONNREFUSED);
 }
@@ -136,14 +112,14 @@ static void test_slowloris(void **st) {
   static const char hdr[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
   int fd[NC];
   size_t pos[NC];
-  for (int i = 0; i < NC; i++) fd[i] = tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
+  for (int i = 0; i < NC; i++) fd[i] = pt_tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
   /* The watched one: connection 0 never reconnects; when did the server drop it? */
   uint64_t t0 = now_ms(), cut_ms = 0;
   int scrapes = 0, good = 0;
   uint64_t worst = 0;
   for (int round = 0; round < 12; round++) {
     for (int i = 0; i < NC; i++) {
-      if (fd[i] < 0 && i > 0) fd[i] = tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
+      if (fd[i] < 0 && i > 0) fd[i] = pt_tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
       if (fd[i] < 0) continue;
       char c = hdr[pos[i] % (sizeof hdr - 1)];
       if (pos[i] >= sizeof hdr - 1) c = 'a'; /* the header line never ends */
