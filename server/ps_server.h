@@ -104,6 +104,7 @@ typedef struct ps_server_traffic {
   uint64_t malformed;       /* messages dropped or refused as undecodable */
   uint64_t replies_dropped; /* replies the socket could not take */
   uint64_t bytes_in, bytes_out;
+  uint64_t refused_memory;  /* requests refused by the memory bounds ("too large", "busy") */
 } ps_server_traffic;
 
 typedef struct ps_server_stats {
@@ -112,6 +113,8 @@ typedef struct ps_server_stats {
   ps_server_op_stats ops[PS_SERVER_NOPS]; /* [0] and OP_ERROR unused */
   ps_server_traffic traffic;
   uint64_t inflight, deferred, held, requests_live; /* queue depths now */
+  uint64_t parked;          /* requests waiting for bytes in flight to come back */
+  uint64_t bytes_in_flight; /* charged by the memory bounds (frames, unreleased replies) */
   ps_server_table_stats *tables;                    /* declared tables by id; owned */
   size_t ntables, tables_cap;
   bool has_store;

@@ -192,7 +192,7 @@ struct ps_server {
   _Atomic uint64_t *conn_bytes;      /* the same per connection slot (SRV_CONN_SLOTS) */
   uint32_t *conn_parked;             /* parked requests per slot */
   srv_req *park_head, *park_tail;    /* waiting for bytes, FIFO */
-  uint64_t parked, parked_bytes, mem_refused;
+  uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
   /* in-process feed */
   ps_server_sink sink;
@@ -253,6 +253,12 @@ bool srv_mem_admit(ps_server *s, srv_req *r, int kind);
 void srv_mem_unpark(ps_server *s);
 /* Empties the parked list: answered with PS_ERR_UNAVAILABLE (answer) or freed. */
 void srv_mem_drop_parked(ps_server *s, bool answer);
+/* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large
+ * replies other than pulls: STATS); false without memory. */
+bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
+/* Header replies up to this size are not charged (acks, errors: ZeroMQ's send queue of a
+ * connection holds at most 100,000 messages). */
+#define SRV_SMALL_REPLY ((size_t)4096)
 /* r is freed: gives back its charged frame bytes. */
 void srv_mem_done(ps_server *s, srv_req *r);
 

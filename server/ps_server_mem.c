@@ -129,7 +129,7 @@ bool srv_mem_too_large(ps_server *s, srv_req *r) {
   const srv_table *t = pull_table(s, r);
   size_t bytes = t ? pull_bytes(r, t) : 0;
   if (bytes <= s->req_cap) return false;
-  s->mem_refused++;
+  s->traffic.refused_memory++;
   srv_reply_error(s, r, PS_ERR_NOMEM,
                   "too large: a pull of %zu keys x dim %u is a %zu-byte reply, over this "
                   "server's request cap of %zu bytes (--max-request-mb): split it",
@@ -176,7 +176,7 @@ static bool take_reply(ps_server *s, srv_req *r, bool *nomem) {
 static void park(ps_server *s, srv_req *r, int kind) {
   size_t fb = frame_bytes(r);
   if (s->parked >= SRV_PARK_MAX || s->parked_bytes + fb > s->park_cap) {
-    s->mem_refused++;
+    s->traffic.refused_memory++;
     srv_reply_error(s, r, PS_ERR_NOMEM,
                     "busy: %" PRIu64 " bytes in flight (cap %zu, %zu per connection) and %" PRIu64
                     " requests waiting; retry later",
@@ -195,6 +195,14 @@ static void park(ps_server *s, srv_req *r, int kind) {
 
 bool srv_mem_intake(ps_server *s, srv_req *r) {
   if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
+  const int op = (int)r->h->op;
+  if (!s->conn_parked[r->slot] && (op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS)) {
+    /* Answered at once, never waiting: monitoring goes on while the caps are full. */
+    size_t fb = frame_bytes(r);
+    charge(s, r->slot, fb);
+    r->charged = fb;
+    return true;
+  }
   park(s, r, PARK_HANDLE);
   return false;
 }
@@ -250,6 +258,17 @@ void srv_mem_drop_parked(ps_server *s, bool answer) {
     r = next;
   }
   s->parked = s->parked_bytes = 0;
+}
+
+bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n) {
+  mem_hdr *h = malloc(sizeof *h + n);
+  if (!h || zmq_msg_init_data(m, h + 1, n, reply_free, NULL) != 0) {
+    free(h);
+    return false;
+  }
+  *h = (mem_hdr){.s = s, .bytes = n, .slot = r->slot};
+  charge(s, r->slot, n);
+  return true;
 }
 
 void srv_mem_done(ps_server *s, srv_req *r) {

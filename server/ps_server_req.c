@@ -90,7 +90,7 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
   record(s, r, rh->status == 0);
   size_t hs = ember__header__get_packed_size(rh);
   zmq_msg_t hm;
-  if (zmq_msg_init_size(&hm, hs) != 0) {
+  if (hs > SRV_SMALL_REPLY ? !srv_mem_msg(s, r, &hm, hs) : zmq_msg_init_size(&hm, hs) != 0) {
     srv_req_free(s, r);
     return;
   }

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <zmq.h>
 #include <cmocka.h>
 
@@ -99,6 +100,17 @@ static long peak_after(pid_t pid, const char *what) {
   long hwm = status_kb(pid, "VmHWM");
   printf("# %s: peak RSS %ld MB (bound %ld MB)\n", what, hwm / 1024, BOUND_KB / 1024);
   return hwm;
+}
+
+/* A well-behaved client, with both tables declared. */
+static ps_client *legit_client(void) {
+  ps_client *c = pt_group_client(&g_cl, 0);
+  ps_table_spec t;
+  ps_table_spec_default(&t, T16, "d16", 16);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_table_spec_default(&t, T64, "d64", 64);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  return c;
 }
 
 /* ---------------------------------------------------------------- raw ZMTP */
@@ -281,20 +293,28 @@ static void test_replies_in_flight(void **state) {
   for (int j = 0; j < PER; j++)
     for (int i = 0; i < NC; i++) send_pull(d[i], T64, 64, 0, n, (uint64_t)j + 1);
   long hwm = peak_after(pid, "8 non-reading connections x 4 PULLs of 32 MiB");
+  /* STATS is answered meanwhile: the caps are full, requests wait, the refusals so far (the
+   * huge pulls) are counted. */
+  ps_client *c = legit_client();
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  ps_client_destroy(&c);
+  json_t *doc = json_loads(js, 0, NULL);
+  free(js);
+  assert_non_null(doc);
+  json_t *q = json_object_get(doc, "queue");
+  json_int_t parked = json_integer_value(json_object_get(q, "parked"));
+  json_int_t flight = json_integer_value(json_object_get(q, "bytes_in_flight"));
+  json_int_t refused = json_integer_value(json_object_get(doc, "refused_memory"));
+  json_decref(doc);
+  printf("# STATS: %lld parked, %lld MB in flight, %lld refused\n", (long long)parked,
+         (long long)(flight >> 20), (long long)refused);
   for (int i = 0; i < NC; i++) zmq_close(d[i]);
   zmq_ctx_term(ctx);
   assert_true(hwm <= BOUND_KB);
-}
-
-/* A well-behaved client, with both tables declared. */
-static ps_client *legit_client(void) {
-  ps_client *c = pt_group_client(&g_cl, 0);
-  ps_table_spec t;
-  ps_table_spec_default(&t, T16, "d16", 16);
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
-  ps_table_spec_default(&t, T64, "d64", 64);
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
-  return c;
+  assert_true(parked > 0);
+  assert_true(flight <= 2 * REQ_MB * MIB + 65536);
+  assert_true(refused >= 5); /* test_huge_pull and test_big_pulls */
 }
 
 /* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
