@@ -6,7 +6,10 @@
  * comes back as completions on an inproc socket polled beside the ROUTER. Each wakeup takes a
  * bounded batch of messages so completions are not starved, and after every message and every
  * batch of completions the loop drains the ready queue (requests held by a checkpoint), so a
- * held request is handled before any message that arrived after it. Shutdown refuses new work,
+ * held request is handled before any message that arrived after it. Every decoded request
+ * passes the memory bounds first (ps_server_mem.c: refused when too large, parked while the
+ * bytes in flight are over their caps), and the loop starts parked requests once ZeroMQ gave
+ * bytes back (its free callback writes to the signal pipe). Shutdown refuses new work,
  * answers every waiter with PS_ERR_UNAVAILABLE and lets what is in flight finish (10 s at most)
  * before the store is flushed and the data dir marked clean. */
 #include <errno.h>

@@ -29,10 +29,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ps_log.h"
 #include "ps_server_int.h"
 
-/* The reply buffer: this header, then the bytes (64: keeps the rows 64-byte aligned). */
+/* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
 typedef struct mem_hdr {
   ps_server *s;
   uint64_t bytes;

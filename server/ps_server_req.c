@@ -3,7 +3,9 @@
  * Requests are recycled through a free list (with their per-thread task array) because every
  * message needs one and the main thread is the hot path. A reply always ends the request: every
  * srv_reply* call sends (or hands to the in-process sink), records the op's latency split
- * (arrival -> store work -> reply) and frees r, so no caller can answer twice.
+ * (arrival -> store work -> reply) and frees r, so no caller can answer twice. A header frame
+ * over SRV_SMALL_REPLY (a STATS document) is charged to the connection like a pull's rows
+ * (ps_server_mem.c) until ZeroMQ has sent it.
  *
  * Who sent a request (its connection, file descriptor and address) is looked up only for the
  * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
