@@ -7,27 +7,53 @@
  * closed connection); GET/HEAD are answered once the request is complete, keeping the
  * connection alive between scrapes. libmicrohttpd's
  * diagnostics (malformed requests from port scanners and the like) go to PS_DEBUG, not to
- * stderr at every probe. */
+ * stderr at every probe.
+ *
+ * The header deadline is ours (libmicrohttpd has only an idle timeout, which every trickled
+ * byte resets): the connection notifier records each accepted socket with a deadline, the
+ * access handler's first call (headers complete) clears it, a completed request re-arms it for
+ * the next request on a kept-alive connection, and a reaper thread shutdown()s the sockets
+ * past their deadline four times a second -- libmicrohttpd then reads EOF and closes them
+ * itself. The table is under a mutex that the notifier also takes when a connection closes,
+ * before libmicrohttpd closes its socket, so the reaper never touches a reused descriptor. */
 #include "ps_http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "ps_log.h"
+#include "ps_time.h"
 
 enum { H_METRICS, H_HEALTHZ, H_OTHER, H_COUNT };
 enum { C_200, C_404, C_405, C_503, C_500, C_COUNT };
 static const char *const handler_names[H_COUNT] = {"metrics", "healthz", "other"};
 static const char *const code_names[C_COUNT] = {"200", "404", "405", "503", "500"};
 
+/* A connection the header deadline watches (fd -1: a free entry). */
+typedef struct http_conn {
+  int fd;
+  bool waiting; /* its request headers are not complete yet */
+  bool cut;     /* shut down by the reaper */
+  uint64_t deadline_ns;
+} http_conn;
+
 struct ps_http {
   struct MHD_Daemon *d;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  http_conn *conns; /* max_conn + 16 entries (accepted sockets above the limit pass briefly) */
+  size_t nconns;
+  uint64_t header_ns, idle_ns;
+  bool stop, reaper_on;
+  pthread_t reaper;
   ps_metrics *metrics;
   ps_metric *requests; /* ember_http_requests_total, whose collect callback reads `counts` */
   ps_http_health_fn health;
@@ -77,6 +103,88 @@ static enum MHD_Result reply(ps_http *h, struct MHD_Connection *conn, int handle
   return ret;
 }
 
+/* ---------------------------------------------------------------- the header deadline */
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  ps_http *h = cls;
+  pthread_mutex_lock(&h->mu);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = NULL;
+    for (size_t i = 0; ci && i < h->nconns; i++) {
+      if (h->conns[i].fd >= 0) continue;
+      h->conns[i] = (http_conn){.fd = ci->connect_fd, .waiting = true,
+                                .deadline_ns = ps_now_ns() + h->header_ns};
+      *socket_context = &h->conns[i];
+      break;
+    }
+  } else if (*socket_context) {
+    ((http_conn *)*socket_context)->fd = -1;
+    *socket_context = NULL;
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* waiting = the next request's headers are due (by the idle timeout on a kept-alive one). */
+static void conn_mark(ps_http *h, struct MHD_Connection *conn, bool waiting) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (!ci || !ci->socket_context) return;
+  pthread_mutex_lock(&h->mu);
+  http_conn *c = ci->socket_context;
+  c->waiting = waiting;
+  c->deadline_ns = ps_now_ns() + h->idle_ns;
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)con_cls;
+  (void)toe;
+  conn_mark(cls, conn, true);
+}
+
+static void *reaper_main(void *arg) {
+  ps_http *h = arg;
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop) {
+    uint64_t now = ps_now_ns();
+    for (size_t i = 0; i < h->nconns; i++) {
+      http_conn *c = &h->conns[i];
+      if (c->fd < 0 || !c->waiting || c->cut || now < c->deadline_ns) continue;
+      shutdown(c->fd, SHUT_RDWR);
+      c->cut = true;
+      PS_DEBUG("http: cut a connection whose request headers were late");
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 250000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+static void http_free(ps_http *h) {
+  if (h->reaper_on) {
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->reaper, NULL);
+  }
+  if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
+  pthread_mutex_destroy(&h->mu);
+  pthread_cond_destroy(&h->cv);
+  free(h->conns);
+  free(h);
+}
+
+/* ---------------------------------------------------------------- requests */
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -100,6 +208,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
    * follows), which would defeat keep-alive between scrapes. Any stray body is discarded. */
   if (*con_cls == NULL) {
     *con_cls = &first_call_seen;
+    conn_mark(h, conn, false); /* headers complete: the deadline is met */
     return MHD_YES;
   }
   if (*upload_data_size) {
@@ -141,12 +250,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return reply(h, conn, handler, MHD_HTTP_NOT_FOUND, text, msg, sizeof msg - 1, MHD_RESPMEM_PERSISTENT);
 }
 
+bool ps_http_addr_ok(const char *addr) {
+  struct in6_addr a;
+  return addr && (inet_pton(AF_INET, addr, &a) == 1 || inet_pton(AF_INET6, addr, &a) == 1);
+}
+
 ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
   if (out) *out = NULL;
   if (!o || !out) return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: no options or output");
   if (o->port < 0 || o->port > 65535)
     return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: bad port %d", o->port);
-  const char *addr = o->bind_addr ? o->bind_addr : "0.0.0.0";
+  const char *addr = o->bind_addr ? o->bind_addr : "127.0.0.1";
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
   unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
@@ -165,8 +279,22 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
       return ps_error_set(err, PS_ERR_INVALID, "metrics endpoint: bad address %s", addr);
   }
 
+  unsigned max_conn = o->max_connections ? o->max_connections : 64;
+  unsigned timeout = o->timeout_s ? o->timeout_s : 10;
+  unsigned per_ip = o->per_ip_connections ? o->per_ip_connections : 8;
+  unsigned header_s = o->header_timeout_s ? o->header_timeout_s : 5;
   ps_http *h = calloc(1, sizeof *h);
+  if (h) h->nconns = (size_t)max_conn + 16;
+  if (h && !(h->conns = malloc(h->nconns * sizeof *h->conns))) {
+    free(h);
+    h = NULL;
+  }
   if (!h) return ps_error_set(err, PS_ERR_NOMEM, "metrics endpoint: out of memory");
+  for (size_t i = 0; i < h->nconns; i++) h->conns[i].fd = -1;
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv, NULL);
+  h->header_ns = (uint64_t)header_s * 1000000000ull;
+  h->idle_ns = (uint64_t)timeout * 1000000000ull;
   h->metrics = o->metrics;
   h->health = o->health;
   h->health_ud = o->health_ud;
@@ -176,26 +304,28 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
                                       "HTTP requests to the metrics endpoint, by handler and status code.",
                                       labels, 2, &h->requests);
     if (st != PS_OK) {
-      free(h);
+      http_free(h);
       return ps_error_set(err, st, "metrics endpoint: cannot register ember_http_requests_total: %s",
                           ps_status_str(st));
     }
     ps_metric_set_collect(h->requests, collect_requests, h);
   }
 
-  unsigned max_conn = o->max_connections ? o->max_connections : 64;
-  unsigned timeout = o->timeout_s ? o->timeout_s : 10;
   h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                           MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
+                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u,
                           MHD_OPTION_END);
-  if (!h->d) {
-    if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
-    free(h);
+  if (h->d && pthread_create(&h->reaper, NULL, reaper_main, h) == 0) h->reaper_on = true;
+  if (!h->d || !h->reaper_on) {
+    if (h->d) MHD_stop_daemon(h->d);
+    http_free(h);
     return ps_error_set(err, PS_ERR_IO, "metrics endpoint: cannot listen on %s:%d", addr, o->port);
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -219,8 +349,7 @@ void ps_http_destroy(ps_http **ph) {
   if (!ph || !*ph) return;
   ps_http *h = *ph;
   MHD_stop_daemon(h->d);
-  /* The registry may outlive us: its callback must not reach freed memory. */
-  if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
-  free(h);
+  /* The registry may outlive us: its callback must not reach freed memory (http_free). */
+  http_free(h);
   *ph = NULL;
 }

@@ -5,8 +5,13 @@
  * scrape never runs on a request-serving thread; the only shared state is the registry,
  * whose render takes its lock. Other paths answer 404, methods other than GET/HEAD 405.
  * Untrusted input is bounded by libmicrohttpd's limits that we set: a connection limit, a
- * per-connection memory limit (oversized headers get an error reply, not an allocation) and
- * an idle timeout (a half-sent request does not hold a slot forever). */
+ * per-client-address limit (one host cannot take every slot), a per-connection memory limit
+ * (oversized headers get an error reply, not an allocation) and an idle timeout (a half-sent
+ * request does not hold a slot forever) -- and by a header deadline of our own: a connection
+ * whose request headers are not complete within header_timeout_s of its accept is cut off,
+ * however steadily it trickles bytes (slowloris resets an idle timeout with every byte).
+ * The endpoint listens on 127.0.0.1 unless told otherwise: metrics are for the host's own
+ * scraper unless the operator opens them (--metrics-bind 0.0.0.0). */
 #ifndef PS_HTTP_H
 #define PS_HTTP_H
 
@@ -25,21 +30,26 @@ typedef struct ps_http ps_http;
 typedef bool (*ps_http_health_fn)(void *ud, char *reason, size_t reason_len);
 
 typedef struct ps_http_opts {
-  const char *bind_addr;  /* IPv4 or IPv6 literal; NULL = "0.0.0.0" (all interfaces) */
+  const char *bind_addr;  /* IPv4 or IPv6 literal; NULL = "127.0.0.1" (this host only) */
   int port;               /* 0 = an ephemeral port, see ps_http_port */
   ps_metrics *metrics;    /* may be NULL: /metrics then serves an empty body */
   ps_http_health_fn health;
   void *health_ud;
   unsigned max_connections;   /* 0 = 64 */
   unsigned timeout_s;         /* idle connection timeout; 0 = 10 */
+  unsigned per_ip_connections; /* connections from one client address; 0 = 8 */
+  unsigned header_timeout_s;   /* request headers complete within this of accept; 0 = 5 */
 } ps_http_opts;
+
+/* Whether addr is an IPv4 or IPv6 literal ps_http_start can bind (the --metrics-bind check). */
+bool ps_http_addr_ok(const char *addr);
 
 /* Starts serving. The registry (and health_ud) must outlive the ps_http. When a registry is
  * given, ember_http_requests_total{handler,code} is registered in it. PS_ERR_IO when the
  * address cannot be bound (port in use), PS_ERR_INVALID for a bad address or port; err (may
  * be NULL) gets the reason, e.g. "metrics endpoint: cannot listen on 0.0.0.0:9100". */
 ps_status ps_http_start(const ps_http_opts *opts, ps_http **out, ps_error *err);
-/* Shorthand: all interfaces unless bind_addr, default limits. */
+/* Shorthand: 127.0.0.1 unless bind_addr, default limits. */
 ps_status ps_http_create(const char *bind_addr, int port, ps_metrics *metrics,
                          ps_http_health_fn health, void *health_ud, ps_http **out,
                          ps_error *err);

@@ -71,6 +71,8 @@ int main(int argc, char **argv) {
   const char *curve_secret = NULL, *curve_clients = NULL;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
+  int64_t max_request_mb = 0;
+  const char *metrics_bind = "127.0.0.1";
   ps_cli_opt opts[] = {
       {"listen", 'l', PS_CLI_STRING, &listen, "URL", "ZeroMQ endpoint to bind, tcp://HOST:PORT",
        true, 0, 0},
@@ -100,6 +102,12 @@ int main(int argc, char **argv) {
        "checkpoints outside --data-dir go only under DIR (default: the directory holding the "
        "job's first step-N checkpoint outside it, pinned then)",
        false, 0, 0},
+      {"max-request-mb", 0, PS_CLI_I64, &max_request_mb, "MB",
+       "request cap R: largest frame and pull reply; replies in flight are held to R per "
+       "connection and 2R in all (0 = max(64, min(cache-mb/4, 256)))",
+       false, 0, 1 << 16},
+      {"metrics-bind", 0, PS_CLI_STRING, &metrics_bind, "ADDR",
+       "address the metrics endpoint listens on (0.0.0.0 = every interface)", false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -119,6 +127,11 @@ int main(int argc, char **argv) {
   if (checkpoint_root &&
       ps_path_canonical(checkpoint_root, root_buf, sizeof root_buf, &rerr) != PS_OK) {
     fprintf(stderr, "ps-server: --checkpoint-root: %s\n", rerr.msg);
+    return 2;
+  }
+  if (!ps_http_addr_ok(metrics_bind)) {
+    fprintf(stderr, "ps-server: --metrics-bind: '%s' is not an IPv4 or IPv6 address\n",
+            metrics_bind);
     return 2;
   }
   /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
@@ -146,7 +159,8 @@ int main(int argc, char **argv) {
                          .inject_delay_us = (uint64_t)inject_delay_us,
                          .curve_secret = clients ? curve_key : NULL,
                          .curve_clients = clients,
-                         .checkpoint_root = checkpoint_root};
+                         .checkpoint_root = checkpoint_root,
+                         .max_request_bytes = (size_t)max_request_mb << 20};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {
@@ -173,7 +187,7 @@ int main(int argc, char **argv) {
     if (st == PS_OK) st = ps_server_metrics_register_latency(reg);
     if (st == PS_OK) {
       ps_error herr;
-      st = ps_http_create(NULL, metrics_port, reg, NULL, NULL, &http, &herr);
+      st = ps_http_create(metrics_bind, metrics_port, reg, NULL, NULL, &http, &herr);
       if (st != PS_OK) PS_ERROR("%s", herr.msg);
     }
     if (st != PS_OK) {

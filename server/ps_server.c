@@ -6,7 +6,10 @@
  * comes back as completions on an inproc socket polled beside the ROUTER. Each wakeup takes a
  * bounded batch of messages so completions are not starved, and after every message and every
  * batch of completions the loop drains the ready queue (requests held by a checkpoint), so a
- * held request is handled before any message that arrived after it. Shutdown refuses new work,
+ * held request is handled before any message that arrived after it. Every decoded request
+ * passes the memory bounds first (ps_server_mem.c: refused when too large, parked while the
+ * bytes in flight are over their caps), and the loop starts parked requests once ZeroMQ gave
+ * bytes back (its free callback writes to the signal pipe). Shutdown refuses new work,
  * answers every waiter with PS_ERR_UNAVAILABLE and lets what is in flight finish (10 s at most)
  * before the store is flushed and the data dir marked clean. */
 #include <errno.h>
@@ -60,6 +63,7 @@ static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
     return;
   }
   r->h = r->msg.hdr;
+  if (srv_mem_too_large(s, r) || !srv_mem_intake(s, r)) return;
   srv_handle(s, r);
 }
 
@@ -73,6 +77,7 @@ static bool recv_one(ps_server *s) {
     return false;
   }
   r->has_ident = true;
+  r->slot = srv_conn_slot(&r->ident);
   int more = zmq_msg_more(&r->ident);
   size_t sent = 0;
   while (more) {
@@ -166,6 +171,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
+  if (srv_mem_init(s) != PS_OK) goto fail;
   if ((st = ps_mkdir_p(s->data_dir)) != PS_OK) {
     ps_error_set(err, st, "cannot create data dir %s: %s", s->data_dir, strerror(errno));
     goto fail;
@@ -239,7 +245,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     int hwm = 100000, linger = 2000;
-    int64_t maxmsg = (int64_t)1 << 30;
+    int64_t maxmsg = (int64_t)s->req_cap; /* a larger frame: disconnected, nothing buffered */
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
@@ -254,8 +260,9 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
     if ((st = monitor_start(s, err)) != PS_OK) goto fail;
   }
-  PS_INFO("shard %u of %u: data dir %s, %u partition threads%s%s", opt->shard, opt->shards,
-          s->data_dir, s->nthreads, s->router ? ", listening on " : "", s->endpoint);
+  PS_INFO("shard %u of %u: data dir %s, %u partition threads, request cap %zu MiB%s%s",
+          opt->shard, opt->shards, s->data_dir, s->nthreads, s->req_cap >> 20,
+          s->router ? ", listening on " : "", s->endpoint);
   srv_stats_publish(s); /* so that ps_server_stats_read always has a snapshot */
   *out = s;
   return PS_OK;
@@ -272,6 +279,7 @@ static void drain_waiters(ps_server *s) {
     srv_reply_unavailable_all(s, &t->wait_head, &t->wait_tail);
   }
   s->deferred_now = 0;
+  srv_mem_drop_parked(s, true);
   if (s->coord) srv_coord_drain(s->coord);
   /* Exclusive ops not started yet and held requests are refused too. */
   if (!s->excl_active) srv_reply_unavailable_all(s, &s->excl_head, &s->excl_tail);
@@ -347,6 +355,7 @@ ps_status ps_server_run(ps_server *s) {
       }
     }
     if (s->done && (items[1].revents & ZMQ_POLLIN)) drain_done(s);
+    srv_mem_unpark(s); /* replies released meanwhile (woken by the pipe, or the tick) */
     if (!stopping && (items[0].revents & ZMQ_POLLIN)) {
       /* A bounded batch per wakeup, so completions are not starved by a flood of requests. */
       for (int i = 0; i < 256 && recv_one(s); i++) {
@@ -390,6 +399,7 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   }
   handle_frames(s, r, nframes);
   srv_run_ready(s);
+  srv_mem_unpark(s);
   uint64_t now = ps_now_ns();
   if (s->coord) srv_coord_expire(s->coord, now);
   srv_try_exclusive(s);
@@ -441,6 +451,7 @@ void ps_server_destroy(ps_server **sp) {
     ps_hist_destroy(&s->ops[i].svc);
   }
   if (s->ctx) zmq_ctx_term(s->ctx);
+  srv_mem_free(s); /* after ZeroMQ released the last reply */
   if (s->sigpipe[0] >= 0) close(s->sigpipe[0]);
   if (s->sigpipe[1] >= 0) close(s->sigpipe[1]);
   ps_server_stats_free(&s->snap);

@@ -38,6 +38,8 @@ typedef struct ps_server_options {
                                          * the caller keeps it alive until destroy */
   const char *checkpoint_root; /* checkpoints outside data_dir go only here; NULL = the root
                                 * the job's first checkpoint outside data_dir pins */
+  size_t max_request_bytes; /* the request cap R: frames, pull replies (0 = derived from
+                             * cache_bytes, see ps_server_request_cap) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;
@@ -53,6 +55,12 @@ ps_status ps_server_run(ps_server *s);
 /* Async-signal-safe: asks ps_server_run to shut down gracefully. */
 void ps_server_request_stop(ps_server *s);
 void ps_server_destroy(ps_server **s);
+
+/* The request cap R a server with these options applies: max_request_bytes, else
+ * max(64 MiB, min(cache_bytes / 4, 256 MiB)). Frames over R are cut off, pulls whose reply is
+ * over R refused, and the replies in flight held to R per connection and 2R in all
+ * (docs/OPERATIONS.md states the memory bound that follows). */
+size_t ps_server_request_cap(size_t cache_bytes, size_t max_request_bytes);
 
 /* The endpoint actually bound (useful with port 0 / "*"), or "" without a socket. */
 const char *ps_server_endpoint(const ps_server *s);
@@ -103,6 +111,7 @@ typedef struct ps_server_traffic {
   uint64_t malformed;       /* messages dropped or refused as undecodable */
   uint64_t replies_dropped; /* replies the socket could not take */
   uint64_t bytes_in, bytes_out;
+  uint64_t refused_memory;  /* requests refused by the memory bounds ("too large", "busy") */
 } ps_server_traffic;
 
 typedef struct ps_server_stats {
@@ -111,6 +120,8 @@ typedef struct ps_server_stats {
   ps_server_op_stats ops[PS_SERVER_NOPS]; /* [0] and OP_ERROR unused */
   ps_server_traffic traffic;
   uint64_t inflight, deferred, held, requests_live; /* queue depths now */
+  uint64_t parked;          /* requests waiting for bytes in flight to come back */
+  uint64_t bytes_in_flight; /* charged by the memory bounds (frames, unreleased replies) */
   ps_server_table_stats *tables;                    /* declared tables by id; owned */
   size_t ntables, tables_cap;
   bool has_store;

@@ -3,6 +3,8 @@
  *   ps_server.c        the main loop: sockets, intake of messages, poll, lifecycle, shutdown
  *   ps_server_req.c    requests (a pooled srv_req per message) and replies
  *   ps_server_part.c   partition threads: the thread pool, the hand-off of store work
+ *   ps_server_mem.c    memory bounds: the request cap, bytes in flight per connection and in
+ *                      all, requests parked until bytes come back
  *   ps_server_sched.c  scheduling and consistency: step bookkeeping, deferred pulls, sync
  *                      apply, exclusive operations and the queue of held requests
  *   ps_server_ops.c    op handlers (declare, pull, push, step, stats, checkpoint, restore)
@@ -34,6 +36,13 @@
  * their product is not bounded enough to allocate blindly). */
 #define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
+/* Connections are told apart for the bytes-in-flight cap by a hash of their routing id. */
+#define SRV_CONN_SLOTS 4096u
+/* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
+#define SRV_PARK_MAX 1024u
+/* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
+#define SRV_REQ_COST ((size_t)1024)
+enum { PARK_HANDLE = 100 };
 
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
 /* Store work a request hands to the partition threads. */
@@ -102,6 +111,12 @@ struct srv_req {
    * took it up (a thread busy with earlier requests is queueing, not service). 0 = never
    * dispatched (refused, answered on the socket thread, or still deferred). */
   uint64_t t_svc;
+  /* memory bounds (ps_server_mem.c) */
+  uint32_t slot;       /* its connection's slot */
+  int park_kind;       /* parked: resumed by srv_handle (PARK_HANDLE) or as a TK_PULL */
+  size_t charged;      /* bytes charged, released when r is freed */
+  size_t reserved;     /* of which reserved for its pull reply */
+  size_t park_bytes;   /* frame bytes while parked */
 };
 
 typedef struct sync_slot {
@@ -205,6 +220,14 @@ struct ps_server {
   size_t ndecl_stale, decl_stale_cap;
   srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
   bool stager_open;
+  /* memory bounds (ps_server_mem.c) */
+  size_t req_cap, conn_cap, all_cap, park_cap;
+  _Atomic uint64_t inflight_bytes;   /* charged: frames of store requests, unreleased replies */
+  _Atomic uint64_t *conn_bytes;      /* the same per connection slot (SRV_CONN_SLOTS) */
+  uint32_t *conn_parked;             /* parked requests per slot */
+  srv_req *park_head, *park_tail;    /* waiting for bytes, FIFO */
+  uint64_t parked, parked_bytes;
+  atomic_bool park_wake;             /* a released reply wakes the main loop */
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -247,6 +270,32 @@ srv_coord_reply srv_coord_io(ps_server *s);
 void srv_peer_of(const srv_req *r, srv_coord_peer *p);
 /* Hands the closed connections the monitor reported to the coordinator. */
 void srv_peers_poll(ps_server *s);
+
+/* ps_server_mem.c */
+ps_status srv_mem_init(ps_server *s);
+void srv_mem_free(ps_server *s);
+uint32_t srv_conn_slot(zmq_msg_t *ident);
+/* At intake: refuses (replies, frees r and returns true) a pull whose reply is over the cap. */
+bool srv_mem_too_large(ps_server *s, srv_req *r);
+/* At intake, after srv_mem_too_large: charges r's frames (and the reply of a pull that can
+ * run now). true = handle it; false = r was parked (srv_mem_unpark handles it once its bytes
+ * fit, after the earlier requests of its connection) or refused. */
+bool srv_mem_intake(ps_server *s, srv_req *r);
+/* Before a pull's store work (srv_dispatch): allocates its reply into r->out out of its
+ * reservation, or charges it now; false = parked or refused. Other work: true. */
+bool srv_mem_admit(ps_server *s, srv_req *r, int kind);
+/* Dispatches the parked requests that fit now, in order per connection. */
+void srv_mem_unpark(ps_server *s);
+/* Empties the parked list: answered with PS_ERR_UNAVAILABLE (answer) or freed. */
+void srv_mem_drop_parked(ps_server *s, bool answer);
+/* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large
+ * replies other than pulls: STATS); false without memory. */
+bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
+/* Header replies up to this size are not charged (acks, errors: ZeroMQ's send queue of a
+ * connection holds at most 100,000 messages). */
+#define SRV_SMALL_REPLY ((size_t)4096)
+/* r is freed: gives back its charged frame bytes. */
+void srv_mem_done(ps_server *s, srv_req *r);
 
 /* ps_server_part.c */
 ps_status srv_parts_start(ps_server *s);

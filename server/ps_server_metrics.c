@@ -76,6 +76,8 @@ static const scalar_def scalars[] = {
     {PS_METRIC_COUNTER, "ember_server_replies_dropped_total", "Replies that could not be sent.", SRV(replies_dropped)},
     {PS_METRIC_COUNTER, "ember_server_received_bytes_total", "Bytes received.", SRV(bytes_in)},
     {PS_METRIC_COUNTER, "ember_server_sent_bytes_total", "Bytes sent.", SRV(bytes_out)},
+    {PS_METRIC_COUNTER, "ember_server_refused_memory_total", "Requests refused by the memory bounds (too large, busy).", SRV(refused_memory)},
+    {PS_METRIC_GAUGE, "ember_server_bytes_in_flight", "Bytes charged by the memory bounds: request frames and replies not yet sent.", SRC_SRV, offsetof(ps_server_stats, bytes_in_flight)},
     {PS_METRIC_GAUGE, "ember_server_uptime_seconds", "Seconds since the shard started.", SRC_UPTIME, 0},
     {PS_METRIC_COUNTER, "ember_store_cache_hits_total", "Row lookups served by the hot tier.", STORE(hits)},
     {PS_METRIC_COUNTER, "ember_store_cache_misses_total", "Row lookups that went to RocksDB.", STORE(misses)},
@@ -105,6 +107,7 @@ static void c_queue(ps_metrics_sink *k, void *ud) {
   ps_metrics_emit(k, (const char *[]){"inflight"}, (double)sm->snap.inflight);
   ps_metrics_emit(k, (const char *[]){"deferred"}, (double)sm->snap.deferred);
   ps_metrics_emit(k, (const char *[]){"held"}, (double)sm->snap.held);
+  ps_metrics_emit(k, (const char *[]){"parked"}, (double)sm->snap.parked);
 }
 
 /* One store stat split into hot and cold tiers. */

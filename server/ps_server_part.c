@@ -16,6 +16,8 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
+#define PART_KEEP_BYTES ((size_t)16 << 20)
+
 static inline bool grow(void **p, size_t *cap, size_t need, size_t elem) {
   return srv_grow(p, cap, need, elem, 1024);
 }
@@ -209,6 +211,23 @@ void srv_drop_sync_all(ps_server *s) {
   for (uint32_t i = 0; s->parts && i < s->nthreads; i++) part_drop_sync(&s->parts[i]);
 }
 
+/* Work buffers grown for a large request are given back after it: kept, every thread would
+ * hold its largest request's rows for good (the memory bound counts requests in flight). */
+static void part_trim(srv_part *p) {
+  if (p->vcap * sizeof(float) > PART_KEEP_BYTES) {
+    free(p->vbuf);
+    p->vbuf = NULL;
+    p->vcap = 0;
+  }
+  if (p->kcap * (sizeof *p->kbuf + sizeof *p->pbuf) > PART_KEEP_BYTES) {
+    free(p->kbuf);
+    free(p->pbuf);
+    p->kbuf = NULL;
+    p->pbuf = NULL;
+    p->kcap = 0;
+  }
+}
+
 static void *part_main(void *arg) {
   srv_part *p = arg;
   char tag[32];
@@ -223,6 +242,7 @@ static void *part_main(void *arg) {
     if (rc != (int)sizeof t || !t) break;
     t->started = ps_now_ns();
     t->st = part_run(p, t->req);
+    part_trim(p);
     while (zmq_send(p->done, &t, sizeof t, 0) < 0 && errno == EINTR) {
     }
   }
@@ -242,11 +262,13 @@ static void part_free(srv_part *p) {
 
 /* Hands r to every partition thread (or runs it inline). */
 void srv_dispatch(ps_server *s, srv_req *r, int kind) {
+  if (!srv_mem_admit(s, r, kind)) return; /* parked or refused */
   r->task_kind = kind;
   r->st = PS_OK;
   if (s->nthreads == 0) {
     r->t_svc = ps_now_ns();
     r->st = part_run(&s->inline_part, r);
+    part_trim(&s->inline_part);
     r->pending = 0;
     s->inflight++;
     srv_finish(s, r);

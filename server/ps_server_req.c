@@ -3,7 +3,9 @@
  * Requests are recycled through a free list (with their per-thread task array) because every
  * message needs one and the main thread is the hot path. A reply always ends the request: every
  * srv_reply* call sends (or hands to the in-process sink), records the op's latency split
- * (arrival -> store work -> reply) and frees r, so no caller can answer twice.
+ * (arrival -> store work -> reply) and frees r, so no caller can answer twice. A header frame
+ * over SRV_SMALL_REPLY (a STATS document) is charged to the connection like a pull's rows
+ * (ps_server_mem.c) until ZeroMQ has sent it.
  *
  * Who sent a request (its connection, file descriptor and address) is looked up only for the
  * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
@@ -43,6 +45,7 @@ srv_req *srv_req_new(ps_server *s, int kind) {
 
 void srv_req_free(ps_server *s, srv_req *r) {
   if (!r) return;
+  srv_mem_done(s, r);
   if (r->has_ident) zmq_msg_close(&r->ident);
   for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
   if (r->has_out) zmq_msg_close(&r->out);
@@ -89,7 +92,7 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
   record(s, r, rh->status == 0);
   size_t hs = ember__header__get_packed_size(rh);
   zmq_msg_t hm;
-  if (zmq_msg_init_size(&hm, hs) != 0) {
+  if (hs > SRV_SMALL_REPLY ? !srv_mem_msg(s, r, &hm, hs) : zmq_msg_init_size(&hm, hs) != 0) {
     srv_req_free(s, r);
     return;
   }

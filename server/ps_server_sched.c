@@ -122,16 +122,8 @@ bool srv_pull_ready(const srv_table *t, uint64_t step) {
   }
 }
 
-void srv_start_pull(ps_server *s, srv_req *r) {
-  size_t bytes = r->msg.nkeys * (size_t)r->tab->spec.dim * (r->f16 ? 2 : sizeof(float));
-  if (zmq_msg_init_size(&r->out, bytes) != 0) {
-    srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a %zu-byte reply", bytes);
-    return;
-  }
-  r->has_out = true;
-  r->outp = zmq_msg_data(&r->out);
-  srv_dispatch(s, r, TK_PULL);
-}
+/* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). */
+void srv_start_pull(ps_server *s, srv_req *r) { srv_dispatch(s, r, TK_PULL); }
 
 void srv_release_waiters(ps_server *s, srv_table *t) {
   srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;

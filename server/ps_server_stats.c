@@ -119,6 +119,8 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
   out->deferred = s->deferred_now;
   out->held = s->held;
   out->requests_live = s->reqs_live;
+  out->parked = s->parked;
+  out->bytes_in_flight = atomic_load(&s->inflight_bytes);
   out->ntables = 0;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     const srv_table *t = s->tables[id];
@@ -259,9 +261,12 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
   json_object_set_new(j, "replies_dropped", json_integer((json_int_t)tr->replies_dropped));
   json_object_set_new(j, "bytes_in", json_integer((json_int_t)tr->bytes_in));
   json_object_set_new(j, "bytes_out", json_integer((json_int_t)tr->bytes_out));
-  json_t *q = json_pack("{s:I, s:I, s:I, s:I}", "inflight", (json_int_t)st->inflight, "deferred",
-                        (json_int_t)st->deferred, "held", (json_int_t)st->held, "requests_live",
-                        (json_int_t)st->requests_live);
+  json_object_set_new(j, "refused_memory", json_integer((json_int_t)tr->refused_memory));
+  json_t *q = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "inflight", (json_int_t)st->inflight,
+                        "deferred", (json_int_t)st->deferred, "held", (json_int_t)st->held,
+                        "requests_live", (json_int_t)st->requests_live, "parked",
+                        (json_int_t)st->parked, "bytes_in_flight",
+                        (json_int_t)st->bytes_in_flight);
   json_object_set_new(j, "queue", q);
   json_object_set_new(j, "tables", tables_json(st));
   if (st->has_store) json_object_set_new(j, "store", store_json(&st->store));

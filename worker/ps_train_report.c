@@ -40,12 +40,13 @@ ps_status ps_train_metrics_start(ps_trainer *t) {
   }
   TRY(ps_metrics_add_process(t->reg));
   ps_error err;
-  ps_status st = ps_http_create(NULL, t->cfg->metrics_port, t->reg, NULL, NULL, &t->http, &err);
+  const char *bind = t->cfg->metrics_bind ? t->cfg->metrics_bind : "127.0.0.1";
+  ps_status st = ps_http_create(bind, t->cfg->metrics_port, t->reg, NULL, NULL, &t->http, &err);
   if (st != PS_OK) {
     PS_ERROR("--metrics-port %d: cannot serve /metrics (%s)", t->cfg->metrics_port, err.msg);
     return st;
   }
-  PS_INFO("metrics on http://0.0.0.0:%d/metrics", ps_http_port(t->http));
+  PS_INFO("metrics on http://%s:%d/metrics", bind, ps_http_port(t->http));
   return PS_OK;
 }
 

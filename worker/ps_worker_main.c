@@ -10,6 +10,7 @@
 
 #include "ps_cli.h"
 #include "ps_curve.h"
+#include "ps_http.h"
 #include "ps_log.h"
 #include "ps_train.h"
 
@@ -113,6 +114,8 @@ int main(int argc, char **argv) {
       {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
       {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
       {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},
+      {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
+       "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -131,6 +134,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (parse_names(&c) != 0) return 2;
+  if (c.metrics_bind && !ps_http_addr_ok(c.metrics_bind)) {
+    fprintf(stderr, "ps-worker: --metrics-bind: '%s' is not an IPv4 or IPv6 address\n",
+            c.metrics_bind);
+    return 2;
+  }
   ps_error err;
   ps_error_clear(&err);
   if (ps_curve_load_client(curve_secret, curve_server, c.curve_secret, c.curve_server, &err) !=

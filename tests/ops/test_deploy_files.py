@@ -109,6 +109,7 @@ def test_systemd(tmp):
     check(flag(got, "--shards") == env["EMBER_SHARDS"], "--shards is not EMBER_SHARDS")
     check(flag(got, "--listen") == env["EMBER_LISTEN"], "--listen is not the instance's EMBER_LISTEN")
     check(flag(got, "--metrics-port") == env["EMBER_METRICS_PORT"], "--metrics-port is not the instance's")
+    check(flag(got, "--metrics-bind") == env["EMBER_METRICS_BIND"], "--metrics-bind is not EMBER_METRICS_BIND")
     check(flag(got, "--data-dir") == "/var/lib/ember/shard-1", f"--data-dir {flag(got, '--data-dir')}")
     check("" not in got, f"an empty argument (unset variable in ExecStart?): {got}")
     env0 = read_env(os.path.join(sd, "server.env"))

@@ -142,6 +142,8 @@ def main():
         check(listen.endswith(f":{ports['zmq']}"), f"--listen {listen} not on the zmq port")
         mport = flag(argv, "--metrics-port")
         check(mport == str(ports.get("metrics")), f"--metrics-port {mport} != metrics containerPort")
+        # the kubelet's probe and Prometheus reach the pod's IP, not its loopback
+        check(flag(argv, "--metrics-bind") == "0.0.0.0", "server: metrics not on --metrics-bind 0.0.0.0")
         data_dir = flag(argv, "--data-dir")
         check(any(m["mountPath"] == data_dir and m["name"] in vct for m in c["volumeMounts"]),
               f"--data-dir {data_dir} is not the per-shard PVC mount")
@@ -207,6 +209,7 @@ def main():
             check(ann.get("prometheus.io/scrape") == "true" and
                   ann.get("prometheus.io/port") == flag(argv, "--metrics-port") == str(wports.get("metrics")),
                   f"{name}: Prometheus annotation / --metrics-port / containerPort disagree")
+            check(flag(argv, "--metrics-bind") == "0.0.0.0", f"{name}: metrics not on --metrics-bind 0.0.0.0")
             gpu = flag(argv, "--device") == "cuda"
             res = w["resources"]
             if gpu:

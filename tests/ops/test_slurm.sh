@@ -145,6 +145,7 @@ for i, s in enumerate(servers):
     assert s["--data-dir"] == f"{data_root}/shard-{i}", (s, data_root)
     assert load(f"server-{i}.json")["terminated"], f"server {i} was not stopped with SIGTERM"
     assert s["--metrics-port"] == str(9400 + i), s  # 2 shards on one node: ports 9400, 9401
+    assert s["--metrics-bind"] == "0.0.0.0", s  # Prometheus scrapes the nodes from elsewhere
     urls.append(s["--listen"])
     if auth:
         assert s["--curve-secret"] == f"{curve}/server.secret", s
@@ -162,6 +163,7 @@ for r in range(2):
     if auth:
         assert w["--curve-secret"] == f"{curve}/worker.secret", w
         assert w["--curve-server"] == f"{curve}/server.public", w
+    assert w["--metrics-bind"] == "0.0.0.0", w
 with open(summary) as f: js = json.load(f)
 assert js["stub"] and js["auc"] == 0.75
 assert not os.path.exists(data_root), f"{data_root} left behind"

@@ -7,7 +7,7 @@ BIN="${EMBER_BIN:?}/ps-server"
 fail() { echo "FAIL: $*"; exit 1; }
 out=$("$BIN" --help) || fail "--help exited non-zero"
 for f in --listen --shard --shards --data-dir --cache-mb --threads --metrics-port --log-level \
-  --checkpoint-root; do
+  --checkpoint-root --max-request-mb --metrics-bind; do
   grep -q -- "$f" <<<"$out" || fail "--help does not mention $f"
 done
 check_bad() {
@@ -39,6 +39,8 @@ check_bad2 --listen ipc:// --data-dir /tmp/ember-cli-never
 check_bad2 --shard 2 --shards 2 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 check_bad2 --checkpoint-root "" --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 check_bad2 --checkpoint-root /tmp/a/../b --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+check_bad2 --metrics-bind 10.0.0.x --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+check_bad2 --max-request-mb -1 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 [ -e /tmp/ember-cli-never ] && fail "a refused start created its data dir"
 dir=$(mktemp -d /tmp/ember-cli-XXXXXX)
 # A port free a moment ago (bind to port 0); another test may still take it first, so a

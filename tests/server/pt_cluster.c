@@ -84,21 +84,37 @@ void pt_rmrf(const char *dir) {
   if (p > 0) waitpid(p, NULL, 0);
 }
 
-char *pt_http_get(int port, const char *path) {
+int pt_tcp_connect(const char *src, const char *dst, int port, long timeout_ms) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return NULL;
-  struct timeval tv = {5, 0};
+  if (fd < 0) return -1;
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  if (src && (inet_pton(AF_INET, src, &a.sin_addr) != 1 ||
+              bind(fd, (struct sockaddr *)&a, sizeof a) != 0))
+    goto fail;
+  a.sin_port = htons((uint16_t)port);
+  if (inet_pton(AF_INET, dst, &a.sin_addr) != 1 ||
+      connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+    goto fail;
+  return fd;
+fail:;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return -1;
+}
+
+char *pt_http_get(int port, const char *path) {
+  int fd = pt_tcp_connect(NULL, "127.0.0.1", port, 5000);
+  if (fd < 0) return NULL;
   char req[512];
   int rn = snprintf(req, sizeof req,
                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
   size_t len = 0, cap = 1 << 16;
   char *b = malloc(cap);
-  if (!b || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      send(fd, req, (size_t)rn, MSG_NOSIGNAL) != rn) {
+  if (!b || send(fd, req, (size_t)rn, MSG_NOSIGNAL) != rn) {
     free(b);
     close(fd);
     return NULL;

@@ -39,6 +39,9 @@ void pt_stop_all(pt_server *srv, int n, const char *dir);
 /* A client of those n servers (shard order) as `rank`, requests bounded by timeout_ms;
  * NULL if it cannot be created. */
 ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeout_ms);
+/* A TCP connection from src (an IPv4 literal; NULL = any) to dst:port, the connect and every
+ * later read and write bounded by timeout_ms; -1 with errno set on failure. */
+int pt_tcp_connect(const char *src, const char *dst, int port, long timeout_ms);
 /* GET http://127.0.0.1:port/path (HTTP/1.1, Connection: close), every read and write bounded by
  * 5 s: the body of a 200 answer, malloc'd and NUL-terminated; NULL otherwise. */
 char *pt_http_get(int port, const char *path);

@@ -42,8 +42,8 @@ static void test_json_format(void **state) {
       "\"latency_buckets\":[[100,2]],\"latency_us\":{\"max\":0.10000000000000001,"
       "\"mean\":0.10000000000000001,\"p50\":0.10000000000000001,\"p90\":0.10000000000000001,"
       "\"p99\":0.10000000000000001,\"p999\":0.10000000000000001}}},"
-      "\"queue\":{\"deferred\":0,\"held\":3,\"inflight\":0,\"requests_live\":0},"
-      "\"replies_dropped\":0,\"shard\":1,\"shards\":2,\"tables\":[],\"threads\":4,"
+      "\"queue\":{\"bytes_in_flight\":0,\"deferred\":0,\"held\":3,\"inflight\":0,"
+      "\"parked\":0,\"requests_live\":0},\"refused_memory\":0,\"replies_dropped\":0,\"shard\":1,\"shards\":2,\"tables\":[],\"threads\":4,"
       "\"uptime_s\":1.5}");
   free(js);
   assert_true(ps_server_stats_op_listed(&st, EMBER__OP__OP_PULL));

@@ -40,7 +40,13 @@ typedef struct ps_client_options {
   char curve_server[41];    /* servers' Z85 public key (ps_curve_load_client fills both);
                                both empty (the default) = no CURVE. A server that refuses
                                the key never answers: requests fail on their bound, naming it */
+  size_t max_request_bytes; /* a pull or push whose rows (or keys) exceed this is sent as several
+                               requests, none over it to any shard; 0 = PS_CLIENT_MAX_REQUEST.
+                               A server refuses larger ones (its --max-request-mb) */
 } ps_client_options;
+
+/* 64 MiB: the smallest request cap a ps-server has by default (ps_server_request_cap). */
+#define PS_CLIENT_MAX_REQUEST ((size_t)64 << 20)
 
 void ps_client_options_default(ps_client_options *o);
 

@@ -6,7 +6,12 @@
  * converted once when the wire carries f16). Pulled rows are copied once, from the reply
  * frames to the caller's rows, when the request completes (cl_scatter_pull). With one shard
  * the per-key shard bookkeeping is skipped. These loops are the client's hot path: measure
- * (bench/net) before changing them. */
+ * (bench/net) before changing them.
+ *
+ * A call whose rows (or keys) exceed max_request_bytes (servers refuse larger requests, their
+ * request cap) is split into parts of consecutive keys, each a request of its own chained to
+ * the first (ps_client_wait waits for them all). A push's duplicate keys are summed first, so
+ * that every key is in one part and the optimizer steps once per key, as unsplit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,10 +205,59 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
   return PS_OK;
 }
 
+/* Keys per part, so that no frame of a part exceeds max_request_bytes (0 = not split: small
+ * enough, or a call data_start refuses anyway). */
+static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys, size_t n) {
+  if (!keys || !table || table > PS_WIRE_MAX_TABLE || !c->dims[table] || n >= UINT32_MAX)
+    return 0;
+  size_t cap = c->opt.max_request_bytes ? c->opt.max_request_bytes : PS_CLIENT_MAX_REQUEST;
+  size_t row = c->dims[table] * (c->opt.wire_f16 ? (size_t)2 : sizeof(float));
+  if (row < sizeof(uint64_t)) row = sizeof(uint64_t); /* the keys frame */
+  size_t k = cap / row ? cap / row : 1;
+  return n > k ? k : 0;
+}
+
+/* data_start for a call over max_request_bytes: consecutive parts of k keys, chained. */
+static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                             const uint64_t *keys, size_t n, bool unique, float *out,
+                             const float *grads, size_t k, ps_client_req **rp, ps_error *err) {
+  const size_t dim = c->dims[table];
+  uint64_t *uk = NULL;
+  uint32_t *inv = NULL;
+  float *sum = NULL;
+  ps_status st = PS_OK;
+  if (op == EMBER__OP__OP_PUSH && !unique) {
+    size_t nu = 0;
+    uk = malloc(n * sizeof *uk);
+    inv = malloc(n * sizeof *inv);
+    if (!uk || !inv || ps_dedup_keys(c->dd, keys, n, uk, inv, &nu) != PS_OK ||
+        !(sum = malloc(nu * dim * sizeof *sum)))
+      st = ps_error_set(err, PS_ERR_NOMEM, "out of memory splitting a push of %zu keys", n);
+    else ps_dedup_sum_rows(inv, n, nu, grads, dim, sum);
+    keys = uk, grads = sum, n = nu, unique = true;
+  }
+  ps_client_req *head = NULL, **tail = &head;
+  for (size_t off = 0; st == PS_OK && off < n; off += k) {
+    size_t m = n - off < k ? n - off : k;
+    st = data_start(c, op, table, step, keys + off, m, unique, out ? out + off * dim : NULL,
+                    grads ? grads + off * dim : NULL, tail, err);
+    if (st == PS_OK) tail = &(*tail)->chain;
+  }
+  free(uk);
+  free(inv);
+  free(sum); /* the parts' frames hold their copies */
+  if (st != PS_OK) cl_req_release(c, head);
+  *rp = st == PS_OK ? head : NULL;
+  return st;
+}
+
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, float *out,
                                ps_client_req **r, ps_error *err) {
   if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
+  size_t k = part_keys(c, table, keys, n);
+  if (k)
+    return split_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, k, r, err);
   return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, r, err);
 }
 
@@ -211,6 +265,9 @@ ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
                                ps_client_req **r, ps_error *err) {
   if (n && !grads) return ps_error_set(err, PS_ERR_INVALID, "no gradients");
+  size_t k = part_keys(c, table, keys, n);
+  if (k)
+    return split_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, k, r, err);
   return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, r, err);
 }
 

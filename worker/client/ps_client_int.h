@@ -64,6 +64,7 @@ struct ps_client_req {
   void *scratch;
   size_t cap;
   cl_sub *subs;   /* one per server */
+  struct ps_client_req *chain; /* the next part of a split pull or push (ps_client_data.c) */
   uint32_t active, done;
   ps_status st;
   char err[1024];

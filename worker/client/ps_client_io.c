@@ -48,6 +48,8 @@ static void unregister(ps_client *c, cl_sub *s) {
 
 void cl_req_release(ps_client *c, struct ps_client_req *r) {
   if (!r || !r->in_use) return;
+  cl_req_release(c, r->chain);
+  r->chain = NULL;
   for (size_t i = 0; i < c->nsrv; i++) {
     unregister(c, &r->subs[i]);
     sub_clear(&r->subs[i]);
@@ -91,6 +93,7 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
   r->st = PS_OK;
   r->err[0] = '\0';
   r->out = NULL;
+  r->chain = NULL;
   r->n = r->nu = 0;
   r->idempotent = op != EMBER__OP__OP_PUSH && op != EMBER__OP__OP_STEP &&
                   op != EMBER__OP__OP_CHECKPOINT && op != EMBER__OP__OP_RESTORE &&
@@ -415,7 +418,7 @@ static long poll_cap(const ps_client *c, const struct ps_client_req *r, uint64_t
   return cap;
 }
 
-ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
+static ps_status wait_one(ps_client *c, struct ps_client_req *r, ps_error *err) {
   while (r->done < r->active) {
     uint64_t now = ps_now_ns();
     warn_silent(c, r, now);
@@ -440,10 +443,18 @@ ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
   return PS_OK;
 }
 
-ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done,
-                          ps_error *err) {
-  if (!r || !done) return ps_error_set(err, PS_ERR_INVALID, "no request or no done flag");
-  uint64_t end = ps_now_ns() + (uint64_t)wait_ms * 1000000ull;
+ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err) {
+  ps_status st = PS_OK;
+  ps_error later;
+  for (struct ps_client_req *p = r; p; p = p->chain) { /* every part of a split one */
+    ps_status st2 = wait_one(c, p, st == PS_OK ? err : &later);
+    if (st == PS_OK) st = st2; /* the first failure is the one reported */
+  }
+  return st;
+}
+
+/* Pumps until r (one part) is complete or `end` passes; *done as ps_client_ready's. */
+static void ready_one(ps_client *c, struct ps_client_req *r, uint64_t end, bool *done) {
   for (;;) {
     *done = r->done >= r->active;
     uint64_t now = ps_now_ns();
@@ -457,6 +468,16 @@ ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool
     }
   }
   if (!*done && ps_now_ns() >= r->deadline) *done = true; /* ps_client_wait reports the timeout */
+}
+
+ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool *done,
+                          ps_error *err) {
+  if (!r || !done) return ps_error_set(err, PS_ERR_INVALID, "no request or no done flag");
+  uint64_t end = ps_now_ns() + (uint64_t)wait_ms * 1000000ull;
+  for (struct ps_client_req *p = r; p; p = p->chain) { /* every part of a split one */
+    ready_one(c, p, end, done);
+    if (!*done) break;
+  }
   return PS_OK;
 }
 

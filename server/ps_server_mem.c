@@ -1,0 +1,276 @@
+/* ps_server_mem: the shard's memory bounds against whatever clients send -- the request cap,
+ * and the bytes that requests hold, per connection and in all.
+ *
+ * R, the request cap (--max-request-mb, else max(64 MiB, min(cache/4, 256 MiB))), bounds every
+ * frame (ZMQ_MAXMSGSIZE: a peer announcing a larger one is disconnected by ZeroMQ before
+ * anything is buffered) and every pull reply (a larger pull is refused at intake with
+ * PS_ERR_NOMEM, "too large", before any store work), and so the keys of a request.
+ *
+ * Every request is charged at intake: its frames (plus SRV_REQ_COST), and for a pull that can
+ * run now its reply too, reserved then so that it never waits again once admitted. The frames
+ * come back when the request is freed; the reply when ZeroMQ lets go of it -- the reply buffer
+ * is ours (zmq_msg_init_data) and its free callback, on ZeroMQ's I/O thread once the bytes are
+ * in the kernel or the peer is gone, gives the bytes back. So a peer that never reads holds
+ * its replies' bytes and no more. A request that would take its connection past R, or all
+ * requests past 2R, is parked (FIFO; nothing blocks) until bytes come back; at most R of
+ * frames and SRV_PARK_MAX requests wait, beyond that a request is refused with PS_ERR_NOMEM
+ * ("busy"). A request alone on its connection and alone in all always fits. A pull deferred
+ * for its step (sync/ssp) holds its frames only, and charges its reply when its step is
+ * readable -- parked then if it does not fit (later requests never waited for a deferred pull
+ * anyway), so no deferred pull holds a reply's bytes that the pushes it waits for would need.
+ *
+ * Connections are told apart by a hash of their routing id into SRV_CONN_SLOTS slots (two
+ * connections sharing a slot share its cap: a fairness cost, never a memory one). A slot with
+ * parked requests parks its later ones behind them, and srv_mem_unpark starts them in order
+ * per slot, so the order of a connection's requests is kept. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ps_server_int.h"
+
+/* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
+typedef struct mem_hdr {
+  ps_server *s;
+  uint64_t bytes;
+  uint32_t slot;
+  char pad[64 - sizeof(void *) - sizeof(uint64_t) - sizeof(uint32_t)];
+} mem_hdr;
+_Static_assert(sizeof(mem_hdr) == 64, "reply header keeps rows aligned");
+
+size_t ps_server_request_cap(size_t cache_bytes, size_t max_request_bytes) {
+  if (max_request_bytes) return max_request_bytes;
+  size_t r = cache_bytes / 4;
+  if (r > ((size_t)256 << 20)) r = (size_t)256 << 20;
+  if (r < ((size_t)64 << 20)) r = (size_t)64 << 20;
+  return r;
+}
+
+ps_status srv_mem_init(ps_server *s) {
+  s->req_cap = ps_server_request_cap(s->opt.cache_bytes, s->opt.max_request_bytes);
+  s->conn_cap = s->req_cap;
+  s->all_cap = 2 * s->req_cap;
+  s->park_cap = s->req_cap;
+  s->conn_bytes = calloc(SRV_CONN_SLOTS, sizeof *s->conn_bytes);
+  s->conn_parked = calloc(SRV_CONN_SLOTS, sizeof *s->conn_parked);
+  return s->conn_bytes && s->conn_parked ? PS_OK : PS_ERR_NOMEM;
+}
+
+void srv_mem_free(ps_server *s) {
+  free((void *)s->conn_bytes);
+  free(s->conn_parked);
+  s->conn_bytes = NULL;
+  s->conn_parked = NULL;
+}
+
+uint32_t srv_conn_slot(zmq_msg_t *ident) {
+  const uint8_t *p = zmq_msg_data(ident);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0, n = zmq_msg_size(ident); i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  h ^= h >> 29;
+  return (uint32_t)(h % SRV_CONN_SLOTS);
+}
+
+static void charge(ps_server *s, uint32_t slot, uint64_t bytes) {
+  atomic_fetch_add(&s->inflight_bytes, bytes);
+  atomic_fetch_add(&s->conn_bytes[slot], bytes);
+}
+
+static void release(ps_server *s, uint32_t slot, uint64_t bytes) {
+  atomic_fetch_sub(&s->conn_bytes[slot], bytes);
+  atomic_fetch_sub(&s->inflight_bytes, bytes);
+}
+
+/* ZeroMQ is done with a reply (any thread): its bytes are free again; the main loop is woken
+ * once if requests wait for them. */
+static void reply_free(void *data, void *hint) {
+  (void)hint;
+  mem_hdr *h = (mem_hdr *)data - 1;
+  ps_server *s = h->s;
+  release(s, h->slot, h->bytes);
+  free(h);
+  if (atomic_exchange(&s->park_wake, false) && s->sigpipe[1] >= 0) {
+    char c = 0;
+    ssize_t w = write(s->sigpipe[1], &c, 1);
+    (void)w;
+  }
+}
+
+static size_t frame_bytes(srv_req *r) {
+  size_t n = SRV_REQ_COST;
+  for (size_t i = 0; i < r->nfr; i++) n += zmq_msg_size(&r->fr[i]);
+  return n;
+}
+
+/* The reply of a pull of r's keys from table t. */
+static size_t pull_bytes(const srv_req *r, const srv_table *t) {
+  size_t vs = r->h->value_type == EMBER__VALUE_TYPE__VT_F16 ? 2 : sizeof(float);
+  return r->msg.nkeys * (size_t)t->spec.dim * vs;
+}
+
+/* Whether `bytes` more fit for a request that holds `own` already: its connection and all
+ * requests stay within their caps, or nothing but itself is in flight there. */
+static bool fits(ps_server *s, uint32_t slot, uint64_t bytes, uint64_t own) {
+  uint64_t all = atomic_load(&s->inflight_bytes), conn = atomic_load(&s->conn_bytes[slot]);
+  return (conn == own || conn + bytes <= s->conn_cap) && (all == own || all + bytes <= s->all_cap);
+}
+
+static const srv_table *pull_table(ps_server *s, const srv_req *r) {
+  const Ember__Header *h = r->h;
+  if (h->op != EMBER__OP__OP_PULL || !h->table_id || h->table_id > PS_WIRE_MAX_TABLE)
+    return NULL;
+  return s->tables[h->table_id];
+}
+
+bool srv_mem_too_large(ps_server *s, srv_req *r) {
+  const srv_table *t = pull_table(s, r);
+  size_t bytes = t ? pull_bytes(r, t) : 0;
+  if (bytes <= s->req_cap) return false;
+  s->traffic.refused_memory++;
+  srv_reply_error(s, r, PS_ERR_NOMEM,
+                  "too large: a pull of %zu keys x dim %u is a %zu-byte reply, over this "
+                  "server's request cap of %zu bytes (--max-request-mb): split it",
+                  r->msg.nkeys, t->spec.dim, bytes, s->req_cap);
+  return true;
+}
+
+/* Charges r's frames, and the reply of a pull that can run now (reserved: no later wait);
+ * false if they do not fit now. */
+static bool take_intake(ps_server *s, srv_req *r) {
+  const srv_table *t = pull_table(s, r);
+  size_t fb = frame_bytes(r), rb = 0;
+  if (t && (t->spec.consistency == PS_CONS_ASYNC || !t->step_init || srv_pull_ready(t, r->h->step)))
+    rb = pull_bytes(r, t);
+  if (!fits(s, r->slot, fb + rb, 0)) return false;
+  charge(s, r->slot, fb + rb);
+  r->charged = fb + rb;
+  r->reserved = rb;
+  return true;
+}
+
+/* Allocates r's reply into r->out out of its reservation, or charging it now if it fits. */
+static bool take_reply(ps_server *s, srv_req *r, bool *nomem) {
+  size_t rb = pull_bytes(r, r->tab);
+  *nomem = false;
+  if (rb > r->reserved && !fits(s, r->slot, rb, r->charged)) return false;
+  mem_hdr *h = rb ? malloc(sizeof *h + rb) : NULL;
+  if (rb && (!h || zmq_msg_init_data(&r->out, h + 1, rb, reply_free, NULL) != 0)) {
+    free(h);
+    *nomem = true;
+    return false;
+  }
+  if (!rb) zmq_msg_init(&r->out);
+  if (rb > r->reserved) charge(s, r->slot, rb);
+  else r->charged -= rb; /* the reservation moves to the reply */
+  r->reserved = 0;
+  if (h) *h = (mem_hdr){.s = s, .bytes = rb, .slot = r->slot};
+  r->has_out = true;
+  r->outp = zmq_msg_data(&r->out);
+  return true;
+}
+
+/* Parks r (to be resumed as `kind`), or refuses it when the waiting room is full. */
+static void park(ps_server *s, srv_req *r, int kind) {
+  size_t fb = frame_bytes(r);
+  if (s->parked >= SRV_PARK_MAX || s->parked_bytes + fb > s->park_cap) {
+    s->traffic.refused_memory++;
+    srv_reply_error(s, r, PS_ERR_NOMEM,
+                    "busy: %" PRIu64 " bytes in flight (cap %zu, %zu per connection) and %" PRIu64
+                    " requests waiting; retry later",
+                    (uint64_t)atomic_load(&s->inflight_bytes), s->all_cap, s->conn_cap,
+                    s->parked);
+    return;
+  }
+  r->park_kind = kind;
+  r->park_bytes = fb;
+  s->parked++;
+  s->parked_bytes += fb;
+  s->conn_parked[r->slot]++;
+  srv_list_push(&s->park_head, &s->park_tail, r);
+  atomic_store(&s->park_wake, true);
+}
+
+bool srv_mem_intake(ps_server *s, srv_req *r) {
+  if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
+  const int op = (int)r->h->op;
+  if (!s->conn_parked[r->slot] && (op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS)) {
+    /* Answered at once, never waiting: monitoring goes on while the caps are full. */
+    size_t fb = frame_bytes(r);
+    charge(s, r->slot, fb);
+    r->charged = fb;
+    return true;
+  }
+  park(s, r, PARK_HANDLE);
+  return false;
+}
+
+bool srv_mem_admit(ps_server *s, srv_req *r, int kind) {
+  if (r->kind != REQ_CLIENT || kind != TK_PULL || r->has_out) return true;
+  bool nomem;
+  if (take_reply(s, r, &nomem)) return true;
+  if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
+  else park(s, r, TK_PULL); /* a pull deferred for its step: later ones did not wait for it */
+  return false;
+}
+
+void srv_mem_unpark(ps_server *s) {
+  if (!s->park_head || s->stopping) return;
+  atomic_store(&s->park_wake, false);
+  uint8_t blocked[SRV_CONN_SLOTS / 8];
+  memset(blocked, 0, sizeof blocked);
+  srv_req *r = s->park_head, *prev = NULL;
+  while (r && !s->excl_active) {
+    srv_req *next = r->next;
+    const uint32_t sl = r->slot;
+    bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));
+    if (go) go = r->park_kind == PARK_HANDLE ? take_intake(s, r) : take_reply(s, r, &nomem);
+    if (go || nomem) {
+      if (prev) prev->next = next;
+      else s->park_head = next;
+      if (s->park_tail == r) s->park_tail = prev;
+      r->next = NULL;
+      s->parked--;
+      s->parked_bytes -= r->park_bytes;
+      s->conn_parked[sl]--;
+      if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
+      else if (r->park_kind == PARK_HANDLE) srv_handle(s, r);
+      else srv_dispatch(s, r, TK_PULL);
+    } else {
+      blocked[sl / 8] |= (uint8_t)(1u << (sl % 8)); /* its later requests keep their place */
+      prev = r;
+    }
+    r = next;
+  }
+  if (s->park_head) atomic_store(&s->park_wake, true);
+}
+
+void srv_mem_drop_parked(ps_server *s, bool answer) {
+  srv_req *r = s->park_head;
+  s->park_head = s->park_tail = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    s->conn_parked[r->slot]--;
+    if (answer) srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
+    else srv_req_free(s, r);
+    r = next;
+  }
+  s->parked = s->parked_bytes = 0;
+}
+
+bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n) {
+  mem_hdr *h = malloc(sizeof *h + n);
+  if (!h || zmq_msg_init_data(m, h + 1, n, reply_free, NULL) != 0) {
+    free(h);
+    return false;
+  }
+  *h = (mem_hdr){.s = s, .bytes = n, .slot = r->slot};
+  charge(s, r->slot, n);
+  return true;
+}
+
+void srv_mem_done(ps_server *s, srv_req *r) {
+  if (r->charged) release(s, r->slot, r->charged);
+  r->charged = 0;
+}

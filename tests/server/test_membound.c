@@ -1,0 +1,370 @@
+/* Integration: a live ps-server (--cache-mb 64, 2 partition threads) keeps its peak RSS within
+ * the bound docs/OPERATIONS.md states whatever raw ZeroMQ clients send, and still serves a
+ * legitimate client afterwards. The attacks, each measured on its own (VmHWM is reset through
+ * /proc/PID/clear_refs before each):
+ *   frames     3 raw TCP connections speak ZMTP 3.0 by hand, announce a 1 GiB frame each and
+ *              trickle up to 300 MB into it: each is cut off (the frame is over the request
+ *              cap, ZMQ_MAXMSGSIZE) before 300 MB are in.
+ *   huge pull  one PULL of 4M keys of a dim-16 table (a 256 MiB reply): refused with an error
+ *              reply (PS_ERR_NOMEM, "too large") before any store work.
+ *   big pulls  4 concurrent PULLs of 1M keys of a dim-64 table (256 MiB replies each): all
+ *              refused the same way.
+ *   in flight  8 connections that never read their replies (RCVHWM 1, a 4 KB receive buffer)
+ *              send 4 PULLs of 128K dim-64 keys each (32 MiB replies, each under the cap):
+ *              the replies in flight are capped per connection and in all, the rest wait.
+ * The bound is the one the docs state for the server's defaults at --cache-mb 64: the request
+ * cap R = max(64 MiB, cache/4) = 64 MiB, and peak RSS <= cache + 5 R + 160 MiB (the store's
+ * and the process's own overhead, measured in bench/RESULTS-ops.md). Today's server (before
+ * the caps) went to 0.9-2 GB on each of these. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <jansson.h>
+#include <zmq.h>
+#include <cmocka.h>
+
+#include "ember.pb-c.h"
+#include "ps_client.h"
+#include "ps_wire.h"
+#include "pt_cluster.h"
+
+#define MIB (1024L * 1024L)
+#define CACHE_MB 64L /* pt_start's --cache-mb */
+#define REQ_MB 64L   /* the request cap R the server derives from it */
+#define OVERHEAD_MB 160L
+#if defined(__SANITIZE_ADDRESS__)
+/* The ASan build's server: shadow memory and the quarantine of freed blocks (256 MB) on top. */
+#define SAN_MB 384L
+#else
+#define SAN_MB 0L
+#endif
+#define BOUND_KB ((CACHE_MB + 5 * REQ_MB + OVERHEAD_MB + SAN_MB) * 1024L)
+#define T16 1 /* dim-16 table */
+#define T64 2 /* dim-64 table */
+
+static pt_group g_cl = {.n = 1, .tag = "membound", .threads = {2}, .timeout_ms = 30000};
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A field of /proc/PID/status in kB (VmHWM, VmRSS), or -1. */
+static long status_kb(pid_t pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long v = -1;
+  size_t n = strlen(field);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, field, n) == 0 && line[n] == ':') v = atol(line + n + 1);
+  fclose(f);
+  return v;
+}
+
+/* Resets the peak (VmHWM) to the current RSS. */
+static void reset_peak(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("5", f);
+  fclose(f);
+}
+
+/* Waits (<= 60 s) until the server's RSS has not moved by more than 2 MB for 1.5 s: the work
+ * an attack started is done (or parked). */
+static void settle(pid_t pid) {
+  long last = status_kb(pid, "VmRSS");
+  int still = 0;
+  for (int i = 0; i < 240 && still < 6; i++) {
+    sleep_ms(250);
+    long now = status_kb(pid, "VmRSS");
+    still = labs(now - last) < 2048 ? still + 1 : 0;
+    last = now;
+  }
+}
+
+static long peak_after(pid_t pid, const char *what) {
+  settle(pid);
+  long hwm = status_kb(pid, "VmHWM");
+  printf("# %s: peak RSS %ld MB (bound %ld MB)\n", what, hwm / 1024, BOUND_KB / 1024);
+  return hwm;
+}
+
+/* A well-behaved client, with both tables declared. */
+static ps_client *legit_client(void) {
+  ps_client *c = pt_group_client(&g_cl, 0);
+  ps_table_spec t;
+  ps_table_spec_default(&t, T16, "d16", 16);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_table_spec_default(&t, T64, "d64", 64);
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  return c;
+}
+
+/* ---------------------------------------------------------------- raw ZMTP */
+
+static bool write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    c += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* A TCP connection that has done ZMTP 3.0's NULL handshake as a DEALER; -1 on failure. */
+static int zmtp_connect(int port) {
+  int fd = pt_tcp_connect(NULL, "127.0.0.1", port, 5000);
+  if (fd < 0) return -1;
+  uint8_t greet[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0};
+  memcpy(greet + 12, "NULL", 4);
+  uint8_t peer[64];
+  static const char prop[] = "Socket-Type";
+  uint8_t ready[64];
+  size_t n = 0;
+  ready[n++] = 0x04; /* a short command */
+  ready[n++] = 0;    /* its size, below */
+  ready[n++] = 5;
+  memcpy(ready + n, "READY", 5);
+  n += 5;
+  ready[n++] = (uint8_t)(sizeof prop - 1);
+  memcpy(ready + n, prop, sizeof prop - 1);
+  n += sizeof prop - 1;
+  ready[n++] = 0, ready[n++] = 0, ready[n++] = 0, ready[n++] = 6;
+  memcpy(ready + n, "DEALER", 6);
+  n += 6;
+  ready[1] = (uint8_t)(n - 2);
+  if (!write_all(fd, greet, sizeof greet) || recv(fd, peer, sizeof peer, MSG_WAITALL) != 64 ||
+      !write_all(fd, ready, n)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void test_frames(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 3 };
+  const size_t chunk = 1 << 20, total = 300u << 20;
+  reset_peak(pid);
+  int fd[NC];
+  size_t sent[NC] = {0};
+  bool cut[NC] = {false};
+  for (int i = 0; i < NC; i++) {
+    fd[i] = zmtp_connect(g_cl.srv[0].port);
+    assert_true(fd[i] >= 0);
+    uint8_t hdr[9] = {0x02}; /* a long final frame of 1 GiB */
+    uint64_t size = 1ull << 30;
+    for (int b = 0; b < 8; b++) hdr[1 + b] = (uint8_t)(size >> (56 - 8 * b));
+    cut[i] = !write_all(fd[i], hdr, sizeof hdr);
+  }
+  char *buf = calloc(1, chunk);
+  assert_non_null(buf);
+  for (bool any = true; any;) {
+    any = false;
+    for (int i = 0; i < NC; i++) {
+      if (cut[i] || sent[i] >= total) continue;
+      if (!write_all(fd[i], buf, chunk)) cut[i] = true;
+      else sent[i] += chunk, any = true;
+    }
+  }
+  free(buf);
+  long hwm = peak_after(pid, "3 x 1 GiB frame announcements");
+  for (int i = 0; i < NC; i++) {
+    printf("# connection %d: %zu MB sent, %s\n", i, sent[i] >> 20, cut[i] ? "cut" : "not cut");
+    close(fd[i]);
+  }
+  assert_true(hwm <= BOUND_KB);
+  for (int i = 0; i < NC; i++) assert_true(cut[i]);
+}
+
+/* ---------------------------------------------------------------- pulls over libzmq */
+
+/* A DEALER that reads as little as it can: at most one message queued, a 4 KB buffer. */
+static void *slow_dealer(void *ctx) {
+  void *d = zmq_socket(ctx, ZMQ_DEALER);
+  int one = 1, small = 4096, zero = 0;
+  zmq_setsockopt(d, ZMQ_RCVHWM, &one, sizeof one);
+  zmq_setsockopt(d, ZMQ_RCVBUF, &small, sizeof small);
+  zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+  char url[64];
+  snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_cl.srv[0].port);
+  assert_int_equal(zmq_connect(d, url), 0);
+  return d;
+}
+
+/* Sends PULL(table, n keys first, first+1, ...) with request id rid. */
+static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
+                      uint64_t rid) {
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.request_id = rid;
+  h.table_id = table;
+  h.count = (uint32_t)n;
+  h.dim = dim;
+  uint8_t hb[256];
+  size_t hs = ember__header__pack(&h, hb);
+  zmq_msg_t k;
+  zmq_msg_init_size(&k, n * sizeof(uint64_t));
+  uint64_t *kp = zmq_msg_data(&k);
+  for (size_t i = 0; i < n; i++) kp[i] = first + i;
+  assert_true(zmq_send(d, hb, hs, ZMQ_SNDMORE) >= 0);
+  assert_true(zmq_msg_send(&k, d, 0) >= 0);
+}
+
+/* The status of the reply on d (<= 60 s), or INT32_MIN when none came. */
+static int32_t reply_status(void *d) {
+  zmq_pollitem_t it = {.socket = d, .events = ZMQ_POLLIN};
+  if (zmq_poll(&it, 1, 60000) <= 0) return INT32_MIN;
+  zmq_msg_t m;
+  zmq_msg_init(&m);
+  int32_t st = INT32_MIN;
+  if (zmq_msg_recv(&m, d, 0) >= 0) {
+    Ember__Header *h = ember__header__unpack(NULL, zmq_msg_size(&m), zmq_msg_data(&m));
+    if (h) {
+      st = h->status;
+      if (h->message && h->message[0]) printf("# reply: %s\n", h->message);
+      ember__header__free_unpacked(h, NULL);
+    }
+    while (zmq_msg_more(&m) && zmq_msg_recv(&m, d, 0) >= 0) {
+    }
+  }
+  zmq_msg_close(&m);
+  return st;
+}
+
+static void test_huge_pull(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  void *ctx = zmq_ctx_new();
+  void *d = slow_dealer(ctx);
+  reset_peak(pid);
+  send_pull(d, T16, 16, 0, (size_t)4 << 20, 1);
+  int32_t st = reply_status(d);
+  long hwm = peak_after(pid, "one PULL of 4M keys x dim 16 (256 MiB reply)");
+  zmq_close(d);
+  zmq_ctx_term(ctx);
+  assert_true(hwm <= BOUND_KB);
+  assert_int_equal(st, PS_ERR_NOMEM);
+}
+
+static void test_big_pulls(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 4 };
+  void *ctx = zmq_ctx_new();
+  void *d[NC];
+  for (int i = 0; i < NC; i++) d[i] = slow_dealer(ctx);
+  reset_peak(pid);
+  for (int i = 0; i < NC; i++) send_pull(d[i], T64, 64, (uint64_t)i << 20, (size_t)1 << 20, 1);
+  int32_t st[NC];
+  for (int i = 0; i < NC; i++) st[i] = reply_status(d[i]);
+  long hwm = peak_after(pid, "4 concurrent PULLs of 1M keys x dim 64 (256 MiB replies)");
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  assert_true(hwm <= BOUND_KB);
+  for (int i = 0; i < NC; i++) assert_int_equal(st[i], PS_ERR_NOMEM);
+}
+
+static void test_replies_in_flight(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 8, PER = 4 };
+  const size_t n = 128 << 10; /* x 64 x 4 B = 32 MiB per reply, 1 GiB in all */
+  void *ctx = zmq_ctx_new();
+  void *d[NC];
+  for (int i = 0; i < NC; i++) d[i] = slow_dealer(ctx);
+  reset_peak(pid);
+  for (int j = 0; j < PER; j++)
+    for (int i = 0; i < NC; i++) send_pull(d[i], T64, 64, 0, n, (uint64_t)j + 1);
+  long hwm = peak_after(pid, "8 non-reading connections x 4 PULLs of 32 MiB");
+  /* STATS is answered meanwhile: the caps are full, requests wait, the refusals so far (the
+   * huge pulls) are counted. */
+  ps_client *c = legit_client();
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  ps_client_destroy(&c);
+  json_t *doc = json_loads(js, 0, NULL);
+  free(js);
+  assert_non_null(doc);
+  json_t *q = json_object_get(doc, "queue");
+  json_int_t parked = json_integer_value(json_object_get(q, "parked"));
+  json_int_t flight = json_integer_value(json_object_get(q, "bytes_in_flight"));
+  json_int_t refused = json_integer_value(json_object_get(doc, "refused_memory"));
+  json_decref(doc);
+  printf("# STATS: %lld parked, %lld MB in flight, %lld refused\n", (long long)parked,
+         (long long)(flight >> 20), (long long)refused);
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  assert_true(hwm <= BOUND_KB);
+  assert_true(parked > 0);
+  assert_true(flight <= 2 * REQ_MB * MIB + 65536);
+  assert_true(refused >= 5); /* test_huge_pull and test_big_pulls */
+}
+
+/* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
+static void test_legit_client_after(void **state) {
+  (void)state;
+  ps_client *c = legit_client();
+  enum { N = 1000, DIM = 16 };
+  static uint64_t keys[N];
+  static float a[N * DIM], b[N * DIM], g[N * DIM];
+  for (int i = 0; i < N; i++) keys[i] = 7000000u + (uint64_t)i * 13u;
+  for (int i = 0; i < N * DIM; i++) g[i] = 1.0f;
+  ps_error err;
+  assert_int_equal(ps_client_pull(c, T16, 0, keys, N, a, &err), PS_OK);
+  assert_int_equal(ps_client_push(c, T16, 0, keys, N, g, &err), PS_OK);
+  assert_int_equal(ps_client_pull(c, T16, 0, keys, N, b, &err), PS_OK);
+  /* SGD, lr 0.01 (ps_table_spec_default): every value moved by -0.01. */
+  for (int i = 0; i < N * DIM; i++) assert_float_equal(b[i], a[i] - 0.01f, 1e-6);
+  ps_client_destroy(&c);
+}
+
+/* Runs very last: a graceful shutdown while requests are parked (non-reading connections hold
+ * the bytes in flight) answers them and exits 0 (the ASan build: nothing leaked). */
+static void test_shutdown_while_parked(void **state) {
+  (void)state;
+  enum { NC = 4, PER = 4 };
+  void *ctx = zmq_ctx_new();
+  void *d[NC];
+  for (int i = 0; i < NC; i++) d[i] = slow_dealer(ctx);
+  for (int j = 0; j < PER; j++)
+    for (int i = 0; i < NC; i++) send_pull(d[i], T64, 64, 0, 128 << 10, (uint64_t)j + 1);
+  settle(g_cl.srv[0].pid);
+  int rc = pt_stop(&g_cl.srv[0], SIGTERM, 30000);
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  assert_int_equal(rc, 0);
+}
+
+static void test_declare(void **state) {
+  (void)state;
+  ps_client *c = legit_client();
+  ps_client_destroy(&c);
+  printf("# idle server: RSS %ld MB\n", status_kb(g_cl.srv[0].pid, "VmRSS") / 1024);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_declare),     cmocka_unit_test(test_frames),
+      cmocka_unit_test(test_huge_pull),   cmocka_unit_test(test_big_pulls),
+      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_legit_client_after),
+      cmocka_unit_test(test_shutdown_while_parked),
+  };
+  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
+}
