@@ -58,6 +58,7 @@ typedef struct ps_train_config {
   const char *run_id;       /* rendezvous namespace; NULL = agreed through the coordinator */
   uint32_t timeout_ms;
   int metrics_port;         /* Prometheus /metrics (0: off) */
+  int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

@@ -74,6 +74,9 @@ typedef struct ps_reader_opts {
   uint64_t row_end;        /* one past the last line used; 0 = to the end of the file */
   int log_bad_lines;       /* bad lines logged in full (default 10) */
   int keep_rows;           /* also fill ps_batch.rows (the converter needs raw values) */
+  size_t shuffle_buffer;   /* samples held in the seeded shuffle buffer of ps_shuffle.h
+                            * (seed, rank); 0 = off (default). Not with keep_rows or
+                            * shuffle_window. */
 } ps_reader_opts;
 
 void ps_reader_opts_default(ps_reader_opts *o);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ps_reader_int.h"
+#include "ps_shuffle.h"
 
 /* This rank's next round, an end-of-epoch mark, or the end of all epochs. */
 static void fetch_raw(ps_reader *r, staged *s) {
@@ -89,8 +90,8 @@ static void fill_batch(ps_reader *r, ps_batch *b, const ps_criteo_row *rows, siz
 
 static uint64_t rng_next(uint64_t *s) { return ps_mix64(*s += 0x9e3779b97f4a7c15ull); }
 
-/* Fills b with the next batch. *end = 1 when nothing is left. */
-ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
+/* Fills b with the next batch in file order (or shuffle window). *end = 1 when nothing is left. */
+static ps_status produce_plain(ps_reader *r, ps_batch *b, int *end) {
   *end = 0;
   int last = 0;
   if (r->o.shuffle_window <= 1) {
@@ -150,6 +151,26 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
   b->index = r->batch_idx++;
   if (b->last_in_epoch) r->batch_idx = 0;
   return PS_OK;
+}
+
+static ps_status shuffle_source(void *ctx, ps_batch **b, int *end) {
+  ps_reader *r = ctx;
+  *b = r->shuf_raw;
+  return produce_plain(r, r->shuf_raw, end);
+}
+
+/* Fills b with the next batch, through the shuffle buffer when there is one. */
+ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
+  if (!r->o.shuffle_buffer) return produce_plain(r, b, end);
+  if (!r->shuf) {
+    ps_shuffle_opts so = {.capacity = r->o.shuffle_buffer, .max_batch = r->B,
+                          .seed = ps_mix64(r->o.seed ^ ps_mix64(0x72616e6b00ull + r->r)),
+                          .ndense = PS_CRITEO_NDENSE, .nbags = PS_CRITEO_NCAT};
+    if (!(r->shuf_raw = ps_reader_batch_new(r->B, 0)) ||
+        ps_shuffle_create(&so, shuffle_source, r, &r->shuf) != PS_OK)
+      return PS_ERR_NOMEM;
+  }
+  return ps_shuffle_next(r->shuf, b, end);
 }
 
 ps_batch *ps_reader_batch_new(size_t cap, int keep_rows) {

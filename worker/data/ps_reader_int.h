@@ -78,6 +78,10 @@ struct ps_reader {
   size_t win_count, win_pos, win_off;
   int win_last;
 
+  /* shuffle buffer (ps_shuffle.h), made on the first batch; shuf_raw takes the source batches */
+  struct ps_shuffle *shuf;
+  ps_batch *shuf_raw;
+
   /* counters (read by other threads) */
   uint64_t bad, rows_out;
   int64_t lines_epoch;
