@@ -33,7 +33,7 @@ void ps_train_config_default(ps_train_config *c) {
   *c = (ps_train_config){
       .holdout = 0, .rank = -1, .world = 1, .device = "cpu", .threads = 0,
       .consistency = "sync", .consistency_mode = PS_CONS_SYNC, .staleness = 0,
-      .epochs = 1, .batch = 2048, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
+      .epochs = 1, .batch = 256, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
       .max_bad_fraction = 0.01,
       .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
