@@ -27,8 +27,8 @@
  *    bag for one-hot, any number for multi-hot), so the buffer is independent of the text
  *    format. Slots are swapped by pointer on removal (no copying inside the pool).
  *
- * Memory: capacity + max_batch slots of (4 + 4*ndense + 8*nbags + 40) bytes for one-hot
- * samples (the Criteo shape: 304 bytes, so 32768 slots ~ 10 MB), plus 4*nbags per slot once a
+ * Memory: capacity + 2*max_batch slots of (48 + 4*ndense + 8*nbags) bytes for one-hot samples
+ * (the Criteo shape: 308 bytes, so 32768 + 512 slots ~ 10.3 MB), plus 4*nbags per slot once a
  * multi-hot sample is seen and the keys of bags beyond one key (ps_shuffle_bytes). */
 #ifndef PS_SHUFFLE_H
 #define PS_SHUFFLE_H
