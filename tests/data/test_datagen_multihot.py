@@ -12,13 +12,14 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-BIN = os.environ.get("EMBER_BIN", "build/bin")
-fails = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "worker"))
+import harness as h  # noqa: E402  (BIN and the ok/FAIL tally of the integration tests)
+
+BIN = h.BIN
+results = h.Results()
 
 def check(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg)
-    if not cond:
-        fails.append(msg)
+    results.check(msg, cond)
 
 def gen(d, tag, *flags, rows=20000, test=5000):
     p = {k: os.path.join(d, tag + k) for k in (".tsv", "_test.tsv", ".json", ".probs", ".schema.json")}
@@ -119,4 +120,4 @@ with tempfile.TemporaryDirectory() as d:
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.count("\n") == 1, f"{' '.join(bad_flags)}: exit 2, one line: {r.stderr.strip()}")
 
-sys.exit(1 if fails else 0)
+results.finish()
