@@ -60,6 +60,7 @@ typedef struct ps_train_config {
   int metrics_port;         /* Prometheus /metrics (0: off) */
   char curve_secret[41];    /* CURVE: this worker's Z85 secret key, the servers' public key */
   char curve_server[41];    /* (ps_curve_load_client; both "" = no CURVE) */
+  int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

@@ -1,7 +1,9 @@
 /* ps-datagen: writes Criteo-format TSV from the planted model of ps_datagen.h and prints
  * that model's AUC and logloss on the rows it wrote (the ceiling a trained model can
  * approach). Same seed, same flags: byte-identical files. A name ending in .gz is written
- * gzip-compressed (zlib's gz* writer stores no timestamp, so it is reproducible too). */
+ * gzip-compressed (zlib's gz* writer stores no timestamp, so it is reproducible too).
+ * --multi-hot, --vocab-scale and --zipf-shift pick other shapes of data (ps_datagen.h);
+ * --schema-out writes the JSON schema (ps-worker --schema) that reads the files written. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +67,7 @@ static int write_split(const ps_datagen *g, int stream, int64_t n, const char *p
     return -1;
   }
   enum { CHUNK = 1 << 20 };
-  char *buf = malloc(CHUNK + 1024);
+  char *buf = malloc(CHUNK + ps_datagen_line_max(g));
   size_t used = 0;
   int rc = 0;
   double pos = 0;
@@ -91,9 +93,34 @@ static int write_split(const ps_datagen *g, int stream, int64_t n, const char *p
   return rc;
 }
 
+/* The schema of the written files: label, i1..i13 dense, c1..c26 categorical ('|'-separated
+ * bags with --multi-hot). */
+static int write_schema(const char *path, int multi_hot) {
+  json_t *cols = json_array();
+  json_array_append_new(cols, json_pack("{s:s, s:s}", "name", "label", "type", "label"));
+  char name[8];
+  for (int k = 1; k <= PS_CRITEO_NDENSE; k++) {
+    snprintf(name, sizeof name, "i%d", k);
+    json_array_append_new(cols, json_pack("{s:s, s:s}", "name", name, "type", "dense"));
+  }
+  for (int f = 1; f <= PS_CRITEO_NCAT; f++) {
+    snprintf(name, sizeof name, "c%d", f);
+    json_t *c = json_pack("{s:s, s:s}", "name", name, "type", "categorical");
+    if (multi_hot > 1) json_object_set_new(c, "separator", json_string((char[]){PS_DATAGEN_SEPARATOR, 0}));
+    json_array_append_new(cols, c);
+  }
+  json_t *j = json_pack("{s:s, s:b, s:o}", "format", "tsv", "header", 0, "columns", cols);
+  int bad = json_dump_file(j, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0;
+  json_decref(j);
+  if (bad) fprintf(stderr, "ps-datagen: %s: cannot write\n", path);
+  return bad ? -1 : 0;
+}
+
 int main(int argc, char **argv) {
-  int64_t rows = 0, test_rows = 0, seed = 1;
+  int64_t rows = 0, test_rows = 0, seed = 1, multi_hot = 0;
+  double vocab_scale = 1.0, zipf_shift = 0.0;
   const char *out = NULL, *test_out = NULL, *json = NULL, *probs = NULL, *level = "info";
+  const char *schema_out = NULL;
   ps_cli_opt opts[] = {
       {"rows", 'n', PS_CLI_I64, &rows, "N", "training rows to write", true, 0, 1e12},
       {"seed", 's', PS_CLI_I64, &seed, "S", "seed of the planted model and the rows", false, 0, 9.2e18},
@@ -103,6 +130,10 @@ int main(int argc, char **argv) {
       {"json", 0, PS_CLI_STRING, &json, "FILE", "write the planted model's metrics as JSON", false, 0, 0},
       {"probs-out", 0, PS_CLI_STRING, &probs, "FILE", "write each training row's planted probability", false, 0, 0},
       PS_CLI_LOG_LEVEL_OPT(&level),
+      {"multi-hot", 0, PS_CLI_I64, &multi_hot, "M", "bags of 1..M ids per categorical, '|'-separated (0 or 1: one id)", false, 0, PS_DATAGEN_MAX_BAG},
+      {"vocab-scale", 0, PS_CLI_DOUBLE, &vocab_scale, "X", "every categorical vocabulary times X", false, 1e-6, 1000},
+      {"zipf-shift", 0, PS_CLI_DOUBLE, &zipf_shift, "D", "every Zipf exponent plus D (> 0: a shorter tail); each stays in (0.5, 5]", false, -0.5, 3.9},
+      {"schema-out", 0, PS_CLI_STRING, &schema_out, "FILE", "write the JSON schema of the files (ps-worker --schema)", false, 0, 0},
   };
   ps_cli cli = {"ps-datagen", "Synthetic Criteo-format data with a planted model.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
@@ -115,11 +146,21 @@ int main(int argc, char **argv) {
     return 2;
   }
   uint64_t t0 = ps_now_ns();
+  ps_datagen_opts go;
+  ps_datagen_opts_default(&go);
+  go.seed = (uint64_t)seed, go.multi_hot = (int)multi_hot;
+  go.vocab_scale = vocab_scale, go.zipf_shift = zipf_shift;
   ps_datagen *g;
-  if (ps_datagen_create((uint64_t)seed, &g) != PS_OK) {
+  ps_status gst = ps_datagen_create_opts(&go, &g);
+  if (gst == PS_ERR_INVALID) {
+    fprintf(stderr, "ps-datagen: --zipf-shift %g takes a Zipf exponent to 0.5 or below\n", zipf_shift);
+    return 2;
+  }
+  if (gst != PS_OK) {
     fprintf(stderr, "ps-datagen: out of memory\n");
     return 1;
   }
+  if (schema_out && write_schema(schema_out, (int)multi_hot) != 0) return 1;
   split_stats tr = {0}, te = {0};
   if (write_split(g, 0, rows, out, probs, &tr) != 0) return 1;
   if (test_out && write_split(g, 1, test_rows, test_out, NULL, &te) != 0) return 1;
@@ -133,10 +174,12 @@ int main(int argc, char **argv) {
   PS_INFO("wrote %lld + %lld rows in %.2f s (%.0f rows/s)", (long long)rows, (long long)test_rows,
           secs, (double)(rows + test_rows) / (secs > 0 ? secs : 1e-9));
   if (json) {
-    json_t *j = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f}", "seed", (json_int_t)seed, "rows",
-                          (json_int_t)rows, "test_rows", (json_int_t)test_rows, "train_auc",
-                          tr.auc, "train_logloss", tr.logloss, "train_ctr", tr.ctr, "bias",
-                          ps_datagen_bias(g));
+    json_t *j = json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f}", "seed",
+                          (json_int_t)seed, "rows", (json_int_t)rows, "test_rows",
+                          (json_int_t)test_rows, "train_auc", tr.auc, "train_logloss",
+                          tr.logloss, "train_ctr", tr.ctr, "bias", ps_datagen_bias(g),
+                          "multi_hot", (json_int_t)multi_hot, "vocab_scale", vocab_scale,
+                          "zipf_shift", zipf_shift);
     if (test_out) {
       json_object_set_new(j, "test_auc", json_real(te.auc));
       json_object_set_new(j, "test_logloss", json_real(te.logloss));

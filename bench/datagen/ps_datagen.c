@@ -63,6 +63,9 @@ static const pair_spec PAIRS[] = {
 struct ps_datagen {
   uint64_t seed;
   double bias;
+  int bag_max;      /* 1: one-hot */
+  double bag_scale; /* 1/sqrt(mean bag size) */
+  cat_spec cat[PS_CRITEO_NCAT]; /* CAT with the options' vocabularies and exponents */
 };
 
 /* ---------- hashing-based randomness ---------- */
@@ -111,8 +114,9 @@ static inline uint32_t zipf_rank(uint32_t V, double s, double u) {
 }
 
 /* Weight of categorical f with rank k (k == UINT32_MAX: missing). */
-static inline double cat_weight(uint64_t seed, int f, uint32_t k) {
-  const cat_spec *c = &CAT[f];
+static inline double cat_weight(const ps_datagen *g, int f, uint32_t k) {
+  const cat_spec *c = &g->cat[f];
+  uint64_t seed = g->seed;
   if (c->scale == 0.0f) return 0.0;
   if (k != UINT32_MAX && k >= c->head) return 0.0;
   return c->scale * gauss_of(h3(seed, 200 + (uint64_t)f, k));
@@ -133,11 +137,30 @@ static inline void pair_vec(uint64_t seed, int p, int side, uint32_t k, uint32_t
 typedef struct row_vals {
   int64_t x[PS_CRITEO_NDENSE];
   int dmiss[PS_CRITEO_NDENSE];
-  uint32_t rank[PS_CRITEO_NCAT]; /* UINT32_MAX = missing */
+  uint32_t rank[PS_CRITEO_NCAT]; /* one-hot; UINT32_MAX = missing */
+  int nbag[PS_CRITEO_NCAT];      /* multi-hot: ids in the bag, 0 = missing */
+  uint32_t bag[PS_CRITEO_NCAT][PS_DATAGEN_MAX_BAG];
   rng r;
 } row_vals;
 
-static double draw_row(uint64_t seed, int stream, uint64_t i, row_vals *rv) {
+/* Interaction vector of side `side` of pair p for feature f's value(s) in rv: the one value's,
+ * or the bag's sum times bag_scale. */
+static void pair_side(const ps_datagen *g, const row_vals *rv, int p, int side, int f, double v[2]) {
+  uint32_t head = g->cat[f].head < 12 ? g->cat[f].head : 12;
+  if (g->bag_max <= 1 || rv->nbag[f] == 0) {
+    pair_vec(g->seed, p, side, g->bag_max <= 1 ? rv->rank[f] : UINT32_MAX, head, v);
+    return;
+  }
+  v[0] = v[1] = 0;
+  for (int j = 0; j < rv->nbag[f]; j++) {
+    double u[2];
+    pair_vec(g->seed, p, side, rv->bag[f][j], head, u);
+    v[0] += u[0] * g->bag_scale, v[1] += u[1] * g->bag_scale;
+  }
+}
+
+static double draw_row(const ps_datagen *g, int stream, uint64_t i, row_vals *rv) {
+  uint64_t seed = g->seed;
   rv->r.s = h3(seed, 1000 + (uint64_t)stream, i);
   double logit = 0;
   for (int k = 0; k < PS_CRITEO_NDENSE; k++) {
@@ -159,28 +182,72 @@ static double draw_row(uint64_t seed, int stream, uint64_t i, row_vals *rv) {
     logit += d->beta * zz + d->beta2 * (zz * zz - 1.0);
   }
   for (int f = 0; f < PS_CRITEO_NCAT; f++) {
-    const cat_spec *c = &CAT[f];
+    const cat_spec *c = &g->cat[f];
     double um = runi(&rv->r), uz = runi(&rv->r);
     rv->rank[f] = um < c->miss ? UINT32_MAX : zipf_rank(c->vocab, c->zipf_s, uz);
-    logit += cat_weight(seed, f, rv->rank[f]);
+    if (g->bag_max <= 1) {
+      logit += cat_weight(g, f, rv->rank[f]);
+      continue;
+    }
+    /* multi-hot: the first id is the one-hot draw, the others from the same law */
+    rv->nbag[f] = rv->rank[f] == UINT32_MAX ? 0 : 1 + (int)(rnext(&rv->r) % (uint64_t)g->bag_max);
+    if (rv->nbag[f] == 0) logit += cat_weight(g, f, UINT32_MAX);
+    for (int j = 0; j < rv->nbag[f]; j++) {
+      rv->bag[f][j] = j == 0 ? rv->rank[f] : zipf_rank(c->vocab, c->zipf_s, runi(&rv->r));
+      logit += cat_weight(g, f, rv->bag[f][j]) * g->bag_scale;
+    }
   }
   for (size_t p = 0; p < NPAIRS; p++) {
     double va[2], vb[2];
-    int a = PAIRS[p].a, b = PAIRS[p].b;
     /* interactions only among the 12 most frequent values of each side: every such pair
      * of values is seen often enough in 200k rows to be learned */
-    pair_vec(seed, (int)p, 0, rv->rank[a], CAT[a].head < 12 ? CAT[a].head : 12, va);
-    pair_vec(seed, (int)p, 1, rv->rank[b], CAT[b].head < 12 ? CAT[b].head : 12, vb);
+    pair_side(g, rv, (int)p, 0, PAIRS[p].a, va);
+    pair_side(g, rv, (int)p, 1, PAIRS[p].b, vb);
     logit += PAIRS[p].scale * 2.0 * (va[0] * vb[0] + va[1] * vb[1]);
   }
   return logit;
 }
 
+void ps_datagen_opts_default(ps_datagen_opts *o) {
+  *o = (ps_datagen_opts){.seed = 1, .multi_hot = 0, .vocab_scale = 1.0, .zipf_shift = 0.0};
+}
+
 ps_status ps_datagen_create(uint64_t seed, ps_datagen **out) {
+  ps_datagen_opts o;
+  ps_datagen_opts_default(&o);
+  o.seed = seed;
+  return ps_datagen_create_opts(&o, out);
+}
+
+size_t ps_datagen_line_max(const ps_datagen *g) {
+  /* label, 13 x (TAB + 20 digits + sign), 26 x (TAB + bag x 9), '\n' */
+  int bag = g->bag_max > 1 ? g->bag_max : 1;
+  return 2 + PS_CRITEO_NDENSE * 22 + PS_CRITEO_NCAT * (1 + 9 * (size_t)bag) + 1;
+}
+
+ps_status ps_datagen_create_opts(const ps_datagen_opts *o, ps_datagen **out) {
   *out = NULL;
+  if (o->multi_hot < 0 || o->multi_hot > PS_DATAGEN_MAX_BAG || !(o->vocab_scale > 0) ||
+      o->vocab_scale > 1000)
+    return PS_ERR_INVALID;
+  for (int f = 0; f < PS_CRITEO_NCAT; f++)
+    if (!(CAT[f].zipf_s + o->zipf_shift > 0.5) || CAT[f].zipf_s + o->zipf_shift > 5)
+      return PS_ERR_INVALID;
   ps_datagen *g = calloc(1, sizeof *g);
   if (!g) return PS_ERR_NOMEM;
-  g->seed = seed;
+  g->seed = o->seed;
+  g->bag_max = o->multi_hot > 1 ? o->multi_hot : 1;
+  g->bag_scale = 1.0 / sqrt((g->bag_max + 1) / 2.0);
+  for (int f = 0; f < PS_CRITEO_NCAT; f++) {
+    cat_spec c = CAT[f];
+    if (o->vocab_scale != 1.0) {
+      double v = floor(c.vocab * o->vocab_scale + 0.5);
+      c.vocab = v < 2 ? 2 : v > 4e9 ? 4000000000u : (uint32_t)v;
+      if (c.head > c.vocab) c.head = c.vocab;
+    }
+    c.zipf_s = (float)(c.zipf_s + o->zipf_shift);
+    g->cat[f] = c;
+  }
   /* Calibrate the bias to a CTR of 0.25 on 20000 rows of a third stream. */
   enum { NCAL = 20000 };
   double *l = malloc(NCAL * sizeof(double));
@@ -189,7 +256,7 @@ ps_status ps_datagen_create(uint64_t seed, ps_datagen **out) {
     return PS_ERR_NOMEM;
   }
   row_vals rv;
-  for (int i = 0; i < NCAL; i++) l[i] = draw_row(seed, 2, (uint64_t)i, &rv);
+  for (int i = 0; i < NCAL; i++) l[i] = draw_row(g, 2, (uint64_t)i, &rv);
   double lo = -10, hi = 10;
   for (int it = 0; it < 60; it++) {
     double mid = 0.5 * (lo + hi), m = 0;
@@ -225,7 +292,7 @@ size_t ps_datagen_line(const ps_datagen *g, int stream, uint64_t i, char *buf, f
                        int *label) {
   static const char HEX[] = "0123456789abcdef";
   row_vals rv;
-  double logit = draw_row(g->seed, stream, i, &rv) + g->bias;
+  double logit = draw_row(g, stream, i, &rv) + g->bias;
   double prob = 1.0 / (1.0 + exp(-logit));
   int y = runi(&rv.r) < prob;
   char *o = buf;
@@ -236,9 +303,12 @@ size_t ps_datagen_line(const ps_datagen *g, int stream, uint64_t i, char *buf, f
   }
   for (int f = 0; f < PS_CRITEO_NCAT; f++) {
     *o++ = '\t';
-    if (rv.rank[f] == UINT32_MAX) continue;
-    uint32_t t = token_of(g->seed, f, rv.rank[f]);
-    for (int s = 28; s >= 0; s -= 4) *o++ = HEX[(t >> s) & 15];
+    int n = g->bag_max <= 1 ? rv.rank[f] != UINT32_MAX : rv.nbag[f];
+    for (int j = 0; j < n; j++) {
+      if (j) *o++ = PS_DATAGEN_SEPARATOR;
+      uint32_t t = token_of(g->seed, f, g->bag_max <= 1 ? rv.rank[f] : rv.bag[f][j]);
+      for (int s = 28; s >= 0; s -= 4) *o++ = HEX[(t >> s) & 15];
+    }
   }
   *o++ = '\n';
   *p = (float)prob;

@@ -11,6 +11,11 @@ matrix, concatenated with the bottom output: 16 + 351 = 367), top MLP 367-512-25
 the last), BCEWithLogits, dense Adam. Dense init as the DLRM reference (and ps_dlrm.c):
 W ~ N(0, sqrt(2/(in+out))), b ~ N(0, sqrt(1/out)). One epoch in file order, no shuffling.
 
+--hash-buckets 0 is ps-worker's open vocabulary (its default): every distinct (feature, token)
+gets its own row, missing its own per feature, as ps_criteo_key does (a 64-bit hash there, a
+dictionary built over train and test here: the same rows up to hash collisions). --shuffle
+draws a seeded permutation of the training rows each epoch (ps-worker: --shuffle-buffer).
+
 Key design decision: the whole file is parsed into tensors BEFORE the clock starts, so
 samples/s is training compute only (ps-worker's figure includes its pipelined reader).
 
@@ -31,10 +36,13 @@ from sklearn.metrics import log_loss, roc_auc_score
 NDENSE, NCAT = 13, 26
 
 
-def parse_tsv(path, n_buckets):
-    """Criteo TSV -> (dense float32 [n,13], keys int64 [n,26], labels float32 [n])."""
+def parse_tsv(path, n_buckets, vocab=None):
+    """Criteo TSV -> (dense float32 [n,13], keys int64 [n,26], labels float32 [n]).
+    n_buckets 0: open vocabulary, rows numbered in order of first sight in `vocab`."""
     labels, dense, keys = [], [], []
     offs = [f * n_buckets for f in range(NCAT)]
+    if not n_buckets:
+        key = lambda f, t: vocab.setdefault((f, t), len(vocab))
     with open(path, "r") as fh:
         for ln, line in enumerate(fh, 1):
             p = line.rstrip("\r\n").split("\t")
@@ -43,7 +51,8 @@ def parse_tsv(path, n_buckets):
             labels.append(float(p[0]))
             dense.append([math.log1p(max(int(x), 0)) if x else 0.0 for x in p[1:14]])
             keys.append([offs[f] + (int(t, 16) % n_buckets if t else 0)
-                         for f, t in enumerate(p[14:])])
+                         for f, t in enumerate(p[14:])] if n_buckets else
+                        [key(f, t) for f, t in enumerate(p[14:])])
     # log1p in double, rounded to float once (as ps_criteo_dense_transform)
     return (torch.tensor(np.asarray(dense, dtype=np.float64).astype(np.float32)),
             torch.tensor(np.asarray(keys, dtype=np.int64)),
@@ -109,16 +118,19 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--shuffle", action="store_true", help="a seeded permutation of the rows per epoch")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     t0 = time.time()
-    xtr, ktr, ytr = parse_tsv(a.train, a.hash_buckets)
-    xte, kte, yte = parse_tsv(a.test, a.hash_buckets)
+    vocab = {}
+    xtr, ktr, ytr = parse_tsv(a.train, a.hash_buckets, vocab)
+    xte, kte, yte = parse_tsv(a.test, a.hash_buckets, vocab)
     parse_s = time.time() - t0
 
-    model = DLRM(NCAT * a.hash_buckets, a.emb_dim, [int(w) for w in a.mlp_bot.split("-")],
+    model = DLRM(NCAT * a.hash_buckets if a.hash_buckets else len(vocab), a.emb_dim, [int(w) for w in a.mlp_bot.split("-")],
                  [int(w) for w in a.mlp_top.split("-")], a.emb_init)
     dense_params = list(model.bot.parameters()) + list(model.top.parameters())
     opt_d = torch.optim.Adam(dense_params, lr=a.lr)
@@ -129,14 +141,19 @@ def main():
     n = len(ytr)
     t1 = time.time()
     model.train()
-    for i in range(0, n, a.batch):
-        logits = model(xtr[i:i + a.batch], ktr[i:i + a.batch])
-        loss = lossf(logits, ytr[i:i + a.batch])
-        opt_d.zero_grad()
-        opt_s.zero_grad()
-        loss.backward()
-        opt_d.step()
-        opt_s.step()
+    gen = torch.Generator().manual_seed(a.seed)
+    for _ in range(a.epochs):
+        order = torch.randperm(n, generator=gen) if a.shuffle else torch.arange(n)
+        for i in range(0, n, a.batch):
+            o = order[i:i + a.batch]
+            logits = model(xtr[o], ktr[o])
+            loss = lossf(logits, ytr[o])
+            opt_d.zero_grad()
+            opt_s.zero_grad()
+            loss.backward()
+            opt_d.step()
+            opt_s.step()
+    n *= a.epochs
     train_s = time.time() - t1
 
     model.eval()
@@ -147,7 +164,8 @@ def main():
     res = {
         "trainer": "torch", "torch": torch.__version__, "blas": blas_loaded(),
         "threads": a.threads, "batch": a.batch, "hash_buckets": a.hash_buckets,
-        "lr": a.lr, "sparse_lr": a.sparse_lr, "emb_init": a.emb_init,
+        "lr": a.lr, "sparse_lr": a.sparse_lr, "emb_init": a.emb_init, "epochs": a.epochs,
+        "shuffle": a.shuffle,
         "samples": n, "train_seconds": train_s, "samples_per_s": n / train_s,
         "parse_seconds": parse_s, "eval_samples": len(y),
         "auc": float(roc_auc_score(y, p)),
