@@ -6,7 +6,9 @@
 #     of ~0.01, so the mean over the folds is what to read;
 #   - ps-datagen data of other seeds and shapes (100k train / 20k test rows): seed 7; seed 13
 #     with 10x vocabularies and a longer tail (--vocab-scale 10 --zipf-shift -0.05); seed 5
-#     with 0.1x vocabularies and a shorter tail (--vocab-scale 0.1 --zipf-shift 0.2).
+#     with 0.1x vocabularies and a shorter tail (--vocab-scale 0.1 --zipf-shift 0.2); m4: seed 7
+#     multi-hot (--multi-hot 4: bags of 1..4 ids), read through the --schema-out schema by
+#     every run (ps-worker --schema, torch_dlrm.py --schema).
 # On each: ps-worker 1 server x 1 worker with its defaults ("new") and with OLD flags, PyTorch
 # (torch_dlrm.py, open vocabulary like ps-worker's default, a seeded shuffle each epoch) with
 # the optimizer settings of each, and bench/datagen/lr_baseline.py. Prints a Markdown table.
@@ -27,7 +29,7 @@ out="${1:-/tmp/ember-generalise}"
 BIN="${BIN:-$src/build/bin}"
 CRITEO="${CRITEO:-/work/shared/data/criteo_real.tsv}"
 OLD="${OLD:---batch 2048 --lr 0.001 --sparse-lr 0.1 --emb-init 0.01 --shuffle-buffer 0}"
-SETS="${SETS:-cv0 cv1 cv2 cv3 cv4 s7 s13v s5v}"
+SETS="${SETS:-cv0 cv1 cv2 cv3 cv4 s7 s13v s5v m4}"
 RUNS="${RUNS:-new old torch torch-old lr}"
 PY=/usr/bin/python3
 mkdir -p "$out"
@@ -47,6 +49,7 @@ gen() { # name flags...
 gen s7 --seed 7
 gen s13v --seed 13 --vocab-scale 10 --zipf-shift -0.05
 gen s5v --seed 5 --vocab-scale 0.1 --zipf-shift 0.2
+gen m4 --seed 7 --multi-hot 4 --schema-out "$out/m4.schema.json"
 
 # --- settings: ps-worker's defaults, and OLD on top of them for the torch-old run
 default_of() { "$BIN/ps-worker" --help | sed -n "s/^ *--$1 [^ ]* .*(default: \([^)]*\)).*/\1/p"; }
@@ -67,19 +70,20 @@ core=""
 if grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; fi
 
 run() { # set run
-  local d="$1" r="$2" res="$out/$1-$2.json"
+  local d="$1" r="$2" res="$out/$1-$2.json" sch=""
   [ -s "$res" ] && return 0
+  [ -s "$out/$d.schema.json" ] && sch="--schema $out/$d.schema.json"
   case "$r" in
     new|old)
       local extra=""; [ "$r" = old ] && extra="$OLD"
       "$src/deploy/ember-local" --servers 1 --workers 1 --bin "$BIN" -- --train "$out/$d.tsv" \
-        --test "$out/${d}_test.tsv" --threads 1 --progress-every 100 --summary "$res" $extra \
+        --test "$out/${d}_test.tsv" --threads 1 --progress-every 100 --summary "$res" $extra $sch \
         > "$out/$d-$r.log" 2>&1 || { echo "generalise: $d $r failed, see $out/$d-$r.log" >&2; return 1; } ;;
     torch|torch-old)
       local f; if [ "$r" = torch ]; then f="$(torch_flags)"; else f="$(torch_flags $OLD)"; fi
       OMP_NUM_THREADS=1 OPENBLAS_CORETYPE="$core" $PY "$src/bench/e2e/torch_dlrm.py" \
         --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 --hash-buckets 0 --shuffle \
-        $f --json "$res" > "$out/$d-$r.log" 2>&1 ;;
+        $f $sch --json "$res" > "$out/$d-$r.log" 2>&1 ;;
     lr)
       $PY "$src/bench/datagen/lr_baseline.py" "$out/$d.tsv" "$out/${d}_test.tsv" > "$out/$d-lr.log"
       $PY -c "import json,sys; a=open(sys.argv[1]).read().split(); json.dump({'auc': float(a[a.index('AUC')+1])}, open(sys.argv[2],'w'))" \
