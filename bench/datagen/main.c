@@ -3,7 +3,9 @@
  * approach). Same seed, same flags: byte-identical files. A name ending in .gz is written
  * gzip-compressed (zlib's gz* writer stores no timestamp, so it is reproducible too).
  * --multi-hot, --vocab-scale and --zipf-shift pick other shapes of data (ps_datagen.h);
- * --schema-out writes the JSON schema (ps-worker --schema) that reads the files written. */
+ * --schema-out writes the JSON schema (ps-worker --schema) that reads the files written;
+ * --schema FILE writes files in FILE's layout and counts instead of Criteo's (header line
+ * included when it has one), for any user schema. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +50,7 @@ typedef struct split_stats {
 
 /* Writes rows [0, n) of `stream` to path; fills the planted model's metrics. */
 static int write_split(const ps_datagen *g, int stream, int64_t n, const char *path,
-                       const char *probs_path, split_stats *st) {
+                       const char *header, const char *probs_path, split_stats *st) {
   out_file o;
   if (out_open(&o, path) != 0) {
     fprintf(stderr, "ps-datagen: %s: cannot create\n", path);
@@ -69,7 +71,7 @@ static int write_split(const ps_datagen *g, int stream, int64_t n, const char *p
   enum { CHUNK = 1 << 20 };
   char *buf = malloc(CHUNK + ps_datagen_line_max(g));
   size_t used = 0;
-  int rc = 0;
+  int rc = header ? out_write(&o, header, strlen(header)) : 0;
   double pos = 0;
   for (int64_t i = 0; i < n && rc == 0; i++) {
     int lab;
@@ -116,11 +118,36 @@ static int write_schema(const char *path, int multi_hot) {
   return bad ? -1 : 0;
 }
 
+/* The header line of a schema that has one: its column names, csv-quoted where they must be;
+ * NULL when it has none. The caller frees it. */
+static char *header_of(const ps_schema *s) {
+  if (!ps_schema_header(s)) return NULL;
+  int csv = ps_schema_fmt(s) == PS_SCHEMA_CSV;
+  size_t cap = 2;
+  for (int c = 0; c < ps_schema_ncolumns(s); c++) cap += 3 + 2 * strlen(ps_schema_column_at(s, c)->name);
+  char *h = malloc(cap), *o = h;
+  if (!h) return NULL;
+  for (int c = 0; c < ps_schema_ncolumns(s); c++) {
+    const char *name = ps_schema_column_at(s, c)->name;
+    if (c) *o++ = csv ? ',' : '\t';
+    int q = csv && strpbrk(name, ",\"") != NULL;
+    if (q) *o++ = '"';
+    for (const char *p = name; *p; p++) {
+      if (q && *p == '"') *o++ = '"';
+      *o++ = *p;
+    }
+    if (q) *o++ = '"';
+  }
+  *o++ = '\n';
+  *o = 0;
+  return h;
+}
+
 int main(int argc, char **argv) {
   int64_t rows = 0, test_rows = 0, seed = 1, multi_hot = 0;
   double vocab_scale = 1.0, zipf_shift = 0.0;
   const char *out = NULL, *test_out = NULL, *json = NULL, *probs = NULL, *level = "info";
-  const char *schema_out = NULL;
+  const char *schema_out = NULL, *schema = NULL;
   ps_cli_opt opts[] = {
       {"rows", 'n', PS_CLI_I64, &rows, "N", "training rows to write", true, 0, 1e12},
       {"seed", 's', PS_CLI_I64, &seed, "S", "seed of the planted model and the rows", false, 0, 9.2e18},
@@ -134,8 +161,9 @@ int main(int argc, char **argv) {
       {"vocab-scale", 0, PS_CLI_DOUBLE, &vocab_scale, "X", "every categorical vocabulary times X", false, 1e-6, 1000},
       {"zipf-shift", 0, PS_CLI_DOUBLE, &zipf_shift, "D", "every Zipf exponent plus D (> 0: a shorter tail); each stays in (0.5, 5]", false, -0.5, 3.9},
       {"schema-out", 0, PS_CLI_STRING, &schema_out, "FILE", "write the JSON schema of the files (ps-worker --schema)", false, 0, 0},
+      {"schema", 0, PS_CLI_STRING, &schema, "FILE", "write the files in this JSON schema's layout and counts (docs/SCHEMA.md); its multi-hot columns get bags of 1..--multi-hot ids (default 4)", false, 0, 0},
   };
-  ps_cli cli = {"ps-datagen", "Synthetic Criteo-format data with a planted model.", NULL, opts,
+  ps_cli cli = {"ps-datagen", "Synthetic Criteo-format (or --schema) data with a planted model.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
   int rc = ps_cli_run(&cli, argc, argv, &first);
@@ -145,11 +173,34 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-datagen: --test-rows and --test-out go together\n");
     return 2;
   }
+  ps_schema *sc = NULL;
+  char *header = NULL;
+  if (schema) {
+    ps_error err;
+    if (schema_out) {
+      fprintf(stderr, "ps-datagen: --schema-out with --schema: the files' schema is %s\n", schema);
+      return 2;
+    }
+    if (ps_schema_load(schema, &sc, &err) != PS_OK) {
+      fprintf(stderr, "ps-datagen: %s\n", ps_error_str(&err));
+      return 2;
+    }
+    if (ps_schema_ncat(sc) < 1 || ps_schema_ndense(sc) > PS_DATAGEN_MAX_DENSE ||
+        ps_schema_ncat(sc) > PS_DATAGEN_MAX_CAT || ps_schema_ncolumns(sc) > PS_DATAGEN_MAX_COLS) {
+      fprintf(stderr, "ps-datagen: --schema %s: want 1 to %d categorical, at most %d dense and %d "
+              "columns in all, it has %d, %d and %d\n", schema, PS_DATAGEN_MAX_CAT,
+              PS_DATAGEN_MAX_DENSE, PS_DATAGEN_MAX_COLS, ps_schema_ncat(sc), ps_schema_ndense(sc),
+              ps_schema_ncolumns(sc));
+      ps_schema_destroy(&sc);
+      return 2;
+    }
+    header = header_of(sc);
+  }
   uint64_t t0 = ps_now_ns();
   ps_datagen_opts go;
   ps_datagen_opts_default(&go);
   go.seed = (uint64_t)seed, go.multi_hot = (int)multi_hot;
-  go.vocab_scale = vocab_scale, go.zipf_shift = zipf_shift;
+  go.vocab_scale = vocab_scale, go.zipf_shift = zipf_shift, go.schema = sc;
   ps_datagen *g;
   ps_status gst = ps_datagen_create_opts(&go, &g);
   if (gst == PS_ERR_INVALID) {
@@ -162,8 +213,8 @@ int main(int argc, char **argv) {
   }
   if (schema_out && write_schema(schema_out, (int)multi_hot) != 0) return 1;
   split_stats tr = {0}, te = {0};
-  if (write_split(g, 0, rows, out, probs, &tr) != 0) return 1;
-  if (test_out && write_split(g, 1, test_rows, test_out, NULL, &te) != 0) return 1;
+  if (write_split(g, 0, rows, out, header, probs, &tr) != 0) return 1;
+  if (test_out && write_split(g, 1, test_rows, test_out, header, NULL, &te) != 0) return 1;
   double secs = (double)(ps_now_ns() - t0) / 1e9;
   printf("planted model AUC: train %.4f (%lld rows, CTR %.4f, logloss %.4f)", tr.auc,
          (long long)rows, tr.ctr, tr.logloss);
@@ -193,5 +244,7 @@ int main(int argc, char **argv) {
     }
   }
   ps_datagen_destroy(&g);
+  ps_schema_destroy(&sc);
+  free(header);
   return 0;
 }

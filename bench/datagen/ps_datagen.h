@@ -35,7 +35,17 @@
  *    absent feature (the missing rate) is an empty column, with the missing value's weight.
  *  - vocab_scale X: every vocabulary times X (at least 2 values; head ranks capped by it);
  *    zipf_shift D: every Zipf exponent plus D (larger: a shorter tail). Other shapes of data
- *    from the same model family, for tuning on data the defaults were not tuned on. */
+ *    from the same model family, for tuning on data the defaults were not tuned on.
+ *  - schema (ps_schema.h): lines in the schema's layout (tsv or csv, its column order, empty
+ *    skipped columns; the header line is the caller's) with its counts: dense input k follows
+ *    I(k mod 13)'s law, feature f C(f mod 26)'s (vocabulary, tail, missing rate, weight scale;
+ *    its own weights, as they hash f), the planted pairs repeat in every block of 26 features
+ *    (those whose both sides exist), a column with a separator is a bag of 1..multi_hot ids
+ *    joined by it, the others one id. Criteo's own
+ *    schema (docs/schemas/criteo.json) gives the default files byte for byte, and the schema
+ *    that --multi-hot M writes gives the --multi-hot M files: the draws are the same. Values
+ *    are 8 hex digits, so per-column hash_buckets and transforms only change how a reader
+ *    maps them; the planted model pools bags by sum whatever the column's pooling says. */
 #ifndef PS_DATAGEN_H
 #define PS_DATAGEN_H
 
@@ -43,22 +53,29 @@
 #include <stdint.h>
 
 #include "ps_criteo.h"
+#include "ps_schema.h"
 
 typedef struct ps_datagen ps_datagen;
 
 #define PS_DATAGEN_MAX_BAG 100
 #define PS_DATAGEN_SEPARATOR '|'
+#define PS_DATAGEN_MAX_DENSE 64  /* a schema's dense columns */
+#define PS_DATAGEN_MAX_CAT 64    /* a schema's categorical columns */
+#define PS_DATAGEN_MAX_COLS 256  /* a schema's columns, skipped ones included */
 
 typedef struct ps_datagen_opts {
   uint64_t seed;
-  int multi_hot;      /* 0 or 1: one-hot; 2..PS_DATAGEN_MAX_BAG: bags of 1..multi_hot ids */
+  int multi_hot;      /* 0 or 1: one-hot; 2..PS_DATAGEN_MAX_BAG: bags of 1..multi_hot ids
+                       * (with a schema: its multi-hot columns' bags; 0 there means 4) */
   double vocab_scale; /* 1: the built-in vocabularies */
   double zipf_shift;  /* 0: the built-in exponents */
+  const ps_schema *schema; /* NULL: Criteo's TSV layout; else the schema's (borrowed) */
 } ps_datagen_opts;
 
 void ps_datagen_opts_default(ps_datagen_opts *o);
 /* PS_ERR_INVALID for options out of range (multi_hot > PS_DATAGEN_MAX_BAG, vocab_scale <= 0,
- * an exponent that would fall to 0.5 or below). */
+ * an exponent that would fall to 0.5 or below, a schema without a categorical column or with
+ * more columns than the PS_DATAGEN_MAX_* above). */
 ps_status ps_datagen_create_opts(const ps_datagen_opts *o, ps_datagen **out);
 ps_status ps_datagen_create(uint64_t seed, ps_datagen **out);
 /* The longest line ps_datagen_line can write (with its '\n'). */

@@ -5,8 +5,14 @@ under the schema it comes with (40 TAB fields, each categorical empty or '|'-sep
 ids); bag sizes uniform on 1..M and missing rates as the one-hot ones; the JSON/printed planted
 AUC equals scikit-learn's AUC of the written probabilities on the written labels; the planted
 signal is learnable by a sum-pooled (bag-of-ids counts) logistic regression; the vocabulary and
-Zipf knobs move the distinct-value counts and the head the intended way; bad values exit 2."""
-import collections, filecmp, json, os, re, subprocess, sys, tempfile
+Zipf knobs move the distinct-value counts and the head the intended way; bad values exit 2.
+--schema FILE: Criteo's own schema gives the default files byte for byte and the schema of
+--multi-hot M the --multi-hot M files (the generator is the same, only its layout generalised);
+a user schema (csv, a header with a quoted name, a skipped column, a dense column without
+transform, one-value and multi-hot columns of two separators) gives files whose every line the
+schema's own parser reads (ps-convert --schema: 0 bad lines), with the columns where the schema
+puts them; --schema with --schema-out and a bad schema exit 2 with one line."""
+import collections, csv, filecmp, json, os, re, subprocess, sys, tempfile
 import numpy as np
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
@@ -25,7 +31,8 @@ def gen(d, tag, *flags, rows=20000, test=5000):
     p = {k: os.path.join(d, tag + k) for k in (".tsv", "_test.tsv", ".json", ".probs", ".schema.json")}
     r = subprocess.run([BIN + "/ps-datagen", "--rows", str(rows), "--out", p[".tsv"], "--test-rows", str(test),
                         "--test-out", p["_test.tsv"], "--json", p[".json"], "--probs-out", p[".probs"],
-                        "--schema-out", p[".schema.json"], "--log-level", "warn"] + list(flags),
+                        "--log-level", "warn"] + ([] if "--schema" in flags else ["--schema-out", p[".schema.json"]])
+                       + list(flags),
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         print(r.stdout, r.stderr)
@@ -119,5 +126,51 @@ with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([BIN + "/ps-datagen", "--rows", "1", "--out", os.path.join(d, "x.tsv")] + bad_flags,
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 2 and r.stderr.count("\n") == 1, f"{' '.join(bad_flags)}: exit 2, one line: {r.stderr.strip()}")
+
+    # --schema FILE: the built-in layouts' schemas give the same bytes; a user schema's files
+    # parse under it.
+    crit = os.path.join(h.SRC, "docs", "schemas", "criteo.json")
+    c0 = gen(d, "c0", "--seed", "3", "--schema", crit, rows=3000, test=10)
+    check(filecmp.cmp(o0[".tsv"], c0[".tsv"], shallow=False) and
+          filecmp.cmp(o0["_test.tsv"], c0["_test.tsv"], shallow=False),
+          "--schema docs/schemas/criteo.json is the default file, byte for byte")
+    m0 = gen(d, "m0", "--seed", "3", "--multi-hot", str(M), "--schema", a[".schema.json"])
+    check(filecmp.cmp(a[".tsv"], m0[".tsv"], shallow=False),
+          f"--schema (--multi-hot {M}'s --schema-out) --multi-hot {M} is the --multi-hot {M} file")
+    user = os.path.join(d, "user.json")
+    cols = [{"name": "id", "type": "skip"}, {"name": "click", "type": "label"},
+            {"name": "price", "type": "dense"}, {"name": "age", "type": "dense", "transform": "none"},
+            {"name": "site", "type": "categorical"},
+            {"name": "tags", "type": "categorical", "separator": "|"},
+            {"name": "a,b", "type": "categorical"},
+            {"name": "cats", "type": "categorical", "separator": ";", "hash_buckets": 1000}]
+    json.dump({"format": "csv", "header": True, "columns": cols}, open(user, "w"))
+    u = gen(d, "u", "--seed", "4", "--schema", user, "--multi-hot", "3", rows=5000, test=1000)
+    rows = list(csv.reader(open(u[".tsv"], newline="")))
+    check(rows[0] == [c["name"] for c in cols], f"header line: the schema's names, csv-quoted: {rows[0]}")
+    body = rows[1:]
+    shape = (all(len(r) == len(cols) and r[0] == "" and r[1] in ("0", "1") for r in body) and
+             all(HEX8.match(r[4]) or r[4] == "" for r in body) and
+             {len(r[5].split("|")) for r in body if r[5]} == {1, 2, 3} and
+             {len(r[7].split(";")) for r in body if r[7]} == {1, 2, 3} and
+             all(re.match(r"^-?[0-9]*$", r[2]) for r in body))
+    check(len(body) == 5000 and shape, "user schema: columns where the schema puts them, bags of 1..3")
+    js = json.load(open(u[".json"]))
+    uy = np.array([int(r[1]) for r in body])
+    ua = roc_auc_score(uy, np.loadtxt(u[".probs"]))
+    check(abs(ua - js["train_auc"]) < 1e-9 and 0.55 < js["test_auc"] < 0.97,
+          f"user schema: planted train AUC {js['train_auc']:.6f} == sklearn's {ua:.6f} on the "
+          f"labels of its column (4 features, 2 of them noise: test AUC {js['test_auc']:.4f})")
+    for path, n in ((u[".tsv"], 5000), (u["_test.tsv"], 1000)):
+        r = subprocess.run([BIN + "/ps-convert", "--schema", user, "--in", path, "--out",
+                            os.path.join(d, "u.bin")], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and f"rows {n} bad_lines 0" in r.stdout + r.stderr,
+              f"user schema: ps-convert --schema reads every line of {os.path.basename(path)}")
+    for bad_flags, needle in ((["--schema", user, "--schema-out", os.path.join(d, "s.json")], "--schema-out"),
+                              (["--schema", os.path.join(d, "none.json")], "none.json")):
+        r = subprocess.run([BIN + "/ps-datagen", "--rows", "1", "--out", os.path.join(d, "x.tsv")] + bad_flags,
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr,
+              f"{' '.join(os.path.basename(f) for f in bad_flags)}: exit 2, one line: {r.stderr.strip()}")
 
 results.finish()
