@@ -33,12 +33,13 @@ void ps_train_config_default(ps_train_config *c) {
   *c = (ps_train_config){
       .holdout = 0, .rank = -1, .world = 1, .device = "cpu", .threads = 0,
       .consistency = "sync", .consistency_mode = PS_CONS_SYNC, .staleness = 0,
-      .epochs = 1, .batch = 2048, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
+      .epochs = 1, .batch = 256, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
       .max_bad_fraction = 0.01,
       .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
       .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
-      .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo"};
+      .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo",
+      .shuffle_buffer = 32768};
   c->interaction = "dot";
   c->interaction_kind = m.interaction;
   c->dcn_layers = m.dcn_layers;
@@ -463,7 +464,7 @@ static ps_status run(ps_trainer *t) {
   }
 
   ps_reader *r = NULL;
-  TRY(ps_train_open_reader(t, c->train, c->epochs, 0, sp.train_end, &r));
+  TRY(ps_train_open_reader(t, c->train, c->epochs, 0, sp.train_end, (size_t)c->shuffle_buffer, &r));
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);

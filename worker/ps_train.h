@@ -64,6 +64,7 @@ typedef struct ps_train_config {
   int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto,
                              * resolved by ps_train_config_check) */
   const char *metrics_bind; /* its address; NULL = 127.0.0.1 */
+  int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

@@ -15,7 +15,7 @@
 void ps_train_reader_fail(const ps_error *err) { PS_ERROR("%s", ps_error_str(err)); }
 
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
-                               uint64_t row_end, ps_reader **out) {
+                               uint64_t row_end, size_t shuffle, ps_reader **out) {
   const ps_train_config *c = t->cfg;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
@@ -28,6 +28,8 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   o.row_begin = row_begin;
   o.row_end = row_end;
   o.schema = c->schema_obj;
+  o.shuffle_buffer = shuffle;
+  o.seed = (uint64_t)c->seed;
   ps_error err;
   ps_status st = ps_reader_create(path, &o, out, &err);
   if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, ps_error_str(&err));
@@ -61,7 +63,7 @@ ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp) {
 ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res) {
   uint64_t t0 = ps_now_ns();
   ps_reader *r = NULL;
-  TRY(ps_train_open_reader(t, sp->eval_path, 1, sp->eval_begin, sp->eval_end, &r));
+  TRY(ps_train_open_reader(t, sp->eval_path, 1, sp->eval_begin, sp->eval_end, 0, &r));
   ps_eval *ev = NULL;
   ps_status st = ps_eval_create(&ev);
   ps_train_slot *s = &t->slots[0];

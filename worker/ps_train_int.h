@@ -106,8 +106,9 @@ void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *m
 /* ps_train_eval.c; reader_fail logs why ps_reader_next failed (err: a bad line under
  * --bad-lines fail, a read or decompression error, a corrupt binary record). */
 void ps_train_reader_fail(const ps_error *err);
+/* shuffle: the reader's shuffle buffer in samples (0: file order), seeded by --seed and rank. */
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
-                               uint64_t row_end, ps_reader **out);
+                               uint64_t row_end, size_t shuffle, ps_reader **out);
 ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);
 ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res);
 

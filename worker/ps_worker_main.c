@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
       {"eval-every", 0, PS_CLI_I64, &c.eval_every, "N", "also evaluate every N steps", false, 0, 1e15},
       {"max-steps", 0, PS_CLI_I64, &c.max_steps, "N", "stop after N steps (0: no limit)", false, 0, 1e15},
       {"progress-every", 0, PS_CLI_DOUBLE, &c.progress_every, "S", "seconds between progress lines", false, 0.01, 1e6},
-      {"seed", 0, PS_CLI_I64, &c.seed, "S", "seed of the dense and embedding initialization", false, 0, 0},
+      {"seed", 0, PS_CLI_I64, &c.seed, "S", "seed of the dense and embedding initialization and of the shuffle buffer", false, 0, 0},
       {"run-id", 0, PS_CLI_STRING, &c.run_id, "ID", "rendezvous namespace (default: agreed through the coordinator)", false, 0, 0},
       {"timeout-ms", 0, PS_CLI_I64, &timeout_ms, "MS", "bound on every server request", false, 1, 86400000},
       {"metrics-port", 0, PS_CLI_I64, &metrics_port, "P", "serve Prometheus /metrics on port P (0: off)", false, 0, 65535},
@@ -116,6 +116,7 @@ int main(int argc, char **argv) {
       {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},
       {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
        "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
+      {"shuffle-buffer", 0, PS_CLI_I64, &c.shuffle_buffer, "N", "each rank draws its training samples at random from a buffer of N, seeded by --seed and the rank (0: file order; ~300 bytes a sample)", false, 0, 1e9},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

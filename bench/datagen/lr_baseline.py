@@ -2,8 +2,9 @@
 """Logistic-regression yardstick for ps-datagen data (bench/RESULTS-data.md).
 
 usage: lr_baseline.py TRAIN.tsv TEST.tsv [--crosses] [--min-count N] [--C C]
-One-hot categoricals (tokens seen >= N times in TRAIN), log(1+max(x,0)), its square and
-missing flags for the integers; --crosses adds the planted field pairs of ps_datagen.c as
+One-hot categoricals (tokens seen >= N times in TRAIN; a multi-hot value of ps-datagen
+--multi-hot, ids separated by '|', counts each id of its bag: the sum pooling of the planted
+model), log(1+max(x,0)), its square and missing flags for the integers; --crosses adds the planted field pairs of ps_datagen.c as
 crossed tokens. Prints test AUC and logloss (scikit-learn, liblinear)."""
 import argparse
 from collections import Counter
@@ -31,7 +32,7 @@ def load(p):
 
 vocab = {}
 def cats(C, build):
-    toks = [[(j, r[j]) for j in range(26)] + [(100 + i, r[x] + "|" + r[z]) for i, (x, z) in enumerate(pairs)] for r in C]
+    toks = [[(j, t) for j in range(26) for t in (r[j].split("|") if "|" in r[j] else [r[j]])] + [(100 + i, r[x] + "|" + r[z]) for i, (x, z) in enumerate(pairs)] for r in C]
     if build:
         for t, c in Counter(t for r in toks for t in r).items():
             if c >= a.min_count:

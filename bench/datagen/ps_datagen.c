@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_schema.h"
+
 typedef struct cat_spec {
   uint32_t vocab;
   float zipf_s, miss, scale;
@@ -60,9 +62,26 @@ static const pair_spec PAIRS[] = {
 };
 #define NPAIRS (sizeof PAIRS / sizeof PAIRS[0])
 
+/* A column of the written line: what it holds (ps_schema.h's types) and its index among the
+ * dense inputs or categorical features. */
+typedef struct out_col {
+  ps_col_type type;
+  int index;
+} out_col;
+
 struct ps_datagen {
   uint64_t seed;
   double bias;
+  int nd, nc;                         /* dense inputs, categorical features */
+  int bag_max[PS_DATAGEN_MAX_CAT];    /* per feature; 1: one-hot */
+  double bag_scale[PS_DATAGEN_MAX_CAT]; /* 1/sqrt(mean bag size) */
+  char sep[PS_DATAGEN_MAX_CAT];       /* a bag's separator */
+  cat_spec cat[PS_DATAGEN_MAX_CAT];   /* CAT (cycled) with the options' vocabularies and exponents */
+  pair_spec pairs[NPAIRS * (PS_DATAGEN_MAX_CAT / PS_CRITEO_NCAT + 1)];
+  size_t npairs;
+  char fs;      /* field separator: TAB, or ',' for csv */
+  out_col cols[PS_DATAGEN_MAX_COLS];
+  int ncols;
 };
 
 /* ---------- hashing-based randomness ---------- */
@@ -111,8 +130,9 @@ static inline uint32_t zipf_rank(uint32_t V, double s, double u) {
 }
 
 /* Weight of categorical f with rank k (k == UINT32_MAX: missing). */
-static inline double cat_weight(uint64_t seed, int f, uint32_t k) {
-  const cat_spec *c = &CAT[f];
+static inline double cat_weight(const ps_datagen *g, int f, uint32_t k) {
+  const cat_spec *c = &g->cat[f];
+  uint64_t seed = g->seed;
   if (c->scale == 0.0f) return 0.0;
   if (k != UINT32_MAX && k >= c->head) return 0.0;
   return c->scale * gauss_of(h3(seed, 200 + (uint64_t)f, k));
@@ -131,17 +151,36 @@ static inline void pair_vec(uint64_t seed, int p, int side, uint32_t k, uint32_t
 /* ---------- one row ---------- */
 
 typedef struct row_vals {
-  int64_t x[PS_CRITEO_NDENSE];
-  int dmiss[PS_CRITEO_NDENSE];
-  uint32_t rank[PS_CRITEO_NCAT]; /* UINT32_MAX = missing */
+  int64_t x[PS_DATAGEN_MAX_DENSE];
+  int dmiss[PS_DATAGEN_MAX_DENSE];
+  uint32_t rank[PS_DATAGEN_MAX_CAT]; /* one-hot; UINT32_MAX = missing */
+  int nbag[PS_DATAGEN_MAX_CAT];      /* multi-hot: ids in the bag, 0 = missing */
+  uint32_t bag[PS_DATAGEN_MAX_CAT][PS_DATAGEN_MAX_BAG];
   rng r;
 } row_vals;
 
-static double draw_row(uint64_t seed, int stream, uint64_t i, row_vals *rv) {
+/* Interaction vector of side `side` of pair p for feature f's value(s) in rv: the one value's,
+ * or the bag's sum times bag_scale. */
+static void pair_side(const ps_datagen *g, const row_vals *rv, int p, int side, int f, double v[2]) {
+  uint32_t head = g->cat[f].head < 12 ? g->cat[f].head : 12;
+  if (g->bag_max[f] <= 1 || rv->nbag[f] == 0) {
+    pair_vec(g->seed, p, side, g->bag_max[f] <= 1 ? rv->rank[f] : UINT32_MAX, head, v);
+    return;
+  }
+  v[0] = v[1] = 0;
+  for (int j = 0; j < rv->nbag[f]; j++) {
+    double u[2];
+    pair_vec(g->seed, p, side, rv->bag[f][j], head, u);
+    v[0] += u[0] * g->bag_scale[f], v[1] += u[1] * g->bag_scale[f];
+  }
+}
+
+static double draw_row(const ps_datagen *g, int stream, uint64_t i, row_vals *rv) {
+  uint64_t seed = g->seed;
   rv->r.s = h3(seed, 1000 + (uint64_t)stream, i);
   double logit = 0;
-  for (int k = 0; k < PS_CRITEO_NDENSE; k++) {
-    const dense_spec *d = &DENSE[k];
+  for (int k = 0; k < g->nd; k++) {
+    const dense_spec *d = &DENSE[k % PS_CRITEO_NDENSE];
     double z = rnorm(&rv->r);
     double um = runi(&rv->r), uneg = runi(&rv->r);
     rv->dmiss[k] = um < d->miss;
@@ -153,34 +192,122 @@ static double draw_row(uint64_t seed, int stream, uint64_t i, row_vals *rv) {
     double t = d->mu + d->sigma * z;
     if (t < 0) t = 0;
     int64_t x = (int64_t)floor(exp(t) - 1.0 + 0.5);
-    if (k == 1 && uneg < 0.03) x = -(int64_t)(1 + (rnext(&rv->r) & 1)); /* I2 has -1, -2 */
+    if (k % PS_CRITEO_NDENSE == 1 && uneg < 0.03) x = -(int64_t)(1 + (rnext(&rv->r) & 1)); /* I2: -1, -2 */
     rv->x[k] = x;
     double tt = log1p(x > 0 ? (double)x : 0.0), zz = (tt - d->mu) / d->sigma;
     logit += d->beta * zz + d->beta2 * (zz * zz - 1.0);
   }
-  for (int f = 0; f < PS_CRITEO_NCAT; f++) {
-    const cat_spec *c = &CAT[f];
+  for (int f = 0; f < g->nc; f++) {
+    const cat_spec *c = &g->cat[f];
     double um = runi(&rv->r), uz = runi(&rv->r);
     rv->rank[f] = um < c->miss ? UINT32_MAX : zipf_rank(c->vocab, c->zipf_s, uz);
-    logit += cat_weight(seed, f, rv->rank[f]);
+    if (g->bag_max[f] <= 1) {
+      logit += cat_weight(g, f, rv->rank[f]);
+      continue;
+    }
+    /* multi-hot: the first id is the one-hot draw, the others from the same law */
+    rv->nbag[f] = rv->rank[f] == UINT32_MAX ? 0 : 1 + (int)(rnext(&rv->r) % (uint64_t)g->bag_max[f]);
+    if (rv->nbag[f] == 0) logit += cat_weight(g, f, UINT32_MAX);
+    for (int j = 0; j < rv->nbag[f]; j++) {
+      rv->bag[f][j] = j == 0 ? rv->rank[f] : zipf_rank(c->vocab, c->zipf_s, runi(&rv->r));
+      logit += cat_weight(g, f, rv->bag[f][j]) * g->bag_scale[f];
+    }
   }
-  for (size_t p = 0; p < NPAIRS; p++) {
+  for (size_t p = 0; p < g->npairs; p++) {
     double va[2], vb[2];
-    int a = PAIRS[p].a, b = PAIRS[p].b;
     /* interactions only among the 12 most frequent values of each side: every such pair
      * of values is seen often enough in 200k rows to be learned */
-    pair_vec(seed, (int)p, 0, rv->rank[a], CAT[a].head < 12 ? CAT[a].head : 12, va);
-    pair_vec(seed, (int)p, 1, rv->rank[b], CAT[b].head < 12 ? CAT[b].head : 12, vb);
-    logit += PAIRS[p].scale * 2.0 * (va[0] * vb[0] + va[1] * vb[1]);
+    pair_side(g, rv, (int)p, 0, g->pairs[p].a, va);
+    pair_side(g, rv, (int)p, 1, g->pairs[p].b, vb);
+    logit += g->pairs[p].scale * 2.0 * (va[0] * vb[0] + va[1] * vb[1]);
   }
   return logit;
 }
 
+void ps_datagen_opts_default(ps_datagen_opts *o) {
+  *o = (ps_datagen_opts){.seed = 1, .multi_hot = 0, .vocab_scale = 1.0, .zipf_shift = 0.0};
+}
+
 ps_status ps_datagen_create(uint64_t seed, ps_datagen **out) {
+  ps_datagen_opts o;
+  ps_datagen_opts_default(&o);
+  o.seed = seed;
+  return ps_datagen_create_opts(&o, out);
+}
+
+size_t ps_datagen_line_max(const ps_datagen *g) {
+  /* per column a separator and: the label's digit, a dense value's 20 digits and sign, a bag's
+   * ids of 9 bytes each; '\n' */
+  size_t n = 1;
+  for (int c = 0; c < g->ncols; c++)
+    n += 1 + (g->cols[c].type == PS_COL_DENSE ? 21 : 1);
+  for (int f = 0; f < g->nc; f++) n += 9 * (size_t)g->bag_max[f];
+  return n;
+}
+
+/* The line's columns, the features' bag sizes and separators: from the schema, or Criteo's
+ * label, 13 dense and 26 categorical TSV columns, every feature a bag of 1..multi_hot ids
+ * when multi_hot > 1. */
+static ps_status layout(ps_datagen *g, const ps_datagen_opts *o) {
+  const ps_schema *s = o->schema;
+  int mh = o->multi_hot > 1 ? o->multi_hot : 1;
+  g->fs = '\t';
+  if (!s) {
+    g->nd = PS_CRITEO_NDENSE, g->nc = PS_CRITEO_NCAT, g->ncols = 1 + g->nd + g->nc;
+    g->cols[0] = (out_col){PS_COL_LABEL, -1};
+    for (int k = 0; k < g->nd; k++) g->cols[1 + k] = (out_col){PS_COL_DENSE, k};
+    for (int f = 0; f < g->nc; f++) {
+      g->cols[1 + g->nd + f] = (out_col){PS_COL_CAT, f};
+      g->bag_max[f] = mh, g->sep[f] = PS_DATAGEN_SEPARATOR;
+    }
+    return PS_OK;
+  }
+  g->nd = ps_schema_ndense(s), g->nc = ps_schema_ncat(s), g->ncols = ps_schema_ncolumns(s);
+  if (g->nd > PS_DATAGEN_MAX_DENSE || g->nc > PS_DATAGEN_MAX_CAT || g->nc < 1 ||
+      g->ncols > PS_DATAGEN_MAX_COLS)
+    return PS_ERR_INVALID;
+  g->fs = ps_schema_fmt(s) == PS_SCHEMA_CSV ? ',' : '\t';
+  for (int c = 0; c < g->ncols; c++) {
+    const ps_schema_column *col = ps_schema_column_at(s, c);
+    g->cols[c] = (out_col){col->type, col->index};
+    if (col->type != PS_COL_CAT) continue;
+    g->bag_max[col->index] = col->separator ? (o->multi_hot > 1 ? o->multi_hot : 4) : 1;
+    g->sep[col->index] = col->separator;
+  }
+  return PS_OK;
+}
+
+ps_status ps_datagen_create_opts(const ps_datagen_opts *o, ps_datagen **out) {
   *out = NULL;
+  if (o->multi_hot < 0 || o->multi_hot > PS_DATAGEN_MAX_BAG || !(o->vocab_scale > 0) ||
+      o->vocab_scale > 1000)
+    return PS_ERR_INVALID;
+  for (int f = 0; f < PS_CRITEO_NCAT; f++)
+    if (!(CAT[f].zipf_s + o->zipf_shift > 0.5) || CAT[f].zipf_s + o->zipf_shift > 5)
+      return PS_ERR_INVALID;
   ps_datagen *g = calloc(1, sizeof *g);
   if (!g) return PS_ERR_NOMEM;
-  g->seed = seed;
+  g->seed = o->seed;
+  if (layout(g, o) != PS_OK) {
+    free(g);
+    return PS_ERR_INVALID;
+  }
+  /* pairs of the 26-feature blocks, within the features there are */
+  for (int base = 0; base < g->nc; base += PS_CRITEO_NCAT)
+    for (size_t p = 0; p < NPAIRS; p++)
+      if (base + PAIRS[p].a < g->nc && base + PAIRS[p].b < g->nc)
+        g->pairs[g->npairs++] = (pair_spec){base + PAIRS[p].a, base + PAIRS[p].b, PAIRS[p].scale};
+  for (int f = 0; f < g->nc; f++) {
+    g->bag_scale[f] = 1.0 / sqrt((g->bag_max[f] + 1) / 2.0);
+    cat_spec c = CAT[f % PS_CRITEO_NCAT];
+    if (o->vocab_scale != 1.0) {
+      double v = floor(c.vocab * o->vocab_scale + 0.5);
+      c.vocab = v < 2 ? 2 : v > 4e9 ? 4000000000u : (uint32_t)v;
+      if (c.head > c.vocab) c.head = c.vocab;
+    }
+    c.zipf_s = (float)(c.zipf_s + o->zipf_shift);
+    g->cat[f] = c;
+  }
   /* Calibrate the bias to a CTR of 0.25 on 20000 rows of a third stream. */
   enum { NCAL = 20000 };
   double *l = malloc(NCAL * sizeof(double));
@@ -189,7 +316,7 @@ ps_status ps_datagen_create(uint64_t seed, ps_datagen **out) {
     return PS_ERR_NOMEM;
   }
   row_vals rv;
-  for (int i = 0; i < NCAL; i++) l[i] = draw_row(seed, 2, (uint64_t)i, &rv);
+  for (int i = 0; i < NCAL; i++) l[i] = draw_row(g, 2, (uint64_t)i, &rv);
   double lo = -10, hi = 10;
   for (int it = 0; it < 60; it++) {
     double mid = 0.5 * (lo + hi), m = 0;
@@ -225,20 +352,25 @@ size_t ps_datagen_line(const ps_datagen *g, int stream, uint64_t i, char *buf, f
                        int *label) {
   static const char HEX[] = "0123456789abcdef";
   row_vals rv;
-  double logit = draw_row(g->seed, stream, i, &rv) + g->bias;
+  double logit = draw_row(g, stream, i, &rv) + g->bias;
   double prob = 1.0 / (1.0 + exp(-logit));
   int y = runi(&rv.r) < prob;
   char *o = buf;
-  *o++ = (char)('0' + y);
-  for (int k = 0; k < PS_CRITEO_NDENSE; k++) {
-    *o++ = '\t';
-    if (!rv.dmiss[k]) o = put_i64(o, rv.x[k]);
-  }
-  for (int f = 0; f < PS_CRITEO_NCAT; f++) {
-    *o++ = '\t';
-    if (rv.rank[f] == UINT32_MAX) continue;
-    uint32_t t = token_of(g->seed, f, rv.rank[f]);
-    for (int s = 28; s >= 0; s -= 4) *o++ = HEX[(t >> s) & 15];
+  for (int c = 0; c < g->ncols; c++) {
+    if (c) *o++ = g->fs;
+    int k = g->cols[c].index;
+    if (g->cols[c].type == PS_COL_LABEL) {
+      *o++ = (char)('0' + y);
+    } else if (g->cols[c].type == PS_COL_DENSE) {
+      if (!rv.dmiss[k]) o = put_i64(o, rv.x[k]);
+    } else if (g->cols[c].type == PS_COL_CAT) {
+      int one = g->bag_max[k] <= 1, n = one ? rv.rank[k] != UINT32_MAX : rv.nbag[k];
+      for (int j = 0; j < n; j++) { /* (a schema's separator is never the delimiter) */
+        if (j) *o++ = g->sep[k];
+        uint32_t t = token_of(g->seed, k, one ? rv.rank[k] : rv.bag[k][j]);
+        for (int sh = 28; sh >= 0; sh -= 4) *o++ = HEX[(t >> sh) & 15];
+      }
+    } /* a skipped column stays empty */
   }
   *o++ = '\n';
   *p = (float)prob;

@@ -25,7 +25,27 @@
  * planted field crosses, trained on 200k rows, reaches test AUC 0.857 against the planted
  * 0.864 (seed 1). On an earlier, denser variant tripling the rows (600k) cut the gap from
  * 0.009 to 0.006: the gap is estimation error, not structure a model cannot represent.
- *  - bias solved by bisection so the mean CTR is 0.25 on a calibration sample. */
+ *  - bias solved by bisection so the mean CTR is 0.25 on a calibration sample.
+ *
+ * Options (ps_datagen_opts; the defaults give the one-hot data above, byte for byte):
+ *  - multi_hot M > 1: each present categorical is a bag of 1..M ids (uniform size), each id
+ *    drawn from the feature's Zipf law (repeats possible), written '|'-separated in its
+ *    column. The planted model pools by sum: the bag's weights and interaction vectors are
+ *    summed, times 1/sqrt((M + 1) / 2) so the logit's spread stays near the one-hot one. An
+ *    absent feature (the missing rate) is an empty column, with the missing value's weight.
+ *  - vocab_scale X: every vocabulary times X (at least 2 values; head ranks capped by it);
+ *    zipf_shift D: every Zipf exponent plus D (larger: a shorter tail). Other shapes of data
+ *    from the same model family, for tuning on data the defaults were not tuned on.
+ *  - schema (ps_schema.h): lines in the schema's layout (tsv or csv, its column order, empty
+ *    skipped columns; the header line is the caller's) with its counts: dense input k follows
+ *    I(k mod 13)'s law, feature f C(f mod 26)'s (vocabulary, tail, missing rate, weight scale;
+ *    its own weights, as they hash f), the planted pairs repeat in every block of 26 features
+ *    (those whose both sides exist), a column with a separator is a bag of 1..multi_hot ids
+ *    joined by it, the others one id. Criteo's own
+ *    schema (docs/schemas/criteo.json) gives the default files byte for byte, and the schema
+ *    that --multi-hot M writes gives the --multi-hot M files: the draws are the same. Values
+ *    are 8 hex digits, so per-column hash_buckets and transforms only change how a reader
+ *    maps them; the planted model pools bags by sum whatever the column's pooling says. */
 #ifndef PS_DATAGEN_H
 #define PS_DATAGEN_H
 
@@ -33,14 +53,37 @@
 #include <stdint.h>
 
 #include "ps_criteo.h"
+#include "ps_schema.h"
 
 typedef struct ps_datagen ps_datagen;
 
+#define PS_DATAGEN_MAX_BAG 100
+#define PS_DATAGEN_SEPARATOR '|'
+#define PS_DATAGEN_MAX_DENSE 64  /* a schema's dense columns */
+#define PS_DATAGEN_MAX_CAT 64    /* a schema's categorical columns */
+#define PS_DATAGEN_MAX_COLS 256  /* a schema's columns, skipped ones included */
+
+typedef struct ps_datagen_opts {
+  uint64_t seed;
+  int multi_hot;      /* 0 or 1: one-hot; 2..PS_DATAGEN_MAX_BAG: bags of 1..multi_hot ids
+                       * (with a schema: its multi-hot columns' bags; 0 there means 4) */
+  double vocab_scale; /* 1: the built-in vocabularies */
+  double zipf_shift;  /* 0: the built-in exponents */
+  const ps_schema *schema; /* NULL: Criteo's TSV layout; else the schema's (borrowed) */
+} ps_datagen_opts;
+
+void ps_datagen_opts_default(ps_datagen_opts *o);
+/* PS_ERR_INVALID for options out of range (multi_hot > PS_DATAGEN_MAX_BAG, vocab_scale <= 0,
+ * an exponent that would fall to 0.5 or below, a schema without a categorical column or with
+ * more columns than the PS_DATAGEN_MAX_* above). */
+ps_status ps_datagen_create_opts(const ps_datagen_opts *o, ps_datagen **out);
 ps_status ps_datagen_create(uint64_t seed, ps_datagen **out);
+/* The longest line ps_datagen_line can write (with its '\n'). */
+size_t ps_datagen_line_max(const ps_datagen *g);
 void ps_datagen_destroy(ps_datagen **g);
 
 /* Row `i` of `stream` (0 train, 1 test): the text line (with '\n') written to buf (at
- * least 512 bytes), its length returned; *p = the planted click probability, *label. */
+ * least ps_datagen_line_max bytes), its length returned; *p = the planted click probability, *label. */
 size_t ps_datagen_line(const ps_datagen *g, int stream, uint64_t i, char *buf, float *p,
                        int *label);
 double ps_datagen_bias(const ps_datagen *g);

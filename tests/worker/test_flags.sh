@@ -31,6 +31,7 @@ bad --bad-lines ignore
 bad --resume
 bad --rank 2 --world 2
 bad --max-bad-fraction 1.5
+bad --shuffle-buffer -1
 
 # Refusals that name a flag (and its path): input paths, the model's shape, the checkpoint
 # directory, --holdout (issue 17; each used to fail only after connecting, or not at all).

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ps_reader_int.h"
+#include "ps_shuffle.h"
 
 void ps_reader_opts_default(ps_reader_opts *o) {
   memset(o, 0, sizeof *o);
@@ -87,7 +88,8 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
   if (opts) o = *opts;
   else ps_reader_opts_default(&o);
   if (o.batch <= 0 || o.world <= 0 || o.rank < 0 || o.rank >= o.world || o.epochs < 0 ||
-      o.prefetch < 0 || o.shuffle_window < 0 || (o.row_end && o.row_end < o.row_begin)) {
+      o.prefetch < 0 || o.shuffle_window < 0 || (o.row_end && o.row_end < o.row_begin) ||
+      (o.shuffle_buffer && (o.keep_rows || o.shuffle_window > 1))) {
     return ps_error_set(err, PS_ERR_INVALID, "reader: bad options (batch %d, rank %d of %d)",
                         o.batch, o.rank, o.world);
   }
@@ -258,6 +260,7 @@ void ps_reader_destroy(ps_reader **rp) {
   free(r->win_off), free(r->win_sizes), free(r->win_epoch), free(r->win_first);
   ps_sample_keymap_free(&r->km);
   ps_schema_destroy(&r->own_schema);
+  ps_shuffle_destroy(&r->shuf);
   free(r->path);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv_ready);

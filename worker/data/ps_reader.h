@@ -84,6 +84,9 @@ typedef struct ps_reader_opts {
   int keep_rows;           /* also fill ps_batch.recs/rows (the converter needs raw values) */
   const ps_schema *schema; /* what a text line means; NULL = the built-in criteo. Borrowed:
                             * it must outlive the reader */
+  size_t shuffle_buffer;   /* sample records held in the seeded shuffle buffer of
+                            * ps_shuffle.h (seed, rank), any schema; 0 = off (default). Not
+                            * with keep_rows or shuffle_window. */
 } ps_reader_opts;
 
 void ps_reader_opts_default(ps_reader_opts *o);

@@ -1,7 +1,10 @@
 /* ps_reader_batch.c: from rounds to batches: epochs in sequence (an epoch without any batch
  * of this rank is passed over), one round of look-ahead so a batch knows whether it ends the
- * epoch, the optional shuffle window, and the fill of a reusable ps_batch (labels, dense, keys
- * and bag offsets, decoded from the staged sample records of ps_sample.h).
+ * epoch, the optional shuffle window or shuffle buffer, and the fill of a reusable ps_batch
+ * (labels, dense, keys and bag offsets, decoded from the staged sample records of ps_sample.h).
+ *
+ * The shuffle buffer (ps_shuffle.h) sits between the staged rounds and the decode: it draws
+ * the records themselves, whatever the schema, so keys are made once, after the draw.
  *
  * The shuffle permutes the rows of `shuffle_window` consecutive batches, seeded by (seed,
  * epoch, rank, the window's first line), and re-cuts them into the original batch sizes, so
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "ps_reader_int.h"
+#include "ps_shuffle.h"
 
 /* This rank's next round, an end-of-epoch mark, or the end of all epochs. */
 static void fetch_raw(ps_reader *r, staged *s) {
@@ -125,26 +129,10 @@ static ps_status fill_batch(ps_reader *r, ps_batch *b, const unsigned char *base
 
 static uint64_t rng_next(uint64_t *s) { return ps_mix64(*s += 0x9e3779b97f4a7c15ull); }
 
-/* Fills b with the next batch. *end = 1 when nothing is left. */
-ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
+/* Fills b with the next batch of the shuffle window. *end = 1 when nothing is left. */
+static ps_status produce_window(ps_reader *r, ps_batch *b, int *end) {
   *end = 0;
   int last = 0;
-  if (r->o.shuffle_window <= 1) {
-    int k = next_rows(r, &last);
-    if (k == F_END_ALL) {
-      *end = 1;
-      return PS_OK;
-    }
-    if (k == F_ERROR) return r->cur.st;
-    ps_status st = fill_batch(r, b, r->cur.data.p, r->cur.off, r->cur.n);
-    if (st) return st;
-    b->epoch = r->cur.epoch;
-    b->first_line = r->cur.first_line;
-    b->last_in_epoch = last;
-    b->index = r->batch_idx++;
-    if (last) r->batch_idx = 0;
-    return PS_OK;
-  }
   if (r->win_pos == r->win_count) { /* refill and shuffle a window */
     r->win_count = r->win_pos = r->win_at = 0;
     r->win_data.len = 0;
@@ -191,6 +179,56 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
   b->last_in_epoch = r->win_last && r->win_pos == r->win_count;
   b->index = r->batch_idx++;
   if (b->last_in_epoch) r->batch_idx = 0;
+  return PS_OK;
+}
+
+/* The records of this rank's next batch in file order, with their metadata, in *sb (valid
+ * until the next call). *end = 1 when nothing is left. */
+static ps_status next_records(ps_reader *r, ps_shuffle_batch *sb, int *end) {
+  int last = 0;
+  *end = 0;
+  int k = next_rows(r, &last);
+  if (k == F_END_ALL) {
+    *end = 1;
+    return PS_OK;
+  }
+  if (k == F_ERROR) return r->cur.st;
+  *sb = (ps_shuffle_batch){r->cur.data.p, r->cur.off, r->cur.n, r->cur.epoch, last,
+                           r->batch_idx++, r->cur.first_line};
+  if (last) r->batch_idx = 0;
+  return PS_OK;
+}
+
+static ps_status shuffle_source(void *ctx, ps_shuffle_batch *sb, int *end) {
+  return next_records(ctx, sb, end);
+}
+
+/* Fills b with the next batch: in file order, through the shuffle window, or drawn from the
+ * shuffle buffer (made on the first batch; its slots sized for the schema's one-value record,
+ * the Criteo record for the built-in schema). */
+ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
+  if (r->o.shuffle_window > 1) return produce_window(r, b, end);
+  ps_shuffle_batch sb;
+  ps_status st;
+  if (!r->o.shuffle_buffer) {
+    st = next_records(r, &sb, end);
+  } else {
+    if (!r->shuf) {
+      size_t nd = (size_t)r->nd;
+      ps_shuffle_opts so = {
+          .capacity = r->o.shuffle_buffer, .max_batch = r->B,
+          .seed = ps_mix64(r->o.seed ^ ps_mix64(0x72616e6b00ull + r->r)),
+          .slot_bytes = PS_SAMPLE_HEAD + 4 * nd + (nd + 7) / 8 + 8 * (size_t)r->nc};
+      if ((st = ps_shuffle_create(&so, shuffle_source, r, &r->shuf))) return st;
+    }
+    st = ps_shuffle_next(r->shuf, &sb, end);
+  }
+  if (st || *end) return st;
+  if ((st = fill_batch(r, b, sb.data, sb.off, sb.n))) return st;
+  b->epoch = sb.epoch;
+  b->first_line = sb.first_line;
+  b->last_in_epoch = sb.last_in_epoch;
+  b->index = sb.index;
   return PS_OK;
 }
 

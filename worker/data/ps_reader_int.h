@@ -4,7 +4,8 @@
  *                       lines, located with memchr; only this rank's lines are parsed) and the
  *                       binary source (pread of this rank's records);
  *   ps_reader_batch.c   rounds -> batches: epoch sequencing, one round of look-ahead (so a
- *                       batch knows it ends the epoch), the shuffle window, rows -> ps_batch;
+ *                       batch knows it ends the epoch), the shuffle window or the shuffle
+ *                       buffer (ps_shuffle.c) over the staged records, records -> ps_batch;
  *   ps_reader.c         the public API: options, create/destroy, the producer thread and the
  *                       bounded pool of reusable batches.
  * The per-line loop stays inside ps_reader_source.c; calls across files are per round or per
@@ -87,6 +88,9 @@ struct ps_reader {
   uint64_t *win_first;
   size_t win_count, win_pos, win_at;
   int win_last;
+
+  /* shuffle buffer of sample records (ps_shuffle.h), made on the first batch */
+  struct ps_shuffle *shuf;
 
   /* counters (read by other threads) */
   uint64_t bad, rows_out;
