@@ -170,7 +170,7 @@ ps_status ps_store_flush(ps_store *s, ps_error *err) {
 void ps_store_close(ps_store **sp) {
   if (!sp || !*sp) return;
   ps_store *s = *sp;
-  if (s->db) {
+  if (s->db && !s->opt.read_only) {
     ps_error err; /* close has no status to return: its one failure goes to the log */
     ps_status st = store_flush_locked(s, &err);
     /* After a full disk RocksDB resumes writes by itself once its write buffer's worth of

@@ -42,6 +42,9 @@ typedef struct ps_store_options {
   ps_durability durability;
   size_t block_cache_bytes;  /* RocksDB block cache; 0 = a default */
   size_t write_buffer_bytes; /* RocksDB memtable size per table; 0 = a default (16 MB) */
+  bool read_only;            /* open an existing database (a snapshot) without writing to it:
+                              * pulls only; declare and push fail with PS_ERR_INVALID, close
+                              * writes nothing (ps-predict, ps-export) */
 } ps_store_options;
 
 typedef struct ps_store_stats {

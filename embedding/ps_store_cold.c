@@ -300,6 +300,10 @@ static ps_status load_specs(ps_store *s, const char **cfn, rocksdb_column_family
         cf = h[i];
         h[i] = NULL;
       }
+    if (!cf && s->opt.read_only) {
+      st = ps_error_set(err, PS_ERR_CORRUPT, "%s: table %u has no column family", s->path, sp.id);
+      break;
+    }
     if (!cf) {
       char *rerr = NULL;
       cf = rocksdb_create_column_family(s->db, s->dbopt, cfname, &rerr);
@@ -348,7 +352,11 @@ ps_status store_cold_open(ps_store *s, store_cold_table **found, size_t *nfound,
     cfn[i] = ncf ? names[i] : defname;
     cfo[i] = s->dbopt;
   }
-  s->db = rocksdb_open_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, &rerr);
+  if (s->opt.read_only)
+    s->db = rocksdb_open_for_read_only_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, 0,
+                                                       &rerr);
+  else
+    s->db = rocksdb_open_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, &rerr);
   if (rerr) {
     st = store_rdb_error(err, "open", rerr);
     s->db = NULL;

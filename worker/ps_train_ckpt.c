@@ -19,13 +19,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
 #include "ps_train_int.h"
 
 #define TRY PS_TRAIN_TRY
-#define CKPT_MAGIC_V1 0x454d424552434b31ull /* "EMBERCK1": no checksum */
-#define CKPT_MAGIC 0x454d424552434b32ull    /* "EMBERCK2": a checksum at the end */
+#define CKPT_MAGIC_V1 PS_DENSE_MAGIC_V1
+#define CKPT_MAGIC PS_DENSE_MAGIC
 
 /* snprintf into a path buffer; PS_ERR_INVALID when the path does not fit. */
 static ps_status pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -37,20 +38,9 @@ static ps_status pathf(char *out, size_t n, const char *fmt, ...) {
   return r < 0 || (size_t)r >= n ? PS_ERR_INVALID : PS_OK;
 }
 
-/* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots:
- *   u64 magic, u64 step, u64 nparams, f32 params[nparams],
- *   i64 opt kind, i64 opt step, u64 nstate, f32 state[nstate], u64 checksum
- * where the checksum chains ps_hash64 over the five parts before it, each seeded with the
- * hash so far (dense_sum). EMBERCK1 files have no checksum. */
-static uint64_t dense_sum(const uint64_t h[3], const float *params, const int64_t o[2],
-                          uint64_t ns, const float *state) {
-  uint64_t x = ps_hash64(h, 3 * sizeof *h, 0);
-  x = ps_hash64(params, h[2] * sizeof(float), x);
-  x = ps_hash64(o, 2 * sizeof *o, x);
-  x = ps_hash64(&ns, sizeof ns, x);
-  return ns ? ps_hash64(state, ns * sizeof(float), x) : x;
-}
-
+/* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots: dense.bin,
+ * whose format (and checksum, ps_dense_sum) ps_dense_file.h defines. */
+#define dense_sum ps_dense_sum
 static ps_status save_dense(ps_trainer *t, const char *dir) {
   char path[4096];
   TRY(pathf(path, sizeof path, "%s/dense.bin", dir));
@@ -147,6 +137,23 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
   ps_schema_signature(c->schema_obj, f[5].value, sizeof f[5].value);
 }
 
+/* A JSON schema file copied into the checkpoint as schema.json, so ps-predict and ps-export
+ * read the columns the model was trained on without the original file. */
+static int copy_schema(const char *from, const char *dir) {
+  char path[4200];
+  if (pathf(path, sizeof path, "%s/schema.json", dir) != PS_OK) return 0;
+  FILE *in = fopen(from, "rb"), *out = in ? fopen(path, "wb") : NULL;
+  char buf[8192];
+  size_t n;
+  int ok = in && out;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+  if (in && ferror(in)) ok = 0;
+  if (in) fclose(in);
+  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) ok = 0;
+  if (out && fclose(out) != 0) ok = 0;
+  return ok;
+}
+
 static ps_status save_config(ps_trainer *t, const char *dir) {
   char path[4200];
   TRY(pathf(path, sizeof path, "%s/config", dir));
@@ -157,6 +164,13 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   if (f) {
     fprintf(f, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
     for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(f, "%s=%s\n", fl[i].name, fl[i].value);
+    /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
+     * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
+     * embedding table's id in the shards, and the interaction of the model. */
+    bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
+    fprintf(f, "schema-file=%s\ntable-id=%u\ninteraction=dot\n",
+            builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID);
+    if (!builtin && !copy_schema(t->cfg->schema, dir)) ok = 0;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
     if (fclose(f) != 0) ok = 0;
   }
