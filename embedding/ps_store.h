@@ -146,6 +146,15 @@ ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
 
+/* Calls fn(ctx, key, values) for every stored row of a table of a READ-ONLY store (a snapshot:
+ * its RocksDB files hold every row), in RocksDB's key order; values (dim floats) are valid
+ * during the call only. Stops at the first status fn returns other than PS_OK and returns it.
+ * PS_ERR_INVALID on a writable store (its newest rows may be in the hot tier only); a record
+ * that does not decode is PS_ERR_CORRUPT, said in err. For ps-export. */
+typedef ps_status (*ps_store_row_fn)(void *ctx, uint64_t key, const float *values);
+ps_status ps_store_scan(ps_store *s, uint32_t table, ps_store_row_fn fn, void *ctx,
+                        ps_error *err);
+
 void ps_store_get_stats(ps_store *s, ps_store_stats *out);
 /* The partition (0..partitions-1) that owns a key. */
 uint32_t ps_store_partition_of(const ps_store *s, uint64_t key);
