@@ -54,6 +54,7 @@ typedef struct predictor {
   uint32_t *offsets, *inverse;
   int32_t *idx, *ioff;
   size_t keys_cap;
+  double t_rows, t_model; /* seconds: decode + dedup + row lookups; the model */
 } predictor;
 
 static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -160,15 +161,20 @@ static ps_status score(predictor *p, int *n_out) {
   }
   *n_out = (int)n;
   if (n == 0) return PS_OK;
+  uint64_t t0 = ps_now_ns();
   if (p->nd == 0) memset(p->dense, 0, n * sizeof(float));
   size_t nu = 0;
   if ((st = ps_dedup_keys(p->dedup, p->keys, nk, p->unique, p->inverse, &nu)) != PS_OK) return st;
   if ((st = ps_ckpt_pull(p->ck, p->unique, nu, p->rows)) != PS_OK) return st;
   for (size_t i = 0; i < nk; i++) p->idx[i] = (int32_t)p->inverse[i];
   for (size_t i = 0; i <= n * (size_t)p->nc; i++) p->ioff[i] = (int32_t)p->offsets[i];
+  uint64_t t1 = ps_now_ns();
+  p->t_rows += ps_ns_to_s(t1 - t0);
   ps_dlrm_batch mb = {.batch = (int)n, .dense = p->dense, .labels = p->labels, .nrows = (int)nu,
                       .rows = p->rows, .nnz = (int)nk, .idx = p->idx, .offsets = p->ioff};
-  if ((st = ps_dlrm_predict(p->model, &mb, p->probs)) != PS_OK) return st;
+  st = ps_dlrm_predict(p->model, &mb, p->probs);
+  p->t_model += ps_ns_to_s(ps_now_ns() - t1);
+  if (st != PS_OK) return st;
   return ps_eval_add(p->ev, p->probs, p->labels, n);
 }
 
@@ -274,7 +280,8 @@ static int predict_file(predictor *p, const char *in, const char *outp, double p
 
 static json_t *num(double v) { return isnan(v) ? json_null() : json_real(v); }
 
-static int write_summary(const char *path, const ps_ckpt *ck, const char *in, const run_result *r) {
+static int write_summary(const char *path, const ps_ckpt *ck, const char *in, const run_result *r,
+                         const predictor *p) {
   json_t *j = json_object();
   json_object_set_new(j, "checkpoint", json_string(ps_ckpt_dir(ck)));
   json_object_set_new(j, "step", json_integer((json_int_t)ps_ckpt_step(ck)));
@@ -287,6 +294,8 @@ static int write_summary(const char *path, const ps_ckpt *ck, const char *in, co
   json_object_set_new(j, "accuracy", r->er.n ? num(r->er.accuracy) : json_null());
   json_object_set_new(j, "seconds", json_real(r->secs));
   json_object_set_new(j, "rows_per_s", json_real(r->secs > 0 ? r->lines / r->secs : 0));
+  json_object_set_new(j, "seconds_rows", json_real(p->t_rows));   /* keys and row lookups */
+  json_object_set_new(j, "seconds_model", json_real(p->t_model)); /* the MLPs and interaction */
   int rc = json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) == 0 ? 0 : 1;
   json_decref(j);
   return rc ? fail(1, "cannot write --summary %s", path) : 0;
@@ -340,7 +349,7 @@ int main(int argc, char **argv) {
     printf("lines %" PRIu64 " bad_lines %" PRIu64 " count %" PRIu64 " auc %.6f logloss %.6f "
            "accuracy %.6f seconds %.3f rows_per_s %.0f\n", r.lines, r.bad, r.er.n, r.er.auc,
            r.er.logloss, r.er.accuracy, r.secs, r.secs > 0 ? r.lines / r.secs : 0.0);
-    if (summary) rc = write_summary(summary, ck, in, &r);
+    if (summary) rc = write_summary(summary, ck, in, &r, &p);
   }
   predictor_free(&p);
   ps_ckpt_close(&ck);
