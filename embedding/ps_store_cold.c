@@ -331,6 +331,10 @@ ps_status store_cold_open(ps_store *s, store_cold_table **found, size_t *nfound,
   char *rerr = NULL;
   size_t ncf = 0;
   char **names = rocksdb_list_column_families(s->dbopt, s->path, &ncf, &rerr);
+  if (rerr && s->opt.read_only) { /* nothing to read: never a new database */
+    free(names);
+    return store_rdb_error(err, "open read-only", rerr);
+  }
   if (rerr) { /* a new database (RocksDB still returns a malloc(0) array) */
     free(rerr);
     rerr = NULL;
@@ -422,8 +426,8 @@ void store_cold_options_destroy(ps_store *s) {
  *   Table specs are always written with a synced WAL write. */
 void store_cold_options_create(ps_store *s) {
   s->dbopt = rocksdb_options_create();
-  rocksdb_options_set_create_if_missing(s->dbopt, 1);
-  rocksdb_options_set_create_missing_column_families(s->dbopt, 1);
+  rocksdb_options_set_create_if_missing(s->dbopt, !s->opt.read_only);
+  rocksdb_options_set_create_missing_column_families(s->dbopt, !s->opt.read_only);
   rocksdb_options_set_max_open_files(s->dbopt, -1);
   rocksdb_options_set_max_background_jobs(s->dbopt, 2);
   rocksdb_options_set_compression(s->dbopt, rocksdb_no_compression);
