@@ -159,21 +159,30 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   TRY(pathf(path, sizeof path, "%s/config", dir));
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(t->cfg, fl);
-  FILE *f = fopen(path, "w");
-  int ok = f != NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m) return PS_ERR_NOMEM;
+  fprintf(m, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
+  for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(m, "%s=%s\n", fl[i].name, fl[i].value);
+  /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
+   * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
+   * embedding table's id in the shards, and the interaction of the model. Last, the checksum
+   * of everything before it (ps_dense_file.h). */
+  bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
+  fprintf(m, "schema-file=%s\ntable-id=%u\ninteraction=dot\n",
+          builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID);
+  int ok = fclose(m) == 0;
+  FILE *f = ok ? fopen(path, "w") : NULL;
+  if (!f) ok = 0;
   if (f) {
-    fprintf(f, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
-    for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(f, "%s=%s\n", fl[i].name, fl[i].value);
-    /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
-     * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
-     * embedding table's id in the shards, and the interaction of the model. */
-    bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
-    fprintf(f, "schema-file=%s\ntable-id=%u\ninteraction=dot\n",
-            builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID);
+    fwrite(text, 1, len, f);
+    fprintf(f, "checksum=%016" PRIx64 "\n", ps_ckpt_text_sum(text, len));
     if (!builtin && !copy_schema(t->cfg->schema, dir)) ok = 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
+    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
     if (fclose(f) != 0) ok = 0;
   }
+  free(text);
   if (!ok) {
     PS_ERROR("writing %s: %s", path, strerror(errno));
     return PS_ERR_IO;
@@ -201,12 +210,15 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
   TRY(pathf(path, sizeof path, "%s/config", dir));
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
+  ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
+  FILE *f = vs == PS_OK ? fopen(path, "r") : NULL;
+  if (vs == PS_ERR_NOT_FOUND || (vs == PS_OK && !f)) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top and --sparse-opt are not compared with the checkpoint's", dir);
     return PS_OK;
   }
+  if (vs != PS_OK) return ps_error_prefix(err, "--resume: ");
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(c, fl);
   ps_status st = PS_OK;

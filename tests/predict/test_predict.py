@@ -12,7 +12,8 @@
 4. A JSON multi-hot schema: the checkpoint carries it (schema.json), so ps-predict needs no
    --schema and matches the worker.
 5. Bad input, one line each: no checkpoint, binary input, another schema, an interaction this
-   build cannot run (exit 2); a damaged dense.bin (exit 1).
+   build cannot run (exit 2); a damaged dense.bin or config (exit 1; the config's checksum line
+   is verified by ps-worker --resume too, exit 2 before connecting).
 Without ps-predict none of this exists (the only way was a dummy --resume run)."""
 import hashlib
 import json
@@ -145,10 +146,32 @@ with tempfile.TemporaryDirectory() as d:
     shutil.copytree(step_dir, other)
     with open(os.path.join(other, "config"), "a") as f:
         f.write("interaction=dcn\n")
-    cfg = open(os.path.join(other, "config")).read().replace("interaction=dot\n", "")
+    # (without its checksum line, as a config written before checksums: read unverified)
+    cfg = "".join(l for l in open(os.path.join(other, "config"))
+                  if l != "interaction=dot\n" and not l.startswith("checksum="))
     open(os.path.join(other, "config"), "w").write(cfg)
     one_line_refusal("unknown interaction: exit 2", ["--checkpoint", other, "--input", test,
                      "--out", out], 2, "interaction 'dcn'")
+    shutil.rmtree(other)
+    shutil.copytree(step_dir, other)
+    cfg = open(os.path.join(other, "config")).read()
+    open(os.path.join(other, "config"), "w").write(cfg.replace("emb-dim=16", "emb-dim=32"))
+    one_line_refusal("damaged config: exit 1", ["--checkpoint", other, "--input", test, "--out",
+                     out], 1, "checksum mismatch")
+    # ps-worker --resume verifies the config too (before connecting: exit 2, one line)
+    shutil.rmtree(other)
+    os.makedirs(other)
+    shutil.copytree(step_dir, os.path.join(other, os.path.basename(step_dir)))
+    shutil.copy(os.path.join(ck, "latest"), other)
+    cpath = os.path.join(other, os.path.basename(step_dir), "config")
+    cfg = open(cpath).read()
+    open(cpath, "w").write(cfg.replace("mlp-top=32-1", "mlp-top=64-1"))
+    p = subprocess.run([f"{h.BIN}/ps-worker", "--servers", "tcp://127.0.0.1:1", "--train", train,
+                        "--checkpoint-dir", other, "--resume"] + SMALL, capture_output=True,
+                       text=True, timeout=60)
+    lines = [l for l in p.stderr.splitlines() if l.startswith("ps-worker:")]
+    r.check("ps-worker --resume: damaged config refused", p.returncode == 2 and len(lines) == 1
+            and "checksum mismatch" in lines[0], p.stderr.strip()[-300:])
     shutil.rmtree(other)
     shutil.copytree(step_dir, other)
     with open(os.path.join(other, "dense.bin"), "r+b") as f:

@@ -66,3 +66,51 @@ ps_status ps_dense_file_read(const char *path, ps_dense_file *out, ps_error *err
   out->checksummed = h[0] == PS_DENSE_MAGIC;
   return PS_OK;
 }
+
+uint64_t ps_ckpt_text_sum(const char *text, size_t len) { return ps_hash64(text, len, 0); }
+
+ps_status ps_ckpt_text_verify(const char *path, int *had_sum, ps_error *err) {
+  *had_sum = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return ps_error_set(err, PS_ERR_NOT_FOUND, "cannot open %s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char chunk[4096];
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    if (len + n + 1 > cap) {
+      char *b = realloc(buf, cap = 2 * (len + n + 1));
+      if (!b) {
+        free(buf);
+        fclose(f);
+        return ps_error_set(err, PS_ERR_NOMEM, "%s: out of memory", path);
+      }
+      buf = b;
+    }
+    memcpy(buf + len, chunk, n);
+    len += n;
+  }
+  fclose(f);
+  ps_status st = PS_OK;
+  const char *key = "checksum=";
+  char *at = NULL; /* the line that starts with "checksum=" */
+  for (size_t i = 0; i < len && !at; i++)
+    if ((i == 0 || buf[i - 1] == '\n') && len - i >= 9 && memcmp(buf + i, key, 9) == 0) at = buf + i;
+  if (at) {
+    char hex[17] = "";
+    size_t rest = (size_t)(buf + len - at);
+    unsigned long long want = 0;
+    int ok = rest == 9 + 16 + 1 && at[25] == '\n';
+    if (ok) {
+      memcpy(hex, at + 9, 16);
+      char *end;
+      want = strtoull(hex, &end, 16);
+      ok = *end == '\0';
+    }
+    if (!ok) st = ps_error_set(err, PS_ERR_CORRUPT, "%s: a bad checksum line", path);
+    else if (want != ps_ckpt_text_sum(buf, (size_t)(at - buf)))
+      st = ps_error_set(err, PS_ERR_CORRUPT, "%s: checksum mismatch: the file is damaged", path);
+    *had_sum = 1;
+  }
+  free(buf);
+  return st;
+}

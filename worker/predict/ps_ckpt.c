@@ -71,6 +71,12 @@ static ps_status resolve(ps_ckpt *c, const char *dir, ps_error *err) {
 static ps_status read_config(ps_ckpt *c, ps_error *err) {
   char p[4300], line[1024];
   snprintf(p, sizeof p, "%s/config", c->dir);
+  int had_sum;
+  ps_status vst = ps_ckpt_text_verify(p, &had_sum, err);
+  if (vst == PS_ERR_NOT_FOUND)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
+                        "it does not say the model's shape)", c->dir);
+  if (vst != PS_OK) return vst;
   FILE *f = fopen(p, "r");
   if (!f)
     return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
