@@ -141,17 +141,8 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
  * read the columns the model was trained on without the original file. */
 static int copy_schema(const char *from, const char *dir) {
   char path[4200];
-  if (pathf(path, sizeof path, "%s/schema.json", dir) != PS_OK) return 0;
-  FILE *in = fopen(from, "rb"), *out = in ? fopen(path, "wb") : NULL;
-  char buf[8192];
-  size_t n;
-  int ok = in && out;
-  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
-  if (in && ferror(in)) ok = 0;
-  if (in) fclose(in);
-  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) ok = 0;
-  if (out && fclose(out) != 0) ok = 0;
-  return ok;
+  return pathf(path, sizeof path, "%s/schema.json", dir) == PS_OK &&
+         ps_copy_file(from, path) == PS_OK;
 }
 
 static ps_status save_config(ps_trainer *t, const char *dir) {

@@ -11,6 +11,7 @@
  *   keys once (np.argsort) to look rows up. Memory stays one row, whatever the table's size.
  * - Only the values are exported: the optimizer state (Adagrad sums, ...) is for training,
  *   which resumes from the checkpoint itself. */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -154,17 +155,6 @@ static ps_status describe_keys(ps_ckpt *ck, json_t *man, ps_error *err) {
   return PS_OK;
 }
 
-static ps_status copy_file(const char *from, const char *to, ps_error *err) {
-  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
-  char buf[8192];
-  size_t n;
-  int ok = in && out;
-  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
-  if (in) fclose(in);
-  if (out && fclose(out) != 0) ok = 0;
-  return ok ? PS_OK : ps_error_set(err, PS_ERR_IO, "copying %s to %s failed", from, to);
-}
-
 static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
   char path[4400];
   snprintf(path, sizeof path, "%s/dense", out);
@@ -189,7 +179,9 @@ static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
   const char *sf = ps_ckpt_config(ck, "schema-file");
   if (st == PS_OK && sf && strcmp(sf, "criteo") != 0) {
     snprintf(path, sizeof path, "%s/schema.json", out);
-    st = copy_file(ps_ckpt_schema_file(ck), path, err);
+    if (ps_copy_file(ps_ckpt_schema_file(ck), path) != PS_OK)
+      st = ps_error_set(err, PS_ERR_IO, "copying %s to %s: %s", ps_ckpt_schema_file(ck), path,
+                        strerror(errno));
   }
   if (st == PS_OK) st = export_dense(ck, out, model, err);
   if (st == PS_OK) st = export_rows(ck, out, tab, err);
