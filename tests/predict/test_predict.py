@@ -12,7 +12,7 @@
 4. A JSON multi-hot schema: the checkpoint carries it (schema.json), so ps-predict needs no
    --schema and matches the worker.
 5. Bad input, one line each: no checkpoint, binary input, another schema, an interaction this
-   build cannot run (exit 2); a damaged dense.bin or config (exit 1; the config's checksum line
+   build cannot run (exit 2); a damaged dense.bin or config, a missing shard (exit 1; the config's checksum line
    is verified by ps-worker --resume too, exit 2 before connecting).
 Without ps-predict none of this exists (the only way was a dummy --resume run)."""
 import hashlib
@@ -181,6 +181,11 @@ with tempfile.TemporaryDirectory() as d:
         f.write(bytes([b[0] ^ 1]))
     one_line_refusal("damaged dense.bin: exit 1", ["--checkpoint", other, "--input", test,
                      "--out", out], 1, "checksum")
+    shutil.rmtree(other)
+    shutil.copytree(step_dir, other)
+    shutil.rmtree(os.path.join(other, "shards", "shard-1"))
+    one_line_refusal("a missing shard: exit 1", ["--checkpoint", other, "--input", test, "--out",
+                     out], 1, "written by one of 2 shards")
 
     # 4. a JSON multi-hot schema, carried by the checkpoint
     rng = random.Random(5)

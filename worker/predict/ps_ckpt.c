@@ -145,9 +145,10 @@ static ps_status open_shards(ps_ckpt *c, ps_error *err) {
     json_error_t je;
     json_t *j = json_load_file(p, 0, &je);
     json_int_t step = -1, shards = c->nshards;
-    int bad = !j || json_unpack(j, "{s:I, s?I}", "step", &step, "shards", &shards) != 0;
+    const char *why = !j ? je.text : NULL;
+    if (j && json_unpack(j, "{s:I, s?I}", "step", &step, "shards", &shards) != 0) why = "no step";
     json_decref(j);
-    if (bad) return ps_error_set(err, PS_ERR_CORRUPT, "%s: unreadable (%s)", p, j ? "no step" : je.text);
+    if (why) return ps_error_set(err, PS_ERR_CORRUPT, "%s: unreadable (%s)", p, why);
     if (shards != (json_int_t)c->nshards)
       return ps_error_set(err, PS_ERR_CORRUPT, "%s: written by one of %lld shards, the checkpoint "
                           "holds %u", p, (long long)shards, c->nshards);
