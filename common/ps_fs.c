@@ -2,7 +2,8 @@
  * and the worker's checkpoint dir, with errno kept for the caller's message; and the canonical
  * form of a path that may not exist yet, which the server confines checkpoint paths with
  * (realpath of the longest existing prefix, so a symlink anywhere in it is followed; '..' is
- * refused rather than resolved, so the part not yet made cannot climb out). */
+ * refused rather than resolved, so the part not yet made cannot climb out). Also a file copy
+ * (synced), for the schema a checkpoint carries and ps-export's copy of it. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "ps_fs.h"
 
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 ps_status ps_mkdir_p(const char *path) {
   char tmp[PATH_MAX];
@@ -94,4 +96,17 @@ bool ps_path_within(const char *path, const char *root) {
   size_t rl = strlen(root);
   if (rl == 1 && root[0] == '/') return path[0] == '/';
   return strncmp(path, root, rl) == 0 && (path[rl] == '\0' || path[rl] == '/');
+}
+
+ps_status ps_copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+  char buf[8192];
+  size_t n;
+  int ok = in && out;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+  if (in && ferror(in)) ok = 0;
+  if (in) fclose(in);
+  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) ok = 0;
+  if (out && fclose(out) != 0) ok = 0;
+  return ok ? PS_OK : PS_ERR_IO;
 }

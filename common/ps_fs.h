@@ -24,6 +24,10 @@ ps_status ps_rm_rf(const char *path);
  * the result does not fit in len, PS_ERR_IO when the existing prefix cannot be resolved. */
 ps_status ps_path_canonical(const char *path, char *out, size_t len, ps_error *err);
 
+/* cp from to, then fsync: PS_ERR_IO on failure, with errno from the call that failed (a
+ * partial copy is left for the caller to remove or overwrite). */
+ps_status ps_copy_file(const char *from, const char *to);
+
 /* Whether the canonical path lies in the canonical directory root (or is root itself). */
 bool ps_path_within(const char *path, const char *root);
 

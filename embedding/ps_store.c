@@ -170,7 +170,7 @@ ps_status ps_store_flush(ps_store *s, ps_error *err) {
 void ps_store_close(ps_store **sp) {
   if (!sp || !*sp) return;
   ps_store *s = *sp;
-  if (s->db) {
+  if (s->db && !s->opt.read_only) {
     ps_error err; /* close has no status to return: its one failure goes to the log */
     ps_status st = store_flush_locked(s, &err);
     /* After a full disk RocksDB resumes writes by itself once its write buffer's worth of
@@ -247,6 +247,43 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
   }
   pthread_mutex_unlock(&pa->mu);
 done:
+  pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
+ps_status ps_store_scan(ps_store *s, uint32_t table_id, ps_store_row_fn fn, void *ctx,
+                        ps_error *err) {
+  if (!s || !fn || !s->opt.read_only)
+    return ps_error_set(err, PS_ERR_INVALID, "scan: needs a store open read-only");
+  size_t ti;
+  ps_status st;
+  const table *t = store_read_table(s, table_id, &ti, &st);
+  if (!t) {
+    ps_error_set(err, st, "scan: table %u: %s", table_id, ps_status_str(st));
+    pthread_rwlock_unlock(&s->lock);
+    return st;
+  }
+  void *row = malloc(t->row_bytes); /* aligned copy: a RocksDB value has no float alignment */
+  rocksdb_iterator_t *it = row ? rocksdb_create_iterator_cf(s->db, s->ro_iter, t->cf) : NULL;
+  st = row ? PS_OK : ps_error_set(err, PS_ERR_NOMEM, "scan: out of memory");
+  if (it) rocksdb_iter_seek_to_first(it);
+  for (; it && st == PS_OK && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+    if (kl != 8) {
+      st = ps_error_set(err, PS_ERR_CORRUPT, "%s: table %u: a key of %zu bytes", s->path,
+                        table_id, kl);
+      break;
+    }
+    uint64_t key = be_key(k);
+    if ((st = store_cold_decode(t, key, v, vl, row, err)) == PS_OK)
+      st = fn(ctx, key, row_vals(row));
+  }
+  char *rerr = NULL;
+  if (it && st == PS_OK) rocksdb_iter_get_error(it, &rerr);
+  if (rerr) st = store_rdb_error(err, "scan", rerr);
+  if (it) rocksdb_iter_destroy(it);
+  free(row);
   pthread_rwlock_unlock(&s->lock);
   return st;
 }

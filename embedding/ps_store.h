@@ -42,6 +42,9 @@ typedef struct ps_store_options {
   ps_durability durability;
   size_t block_cache_bytes;  /* RocksDB block cache; 0 = a default */
   size_t write_buffer_bytes; /* RocksDB memtable size per table; 0 = a default (16 MB) */
+  bool read_only;            /* open an existing database (a snapshot) without writing to it:
+                              * pulls only; declare and push fail with PS_ERR_INVALID, close
+                              * writes nothing (ps-predict, ps-export) */
 } ps_store_options;
 
 typedef struct ps_store_stats {
@@ -142,6 +145,15 @@ ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
+
+/* Calls fn(ctx, key, values) for every stored row of a table of a READ-ONLY store (a snapshot:
+ * its RocksDB files hold every row), in RocksDB's key order; values (dim floats) are valid
+ * during the call only. Stops at the first status fn returns other than PS_OK and returns it.
+ * PS_ERR_INVALID on a writable store (its newest rows may be in the hot tier only); a record
+ * that does not decode is PS_ERR_CORRUPT, said in err. For ps-export. */
+typedef ps_status (*ps_store_row_fn)(void *ctx, uint64_t key, const float *values);
+ps_status ps_store_scan(ps_store *s, uint32_t table, ps_store_row_fn fn, void *ctx,
+                        ps_error *err);
 
 void ps_store_get_stats(ps_store *s, ps_store_stats *out);
 /* The partition (0..partitions-1) that owns a key. */

@@ -320,7 +320,8 @@ out:
 
 ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
                               uint32_t first, uint32_t stride, const float *grads) {
-  if (!s || !b || stride == 0 || (b->n && !grads) || b->nparts != s->nparts) return PS_ERR_INVALID;
+  if (!s || !b || stride == 0 || (b->n && !grads) || b->nparts != s->nparts || s->opt.read_only)
+    return PS_ERR_INVALID;
   size_t ti;
   ps_status st;
   const table *t = store_read_table(s, table_id, &ti, &st);

@@ -300,6 +300,10 @@ static ps_status load_specs(ps_store *s, const char **cfn, rocksdb_column_family
         cf = h[i];
         h[i] = NULL;
       }
+    if (!cf && s->opt.read_only) {
+      st = ps_error_set(err, PS_ERR_CORRUPT, "%s: table %u has no column family", s->path, sp.id);
+      break;
+    }
     if (!cf) {
       char *rerr = NULL;
       cf = rocksdb_create_column_family(s->db, s->dbopt, cfname, &rerr);
@@ -327,6 +331,10 @@ ps_status store_cold_open(ps_store *s, store_cold_table **found, size_t *nfound,
   char *rerr = NULL;
   size_t ncf = 0;
   char **names = rocksdb_list_column_families(s->dbopt, s->path, &ncf, &rerr);
+  if (rerr && s->opt.read_only) { /* nothing to read: never a new database */
+    free(names);
+    return store_rdb_error(err, "open read-only", rerr);
+  }
   if (rerr) { /* a new database (RocksDB still returns a malloc(0) array) */
     free(rerr);
     rerr = NULL;
@@ -348,7 +356,11 @@ ps_status store_cold_open(ps_store *s, store_cold_table **found, size_t *nfound,
     cfn[i] = ncf ? names[i] : defname;
     cfo[i] = s->dbopt;
   }
-  s->db = rocksdb_open_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, &rerr);
+  if (s->opt.read_only)
+    s->db = rocksdb_open_for_read_only_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, 0,
+                                                       &rerr);
+  else
+    s->db = rocksdb_open_column_families(s->dbopt, s->path, (int)n, cfn, cfo, h, &rerr);
   if (rerr) {
     st = store_rdb_error(err, "open", rerr);
     s->db = NULL;
@@ -414,8 +426,8 @@ void store_cold_options_destroy(ps_store *s) {
  *   Table specs are always written with a synced WAL write. */
 void store_cold_options_create(ps_store *s) {
   s->dbopt = rocksdb_options_create();
-  rocksdb_options_set_create_if_missing(s->dbopt, 1);
-  rocksdb_options_set_create_missing_column_families(s->dbopt, 1);
+  rocksdb_options_set_create_if_missing(s->dbopt, !s->opt.read_only);
+  rocksdb_options_set_create_missing_column_families(s->dbopt, !s->opt.read_only);
   rocksdb_options_set_max_open_files(s->dbopt, -1);
   rocksdb_options_set_max_background_jobs(s->dbopt, 2);
   rocksdb_options_set_compression(s->dbopt, rocksdb_no_compression);

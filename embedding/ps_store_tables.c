@@ -63,6 +63,8 @@ ps_status store_tables_open(ps_store *s, ps_error *err) {
 
 ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec, ps_error *err) {
   if (!s || !spec) return ps_error_set(err, PS_ERR_INVALID, "declare: no store or spec");
+  if (s->opt.read_only)
+    return ps_error_set(err, PS_ERR_INVALID, "declare: store %s is open read-only", s->path);
   ps_status st = store_spec_validate(spec, err);
   if (st != PS_OK) return st;
   char enc[SPEC_BYTES], enc2[SPEC_BYTES];

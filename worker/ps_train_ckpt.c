@@ -21,13 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
 #include "ps_train_int.h"
 
 #define TRY PS_TRAIN_TRY
-#define CKPT_MAGIC_V1 0x454d424552434b31ull /* "EMBERCK1": no checksum */
-#define CKPT_MAGIC 0x454d424552434b32ull    /* "EMBERCK2": a checksum at the end */
+#define CKPT_MAGIC_V1 PS_DENSE_MAGIC_V1
+#define CKPT_MAGIC PS_DENSE_MAGIC
 
 /* snprintf into a path buffer; PS_ERR_INVALID when the path does not fit. */
 static ps_status pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -39,20 +40,9 @@ static ps_status pathf(char *out, size_t n, const char *fmt, ...) {
   return r < 0 || (size_t)r >= n ? PS_ERR_INVALID : PS_OK;
 }
 
-/* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots:
- *   u64 magic, u64 step, u64 nparams, f32 params[nparams],
- *   i64 opt kind, i64 opt step, u64 nstate, f32 state[nstate], u64 checksum
- * where the checksum chains ps_hash64 over the five parts before it, each seeded with the
- * hash so far (dense_sum). EMBERCK1 files have no checksum. */
-static uint64_t dense_sum(const uint64_t h[3], const float *params, const int64_t o[2],
-                          uint64_t ns, const float *state) {
-  uint64_t x = ps_hash64(h, 3 * sizeof *h, 0);
-  x = ps_hash64(params, h[2] * sizeof(float), x);
-  x = ps_hash64(o, 2 * sizeof *o, x);
-  x = ps_hash64(&ns, sizeof ns, x);
-  return ns ? ps_hash64(state, ns * sizeof(float), x) : x;
-}
-
+/* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots: dense.bin,
+ * whose format (and checksum, ps_dense_sum) ps_dense_file.h defines. */
+#define dense_sum ps_dense_sum
 static ps_status save_dense(ps_trainer *t, const char *dir) {
   char path[4096];
   TRY(pathf(path, sizeof path, "%s/dense.bin", dir));
@@ -164,19 +154,43 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
   f[6].why = "its dense state is another model's";
 }
 
+/* A JSON schema file copied into the checkpoint as schema.json, so ps-predict and ps-export
+ * read the columns the model was trained on without the original file. */
+static int copy_schema(const char *from, const char *dir) {
+  char path[4200];
+  return pathf(path, sizeof path, "%s/schema.json", dir) == PS_OK &&
+         ps_copy_file(from, path) == PS_OK;
+}
+
 static ps_status save_config(ps_trainer *t, const char *dir) {
   char path[4200];
   TRY(pathf(path, sizeof path, "%s/config", dir));
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(t->cfg, fl);
-  FILE *f = fopen(path, "w");
-  int ok = f != NULL;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m) return PS_ERR_NOMEM;
+  fprintf(m, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
+  for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(m, "%s=%s\n", fl[i].name, fl[i].value);
+  /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
+   * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
+   * embedding table's id in the shards (the interaction is a compared flag above). Last, the checksum
+   * of everything before it (ps_dense_file.h). */
+  bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
+  fprintf(m, "schema-file=%s\ntable-id=%u\n",
+          builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID);
+  int ok = fclose(m) == 0;
+  FILE *f = ok ? fopen(path, "w") : NULL;
+  if (!f) ok = 0;
   if (f) {
-    fprintf(f, "# ps-worker: the flags that fix what a key and a row mean; --resume compares\n");
-    for (int i = 0; i < CKPT_NFLAGS; i++) fprintf(f, "%s=%s\n", fl[i].name, fl[i].value);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
+    fwrite(text, 1, len, f);
+    fprintf(f, "checksum=%016" PRIx64 "\n", ps_ckpt_text_sum(text, len));
+    if (!builtin && !copy_schema(t->cfg->schema, dir)) ok = 0;
+    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
     if (fclose(f) != 0) ok = 0;
   }
+  free(text);
   if (!ok) {
     PS_ERROR("writing %s: %s", path, strerror(errno));
     return PS_ERR_IO;
@@ -210,13 +224,16 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
   TRY(pathf(path, sizeof path, "%s/config", dir));
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
+  ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
+  FILE *f = vs == PS_OK ? fopen(path, "r") : NULL;
+  if (vs == PS_ERR_NOT_FOUND || (vs == PS_OK && !f)) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
             "checkpoint's", dir);
     return PS_OK;
   }
+  if (vs != PS_OK) return ps_error_prefix(err, "--resume: ");
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(c, fl);
   bool seen[CKPT_NFLAGS] = {false};

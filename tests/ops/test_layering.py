@@ -22,6 +22,7 @@ MAY_USE = {
     "worker/data": ["common"],
     "worker/model": ["kernels", "common"],
     "worker/collectives": ["common"],
+    "worker/predict": ["worker/data", "worker/model", "embedding", "kernels", "common"],
     "worker": ["worker/client", "worker/data", "worker/model", "worker/collectives", "kernels",
                "proto", "common"],
     "bench": ["worker", "embedding", "server", "kernels", "proto", "common"],
