@@ -22,6 +22,7 @@ MAY_USE = {
     "worker/data": ["common"],
     "worker/model": ["kernels", "common"],
     "worker/collectives": ["common"],
+    "worker/lib": ["worker/client", "worker/data", "proto", "common"],
     "worker": ["worker/client", "worker/data", "worker/model", "worker/collectives", "kernels",
                "proto", "common"],
     "bench": ["worker", "embedding", "server", "kernels", "proto", "common"],
