@@ -161,7 +161,7 @@ class Client:
 
     def table(self, name, dim, id=None, optimizer="sgd", lr=0.01, init=0.05, **options):
         """Declares the table, or attaches to it when it exists with the same spec. id defaults
-        to a hash of the name (1..65535); ps-worker's table is id=1, name "emb". Other options
+        to a hash of the name (1..65535); ps-worker's table is id=1, name "criteo_emb". Other options
         (ember.h): eps, beta1, beta2, l1, l2, lr_power, initial_accumulator, init_dist, init_a,
         init_b, seed, admit_threshold, ttl_steps, consistency, staleness, num_workers."""
         if id is None:

@@ -79,7 +79,7 @@ void ember_client_close(ember_client **c);
  *   l2, lr_power, initial_accumulator, init (x: rows start U(-x, x); 0.05), init_dist
  *   (uniform|normal|zero), init_a, init_b (the distribution's parameters), seed (0),
  *   admit_threshold, ttl_steps, consistency (async|sync|ssp; async), staleness, num_workers.
- * A table is pulled and pushed by id after this. ps-worker's table is id 1, "emb". */
+ * A table is pulled and pushed by id after this. ps-worker's table is id 1, "criteo_emb". */
 int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t dim,
                         const char *options, ember_error *err);
 /* The dim of a declared table, 0 when this client has not declared it. */
