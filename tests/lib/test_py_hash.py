@@ -37,7 +37,7 @@ def main():
                               "--emb-dim", str(dim), "--mlp-bot", f"13-16-{dim}", "--mlp-top", "8-1",
                               "--threads", "1", "--progress-every", "100", "--timeout-ms", "20000"],
                              capture_output=True, text=True, timeout=240)
-        r.check("ps-worker trained", out.returncode == 0, out.stderr[-2000:])
+        r.check("ps-worker trained", out.returncode == 0, out.stderr[-2000:] if out.returncode else "")
         c = ember.Client(s.urls, timeout_ms=20000)
         spec = dict(dim=dim, optimizer="sgd", lr=0.5, init=0.01, seed=1, eps=1e-8,
                     consistency="sync", num_workers=1)
