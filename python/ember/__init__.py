@@ -84,15 +84,15 @@ class Table:
     def __init__(self, client, tid, name, dim):
         self.client, self.id, self.name, self.dim = client, tid, name, dim
 
-    def pull(self, keys):
-        """keys: uint64 [n] -> float32 [n, dim] (duplicates fetched once)."""
-        k = _keys(keys)
-        out = np.empty((k.shape[0], self.dim), dtype=np.float32)
+    def _call(self, fn, k, rows, *handle):
+        """fn(client, table, keys, n, rows, [handle,] err): one C call over whole arrays."""
         err = _Error()
-        rc = _lib.ember_pull(self.client._handle(), self.id, k.ctypes.data_as(_u64p), k.shape[0],
-                             out.ctypes.data_as(_f32p), ctypes.byref(err))
+        rc = fn(self.client._handle(), self.id, k.ctypes.data_as(_u64p), k.shape[0],
+                rows.ctypes.data_as(_f32p), *handle, ctypes.byref(err))
         _check(rc, err)
-        return out
+
+    def _rows(self, k):
+        return np.empty((k.shape[0], self.dim), dtype=np.float32)
 
     def _grads(self, k, grads):
         g = np.ascontiguousarray(grads, dtype=np.float32)
@@ -100,36 +100,31 @@ class Table:
             raise ValueError(f"grads must have shape ({k.shape[0]}, {self.dim}), not {g.shape}")
         return g
 
+    def pull(self, keys):
+        """keys: uint64 [n] -> float32 [n, dim] (duplicates fetched once)."""
+        k = _keys(keys)
+        out = self._rows(k)
+        self._call(_lib.ember_pull, k, out)
+        return out
+
     def push(self, keys, grads):
         """grads: float32 [n, dim], the gradient of each key's row (duplicates summed)."""
         k = _keys(keys)
-        g = self._grads(k, grads)
-        err = _Error()
-        rc = _lib.ember_push(self.client._handle(), self.id, k.ctypes.data_as(_u64p), k.shape[0],
-                             g.ctypes.data_as(_f32p), ctypes.byref(err))
-        _check(rc, err)
+        self._call(_lib.ember_push, k, self._grads(k, grads))
 
     def pull_start(self, keys):
         """Sends the pull and returns a Request whose wait() gives the rows."""
         k = _keys(keys)
-        out = np.empty((k.shape[0], self.dim), dtype=np.float32)
-        err, h = _Error(), ctypes.c_void_p()
-        rc = _lib.ember_pull_start(self.client._handle(), self.id, k.ctypes.data_as(_u64p),
-                                   k.shape[0], out.ctypes.data_as(_f32p), ctypes.byref(h),
-                                   ctypes.byref(err))
-        _check(rc, err)
+        out, h = self._rows(k), ctypes.c_void_p()
+        self._call(_lib.ember_pull_start, k, out, ctypes.byref(h))
         return Request(self.client, h, out, None)
 
     def push_start(self, keys, grads):
         """Sends the push; wait() on the returned Request reports its outcome."""
         k = _keys(keys)
-        g = self._grads(k, grads)
-        err, h = _Error(), ctypes.c_void_p()
-        rc = _lib.ember_push_start(self.client._handle(), self.id, k.ctypes.data_as(_u64p),
-                                   k.shape[0], g.ctypes.data_as(_f32p), ctypes.byref(h),
-                                   ctypes.byref(err))
-        _check(rc, err)
-        return Request(self.client, h, None, None)
+        g, h = self._grads(k, grads), ctypes.c_void_p()
+        self._call(_lib.ember_push_start, k, g, ctypes.byref(h))
+        return Request(self.client, h, None, g)
 
     def __repr__(self):
         return f"ember.Table({self.name!r}, id={self.id}, dim={self.dim})"
