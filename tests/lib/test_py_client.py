@@ -6,9 +6,11 @@ w -= lr * sum(g), fused as torch's add_; Adagrad as torch.optim.Adagrad: acc += 
 over many steps of random keys with duplicates (summed before the optimizer, once per key);
 the pipelined pull_start/push_start give the same; a row never pushed is the same on every
 pull. Errors raise ember.EmberError with Ember's message (a bad URL, an unknown option, a
-conflicting declare, a server that does not answer), bad shapes raise ValueError."""
+conflicting declare, a server that does not answer), bad shapes raise ValueError; another
+Python thread runs while a call waits on the network (the GIL is released)."""
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -104,12 +106,28 @@ def main():
             raises(lambda: ember.Client(["tcp://127.0.0.1:1"], curve_secret="short"),
                    ember.EmberError, "40 characters"))
     # Nobody listens: the declare fails on its bound, naming the server.
+    # Meanwhile another Python thread counts: it runs only if the wait released the GIL.
     url = f"tcp://127.0.0.1:{free_port()}"
-    c = ember.Client([url], timeout_ms=300)
+    c = ember.Client([url], timeout_ms=1000)
+    ticks, stop = [0], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.01)
+    th = threading.Thread(target=count)
+    th.start()
+    time.sleep(0.05)
+    before = ticks[0]
     t0 = time.monotonic()
     r.check("a server that does not answer: EmberError naming it",
             raises(lambda: c.table("z", dim=2), ember.EmberError, url, code=12))
+    during = ticks[0] - before
+    stop.set()
+    th.join(timeout=10)
     r.check("... within its bound", time.monotonic() - t0 < 30)
+    r.check("another thread ran during the wait (the GIL was released)", during >= 20,
+            f"{during} ticks of 10 ms in a 1 s wait")
     c.close()
     r.finish()
 
