@@ -133,15 +133,19 @@ class Table:
 class Client:
     """A connection to Ember's servers (list order = shard order, as ps-worker's --servers).
     Options: timeout_ms, ckpt_timeout_ms, rank, world (for barrier), wire_f16, and CURVE keys
-    curve_secret / curve_server (Z85 strings, as in ps-keygen's key files)."""
+    curve_secret / curve_server (Z85 strings, as in ps-keygen's key files) or
+    curve_secret_file / curve_server_file (the files themselves, as ps-worker's --curve-*)."""
 
     def __init__(self, urls, timeout_ms=30000, rank=0, world=1, wire_f16=False,
-                 curve_secret=None, curve_server=None, ckpt_timeout_ms=None):
+                 curve_secret=None, curve_server=None, ckpt_timeout_ms=None,
+                 curve_secret_file=None, curve_server_file=None):
         if isinstance(urls, str):
             urls = [urls]
         opts = _options({"timeout_ms": timeout_ms, "ckpt_timeout_ms": ckpt_timeout_ms,
                          "rank": rank, "world": world, "wire_f16": wire_f16,
-                         "curve_secret": curve_secret, "curve_server": curve_server})
+                         "curve_secret": curve_secret, "curve_server": curve_server,
+                         "curve_secret_file": curve_secret_file,
+                         "curve_server_file": curve_server_file})
         self._c = ctypes.c_void_p()
         err = _Error()
         rc = _lib.ember_client_open(",".join(urls).encode(), opts, ctypes.byref(self._c),

@@ -13,6 +13,7 @@
 #include "ps_cli.h"
 #include "ps_client.h"
 #include "ps_criteo.h"
+#include "ps_curve.h"
 
 #define EMBER_MAX_OPTIONS 32
 
@@ -84,6 +85,7 @@ static ps_status parse_options(const char *s, opt_setter set, void *ctx, ps_erro
 typedef struct client_opts {
   ps_client_options o;
   uint32_t world;
+  char secret_file[1024], server_file[1024]; /* ps-keygen files, read after parsing */
 } client_opts;
 
 static ps_status set_client_opt(void *ctx, const char *k, const char *v, ps_error *e) {
@@ -95,6 +97,11 @@ static ps_status set_client_opt(void *ctx, const char *k, const char *v, ps_erro
       return ps_error_set(e, PS_ERR_INVALID, "option %s: a Z85 key is 40 characters, not %zu",
                           k, strlen(v));
     memcpy(strcmp(k, "curve_secret") ? co->o.curve_server : co->o.curve_secret, v, 41);
+  } else if (!strcmp(k, "curve_secret_file") || !strcmp(k, "curve_server_file")) {
+    char *dst = strcmp(k, "curve_secret_file") ? co->server_file : co->secret_file;
+    if (!*v || strlen(v) >= sizeof co->secret_file)
+      return ps_error_set(e, PS_ERR_INVALID, "option %s: the path is empty or too long", k);
+    snprintf(dst, sizeof co->secret_file, "%s", v);
   } else if (!strcmp(k, "timeout_ms") && (st = opt_u64(k, v, UINT32_MAX, &x, e)) == PS_OK) {
     co->o.timeout_ms = (uint32_t)x;
   } else if (!strcmp(k, "ckpt_timeout_ms") && (st = opt_u64(k, v, UINT32_MAX, &x, e)) == PS_OK) {
@@ -108,7 +115,8 @@ static ps_status set_client_opt(void *ctx, const char *k, const char *v, ps_erro
   } else if (st == PS_OK) {
     st = ps_error_set(e, PS_ERR_INVALID,
                       "unknown client option '%s' (timeout_ms, ckpt_timeout_ms, rank, world, "
-                      "wire_f16, curve_secret, curve_server)", k);
+                      "wire_f16, curve_secret, curve_server, curve_secret_file, curve_server_file)",
+                      k);
   }
   return st;
 }
@@ -120,6 +128,10 @@ int ember_client_open(const char *urls, const char *options, ember_client **out,
   client_opts co = {.world = 1};
   ps_client_options_default(&co.o);
   ps_status st = parse_options(options, set_client_opt, &co, &pe);
+  if (st == PS_OK && (co.secret_file[0] || co.server_file[0]))
+    st = ps_curve_load_client(co.secret_file[0] ? co.secret_file : NULL,
+                              co.server_file[0] ? co.server_file : NULL, co.o.curve_secret,
+                              co.o.curve_server, &pe);
   if (st == PS_OK && (!co.o.curve_secret[0]) != (!co.o.curve_server[0]))
     st = ps_error_set(&pe, PS_ERR_INVALID, "options curve_secret and curve_server go together");
   if (st != PS_OK) return out_err(st, &pe, err);

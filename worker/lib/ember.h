@@ -66,7 +66,9 @@ int ember_api_version(void);
  * order, as ps-worker's --servers). options: "" or NULL, or "key=value,..." with keys
  *   timeout_ms (bound on each request, default 30000), ckpt_timeout_ms (600000),
  *   rank (this worker, 0), world (workers, for barriers; 1), wire_f16 (0|1),
- *   curve_secret / curve_server (Z85 keys, 40 characters; both or neither).
+ *   curve_secret / curve_server (Z85 keys, 40 characters; both or neither), or
+ *   curve_secret_file / curve_server_file (ps-keygen's files, as ps-worker's --curve-secret /
+ *   --curve-server; a path may not hold ',').
  * On failure *out = NULL. */
 int ember_client_open(const char *urls, const char *options, ember_client **out,
                       ember_error *err);
