@@ -23,6 +23,7 @@ MAY_USE = {
     "worker/model": ["kernels", "common"],
     "worker/collectives": ["common"],
     "worker/predict": ["worker/data", "worker/model", "embedding", "kernels", "common"],
+    "worker/lib": ["worker/client", "worker/data", "proto", "common"],
     "worker": ["worker/client", "worker/data", "worker/model", "worker/collectives", "kernels",
                "proto", "common"],
     "bench": ["worker", "embedding", "server", "kernels", "proto", "common"],
