@@ -7,6 +7,10 @@
 # (test AUC, logloss and the dense parameters' hash equal to every printed digit).
 #
 #   bench/compare/run.sh OLD_BIN_DIR NEW_BIN_DIR [ROUNDS=3] [OUT_DIR=/tmp/ember-compare]
+#
+# OLD_ARGS / NEW_ARGS (environment): extra ps-worker flags for the end-to-end run of each build,
+# for when the defaults changed between them (e.g. NEW_ARGS="--batch 2048 --shuffle-buffer 0"
+# to train what an older build trains by default).
 set -euo pipefail
 old="$(cd "$1" && pwd)"; new="$(cd "$2" && pwd)"
 rounds="${3:-3}"
@@ -23,13 +27,16 @@ fi
 run_one() { # build-name bin-dir round
   local name="$1" bin="$2" r="$3" d="$out/$1-$3"
   mkdir -p "$d"
+  local extra="${OLD_ARGS:-}"
+  [ "$name" = new ] && extra="${NEW_ARGS:-}"
   "$bin/ps-store-bench" --dims 16,64 --regimes hot,over --seconds 0.5 --dir "$d/store" \
     --json "$d/store.json" > "$d/store.log" 2>&1
   "$bin/ps-net-bench" --dims 16 --servers 1 --inflight 1,8 --ops pull,push --duration 2 \
     --no-raw --json "$d/net.json" > "$d/net.log" 2>&1
   rm -rf "$d/e2e"
   "$root/deploy/ember-local" --servers 2 --workers 2 --data-dir "$d/e2e" --bin "$bin" -- \
-    --train "$data/train.tsv" --test "$data/test.tsv" --summary "$d/e2e.json" > "$d/e2e.log" 2>&1
+    --train "$data/train.tsv" --test "$data/test.tsv" --summary "$d/e2e.json" $extra \
+    > "$d/e2e.log" 2>&1
   rm -rf "$d/e2e" "$d/store"
   echo "round $r $name done"
 }
