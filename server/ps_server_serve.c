@@ -24,36 +24,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
 
 static bool is_dir(const char *p) {
   struct stat sb;
   return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-/* The step directory of dir: DIR/latest's, or dir itself when it holds shards/. */
-static ps_status step_dir(const char *dir, char *out, size_t len, ps_error *err) {
-  char p[4200], name[256] = "";
-  snprintf(p, sizeof p, "%s/latest", dir);
-  FILE *f = fopen(p, "r");
-  if (f) {
-    bool got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-      return ps_error_set(err, PS_ERR_CORRUPT, "%s does not name a checkpoint", p);
-    if ((size_t)snprintf(out, len, "%s/%s", dir, name) >= len)
-      return ps_error_set(err, PS_ERR_INVALID, "--serve %s: path too long", dir);
-    return PS_OK;
-  }
-  if ((size_t)snprintf(out, len, "%s", dir) >= len)
-    return ps_error_set(err, PS_ERR_INVALID, "--serve %s: path too long", dir);
-  snprintf(p, sizeof p, "%s/shards", dir);
-  if (!is_dir(p))
-    return ps_error_set(err, PS_ERR_INVALID,
-                        "--serve %s is not a checkpoint (no latest, no shards/)", dir);
-  return PS_OK;
 }
 
 /* The step shard-I.json records, after checking its shard count against the cluster's. */
@@ -88,9 +65,9 @@ static ps_status shard_step(ps_server *s, const char *dir, uint64_t *step, ps_er
 ps_status srv_serve_open(ps_server *s, ps_error *err) {
   char dir[4096], db[4400];
   uint64_t step = 0;
-  ps_status st = step_dir(s->opt.serve_dir, dir, sizeof dir, err);
-  if (st == PS_OK) st = shard_step(s, dir, &step, err);
-  if (st != PS_OK) return st;
+  ps_status st = ps_path_ckpt_step(s->opt.serve_dir, "shards", dir, sizeof dir, err);
+  if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
+  if ((st = shard_step(s, dir, &step, err)) != PS_OK) return st;
   snprintf(db, sizeof db, "%s/shards/shard-%u", dir, s->opt.shard);
   ps_store_options so = {.path = db,
                          .cache_bytes = s->opt.cache_bytes,

@@ -13,7 +13,6 @@ deploy/ember-local) with --checkpoint-dir; then real ps-server --serve processes
    checkpoint, --serve with --data-dir, neither (exit 2); ps-predict --servers with another
    number of servers than shards (exit 2).
 Without --serve none of this exists (ps-server has no such flag)."""
-import hashlib
 import json
 import os
 import select
@@ -32,15 +31,6 @@ SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--thr
          "--batch", "512"]
 r = h.Results()
 procs = []
-
-
-def tree_digest(root):
-    out = {}
-    for d, _, fs in os.walk(root):
-        for f in fs:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
 
 
 def free_port():
@@ -108,7 +98,7 @@ try:
         ck = os.path.join(d, "ck")
         os.makedirs(ck)
         h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL)
-        before = tree_digest(ck)
+        before = h.tree_digest(ck)
         base, bsum, se = scored(d, ck, test, "offline")
         r.check("offline ps-predict runs", base is not None, se[-1500:])
 
@@ -141,7 +131,7 @@ try:
         got, _, se = scored(d, ck, test, "after", ["--servers", f"{s0},{s1}"])
         r.check("after the refused push: the same scores", got is not None and got == base,
                 se[-500:])
-        r.check("the checkpoint's files are unchanged", tree_digest(ck) == before)
+        r.check("the checkpoint's files are unchanged", h.tree_digest(ck) == before)
 
         # 3. refusals
         srv = [f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"]
