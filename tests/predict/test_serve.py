@@ -8,7 +8,9 @@ deploy/ember-local) with --checkpoint-dir; then real ps-server --serve processes
    AUC to 1e-6; through the replica of shard 0 too (several read-only opens of one snapshot).
 2. A client that trains (ps-worker --servers pointing at the serving servers) has its push
    refused with one line naming --serve; afterwards the scores through the servers are
-   unchanged and the checkpoint's files are byte for byte what they were.
+   unchanged and the checkpoint's files are byte for byte what they were. Through the library
+   (python/ember over libember.so): a declare of a table the checkpoint lacks, or of its table
+   with another dim, and a CHECKPOINT are refused, each with one line.
 3. Bad input, one line each: --shards unlike the checkpoint's, a directory that is no
    checkpoint, --serve with --data-dir, neither (exit 2); ps-predict --servers with another
    number of servers than shards (exit 2).
@@ -25,7 +27,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import harness as h
+import lib_harness
 
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
          "--batch", "512"]
@@ -132,6 +136,24 @@ try:
         r.check("after the refused push: the same scores", got is not None and got == base,
                 se[-500:])
         r.check("the checkpoint's files are unchanged", h.tree_digest(ck) == before)
+
+        # through the library (python/ember): declares of other tables and a checkpoint refused
+        lib_harness.use_build_package()
+        import ember
+        c = ember.Client([s0, s1], timeout_ms=20000)
+        for name, call, text in (
+                ("a declare of a table not in the checkpoint", lambda: c.table("other", dim=4),
+                 "is not in the checkpoint"),
+                ("a declare of the table with another dim",
+                 lambda: c.table("criteo_emb", dim=8, id=1), "is not the checkpoint's table"),
+                ("a checkpoint", lambda: c.checkpoint(os.path.join(d, "ck2")), "refused")):
+            try:
+                call()
+                r.check(f"{name} is refused", False, "accepted")
+            except ember.EmberError as e:
+                r.check(f"{name} is refused in one line", text in str(e) and "\n" not in str(e),
+                        str(e))
+        c.close()
 
         # 3. refusals
         srv = [f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"]
