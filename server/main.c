@@ -69,6 +69,7 @@ static void on_signal(int sig) {
 int main(int argc, char **argv) {
   const char *listen = NULL, *data_dir = NULL, *level = "info", *checkpoint_root = NULL;
   const char *curve_secret = NULL, *curve_clients = NULL;
+  const char *serve_dir = NULL;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
   int64_t max_request_mb = 0;
@@ -79,7 +80,7 @@ int main(int argc, char **argv) {
       {"shard", 0, PS_CLI_INT, &shard, "I", "this server's shard index", false, 0, 65535},
       {"shards", 0, PS_CLI_INT, &shards, "N", "number of shards in the cluster", false, 1, 65536},
       {"data-dir", 'd', PS_CLI_STRING, &data_dir, "DIR",
-       "store, metadata and default checkpoints", true, 0, 0},
+       "store, metadata and default checkpoints (required unless --serve)", false, 0, 0},
       {"cache-mb", 0, PS_CLI_I64, &cache_mb, "MB", "hot-tier DRAM budget", false, 1, 1 << 24},
       {"threads", 't', PS_CLI_INT, &threads, "T",
        "partition threads (0 = store work on the socket thread; -1 = auto: 0 with 2 CPUs or "
@@ -108,6 +109,11 @@ int main(int argc, char **argv) {
        false, 0, 1 << 16},
       {"metrics-bind", 0, PS_CLI_STRING, &metrics_bind, "ADDR",
        "address the metrics endpoint listens on (0.0.0.0 = every interface)", false, 0, 0},
+      {"serve", 0, PS_CLI_STRING, &serve_dir, "DIR",
+       "serve a ps-worker checkpoint read-only (its latest, or one step-N): this shard's "
+       "snapshot answers pulls, pushes/steps/checkpoints are refused; no --data-dir, and "
+       "--shards must be the checkpoint's",
+       false, 0, 0},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -119,6 +125,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (!listen_ok(listen)) return 2;
+  if (!data_dir == !serve_dir) {
+    fprintf(stderr, "ps-server: %s\n",
+            serve_dir ? "--serve DIR serves a checkpoint read-only and takes no --data-dir"
+                      : "--data-dir DIR is required (or --serve DIR)");
+    return 2;
+  }
   char curve_key[PS_CURVE_Z85_SIZE];
   ps_curve_keyset *clients = NULL;
   if (curve_load(curve_secret, curve_clients, curve_key, &clients) != 0) return 2;
@@ -160,13 +172,14 @@ int main(int argc, char **argv) {
                          .curve_secret = clients ? curve_key : NULL,
                          .curve_clients = clients,
                          .checkpoint_root = checkpoint_root,
-                         .max_request_bytes = (size_t)max_request_mb << 20};
+                         .max_request_bytes = (size_t)max_request_mb << 20,
+                         .serve_dir = serve_dir};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {
     fprintf(stderr, "ps-server: cannot start: %s\n", err.msg);
     ps_curve_keyset_destroy(&clients);
-    return 1;
+    return serve_dir && st == PS_ERR_INVALID ? 2 : 1; /* --serve: not a checkpoint, --shards */
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -139,13 +139,71 @@ static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *
   return st;
 }
 
+/* A training shard's state: the store under the data dir, its metadata, and the recovery of
+ * the last checkpoint after an unclean stop. */
+static ps_status open_data_dir(ps_server *s, ps_error *err) {
+  const ps_server_options *opt = &s->opt;
+  ps_status st;
+  if ((st = ps_mkdir_p(s->data_dir)) != PS_OK) {
+    ps_error_set(err, st, "cannot create data dir %s: %s", s->data_dir, strerror(errno));
+    return st;
+  }
+  char dbdir[2100];
+  snprintf(dbdir, sizeof dbdir, "%s/store", s->data_dir);
+  ps_store_options so = {.path = dbdir,
+                         .cache_bytes = opt->cache_bytes,
+                         .partitions = s->nthreads ? s->nthreads : 1,
+                         .durability = PS_DURABILITY_NONE};
+  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK) {
+    ps_error_prefix(err, "cannot open the store in %s: ", dbdir);
+    return st;
+  }
+  bool clean = true;
+  if ((st = srv_meta_load(s, &clean, err)) != PS_OK) return st;
+  if ((st = srv_identity_check(s, err)) != PS_OK) return st;
+  ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
+  srv_ckpt_discard_staged(s);
+  if ((st = srv_tables_adopt_store(s)) != PS_OK) return st;
+  if (!clean && s->last.have) {
+    /* The last run died without a flush: the database holds an arbitrary mix of flushed
+     * rows. The last committed checkpoint is the consistent state to come back to: every
+     * shard has it (two-phase commit, ps_server_meta.c). */
+    uint64_t step = 0;
+    PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
+            s->last.path, s->last.step);
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) != PS_OK) {
+      char why[PS_ERROR_MSG_MAX];
+      snprintf(why, sizeof why, "%s", err->msg);
+      ps_error_set(err, st,
+                   "restoring the last checkpoint failed: %s; the data dir %s stays marked "
+                   "unclean, so every start tries again",
+                   why, s->data_dir);
+      return st;
+    }
+  } else if (!clean) {
+    PS_WARN("previous run did not shut down cleanly and there is no checkpoint: serving what "
+            "the database holds");
+  }
+  /* Only now may a shutdown mark the data dir clean: a start that failed before (a recovery
+   * that did not restore) must leave it as it found it. */
+  s->meta_ok = true;
+  srv_log_existing_state(s);
+  if ((st = srv_meta_save(s, false)) != PS_OK) {
+    ps_error_set(err, st, "cannot write the metadata of %s", s->data_dir);
+    return st;
+  }
+  return PS_OK;
+}
+
 ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_error *err_out) {
   *out = NULL;
-  if (!opt || opt->shards == 0 || opt->shard >= opt->shards || !opt->data_dir ||
-      !opt->data_dir[0] || opt->threads > 256 || strlen(opt->data_dir) > 1900)
+  if (!opt || opt->shards == 0 || opt->shard >= opt->shards ||
+      (!opt->serve_dir && (!opt->data_dir || !opt->data_dir[0])) ||
+      (opt->data_dir && strlen(opt->data_dir) > 1900) || opt->threads > 256)
     return ps_error_set(err_out, PS_ERR_INVALID,
                         "bad server options (need shard < shards, a data dir of at most 1900 "
-                        "bytes, at most 256 threads)");
+                        "bytes or a checkpoint to serve, at most 256 threads)");
   /* The steps below fill a local error; err_out gets it only on failure (the convention). */
   ps_error local, *err = &local;
   ps_server *s = calloc(1, sizeof *s);
@@ -155,7 +213,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   pthread_mutex_init(&s->snap_mu, NULL);
   s->started_ns = ps_now_ns();
   s->nthreads = opt->threads;
-  snprintf(s->data_dir, sizeof s->data_dir, "%s", opt->data_dir);
+  snprintf(s->data_dir, sizeof s->data_dir, "%s", opt->data_dir ? opt->data_dir : "");
   s->opt.data_dir = s->data_dir;
   s->opt.listen = NULL;
   ps_status st = PS_ERR_NOMEM;
@@ -172,55 +230,9 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   }
   s->inline_part.s = s;
   if (srv_mem_init(s) != PS_OK) goto fail;
-  if ((st = ps_mkdir_p(s->data_dir)) != PS_OK) {
-    ps_error_set(err, st, "cannot create data dir %s: %s", s->data_dir, strerror(errno));
-    goto fail;
-  }
-  char dbdir[2100];
-  snprintf(dbdir, sizeof dbdir, "%s/store", s->data_dir);
-  ps_store_options so = {.path = dbdir,
-                         .cache_bytes = opt->cache_bytes,
-                         .partitions = s->nthreads ? s->nthreads : 1,
-                         .durability = PS_DURABILITY_NONE};
-  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK) {
-    ps_error_prefix(err, "cannot open the store in %s: ", dbdir);
-    goto fail;
-  }
-  bool clean = true;
-  if ((st = srv_meta_load(s, &clean, err)) != PS_OK) goto fail;
-  if ((st = srv_identity_check(s, err)) != PS_OK) goto fail;
-  ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  /* Nobody can commit a prepare made before this start: its staging is garbage, clean or not. */
-  srv_ckpt_discard_staged(s);
-  if ((st = srv_tables_adopt_store(s)) != PS_OK) goto fail;
-  if (!clean && s->last.have) {
-    /* The last run died without a flush: the database holds an arbitrary mix of flushed
-     * rows. The last committed checkpoint is the consistent state to come back to: every
-     * shard has it (two-phase commit, ps_server_meta.c). */
-    uint64_t step = 0;
-    PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
-            s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) != PS_OK) {
-      char why[PS_ERROR_MSG_MAX];
-      snprintf(why, sizeof why, "%s", err->msg);
-      ps_error_set(err, st,
-                   "restoring the last checkpoint failed: %s; the data dir %s stays marked "
-                   "unclean, so every start tries again",
-                   why, s->data_dir);
-      goto fail;
-    }
-  } else if (!clean) {
-    PS_WARN("previous run did not shut down cleanly and there is no checkpoint: serving what "
-            "the database holds");
-  }
-  /* Only now may a shutdown mark the data dir clean: a start that failed before (a recovery
-   * that did not restore) must leave it as it found it. */
-  s->meta_ok = true;
-  srv_log_existing_state(s);
-  if ((st = srv_meta_save(s, false)) != PS_OK) {
-    ps_error_set(err, st, "cannot write the metadata of %s", s->data_dir);
-    goto fail;
-  }
+  if (opt->serve_dir) st = srv_serve_open(s, err);
+  else st = open_data_dir(s, err);
+  if (st != PS_OK) goto fail;
   srv_coord_reply io = srv_coord_io(s);
   if (opt->shard == 0 && !(s->coord = srv_coord_create(&io))) {
     st = PS_ERR_NOMEM;
@@ -260,8 +272,9 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
     if ((st = monitor_start(s, err)) != PS_OK) goto fail;
   }
-  PS_INFO("shard %u of %u: data dir %s, %u partition threads, request cap %zu MiB%s%s",
-          opt->shard, opt->shards, s->data_dir, s->nthreads, s->req_cap >> 20,
+  PS_INFO("shard %u of %u: %s %s, %u partition threads, request cap %zu MiB%s%s",
+          opt->shard, opt->shards, s->serving ? "serving" : "data dir",
+          s->serving ? s->last.path : s->data_dir, s->nthreads, s->req_cap >> 20,
           s->router ? ", listening on " : "", s->endpoint);
   srv_stats_publish(s); /* so that ps_server_stats_read always has a snapshot */
   *out = s;
@@ -430,7 +443,9 @@ void ps_server_destroy(ps_server **sp) {
   free_list(s, &s->held_head);
   free_list(s, &s->ready_head);
   free_list(s, &s->excl_head);
-  if (s->store) {
+  if (s->store && s->serving) {
+    ps_store_close(&s->store); /* read-only: nothing to flush, no data dir to mark */
+  } else if (s->store) {
     ps_error err;
     ps_status st = ps_store_flush(s->store, &err);
     if (st != PS_OK) PS_ERROR("flush at shutdown failed: %s", err.msg);

@@ -40,6 +40,9 @@ typedef struct ps_server_options {
                                 * the job's first checkpoint outside data_dir pins */
   size_t max_request_bytes; /* the request cap R: frames, pull replies (0 = derived from
                              * cache_bytes, see ps_server_request_cap) */
+  const char *serve_dir; /* serving: a ps-worker checkpoint (its `latest`, or one step-N)
+                          * whose shard-`shard` snapshot is opened read-only and answers pulls;
+                          * data_dir is not used (ps_server_serve.c). NULL = a training shard */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

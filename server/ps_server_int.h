@@ -12,6 +12,7 @@
  *   ps_server_stats.c  the typed statistics snapshot and its JSON
  *   ps_server_guard.c  checkpoint paths confined to the roots; restores that would roll back
  *                      another connection's training refused
+ *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
@@ -232,6 +233,7 @@ struct ps_server {
   ps_server_sink sink;
   void *sink_ctx;
   struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
+  bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
@@ -401,6 +403,16 @@ void srv_guard_peer_gone(ps_server *s, int fd);
 /* PS_ERR_CONFLICT when a connection other than r's trained here and is still open. */
 ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err);
 void srv_guard_free(ps_server *s);
+
+/* ps_server_serve.c (opt.serve_dir) */
+/* Opens shard opt.shard's snapshot of the checkpoint read-only and adopts its tables (as async):
+ * PS_ERR_INVALID when serve_dir is no checkpoint or has another shard count. */
+ps_status srv_serve_open(ps_server *s, ps_error *err);
+/* A serving shard: replies with the refusal and returns true for an op that would change the
+ * shard (push, step, checkpoint, restore). */
+bool srv_serve_refuse(ps_server *s, srv_req *r, int op);
+/* A serving shard's DECLARE: PS_OK when spec's rows are the served table's. */
+ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err);
 
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */

@@ -200,6 +200,13 @@ static void handle_declare(ps_server *s, srv_req *r) {
     return;
   }
   const uint32_t id = spec.id;
+  if (s->serving) {
+    if (srv_serve_declare(s, &spec, &err) != PS_OK)
+      srv_reply_error(s, r, err.code, "%s", err.msg);
+    else
+      reply_declared(s, r, id);
+    return;
+  }
   srv_table *t = s->tables[id];
   if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
     /* Nobody has used it: provisional, the spec of its first user wins (ps_server_guard.c). */
@@ -324,6 +331,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
     return;
   }
+  if (s->serving && srv_serve_refuse(s, r, op)) return;
   if (s->excl_active && store_op(op)) {
     srv_list_push(&s->held_head, &s->held_tail, r);
     s->held++;

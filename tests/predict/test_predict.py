@@ -16,7 +16,6 @@
    is verified by ps-worker --resume too, exit 2 before connecting).
 6. A DCNv2 model: ps-predict runs its cross network and matches the worker; ps-export refuses it.
 Without ps-predict none of this exists (the only way was a dummy --resume run)."""
-import hashlib
 import json
 import os
 import random
@@ -43,15 +42,6 @@ def predict(args, timeout=300):
 
 def scores(path):
     return [float(x) if x else None for x in open(path).read().split("\n")[:-1]]
-
-
-def tree_digest(root):
-    out = {}
-    for d, _, fs in os.walk(root):
-        for f in fs:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
 
 
 def compare(name, worker, summ, pred_path, labels):
@@ -86,7 +76,7 @@ with tempfile.TemporaryDirectory() as d:
     os.makedirs(ck)
     worker, _ = h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL)
     step_dir = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
-    before = tree_digest(ck)
+    before = h.tree_digest(ck)
     labels = [int(l.split("\t")[0]) for l in open(test)]
 
     # 1. the worker's metrics
@@ -130,7 +120,7 @@ with tempfile.TemporaryDirectory() as d:
             se[-500:])
 
     # 3. read-only
-    r.check("the checkpoint is unchanged", tree_digest(ck) == before)
+    r.check("the checkpoint is unchanged", h.tree_digest(ck) == before)
 
     # 6. a DCNv2 model (--interaction dcn): the checkpoint's interaction line gives ps-predict
     # the cross network, and the scores match the worker's evaluation; ps-export refuses it.

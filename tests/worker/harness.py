@@ -48,6 +48,17 @@ def train(servers, workers, args, timeout=600, data_dir=None):
         return json.load(open(summary)), out
 
 
+def tree_digest(root):
+    """{relative path: sha256} of every file under root (to show that nothing was written)."""
+    import hashlib
+    out = {}
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
 class Results:
     def __init__(self):
         self.passed = 0

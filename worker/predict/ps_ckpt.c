@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "ps_dense_file.h"
+#include "ps_fs.h"
 #include "ps_hash.h"
 
 #define MAX_SHARDS 4096u
@@ -36,38 +37,9 @@ struct ps_ckpt {
   int dcn_layers, dcn_rank;
 };
 
-static int is_file(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 static int is_dir(const char *p) {
   struct stat sb;
   return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-/* DIR/latest's step directory, or DIR itself when it holds a dense.bin. */
-static ps_status resolve(ps_ckpt *c, const char *dir, ps_error *err) {
-  char p[4300], name[256] = "";
-  snprintf(p, sizeof p, "%s/latest", dir);
-  FILE *f = fopen(p, "r");
-  if (f) {
-    int got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-      return ps_error_set(err, PS_ERR_CORRUPT, "%s: does not name a checkpoint", p);
-    if ((size_t)snprintf(c->dir, sizeof c->dir, "%s/%s", dir, name) >= sizeof c->dir)
-      return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
-    return PS_OK;
-  }
-  snprintf(p, sizeof p, "%s/dense.bin", dir);
-  if (!is_file(p))
-    return ps_error_set(err, PS_ERR_INVALID, "%s is not a checkpoint (no latest, no dense.bin)",
-                        dir);
-  if ((size_t)snprintf(c->dir, sizeof c->dir, "%s", dir) >= sizeof c->dir)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
-  return PS_OK;
 }
 
 static ps_status read_config(ps_ckpt *c, ps_error *err) {
@@ -187,7 +159,7 @@ ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_er
   ps_ckpt *c = calloc(1, sizeof *c);
   if (!c) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   char p[4300];
-  ps_status st = resolve(c, dir, err);
+  ps_status st = ps_path_ckpt_step(dir, "dense.bin", c->dir, sizeof c->dir, err);
   if (st == PS_OK) st = read_config(c, err);
   if (st == PS_OK) {
     snprintf(p, sizeof p, "%s/dense.bin", c->dir);

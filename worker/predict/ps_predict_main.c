@@ -13,7 +13,12 @@
  * - A batch is scored as ps-worker evaluates one: keys de-duplicated, rows pulled (here from
  *   the shards' snapshots, unseen keys at the store's initial value), ps_dlrm_predict. So the
  *   scores equal the worker's evaluation of the same checkpoint to float rounding.
- * - --threads is the compute backend's (the MLPs); parsing is one thread. */
+ * - --threads is the compute backend's (the MLPs); parsing is one thread.
+ * - --servers URL,... (ps-server --serve of the same checkpoint, one URL per shard in shard
+ *   order) looks the rows up on serving servers instead of the snapshots; the model, the config
+ *   and the table's spec still come from the checkpoint (its snapshots are opened read-only
+ *   too, which never conflicts with the servers' opens). A serving server answers a key it
+ *   stores no row for with the same initial row, so the scores are the offline ones. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -25,6 +30,7 @@
 
 #include "ps_ckpt.h"
 #include "ps_cli.h"
+#include "ps_client.h"
 #include "ps_dedup.h"
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
@@ -55,6 +61,8 @@ typedef struct predictor {
   int32_t *idx, *ioff;
   size_t keys_cap;
   double t_rows, t_model; /* seconds: decode + dedup + row lookups; the model */
+  ps_client *cl;          /* --servers: rows from serving servers, else from the snapshots */
+  ps_error pull_err;      /* why a pull from the servers failed */
 } predictor;
 
 static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -165,7 +173,12 @@ static ps_status score(predictor *p, int *n_out) {
   if (p->nd == 0) memset(p->dense, 0, n * sizeof(float));
   size_t nu = 0;
   if ((st = ps_dedup_keys(p->dedup, p->keys, nk, p->unique, p->inverse, &nu)) != PS_OK) return st;
-  if ((st = ps_ckpt_pull(p->ck, p->unique, nu, p->rows)) != PS_OK) return st;
+  if (p->cl)
+    st = ps_client_pull_unique(p->cl, ps_ckpt_table(p->ck)->id, 0, p->unique, nu, p->rows,
+                               &p->pull_err);
+  else
+    st = ps_ckpt_pull(p->ck, p->unique, nu, p->rows);
+  if (st != PS_OK) return st;
   for (size_t i = 0; i < nk; i++) p->idx[i] = (int32_t)p->inverse[i];
   for (size_t i = 0; i <= n * (size_t)p->nc; i++) p->ioff[i] = (int32_t)p->offsets[i];
   uint64_t t1 = ps_now_ns();
@@ -269,13 +282,32 @@ static int predict_file(predictor *p, const char *in, const char *outp, double p
   }
   if (got < 0 && !rc) rc = fail(1, "%s: read error", in);
   if (!rc && st == PS_OK && p->nlines) st = flush_batch(p, out);
-  if (!rc && st != PS_OK) rc = fail(1, "scoring %s: %s", in, ps_status_str(st));
+  if (!rc && st != PS_OK)
+    rc = fail(1, "scoring %s: %s", in, p->pull_err.msg[0] ? p->pull_err.msg : ps_status_str(st));
   if (fclose(out) != 0 && !rc) rc = fail(1, "writing %s failed", outp);
   gzclose(f);
   free(buf);
   res->secs = ps_ns_to_s(ps_now_ns() - t0);
   if (!rc && ps_eval_compute(p->ev, &res->er) != PS_OK) rc = fail(1, "computing the metrics");
   return rc;
+}
+
+/* --servers: one serving server per shard of the checkpoint, the table declared as it is
+ * stored (a server serving another model refuses the declaration). */
+static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) {
+  ps_client_options o;
+  ps_client_options_default(&o);
+  ps_status st = ps_client_create_list(urls, &o, &p->cl, err);
+  if (st != PS_OK) return st;
+  if (ps_client_servers(p->cl) != ps_ckpt_nshards(p->ck))
+    return ps_error_set(err, PS_ERR_INVALID, "%zu server(s), the checkpoint has %u shard(s): "
+                        "give one URL per shard, in shard order", ps_client_servers(p->cl),
+                        ps_ckpt_nshards(p->ck));
+  ps_table_spec t = *ps_ckpt_table(p->ck);
+  t.consistency = PS_CONS_ASYNC;
+  t.staleness = 0;
+  t.num_workers = 1;
+  return ps_client_declare(p->cl, &t, err);
 }
 
 static json_t *num(double v) { return isnan(v) ? json_null() : json_real(v); }
@@ -303,7 +335,7 @@ static int write_summary(const char *path, const ps_ckpt *ck, const char *in, co
 
 int main(int argc, char **argv) {
   const char *ckpt = NULL, *in = NULL, *outp = NULL, *schema = NULL, *summary = NULL;
-  const char *device = "cpu", *level = "info";
+  const char *device = "cpu", *level = "info", *servers = NULL;
   int batch = 4096, threads = 0;
   double progress = 5.0;
   ps_cli_opt opts[] = {
@@ -317,6 +349,7 @@ int main(int argc, char **argv) {
       {"device", 0, PS_CLI_STRING, &device, "D", "cpu | cuda | cuda:N", false, 0, 0},
       {"progress-every", 0, PS_CLI_DOUBLE, &progress, "S", "seconds between progress lines on stderr (0: none)", false, 0, 1e9},
       PS_CLI_LOG_LEVEL_OPT(&level),
+      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots", false, 0, 0},
   };
   ps_cli cli = {PROG, "Score a file with a trained model from a checkpoint, offline (no server).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -338,11 +371,14 @@ int main(int argc, char **argv) {
   st = predictor_init(&p, ck, device, threads, batch, &err);
   if (st != PS_OK) rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNSUPPORTED ? 2 : 1, "%s",
                              ps_error_str(&err));
+  if (rc < 0 && servers && (st = connect_servers(&p, servers, &err)) != PS_OK)
+    rc = fail(st == PS_ERR_INVALID ? 2 : 1, "--servers %s: %s", servers, ps_error_str(&err));
   run_result r;
   memset(&r, 0, sizeof r);
   if (rc < 0) {
-    PS_INFO("model of step %" PRIu64 " from %s (%u shard(s), schema %s); scoring %s", ps_ckpt_step(ck),
-            ps_ckpt_dir(ck), ps_ckpt_nshards(ck), ps_ckpt_schema_file(ck), in);
+    PS_INFO("model of step %" PRIu64 " from %s (%u shard(s)%s, schema %s); scoring %s",
+            ps_ckpt_step(ck), ps_ckpt_dir(ck), ps_ckpt_nshards(ck), servers ? " served" : "",
+            ps_ckpt_schema_file(ck), in);
     rc = predict_file(&p, in, outp, progress, &r);
   }
   if (rc == 0) {
@@ -352,6 +388,7 @@ int main(int argc, char **argv) {
     if (summary) rc = write_summary(summary, ck, in, &r, &p);
   }
   predictor_free(&p);
+  ps_client_destroy(&p.cl);
   ps_ckpt_close(&ck);
   return rc < 0 ? 1 : rc;
 }

@@ -1,0 +1,118 @@
+/* ps_server_serve: a serving shard (ps-server --serve DIR). It opens its own shard's snapshot of
+ * a committed ps-worker checkpoint read-only and answers pulls; everything that would change a
+ * row or the shard's state is refused with one line. The layout read (docs/CHECKPOINTS.md):
+ *   DIR/latest                   "step-N" (or DIR is one step-N directory itself)
+ *   DIR/step-N/shards/shard-I/   shard I's store snapshot; shard-I.json its step and shard count
+ *
+ * Design decisions:
+ * - No data dir: the snapshot is the whole state, nothing is written (no metadata, no flush at
+ *   shutdown, no recovery), so any number of replicas can serve one checkpoint. RocksDB's
+ *   read-only open takes no LOCK file and writes nothing, so read-only opens of one snapshot
+ *   never conflict with each other (nor with ps-predict's).
+ * - The shard count of the cluster must be the checkpoint's: a key's shard is its hash modulo
+ *   the count, so a snapshot served under another count would answer keys it does not hold
+ *   with initial rows. A mismatch is refused at start (PS_ERR_INVALID: a bad argument).
+ * - The checkpoint's tables are served as async (a serving shard has no steps: a pull is never
+ *   deferred), and a DECLARE succeeds only for the spec the snapshot holds (its rows: id, name,
+ *   dim, initialisation, optimizer), whatever stepping it asks for, so a client that declares
+ *   before it pulls works unchanged and a client of another model is told at once.
+ * - A key no row is stored for gets the store's deterministic initial row, exactly what
+ *   ps-predict's offline lookup returns (the scores are the same). */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ps_fs.h"
+#include "ps_log.h"
+#include "ps_server_int.h"
+
+static bool is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* The step shard-I.json records, after checking its shard count against the cluster's. */
+static ps_status shard_step(ps_server *s, const char *dir, uint64_t *step, ps_error *err) {
+  uint32_t n = 0;
+  char p[4400];
+  while (n < 65536) {
+    snprintf(p, sizeof p, "%s/shards/shard-%u", dir, n);
+    if (!is_dir(p)) break;
+    n++;
+  }
+  if (n != s->opt.shards)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--serve %s: the checkpoint has %u shard(s), this server was started "
+                        "with --shards %u (they must match)",
+                        dir, n, s->opt.shards);
+  snprintf(p, sizeof p, "%s/shards/shard-%u.json", dir, s->opt.shard);
+  json_error_t je;
+  json_t *j = json_load_file(p, 0, &je);
+  json_int_t st = -1, shards = n;
+  const char *why = !j ? je.text : NULL;
+  if (j && json_unpack(j, "{s:I, s?I}", "step", &st, "shards", &shards) != 0) why = "no step";
+  json_decref(j);
+  if (why) return ps_error_set(err, PS_ERR_CORRUPT, "%s: unreadable (%s)", p, why);
+  if (shards != (json_int_t)n || st < 0)
+    return ps_error_set(err, PS_ERR_CORRUPT, "%s: written by one of %lld shards, the checkpoint "
+                        "holds %u", p, (long long)shards, n);
+  *step = (uint64_t)st;
+  return PS_OK;
+}
+
+ps_status srv_serve_open(ps_server *s, ps_error *err) {
+  char dir[4096], db[4400];
+  uint64_t step = 0;
+  ps_status st = ps_path_ckpt_step(s->opt.serve_dir, "shards", dir, sizeof dir, err);
+  if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
+  if ((st = shard_step(s, dir, &step, err)) != PS_OK) return st;
+  snprintf(db, sizeof db, "%s/shards/shard-%u", dir, s->opt.shard);
+  ps_store_options so = {.path = db,
+                         .cache_bytes = s->opt.cache_bytes,
+                         .partitions = s->nthreads ? s->nthreads : 1,
+                         .read_only = true};
+  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK)
+    return ps_error_prefix(err, "cannot open the snapshot %s: ", db);
+  if ((st = srv_tables_adopt_store(s)) != PS_OK)
+    return ps_error_set(err, st, "out of memory adopting the snapshot's tables");
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t) continue;
+    t->meta_unknown = false;
+    t->spec.consistency = PS_CONS_ASYNC;
+    t->spec.staleness = 0;
+  }
+  s->serving = true;
+  s->last.have = true;
+  s->last.step = step;
+  snprintf(s->last.path, sizeof s->last.path, "%s", dir);
+  PS_INFO("serving %s (step %" PRIu64 ") read-only: shard %u of %u", dir, step, s->opt.shard,
+          s->opt.shards);
+  return PS_OK;
+}
+
+bool srv_serve_refuse(ps_server *s, srv_req *r, int op) {
+  if (op != EMBER__OP__OP_PUSH && op != EMBER__OP__OP_STEP && op != EMBER__OP__OP_CHECKPOINT &&
+      op != EMBER__OP__OP_RESTORE)
+    return false;
+  srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
+                  "shard %u serves the checkpoint %s read-only (ps-server --serve): %s refused",
+                  s->opt.shard, s->last.path, ps_server_op_name(op));
+  return true;
+}
+
+ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err) {
+  const srv_table *t = spec->id <= PS_WIRE_MAX_TABLE ? s->tables[spec->id] : NULL;
+  if (!t)
+    return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
+                        "table %u '%s' is not in the checkpoint %s this shard serves read-only",
+                        spec->id, spec->name, s->last.path);
+  if (!ps_table_spec_rows_equal(&t->spec, spec))
+    return ps_error_set(err, PS_ERR_CONFLICT,
+                        "table %u '%s' (dim %u) is not the checkpoint's table %u '%s' (dim %u) "
+                        "that this shard serves read-only",
+                        spec->id, spec->name, spec->dim, t->spec.id, t->spec.name, t->spec.dim);
+  return PS_OK;
+}

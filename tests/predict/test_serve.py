@@ -1,0 +1,182 @@
+"""ps-server --serve (issue 20): serving servers answer pulls from a committed checkpoint,
+read-only, and ps-predict --servers scores through them. A model is trained (2 servers, through
+deploy/ember-local) with --checkpoint-dir; then real ps-server --serve processes on 127.0.0.1
+(shard 0, shard 1 with partition threads, and a second replica of shard 0) serve it:
+
+1. ps-predict --servers equals offline ps-predict on the same checkpoint and file: every score
+   bit for bit (the rows pulled are the snapshot's, unseen keys the same initial rows) and the
+   AUC to 1e-6; through the replica of shard 0 too (several read-only opens of one snapshot).
+2. A client that trains (ps-worker --servers pointing at the serving servers) has its push
+   refused with one line naming --serve; afterwards the scores through the servers are
+   unchanged and the checkpoint's files are byte for byte what they were. Through the library
+   (python/ember over libember.so): a declare of a table the checkpoint lacks, or of its table
+   with another dim, and a CHECKPOINT are refused, each with one line.
+3. Bad input, one line each: --shards unlike the checkpoint's, a directory that is no
+   checkpoint, --serve with --data-dir, neither (exit 2); ps-predict --servers with another
+   number of servers than shards (exit 2).
+Without --serve none of this exists (ps-server has no such flag)."""
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import harness as h
+import lib_harness
+
+SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
+         "--batch", "512"]
+r = h.Results()
+procs = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lookups(port):
+    """Keys the server with this metrics port was asked for (its statistics are published at
+    least every 200 ms: read after 0.5 s)."""
+    time.sleep(0.5)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(l.split()[-1]) for l in text.splitlines()
+               if l.startswith("ember_server_keys_total") and 'op="pull"' in l)
+
+
+def serve(ck, shard, shards, threads=0, metrics_port=0, timeout=60):
+    """Starts ps-server --serve; returns its endpoint once it printed its listening line."""
+    p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", ck,
+                          "--shard", str(shard), "--shards", str(shards), "--threads",
+                          str(threads), "--log-level", "warn", "--metrics-port",
+                          str(metrics_port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    procs.append(p)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], 1.0)
+        if ready:
+            line = p.stdout.readline()
+            if "listening on" in line:
+                return line.split("listening on ")[1].strip()
+            if not line:
+                break
+    raise AssertionError(f"ps-server --serve shard {shard} did not start: "
+                         f"{p.stderr.read() if p.poll() is not None else 'still running'}")
+
+
+def predict(args, timeout=300):
+    p = subprocess.run([f"{h.BIN}/ps-predict", "--progress-every", "0", "--threads", "1"] + args,
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def scored(d, ck, test, name, extra=()):
+    out, summ = os.path.join(d, name + ".txt"), os.path.join(d, name + ".json")
+    rc, _, se = predict(["--checkpoint", ck, "--input", test, "--out", out, "--summary", summ]
+                        + list(extra))
+    if rc != 0:
+        return None, None, se
+    return open(out).read().split("\n")[:-1], json.load(open(summ)), se
+
+
+def refused(name, cmd, rc_want, text, prog):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    lines = [l for l in p.stderr.splitlines() if l.startswith(prog + ":")]
+    r.check(name, p.returncode == rc_want and len(lines) == 1 and text in lines[0],
+            f"rc {p.returncode} stderr {p.stderr.strip()[-300:]!r}")
+
+
+try:
+    with tempfile.TemporaryDirectory() as d:
+        train, test, _ = h.datagen(d, 8000, 2000, seed=13)
+        ck = os.path.join(d, "ck")
+        os.makedirs(ck)
+        h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL)
+        before = h.tree_digest(ck)
+        base, bsum, se = scored(d, ck, test, "offline")
+        r.check("offline ps-predict runs", base is not None, se[-1500:])
+
+        # 1. through serving servers (and a replica of shard 0)
+        s0 = serve(ck, 0, 2)
+        s1 = serve(ck, 1, 2, threads=2)
+        mport = free_port()
+        s0b = serve(ck, 0, 2, metrics_port=mport)
+        idle = lookups(mport)
+        for name, urls in (("servers", f"{s0},{s1}"), ("replica", f"{s0b},{s1}")):
+            got, gsum, se = scored(d, ck, test, name, ["--servers", urls])
+            r.check(f"{name}: ps-predict --servers runs", got is not None, se[-1500:])
+            if got is None or base is None:
+                continue
+            r.check(f"{name}: every score equals offline", got == base,
+                    f"{sum(a != b for a, b in zip(got, base))} of {len(base)} differ")
+            if name == "replica":
+                n = lookups(mport) - idle
+                r.check("replica: the rows came from the serving server", n > 0, f"{n:.0f}")
+            r.check(f"{name}: AUC equals offline (1e-6)", abs(gsum["auc"] - bsum["auc"]) < 1e-6,
+                    f"{gsum['auc']:.9f} vs {bsum['auc']:.9f}")
+
+        # 2. a training client's push is refused, and nothing changes
+        p = subprocess.run([f"{h.BIN}/ps-worker", "--servers", f"{s0},{s1}", "--train", train,
+                            "--progress-every", "30"] + SMALL,
+                           capture_output=True, text=True, timeout=120)
+        r.check("a push is refused with a line naming --serve",
+                p.returncode != 0 and "read-only (ps-server --serve): push refused" in p.stderr,
+                f"rc {p.returncode} {p.stderr.strip()[-400:]!r}")
+        got, _, se = scored(d, ck, test, "after", ["--servers", f"{s0},{s1}"])
+        r.check("after the refused push: the same scores", got is not None and got == base,
+                se[-500:])
+        r.check("the checkpoint's files are unchanged", h.tree_digest(ck) == before)
+
+        # through the library (python/ember): declares of other tables and a checkpoint refused
+        lib_harness.use_build_package()
+        import ember
+        c = ember.Client([s0, s1], timeout_ms=20000)
+        for name, call, text in (
+                ("a declare of a table not in the checkpoint", lambda: c.table("other", dim=4),
+                 "is not in the checkpoint"),
+                ("a declare of the table with another dim",
+                 lambda: c.table("criteo_emb", dim=8, id=1), "is not the checkpoint's table"),
+                ("a checkpoint", lambda: c.checkpoint(os.path.join(d, "ck2")), "refused")):
+            try:
+                call()
+                r.check(f"{name} is refused", False, "accepted")
+            except ember.EmberError as e:
+                r.check(f"{name} is refused in one line", text in str(e) and "\n" not in str(e),
+                        str(e))
+        c.close()
+
+        # 3. refusals
+        srv = [f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"]
+        refused("--shards unlike the checkpoint's: exit 2", srv + ["--serve", ck, "--shards", "3"],
+                2, "has 2 shard(s)", "ps-server")
+        refused("not a checkpoint: exit 2", srv + ["--serve", d], 2, "is not a checkpoint",
+                "ps-server")
+        refused("--serve with --data-dir: exit 2", srv + ["--serve", ck, "--data-dir", d], 2,
+                "takes no --data-dir", "ps-server")
+        refused("neither --serve nor --data-dir: exit 2", srv, 2, "--data-dir DIR is required",
+                "ps-server")
+        refused("ps-predict --servers: one server for 2 shards: exit 2",
+                [f"{h.BIN}/ps-predict", "--checkpoint", ck, "--input", test, "--out",
+                 os.path.join(d, "x.txt"), "--servers", s0], 2, "1 server(s), the checkpoint "
+                "has 2 shard(s)", "ps-predict")
+finally:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+r.finish()
