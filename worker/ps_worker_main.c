@@ -4,6 +4,7 @@
  * known before connecting (ps_train_config_check: paths, checkpoint directory, model shape)
  * and runs ps_train_run. Bad arguments exit 2 with a one-line reason before anything
  * connects; a run that fails exits 1. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,9 @@ static int parse_names(ps_train_config *c) {
 }
 
 int main(int argc, char **argv) {
+  /* Gloo writes its TCP sockets without MSG_NOSIGNAL: a peer that exits mid-collective would
+   * kill this worker with SIGPIPE before it could say which collective failed. */
+  signal(SIGPIPE, SIG_IGN);
   ps_train_config c;
   ps_train_config_default(&c);
   int64_t timeout_ms = c.timeout_ms;

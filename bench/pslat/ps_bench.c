@@ -23,6 +23,7 @@
  * (ps_bench_report.c). */
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,8 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
 }
 
 int main(int argc, char **argv) {
+  /* A server that goes away must end in a message, never a silent SIGPIPE. */
+  signal(SIGPIPE, SIG_IGN);
   ps_bench_cfg c;
   double rates[PS_BENCH_MAX_SWEEP];
   int nrates = 0;

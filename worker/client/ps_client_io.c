@@ -388,6 +388,13 @@ static const char *refusal(const ps_client *c, const cl_server *S) {
   /* A CURVE server that cannot open the client's HELLO (another server key) just closes. */
   if (c->opt.curve_secret[0] && S->down && !S->answered)
     return " (the server closed every CURVE handshake: is --curve-server its public key?)";
+  /* A CURVE server closes a plain client's connection as soon as it reads its greeting; the
+   * client sees the mismatch itself only when the server's greeting arrives before the reset,
+   * a race it often loses under load. DISCONNECTED is only raised for connections TCP
+   * accepted, so a connection closed before any handshake completed means the same thing. */
+  if (S->down && !S->answered)
+    return " (the server closed the connection during the handshake: one side uses CURVE and "
+           "the other does not?)";
   return "";
 }
 

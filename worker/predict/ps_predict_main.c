@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,8 @@ static int write_summary(const char *path, const ps_ckpt *ck, const char *in, co
 }
 
 int main(int argc, char **argv) {
+  /* A server that goes away must end in a message, never a silent SIGPIPE. */
+  signal(SIGPIPE, SIG_IGN);
   const char *ckpt = NULL, *in = NULL, *outp = NULL, *schema = NULL, *summary = NULL;
   const char *device = "cpu", *level = "info", *servers = NULL;
   int batch = 4096, threads = 0;
