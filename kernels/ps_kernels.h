@@ -37,7 +37,25 @@
 #include "ps_status.h"
 
 typedef enum ps_kern_act { PS_KERN_ACT_NONE = 0, PS_KERN_ACT_RELU = 1 } ps_kern_act;
-typedef enum ps_kern_pool { PS_KERN_POOL_SUM = 0, PS_KERN_POOL_MEAN = 1 } ps_kern_pool;
+/* How each bag pools: bag i is the feature i % period of its sample (the model orders bags
+ * sample-major), and pools by mean when bit (i % period) of `mean` is set, by sum otherwise.
+ * A struct passed by value rather than a per-bag array: a CUDA kernel takes it as an
+ * argument (no upload), and a schema's columns fit in 64 bits (ps_schema refuses mixed
+ * pooling beyond 64 categorical columns; one mode for all needs only period 1). */
+typedef struct ps_kern_pool {
+  uint64_t mean;   /* bit f: feature f pools by mean */
+  uint32_t period; /* 1..64: features per sample, or 1 when every bag pools alike */
+} ps_kern_pool;
+#define PS_KERN_POOL_SUM ((ps_kern_pool){0, 1})
+#define PS_KERN_POOL_MEAN ((ps_kern_pool){1, 1})
+
+/* Whether bag i pools by mean. */
+static inline bool ps_kern_pool_mean_at(ps_kern_pool p, int i) {
+  return (p.mean >> ((uint32_t)i % p.period)) & 1u;
+}
+static inline bool ps_kern_pool_valid(ps_kern_pool p) {
+  return p.period >= 1 && p.period <= 64 && (p.period == 64 || (p.mean >> p.period) == 0);
+}
 
 typedef struct ps_kern ps_kern;
 
@@ -242,8 +260,8 @@ static inline ps_status ps_kern_interact_bwd(ps_kern *k, int batch, int num_spar
 /* Embedding-bag pooling forward over a gathered buffer of unique rows.
  * rows [nrows, dim] holds one row per unique key (as pulled from the servers); bag i covers
  * entries offsets[i] .. offsets[i+1]-1 of idx, each an index into rows.
- *   out[i, :] = sum_{j in bag i} rows[idx[j], :]       (SUM)
- *             = that sum / |bag i|                      (MEAN)
+ *   out[i, :] = sum_{j in bag i} rows[idx[j], :]       (bag i sums: see ps_kern_pool)
+ *             = that sum / |bag i|                      (bag i takes the mean)
  * An empty bag gives a zero row. offsets [nbags + 1] with offsets[0] = 0, non-decreasing,
  * offsets[nbags] = nnz; idx [nnz] with values in [0, nrows). The DLRM model orders bags
  * sample-major: bag b * num_sparse + s is feature s of sample b, so out is [batch, num_sparse,
@@ -253,20 +271,20 @@ static inline ps_status ps_kern_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbag
                                          int nrows, const float *rows, int nnz,
                                          const int32_t *idx, const int32_t *offsets, float *out) {
   if (nbags < 0 || dim <= 0 || nrows < 0 || nnz < 0 ||
-      (mode != PS_KERN_POOL_SUM && mode != PS_KERN_POOL_MEAN))
+      !ps_kern_pool_valid(mode))
     return PS_ERR_INVALID;
   if (nbags == 0) return PS_OK;
   return PS_KERN_CALL_(k, pool_fwd, mode, nbags, dim, nrows, rows, nnz, idx, offsets, out);
 }
 /* Embedding-bag pooling backward: drows [nrows, dim] is overwritten with, for each unique row
- * r, the sum over entries j with idx[j] == r of dout[bag(j), :] (scaled by 1/|bag| for MEAN).
+ * r, the sum over entries j with idx[j] == r of dout[bag(j), :] (scaled by 1/|bag| for a bag that takes the mean).
  * Rows no entry touches get zeros. dout [nbags, dim]. */
 static inline ps_status ps_kern_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim,
                                          int nrows, int nnz, const int32_t *idx,
                                          const int32_t *offsets, const float *dout,
                                          float *drows) {
   if (nbags < 0 || dim <= 0 || nrows < 0 || nnz < 0 ||
-      (mode != PS_KERN_POOL_SUM && mode != PS_KERN_POOL_MEAN))
+      !ps_kern_pool_valid(mode))
     return PS_ERR_INVALID;
   if (nrows == 0) return PS_OK;
   if (nbags == 0) return ps_kern_memset0(k, drows, (size_t)nrows * dim * sizeof(float));

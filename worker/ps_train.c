@@ -374,8 +374,7 @@ static ps_status setup(ps_trainer *t) {
   mc.emb_dim = c->emb_dim;
   mc.max_batch = c->batch;
   mc.num_sparse = ps_schema_ncat(c->schema_obj);
-  mc.pool = ps_schema_pooling(c->schema_obj) == PS_SCHEMA_POOL_MEAN ? PS_KERN_POOL_MEAN
-                                                                     : PS_KERN_POOL_SUM;
+  ps_schema_pool_mask(c->schema_obj, &mc.pool.mean, &mc.pool.period);
   mc.seed = (uint64_t)c->seed;
   mc.interaction = c->interaction_kind;
   mc.dcn_layers = c->dcn_layers;

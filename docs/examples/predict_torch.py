@@ -111,7 +111,6 @@ def main(root, inp, outp):
     keys, values = keys[order], values[order]
     model = Model(man, root)
     feats = hs["features"]
-    mean = sc["pooling"] == "mean"
 
     def key(f, tok):
         n = feats[f]["buckets"]
@@ -150,12 +149,13 @@ def main(root, inp, outp):
     rows[found] = values[pos[found]]
     emb = torch.from_numpy(rows)
     pooled = []
+    mean = {c["index"]: c.get("pooling") == "mean" for c in cols if c["type"] == "categorical"}
     for f in range(sc["categorical"]):
         idx = [int(np.searchsorted(used, np.uint64(k))) for b in bags for k in b[f]]
         offs = np.cumsum([0] + [len(b[f]) for b in bags])[:-1]
         pooled.append(torch.nn.functional.embedding_bag(
             torch.tensor(idx, dtype=torch.long), emb, torch.tensor(offs, dtype=torch.long),
-            mode="mean" if mean else "sum"))
+            mode="mean" if mean[f] else "sum"))
     dense = torch.tensor(np.array(dense, np.float64).astype(np.float32))
     with torch.no_grad():
         p = model(dense, pooled).numpy()

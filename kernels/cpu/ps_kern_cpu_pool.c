@@ -1,4 +1,5 @@
-/* ps_kern_cpu_pool: embedding-bag pooling on the CPU (sum or mean of gathered rows per bag),
+/* ps_kern_cpu_pool: embedding-bag pooling on the CPU (sum or mean of gathered rows per bag,
+ * the mode per feature: ps_kern_pool),
  * forward and backward.
  *
  * Indices and offsets come from the data, so both directions check every bag and index
@@ -45,7 +46,7 @@ ps_status ps_kern_cpu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, 
      * few bags ahead */
     if (i + 8 < nbags && offsets[i + 8] < nnz) __builtin_prefetch(rows + (size_t)idx[offsets[i + 8]] * D);
     for (int j = lo; j < hi; j++) axpy_row(o, rows + (size_t)idx[j] * D, 1.0f, D);
-    if (mode == PS_KERN_POOL_MEAN && hi - lo > 1) {
+    if (ps_kern_pool_mean_at(mode, i) && hi - lo > 1) {
       float inv = 1.0f / (float)(hi - lo);
       for (int d = 0; d < D; d++) o[d] *= inv;
     }
@@ -65,7 +66,6 @@ ps_status ps_kern_cpu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, 
   ps_status st = check_bags(nbags, nrows, nnz, idx, offsets);
   if (st != PS_OK) return st;
   if ((size_t)nnz * D < PAR_MIN) T = 1;
-  bool mean = mode == PS_KERN_POOL_MEAN;
   /* one junk row per thread: entries outside a thread's range are added there, branch-free
    * (a range test mispredicts half the time on random keys and cost more than the add) */
   float *junk = T > 1 ? scratch_get(k, (size_t)T * D * sizeof(float)) : NULL;
@@ -79,7 +79,7 @@ ps_status ps_kern_cpu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int D, 
     unsigned span = (unsigned)(hi - lo);
     for (int b = 0; b < nbags; b++) {
       int e0 = offsets[b], e1 = offsets[b + 1];
-      float s = mean && e1 - e0 > 1 ? 1.0f / (float)(e1 - e0) : 1.0f;
+      float s = e1 - e0 > 1 && ps_kern_pool_mean_at(mode, b) ? 1.0f / (float)(e1 - e0) : 1.0f;
       const float *g = dout + (size_t)b * D;
       for (int j = e0; j < e1; j++) {
         int r = idx[j];

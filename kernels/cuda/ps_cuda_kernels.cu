@@ -253,8 +253,8 @@ __global__ void interact_bwd_gmem_k(int batch, int S, int dim, const float *__re
 /* ---- embedding-bag pooling ------------------------------------------------------------ */
 
 /* One thread per (bag, k): neighbouring threads read neighbouring floats of a row. */
-__global__ void pool_fwd_k(int mode, int nbags, int dim, int nrows, const float *__restrict__ rows,
-                           int nnz, const int32_t *__restrict__ idx,
+__global__ void pool_fwd_k(uint64_t mean, unsigned period, int nbags, int dim, int nrows,
+                           const float *__restrict__ rows, int nnz, const int32_t *__restrict__ idx,
                            const int32_t *__restrict__ offsets, float *__restrict__ out, int *err) {
   const size_t total = (size_t)nbags * dim;
   for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total;
@@ -273,13 +273,14 @@ __global__ void pool_fwd_k(int mode, int nbags, int dim, int nrows, const float 
         }
         acc += rows[(size_t)r * dim + k];
       }
-      if (mode == 1 && end - beg > 1) acc *= 1.0f / (float)(end - beg); /* as the CPU twin */
+      if (end - beg > 1 && ((mean >> ((unsigned)bag % period)) & 1u))
+        acc *= 1.0f / (float)(end - beg); /* as the CPU twin */
     }
     out[e] = acc;
   }
 }
 
-__global__ void pool_bwd_k(int mode, int nbags, int dim, int nrows, int nnz,
+__global__ void pool_bwd_k(uint64_t mean, unsigned period, int nbags, int dim, int nrows, int nnz,
                            const int32_t *__restrict__ idx, const int32_t *__restrict__ offsets,
                            const float *__restrict__ dout, float *drows, int *err) {
   const size_t total = (size_t)nbags * dim;
@@ -293,7 +294,7 @@ __global__ void pool_bwd_k(int mode, int nbags, int dim, int nrows, int nnz,
     }
     if (end == beg) continue;
     float g = dout[e];
-    if (mode == 1) g *= 1.0f / (float)(end - beg);
+    if ((mean >> ((unsigned)bag % period)) & 1u) g *= 1.0f / (float)(end - beg);
     for (int j = beg; j < end; j++) {
       int r = idx[j];
       if (r < 0 || r >= nrows) {
@@ -496,21 +497,21 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
   return cudaGetLastError();
 }
 
-cudaError_t ps_cu_pool_fwd(cudaStream_t s, int mode, int nbags, int dim, int nrows,
-                           const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
-                           float *out, int *err) {
-  PS_CU_LAUNCH(pool_fwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim,
-               nrows, rows, nnz, idx, offsets, out, err);
+cudaError_t ps_cu_pool_fwd(cudaStream_t s, uint64_t mean, unsigned period, int nbags, int dim,
+                           int nrows, const float *rows, int nnz, const int32_t *idx,
+                           const int32_t *offsets, float *out, int *err) {
+  PS_CU_LAUNCH(pool_fwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mean, period,
+               nbags, dim, nrows, rows, nnz, idx, offsets, out, err);
   return cudaGetLastError();
 }
 
-cudaError_t ps_cu_pool_bwd(cudaStream_t s, int mode, int nbags, int dim, int nrows, int nnz,
-                           const int32_t *idx, const int32_t *offsets, const float *dout,
-                           float *drows, int *err) {
+cudaError_t ps_cu_pool_bwd(cudaStream_t s, uint64_t mean, unsigned period, int nbags, int dim,
+                           int nrows, int nnz, const int32_t *idx, const int32_t *offsets,
+                           const float *dout, float *drows, int *err) {
   cudaError_t e = cudaMemsetAsync(drows, 0, (size_t)nrows * dim * sizeof(float), s);
   if (e != cudaSuccess) return e;
-  PS_CU_LAUNCH(pool_bwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mode, nbags, dim,
-               nrows, nnz, idx, offsets, dout, drows, err);
+  PS_CU_LAUNCH(pool_bwd_k, (grid_for((size_t)nbags * dim)), (kThreads), (0), (s), mean, period,
+               nbags, dim, nrows, nnz, idx, offsets, dout, drows, err);
   return cudaGetLastError();
 }
 

@@ -38,15 +38,16 @@ cudaError_t ps_cu_interact_bwd(cudaStream_t s, int batch, int num_sparse, int di
                                const float *bottom, const float *emb, const float *dout,
                                float *dbottom, float *demb);
 
-/* Embedding-bag pooling; mode 0 = sum, 1 = mean. Bad offsets/indices are skipped and flag
+/* Embedding-bag pooling; bag i takes the mean when bit (i % period) of mean is set (ps_kern_pool),
+ * else the sum. Bad offsets/indices are skipped and flag
  * PS_CU_ERR_INDEX in *err (device-visible memory). pool_bwd zeroes drows itself and
  * aggregates repeated rows with atomicAdd. nnz may be 0. */
-cudaError_t ps_cu_pool_fwd(cudaStream_t s, int mode, int nbags, int dim, int nrows,
-                           const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
-                           float *out, int *err);
-cudaError_t ps_cu_pool_bwd(cudaStream_t s, int mode, int nbags, int dim, int nrows, int nnz,
-                           const int32_t *idx, const int32_t *offsets, const float *dout,
-                           float *drows, int *err);
+cudaError_t ps_cu_pool_fwd(cudaStream_t s, uint64_t mean, unsigned period, int nbags, int dim,
+                           int nrows, const float *rows, int nnz, const int32_t *idx,
+                           const int32_t *offsets, float *out, int *err);
+cudaError_t ps_cu_pool_bwd(cudaStream_t s, uint64_t mean, unsigned period, int nbags, int dim,
+                           int nrows, int nnz, const int32_t *idx, const int32_t *offsets,
+                           const float *dout, float *drows, int *err);
 
 /* Sigmoid + BCE. probs may be NULL; labels NULL skips the loss. The mean loss goes to *loss
  * (device). ws holds ps_cu_bce_ws_floats(n) floats; counter is one device unsigned int that

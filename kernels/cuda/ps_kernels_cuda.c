@@ -348,15 +348,15 @@ static ps_status cu_cross_bwd(ps_kern *k, int m, int n, const float *x0, const f
 static ps_status cu_pool_fwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows,
                              const float *rows, int nnz, const int32_t *idx, const int32_t *offsets,
                              float *out) {
-  ONLY_LAUNCH(k, ps_cu_pool_fwd(c->stream, (int)mode, nbags, dim, nrows, rows, nnz, idx, offsets,
-                                out, c->err_dev));
+  ONLY_LAUNCH(k, ps_cu_pool_fwd(c->stream, mode.mean, mode.period, nbags, dim, nrows, rows, nnz,
+                                idx, offsets, out, c->err_dev));
 }
 
 static ps_status cu_pool_bwd(ps_kern *k, ps_kern_pool mode, int nbags, int dim, int nrows, int nnz,
                              const int32_t *idx, const int32_t *offsets, const float *dout,
                              float *drows) {
-  ONLY_LAUNCH(k, ps_cu_pool_bwd(c->stream, (int)mode, nbags, dim, nrows, nnz, idx, offsets, dout,
-                                drows, c->err_dev));
+  ONLY_LAUNCH(k, ps_cu_pool_bwd(c->stream, mode.mean, mode.period, nbags, dim, nrows, nnz, idx,
+                                offsets, dout, drows, c->err_dev));
 }
 
 static ps_status cu_bce_fwd(ps_kern *k, int n, const float *logits, const float *labels,

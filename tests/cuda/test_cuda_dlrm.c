@@ -171,7 +171,7 @@ static void run_shape(const shape *sh) {
     }
     free(gc);
     printf("  %s | %s S=%d D=%d B=%d pool=%d opt=%d dcn=%d/%d step %d: loss %.6f/%.6f, grads ok\n",
-           sh->bot, sh->top, sh->S, sh->D, sh->B, (int)sh->pool, (int)sh->opt, sh->dcn_layers,
+           sh->bot, sh->top, sh->S, sh->D, sh->B, (int)sh->pool.mean, (int)sh->opt, sh->dcn_layers,
            sh->dcn_rank, step, lc, lg);
     free(prc);
     free(prg);
@@ -204,6 +204,8 @@ static void test_odd_shapes(void **st) {
   const shape s[] = {
       {"7-33-5", "17-1", 3, 5, 9, 4, 4, PS_KERN_POOL_MEAN, PS_DLRM_OPT_ADAM, 0, 0},
       {"13-64-32", "31-7-1", 1, 32, 33, 40, 1, PS_KERN_POOL_MEAN, PS_DLRM_OPT_SGD, 0, 0},
+      /* per-feature pooling: features 0 and 2 of 3 by mean, 1 by sum */
+      {"7-33-5", "17-1", 3, 5, 9, 4, 4, {5, 3}, PS_DLRM_OPT_ADAM, 0, 0},
   };
   for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) run_shape(&s[i]);
 }

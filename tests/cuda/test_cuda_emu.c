@@ -126,21 +126,24 @@ static void test_pool(void **st) {
       off[i + 1] = nnz;
     }
     float *rows = frand(&r, (size_t)nr * D, -1, 1);
-    for (int mode = 0; mode < 2; mode++) {
+    for (int md = 0; md < 3; md++) { /* sum, mean, per feature (3 a sample: 1st and 3rd mean) */
+      ps_kern_pool mode = md == 0 ? PS_KERN_POOL_SUM : md == 1 ? PS_KERN_POOL_MEAN : (ps_kern_pool){5, 3};
       int err = 0;
       float *oc = malloc((size_t)nb * D * sizeof(float)), *og = frand(&r, (size_t)nb * D, 7, 8);
       assert_int_equal(ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows, nnz, idx, off, oc), PS_OK);
-      assert_int_equal(ps_cu_pool_fwd(NULL, mode, nb, D, nr, rows, nnz, idx, off, og, &err),
+      assert_int_equal(ps_cu_pool_fwd(NULL, mode.mean, mode.period, nb, D, nr, rows, nnz, idx, off,
+                                      og, &err),
                        cudaSuccess);
       assert_int_equal(err, 0);
-      CLOSE(og, oc, (size_t)nb * D, 1e-6, "pool_fwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
+      CLOSE(og, oc, (size_t)nb * D, 1e-6, "pool_fwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, md);
       float *dout = frand(&r, (size_t)nb * D, -1, 1);
       float *drc = malloc((size_t)nr * D * sizeof(float)), *drg = drand_(&r, (size_t)nr * D, 7, 8);
       assert_int_equal(ps_kern_pool_bwd(CPU, mode, nb, D, nr, nnz, idx, off, dout, drc), PS_OK);
-      assert_int_equal(ps_cu_pool_bwd(NULL, mode, nb, D, nr, nnz, idx, off, dout, drg, &err),
+      assert_int_equal(ps_cu_pool_bwd(NULL, mode.mean, mode.period, nb, D, nr, nnz, idx, off, dout,
+                                      drg, &err),
                        cudaSuccess);
       assert_int_equal(err, 0);
-      CLOSE(drg, drc, (size_t)nr * D, 1e-5, "pool_bwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, mode);
+      CLOSE(drg, drc, (size_t)nr * D, 1e-5, "pool_bwd nb=%d D=%d nr=%d mode=%d", nb, D, nr, md);
       free(oc), free(og), free(dout), free(drc), cudaFree(drg);
     }
     /* an out-of-range row raises the flag and is skipped, never read */
@@ -148,13 +151,13 @@ static void test_pool(void **st) {
       int err = 0, keep = idx[0];
       idx[0] = nr;
       float *og = malloc((size_t)nb * D * sizeof(float));
-      assert_int_equal(ps_cu_pool_fwd(NULL, 0, nb, D, nr, rows, nnz, idx, off, og, &err),
+      assert_int_equal(ps_cu_pool_fwd(NULL, 0, 1, nb, D, nr, rows, nnz, idx, off, og, &err),
                        cudaSuccess);
       assert_int_equal(err, PS_CU_ERR_INDEX);
       err = 0;
       off[nb] = nnz + 1; /* past nnz */
       float *drows = drand_(&r, (size_t)nr * D, 0, 1);
-      assert_int_equal(ps_cu_pool_bwd(NULL, 0, nb, D, nr, nnz, idx, off, og, drows, &err),
+      assert_int_equal(ps_cu_pool_bwd(NULL, 0, 1, nb, D, nr, nnz, idx, off, og, drows, &err),
                        cudaSuccess);
       cudaFree(drows);
       assert_int_equal(err, PS_CU_ERR_INDEX);

@@ -314,14 +314,15 @@ static void test_pool(void **st) {
     int nb = cases[c][0], D = cases[c][1], nr = cases[c][2], ml = cases[c][3];
     bags b = bags_make(&r, nb, nr, ml);
     buf rows = buf_rand(&r, (size_t)nr * D, -1, 1);
-    for (int mode = 0; mode < 2; mode++) {
+    for (int md = 0; md < 3; md++) { /* sum, mean, per feature (3 a sample: 1st and 3rd mean) */
+      ps_kern_pool mode = md == 0 ? PS_KERN_POOL_SUM : md == 1 ? PS_KERN_POOL_MEAN : (ps_kern_pool){5, 3};
       buf out = buf_new((size_t)nb * D);
       assert_int_equal(
           ps_kern_pool_fwd(CPU, mode, nb, D, nr, rows.c, b.nnz, b.idx_c, b.off_c, out.c), PS_OK);
       assert_int_equal(
           ps_kern_pool_fwd(GPU, mode, nb, D, nr, rows.g, b.nnz, b.idx_g, b.off_g, out.g), PS_OK);
       EXPECT_CLOSE(buf_err(&out), TOL, "pool_fwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb, D,
-                   nr, b.nnz, mode);
+                   nr, b.nnz, md);
       buf dout = buf_rand(&r, (size_t)nb * D, -1, 1), drows = buf_new((size_t)nr * D);
       /* drows starts as garbage: pool_bwd must overwrite every row, used or not */
       ct_fill(&r, drows.host, drows.n, 5, 6);
@@ -331,7 +332,7 @@ static void test_pool(void **st) {
       assert_int_equal(
           ps_kern_pool_bwd(GPU, mode, nb, D, nr, b.nnz, b.idx_g, b.off_g, dout.g, drows.g), PS_OK);
       EXPECT_CLOSE(buf_err(&drows), TOL, "pool_bwd nbags=%d dim=%d nrows=%d nnz=%d mode=%d", nb, D,
-                   nr, b.nnz, mode);
+                   nr, b.nnz, md);
       buf_free(&out);
       buf_free(&dout);
       buf_free(&drows);

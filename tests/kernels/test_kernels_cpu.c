@@ -280,9 +280,10 @@ static void test_pool(void **st) {
   const int cases[][4] = {/* nbags, D, nrows, maxlen */ {1 * 26, 16, 30, 1}, {64 * 26, 16, 500, 3},
                           {7, 5, 20, 4}, {1, 3, 4, 2}, {2000, 16, 900, 2}, {40, 16, 10, 5}};
   for (size_t q = 0; q < sizeof(cases) / sizeof(cases[0]); q++)
-    for (int md = 0; md < 2; md++) {
-      pl_ctx c = {.mode = md ? PS_KERN_POOL_MEAN : PS_KERN_POOL_SUM, .nbags = cases[q][0], .D = cases[q][1],
-                  .nrows = cases[q][2]};
+    for (int md = 0; md < 3; md++) {
+      /* sum, mean, and per feature: 3 features a sample, the first and last by mean */
+      ps_kern_pool mode = md == 0 ? PS_KERN_POOL_SUM : md == 1 ? PS_KERN_POOL_MEAN : (ps_kern_pool){5, 3};
+      pl_ctx c = {.mode = mode, .nbags = cases[q][0], .D = cases[q][1], .nrows = cases[q][2]};
       make_bags(&c, cases[q][3]);
       size_t no = (size_t)c.nbags * c.D, nr = (size_t)c.nrows * c.D;
       c.rows = fvec(nr, -1, 1), c.out = fvec(no, 5, 5), c.r = fvec(no, -1, 1);
@@ -292,7 +293,8 @@ static void test_pool(void **st) {
         for (int d = 0; d < c.D; d++) {
           double s = 0;
           for (int j = c.off[b]; j < c.off[b + 1]; j++) s += c.rows[(size_t)c.idx[j] * c.D + d];
-          if (md && len > 0) s /= len;
+          bool mean = md == 1 || (md == 2 && b % 3 != 1);
+          if (mean && len > 0) s /= len;
           assert_true(fabs(c.out[(size_t)b * c.D + d] - s) < 1e-5); /* empty bag: exactly 0 */
         }
       }
@@ -313,6 +315,9 @@ static void test_pool(void **st) {
   assert_int_equal(ps_kern_pool_fwd(K1, PS_KERN_POOL_SUM, 2, 2, 4, rows, 2, idx, off, out), PS_OK);
   assert_int_equal(ps_kern_pool_fwd(K1, PS_KERN_POOL_SUM, 2, 2, 4, rows, 2, idx, badoff, out), PS_ERR_INVALID);
   assert_int_equal(ps_kern_pool_bwd(K1, PS_KERN_POOL_SUM, 2, 2, 4, 3, idx, off, out, rows), PS_ERR_INVALID);
+  /* a pooling mask with bits beyond its period, or no period, is refused */
+  assert_int_equal(ps_kern_pool_fwd(K1, ((ps_kern_pool){8, 3}), 2, 2, 4, rows, 2, idx, off, out), PS_ERR_INVALID);
+  assert_int_equal(ps_kern_pool_bwd(K1, ((ps_kern_pool){0, 0}), 2, 2, 4, 2, idx, off, out, rows), PS_ERR_INVALID);
   /* no bags at all: every row gradient is zero */
   for (int i = 0; i < 8; i++) rows[i] = 1;
   int32_t off0[1] = {0};

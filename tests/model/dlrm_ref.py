@@ -156,6 +156,10 @@ def pooled_list(rows, batch, S, pool):
     pooled = torch.zeros(nbags, rows.shape[1], dtype=rows.dtype).index_add(0, bag_of, rows[idx])
     if pool == "mean":
         pooled = pooled / lens.clamp(min=1).to(rows.dtype).unsqueeze(1)
+    elif pool == "mixed":  # the driver's: even features by mean, odd ones by sum
+        feat = torch.arange(nbags) % S
+        div = torch.where(feat % 2 == 0, lens.clamp(min=1), torch.ones_like(lens))
+        pooled = pooled / div.to(rows.dtype).unsqueeze(1)
     B = nbags // S
     pooled = pooled.view(B, S, -1)
     return [pooled[:, s, :] for s in range(S)]
@@ -218,7 +222,8 @@ def main():
     torch.set_num_threads(1)
     # dot with both poolings; DCNv2 low rank (3 layers of rank 5 on D = 6 x 8 = 48) and full
     # rank (2 layers of W [48, 48])
-    for pool, inter in (("sum", "dot"), ("mean", "dot"), ("sum", "dcn:3:5"), ("mean", "dcn:2:0")):
+    for pool, inter in (("sum", "dot"), ("mean", "dot"), ("mixed", "dot"), ("sum", "dcn:3:5"),
+                        ("mean", "dcn:2:0"), ("mixed", "dcn:2:5")):
         with tempfile.TemporaryDirectory() as td:
             out = os.path.join(td, "dlrm.json")
             subprocess.run([driver, out, pool, "2", inter], check=True, timeout=60)

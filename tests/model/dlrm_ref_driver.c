@@ -73,10 +73,16 @@ static json_t *batch_json(const batch_buf *bb) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s OUT.json [sum|mean] [threads] [dot|dcn:L:R]\n", argv[0]);
+    fprintf(stderr, "usage: %s OUT.json [sum|mean|mixed] [threads] [dot|dcn:L:R]\n", argv[0]);
     return 2;
   }
-  ps_kern_pool pool = argc > 2 && !strcmp(argv[2], "mean") ? PS_KERN_POOL_MEAN : PS_KERN_POOL_SUM;
+  /* mixed: per feature, the even ones by mean, the odd ones by sum */
+  const char *pname = argc > 2 ? argv[2] : "sum";
+  ps_kern_pool pool = !strcmp(pname, "mean") ? PS_KERN_POOL_MEAN : PS_KERN_POOL_SUM;
+  if (!strcmp(pname, "mixed")) {
+    pool.period = S;
+    for (int f = 0; f < S; f += 2) pool.mean |= 1ull << f;
+  }
   int threads = argc > 3 ? atoi(argv[3]) : 2;
   ps_kern *k = NULL;
   CHECK(ps_kern_cpu_create(threads, &k));
@@ -114,7 +120,9 @@ int main(int argc, char **argv) {
   json_object_set_new(jc, "emb_dim", json_integer(D));
   json_object_set_new(jc, "num_sparse", json_integer(S));
   json_object_set_new(jc, "nrows", json_integer(U));
-  json_object_set_new(jc, "pool", json_string(pool == PS_KERN_POOL_MEAN ? "mean" : "sum"));
+  json_object_set_new(jc, "pool", json_string(pname));
+  json_object_set_new(jc, "pool_mean_mask", json_integer((json_int_t)pool.mean));
+  json_object_set_new(jc, "pool_period", json_integer((json_int_t)pool.period));
   json_object_set_new(jc, "interaction",
                       json_string(cfg.interaction == PS_DLRM_DCN ? "dcn" : "dot"));
   json_object_set_new(jc, "dcn_layers", json_integer(cfg.dcn_layers));

@@ -82,7 +82,7 @@ static void test_config(void **st) {
   assert_int_equal(c.emb_dim, 3);
   assert_int_equal(c.num_sparse, 2);
   assert_int_equal(c.max_batch, 9);
-  assert_int_equal(c.pool, PS_KERN_POOL_SUM);
+  assert_true(c.pool.mean == 0 && c.pool.period == 1);
   assert_true(c.seed == 1);
 }
 

@@ -3,7 +3,7 @@ ps-worker (2 servers, through deploy/ember-local) with --checkpoint-dir, exporte
 then scored by docs/examples/predict_torch.py (numpy + torch, the example of docs/CHECKPOINTS.md:
 its own XXH3 key hashing and initial rows, from the manifest only) on the test file: every score
 equals ps-predict's to 1e-5 relative. Three models: Criteo with open-vocabulary keys, Criteo
-with --hash-buckets, and a CSV schema without dense columns whose multi-hot column is mean-pooled.
+with --hash-buckets, and a CSV schema without dense columns whose multi-hot columns pool by mean and by sum.
 The test files hold keys the training never stored (checked), so the initial-row rule is used.
 Also: the .npy files load with numpy (shapes, dtypes, unique keys, per-layer files equal the
 flat parameters at the manifest's offsets), the checkpoint is not written, and a missing
@@ -104,23 +104,28 @@ with tempfile.TemporaryDirectory() as d:
         h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL + extra)
         check_model(name, d, ck, test)
 
-    # no dense column, a multi-hot column of hex ids, mean pooling, csv with a header
+    # no dense column, multi-hot columns of hex ids pooled by mean (tags) and by sum (more),
+    # csv with a header
     rng = random.Random(3)
     w = {i: rng.gauss(0, 1) for i in range(200)}
 
     def rows(n, seed):
         g = random.Random(seed)
-        out = ["y,u,tags"]
+        out = ["y,u,tags,more"]
         for _ in range(n):
             u, tags = g.randrange(3000), [g.randrange(200) for _ in range(g.randrange(0, 4))]
-            logit = sum(w[t] for t in tags) / max(len(tags), 1) + (u % 5 - 2) * 0.3
+            more = [g.randrange(50) for _ in range(g.randrange(0, 4))]
+            logit = (sum(w[t] for t in tags) / max(len(tags), 1) + (u % 5 - 2) * 0.3
+                     + sum(w[m] for m in more) * 0.3)
             y = int(g.random() < 1 / (1 + np.exp(-logit)))
-            out.append(f"{y},{u * 7919:08x},{'|'.join(f'{t * 104729:08X}' for t in tags)}")
+            out.append(f"{y},{u * 7919:08x},{'|'.join(f'{t * 104729:08X}' for t in tags)},"
+                       + "|".join(f"{m * 15485863 % 2**32:08x}" for m in more))
         return "\n".join(out) + "\n"
     spath = os.path.join(d, "mh.json")
     json.dump({"format": "csv", "header": True, "columns": [
         {"name": "y", "type": "label"}, {"name": "u", "type": "categorical"},
-        {"name": "tags", "type": "categorical", "separator": "|", "pooling": "mean"}]},
+        {"name": "tags", "type": "categorical", "separator": "|", "pooling": "mean"},
+        {"name": "more", "type": "categorical", "separator": "|", "pooling": "sum"}]},
         open(spath, "w"))
     mtrain, mtest = os.path.join(d, "mh_train.csv"), os.path.join(d, "mh_test.csv")
     open(mtrain, "w").write(rows(5000, 1))

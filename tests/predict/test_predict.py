@@ -9,7 +9,7 @@
    every other score unchanged. `latest` or one step-N directory, and --schema of the same
    signature (docs/schemas/criteo.json), all give the same scores; --batch does not change them.
 3. Nothing in the checkpoint is written (every file's bytes before and after).
-4. A JSON multi-hot schema: the checkpoint carries it (schema.json), so ps-predict needs no
+4. A JSON multi-hot schema (one column pooled by sum, one by mean): the checkpoint carries it (schema.json), so ps-predict needs no
    --schema and matches the worker.
 5. Bad input, one line each: no checkpoint, binary input, another schema, an interaction this
    build cannot run (exit 2); a damaged dense.bin or config, a missing shard (exit 1; the config's checksum line
@@ -203,21 +203,24 @@ with tempfile.TemporaryDirectory() as d:
         {"name": "a", "type": "dense"}, {"name": "b", "type": "dense", "transform": "none"},
         {"name": "u", "type": "categorical"},
         {"name": "v", "type": "categorical", "hash_buckets": 50},
-        {"name": "tags", "type": "categorical", "separator": "|"}]}
+        {"name": "tags", "type": "categorical", "separator": "|"},
+        {"name": "cats", "type": "categorical", "separator": ";", "pooling": "mean"}]}
     spath = os.path.join(d, "mh.json")
     json.dump(schema, open(spath, "w"))
     wu, wt = [rng.gauss(0, 1) for _ in range(300)], [rng.gauss(0, 0.7) for _ in range(80)]
 
     def mh_rows(n, seed):
         g = random.Random(seed)
-        out = ["y,a,b,u,v,tags"]
+        out = ["y,a,b,u,v,tags,cats"]
         for _ in range(n):
             u, v = g.randrange(300), g.randrange(1000)
             tags = [g.randrange(80) for _ in range(g.randrange(0, 5))]
-            logit = wu[u] + sum(wt[t] for t in tags) * 0.5 + (v % 7 - 3) * 0.2
+            cats = [g.randrange(80) for _ in range(g.randrange(0, 4))]
+            logit = (wu[u] + sum(wt[t] for t in tags) * 0.5 + (v % 7 - 3) * 0.2
+                     + sum(wt[c] for c in cats) / max(len(cats), 1))
             y = int(g.random() < 1 / (1 + np.exp(-logit)))
             out.append(f"{y},{g.randrange(50)},{g.gauss(0, 1):.4f},u{u},v{v},"
-                       + "|".join(f"t{t}" for t in tags))
+                       + "|".join(f"t{t}" for t in tags) + "," + ";".join(f"c{c}" for c in cats))
         return "\n".join(out) + "\n"
     mtrain, mtest = os.path.join(d, "mh_train.csv"), os.path.join(d, "mh_test.csv")
     open(mtrain, "w").write(mh_rows(6000, 1))

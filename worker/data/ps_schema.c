@@ -48,7 +48,7 @@ static ps_schema *schema_new(const char *name, int ncol) {
 
 /* Numbers the dense and categorical columns; the run's pooling. */
 static ps_status finish(ps_schema *s, const char *origin, ps_error *err) {
-  int labels = 0, pool_set = 0;
+  int labels = 0, nmean = 0, nsum = 0;
   for (int i = 0; i < s->ncol; i++) {
     ps_schema_column *c = &s->cols[i];
     c->index = -1;
@@ -59,15 +59,15 @@ static ps_status finish(ps_schema *s, const char *origin, ps_error *err) {
     s->cat_col[s->ncat++] = i;
     if (!c->separator) continue;
     s->multi = 1;
-    if (pool_set && c->pooling != s->pool)
-      return ps_error_set(err, PS_ERR_INVALID,
-                          "%s: column %d '%s': pooling %s, but an earlier multi-hot column pools "
-                          "by %s (one pooling per run)", origin, i + 1, c->name,
-                          c->pooling == PS_SCHEMA_POOL_MEAN ? "mean" : "sum",
-                          s->pool == PS_SCHEMA_POOL_MEAN ? "mean" : "sum");
-    s->pool = c->pooling;
-    pool_set = 1;
+    if (c->pooling == PS_SCHEMA_POOL_MEAN) nmean++;
+    else nsum++;
   }
+  s->pool = nmean && nsum ? PS_SCHEMA_POOL_MIXED : nmean ? PS_SCHEMA_POOL_MEAN : PS_SCHEMA_POOL_SUM;
+  if (s->pool == PS_SCHEMA_POOL_MIXED && s->ncat > 64)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "%s: %d multi-hot columns pool by mean and %d by sum: mixing them works "
+                        "for at most 64 categorical columns, this schema has %d (pool them alike)",
+                        origin, nmean, nsum, s->ncat);
   if (labels != 1)
     return ps_error_set(err, PS_ERR_INVALID, "%s: want exactly one column of type label, found %d",
                         origin, labels);
@@ -285,3 +285,15 @@ int ps_schema_ncat(const ps_schema *s) { return s->ncat; }
 const ps_schema_column *ps_schema_cat(const ps_schema *s, int f) { return &s->cols[s->cat_col[f]]; }
 int ps_schema_multi_hot(const ps_schema *s) { return s->multi; }
 ps_schema_pool ps_schema_pooling(const ps_schema *s) { return s->pool; }
+
+void ps_schema_pool_mask(const ps_schema *s, uint64_t *mean, unsigned *period) {
+  *mean = s->pool == PS_SCHEMA_POOL_MEAN;
+  *period = 1;
+  if (s->pool != PS_SCHEMA_POOL_MIXED) return;
+  *mean = 0;
+  *period = (unsigned)s->ncat;
+  for (int f = 0; f < s->ncat; f++) {
+    const ps_schema_column *c = ps_schema_cat(s, f);
+    if (c->separator && c->pooling == PS_SCHEMA_POOL_MEAN) *mean |= 1ull << f;
+  }
+}

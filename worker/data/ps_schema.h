@@ -25,9 +25,10 @@
  *   for a quote) except that a record is one line: the reader shards by line, so a newline
  *   inside quotes is an "unterminated quote" error. tsv has no quoting. One trailing '\r' is
  *   dropped in both.
- * - Pooling is one mode per run in the model (ps_dlrm_config.pool): one-value bags pool the
- *   same under sum and mean, so the mode is that of the multi-hot columns, which must agree
- *   (ps_schema_load refuses a schema that mixes them).
+ * - Pooling is per multi-hot column (one-value bags pool the same under sum and mean). The
+ *   model takes it as a bit mask over the features (ps_kern_pool: passed by value to a CUDA
+ *   kernel, no upload), so a schema that mixes sum and mean has at most 64 categorical
+ *   columns; one mode for all has no limit.
  * - The built-in `criteo` schema parses with ps_criteo.c's fast path (the same records). */
 #ifndef PS_SCHEMA_H
 #define PS_SCHEMA_H
@@ -39,7 +40,11 @@
 
 typedef enum ps_col_type { PS_COL_SKIP = 0, PS_COL_LABEL, PS_COL_DENSE, PS_COL_CAT } ps_col_type;
 typedef enum ps_schema_format { PS_SCHEMA_TSV = 0, PS_SCHEMA_CSV = 1 } ps_schema_format;
-typedef enum ps_schema_pool { PS_SCHEMA_POOL_SUM = 0, PS_SCHEMA_POOL_MEAN = 1 } ps_schema_pool;
+typedef enum ps_schema_pool {
+  PS_SCHEMA_POOL_SUM = 0,
+  PS_SCHEMA_POOL_MEAN = 1,
+  PS_SCHEMA_POOL_MIXED = 2 /* ps_schema_pooling only: multi-hot columns of both kinds */
+} ps_schema_pool;
 
 typedef struct ps_schema_column {
   const char *name;
@@ -73,7 +78,12 @@ int ps_schema_ncat(const ps_schema *s);
 /* The categorical column of feature f (0 .. ncat-1). */
 const ps_schema_column *ps_schema_cat(const ps_schema *s, int f);
 int ps_schema_multi_hot(const ps_schema *s);     /* any column with a separator */
+/* The multi-hot columns' pooling: SUM (also with no multi-hot column), MEAN, or MIXED. */
 ps_schema_pool ps_schema_pooling(const ps_schema *s);
+/* The same for the model (ps_kern_pool's fields): bit f of *mean set when feature f pools by
+ * mean, *period the number of features when the pooling is MIXED, else 1 (every bag alike,
+ * *mean = 1 for MEAN). */
+void ps_schema_pool_mask(const ps_schema *s, uint64_t *mean, unsigned *period);
 
 /* What the schema makes of a line, as a short string for a checkpoint to compare: the dense
  * and categorical counts and a hash of what changes a key or a model input (transforms, per-

@@ -280,7 +280,7 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, p
   *out = NULL;
   if (cfg->emb_dim <= 0 || cfg->emb_dim > 4096 || cfg->num_sparse < 0 || cfg->num_sparse > 1024 ||
       cfg->max_batch <= 0 || cfg->max_batch > (1 << 22) ||
-      (cfg->pool != PS_KERN_POOL_SUM && cfg->pool != PS_KERN_POOL_MEAN) ||
+      !ps_kern_pool_valid(cfg->pool) || (cfg->pool.period != 1 && (int)cfg->pool.period != cfg->num_sparse) ||
       (cfg->interaction != PS_DLRM_DOT && cfg->interaction != PS_DLRM_DCN)) {
     return ps_error_set(err, PS_ERR_INVALID, "dlrm: bad config (emb-dim %d, sparse features %d, max batch %d)",
                         cfg->emb_dim, cfg->num_sparse, cfg->max_batch);

@@ -54,7 +54,8 @@ typedef struct ps_dlrm_config {
   int emb_dim;          /* 16 */
   int num_sparse;       /* 26 categorical features = embedding tables */
   int max_batch;        /* workspace size; larger batches are refused */
-  ps_kern_pool pool;    /* bag pooling: SUM (DLRM's default) or MEAN */
+  ps_kern_pool pool;    /* bag pooling: SUM (DLRM's default), MEAN, or per feature (period =
+                         * num_sparse) */
   uint64_t seed;        /* parameter init; same seed => same replica on every worker */
   ps_dlrm_interaction interaction; /* DOT (default) or DCN */
   int dcn_layers;       /* DCN: cross layers, 1..PS_DLRM_MAX_CROSS (default 3, as MLPerf) */

@@ -218,8 +218,7 @@ const float *ps_ckpt_params(const ps_ckpt *c, size_t *n) {
 void ps_ckpt_model_config(const ps_ckpt *c, int max_batch, ps_dlrm_config *cfg) {
   ps_dlrm_config_shape(cfg, ps_ckpt_config(c, "mlp-bot"), ps_ckpt_config(c, "mlp-top"),
                        atoi(ps_ckpt_config(c, "emb-dim")), ps_schema_ncat(c->schema), max_batch);
-  cfg->pool = ps_schema_pooling(c->schema) == PS_SCHEMA_POOL_MEAN ? PS_KERN_POOL_MEAN
-                                                                   : PS_KERN_POOL_SUM;
+  ps_schema_pool_mask(c->schema, &cfg->pool.mean, &cfg->pool.period);
   cfg->interaction = c->interaction;
   cfg->dcn_layers = c->dcn_layers;
   cfg->dcn_rank = c->dcn_rank;

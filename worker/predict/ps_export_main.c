@@ -124,8 +124,11 @@ static ps_status describe_keys(ps_ckpt *ck, json_t *man, ps_error *err) {
     json_t *o = json_pack("{s:s, s:s, s:i}", "name", c->name ? c->name : "", "type",
                           types[c->type], "index", c->index);
     if (c->type == PS_COL_DENSE) json_object_set_new(o, "transform", json_string(c->log1p ? "log1p" : "none"));
-    if (c->type == PS_COL_CAT && c->separator)
+    if (c->type == PS_COL_CAT && c->separator) {
       json_object_set_new(o, "separator", json_sprintf("%c", c->separator));
+      json_object_set_new(o, "pooling",
+                          json_string(c->pooling == PS_SCHEMA_POOL_MEAN ? "mean" : "sum"));
+    }
     json_array_append_new(cols, o);
   }
   const char *sf = ps_ckpt_config(ck, "schema-file");
@@ -133,7 +136,9 @@ static ps_status describe_keys(ps_ckpt *ck, json_t *man, ps_error *err) {
       "{s:s, s:s, s:i, s:i, s:s, s:s, s:b, s:o}", "file", sf && strcmp(sf, "criteo") ? "schema.json" : "criteo",
       "signature", sig, "dense", ps_schema_ndense(sc), "categorical", ps_schema_ncat(sc),
       "format", ps_schema_fmt(sc) == PS_SCHEMA_CSV ? "csv" : "tsv", "pooling",
-      ps_schema_pooling(sc) == PS_SCHEMA_POOL_MEAN ? "mean" : "sum", "header",
+      ps_schema_pooling(sc) == PS_SCHEMA_POOL_MIXED  ? "mixed"
+      : ps_schema_pooling(sc) == PS_SCHEMA_POOL_MEAN ? "mean"
+                                                     : "sum", "header",
       ps_schema_header(sc), "columns", cols));
   ps_sample_keymap km;
   ps_status st = ps_sample_keymap_init(&km, sc, ps_ckpt_hash_buckets(ck), err);
