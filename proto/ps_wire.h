@@ -108,8 +108,9 @@ uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size);
 size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
                       ps_frame frames[PS_WIRE_MAX_FRAMES]);
 
-/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, with inf/NaN kept and
- * subnormals handled; F16C instructions where the build has them. */
+/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, overflow to inf,
+ * subnormals kept, NaN quieted (proto/ps_wire_half.c): F16C instructions when the CPU running
+ * them has them (checked at run time), else a portable path that gives the same bits. */
 void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
 void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
 
