@@ -1,5 +1,5 @@
-/* ps_wire_half: IEEE half <-> single conversion for f16 bulk values on the wire (ps_wire.h,
- * ps_wire_half_int.h).
+/* ps_wire_half: IEEE half <-> single conversion for f16 bulk values on the wire
+ * (ps_wire_half.h).
  *
  * Design decisions:
  * - Round to nearest even, overflow to inf, subnormals kept (no flush to zero): what F16C's
@@ -10,11 +10,9 @@
  *   copy, so every value of a hardware call is converted by the hardware.
  * - The portable path is bit-exact with F16C, NaNs included, so a pull's bytes never depend on
  *   the server's CPU; tests/proto/test_half.c checks all 65536 halves and a sweep of floats. */
-#include "ps_wire_half_int.h"
+#include "ps_wire_half.h"
 
 #include <string.h>
-
-#include "ps_wire.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define PS_HALF_X86 1

@@ -9,8 +9,7 @@
 
 #include "ps_test_main.h"
 
-#include "ps_wire.h"
-#include "ps_wire_half_int.h"
+#include "ps_wire_half.h"
 
 static float f_of(uint32_t x) {
   float f;

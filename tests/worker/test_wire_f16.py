@@ -4,9 +4,10 @@ every sample trained) to a test AUC within MARGIN of the f32 run's, and must not
 under another name: training is deterministic at 1 x 1 (test_schema compares dense_hash across
 runs), so rows and gradients rounded to half give another dense model (dense_hash differs).
 
-MARGIN = 0.01: bench/RESULTS-e2e.md ("f16 rows on the wire") measured |AUC f16 - f32| at most
-0.0015 over seeds and data sets, and seed-to-seed spread of the same run at this size is larger
-than that."""
+MARGIN = 0.01: bench/RESULTS-e2e.md ("f16 rows on the wire", bench/e2e/wire.sh) measured the
+per-run difference f16 - f32 over 35 paired runs (planted and real Criteo, 5 seeds) with a
+standard deviation of ~0.003 and at most 0.0093, and mean differences within 0.002 of zero; a
+run's result is deterministic, so this one (0.0003 when written) does not flicker."""
 import os
 import sys
 import tempfile
