@@ -62,7 +62,8 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
     return -1;
   }
-  if (!strcmp(c->wire, "f32") || !strcmp(c->wire, "f16")) c->wire_f16 = c->wire[1] == '1';
+  if (!strcmp(c->wire, "f32")) c->wire_f16 = false;
+  else if (!strcmp(c->wire, "f16")) c->wire_f16 = true;
   else {
     fprintf(stderr, "ps-worker: --wire: '%s' is not f32 or f16\n", c->wire);
     return -1;
