@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
   *has_keys = false;
@@ -253,68 +250,4 @@ size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *
     frames[nf++].size = (size_t)h->count * h->dim * vsize;
   }
   return nf;
-}
-
-/* Scalar conversions (the portable path and the tail of the vector loops). */
-static uint16_t f32_to_f16_one(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-  int32_t exp = (int32_t)((x >> 23) & 0xffu);
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0)); /* inf / NaN */
-  exp = exp - 127 + 15;
-  if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u); /* overflow -> inf */
-  if (exp <= 0) {                                     /* subnormal or zero */
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) half++; /* may carry into inf: right */
-  return (uint16_t)(sign | half);
-}
-
-static float f16_to_f32_one(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
-  if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else if (exp == 0) {
-    if (!mant) {
-      x = sign;
-    } else { /* subnormal: normalize */
-      int e = -1;
-      do {
-        mant <<= 1;
-        e++;
-      } while (!(mant & 0x400u));
-      x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else {
-    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n) {
-  size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128((__m128i *)(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  for (; i < n; i++) dst[i] = f32_to_f16_one(src[i]);
-}
-
-void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-  size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-#endif
-  for (; i < n; i++) dst[i] = f16_to_f32_one(src[i]);
 }

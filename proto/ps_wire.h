@@ -27,6 +27,7 @@
 #include "ember.pb-c.h"
 #include "ps_status.h"
 #include "ps_table.h"
+#include "ps_wire_half.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "Ember's wire format is little-endian; a big-endian port needs byte swaps in ps_wire.c"
@@ -108,10 +109,8 @@ uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size);
 size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
                       ps_frame frames[PS_WIRE_MAX_FRAMES]);
 
-/* f16 bulk values (VT_F16): IEEE half precision, round to nearest even, with inf/NaN kept and
- * subnormals handled; F16C instructions where the build has them. */
-void ps_wire_f32_to_f16(const float *src, uint16_t *dst, size_t n);
-void ps_wire_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+/* f16 bulk values (VT_F16): ps_wire_f32_to_f16 / ps_wire_f16_to_f32 are in ps_wire_half.h,
+ * included here for the callers of the codec. */
 
 /* The table spec on the wire (ember.proto's TableSpec), converted in one place. to_pb fills p
  * from t; p->name points into t, which must outlive p. from_pb converts and validates

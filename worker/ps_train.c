@@ -44,6 +44,8 @@ void ps_train_config_default(ps_train_config *c) {
   c->interaction_kind = m.interaction;
   c->dcn_layers = m.dcn_layers;
   c->dcn_rank = m.dcn_rank;
+  c->wire = "f32";
+  c->wire_f16 = false;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -388,6 +390,7 @@ static ps_status setup(ps_trainer *t) {
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = c->timeout_ms;
+  co.wire_f16 = c->wire_f16;
   memcpy(co.curve_secret, c->curve_secret, sizeof co.curve_secret);
   memcpy(co.curve_server, c->curve_server, sizeof co.curve_server);
   if ((st = ps_client_create_list(c->servers, &co, &t->cl, &t->cerr)) != PS_OK) {

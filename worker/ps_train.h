@@ -65,6 +65,7 @@ typedef struct ps_train_config {
                              * resolved by ps_train_config_check) */
   const char *metrics_bind; /* its address; NULL = 127.0.0.1 */
   int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
+  const char *wire;         /* f32 | f16: how pulled rows and pushed gradients travel */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */
@@ -72,6 +73,7 @@ typedef struct ps_train_config {
   ps_optimizer sparse_optimizer;   /* sparse_opt */
   ps_bad_lines bad_lines_mode;     /* bad_lines */
   ps_dlrm_interaction interaction_kind; /* interaction */
+  bool wire_f16;                   /* wire */
   uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
                                     * holdout needs them (0: not counted) */
   const char *schema;              /* --schema: "criteo" (built in) or a JSON file */

@@ -96,6 +96,7 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   json_object_set_new(j, "device", json_string(c->device));
   json_object_set_new(j, "batch", json_integer(c->batch));
   json_object_set_new(j, "interaction", json_string(c->interaction));
+  json_object_set_new(j, "wire", json_string(c->wire));
   char hx[17];
   snprintf(hx, sizeof hx, "%016" PRIx64, hash);
   json_object_set_new(j, "dense_hash", json_string(hx));

@@ -62,6 +62,12 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
     return -1;
   }
+  if (!strcmp(c->wire, "f32")) c->wire_f16 = false;
+  else if (!strcmp(c->wire, "f16")) c->wire_f16 = true;
+  else {
+    fprintf(stderr, "ps-worker: --wire: '%s' is not f32 or f16\n", c->wire);
+    return -1;
+  }
   return 0;
 }
 
@@ -121,6 +127,7 @@ int main(int argc, char **argv) {
       {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
        "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
       {"shuffle-buffer", 0, PS_CLI_I64, &c.shuffle_buffer, "N", "each rank draws its training samples at random from a buffer of N, seeded by --seed and the rank (0: file order; ~300 bytes a sample)", false, 0, 1e9},
+      {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
