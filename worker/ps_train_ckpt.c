@@ -218,11 +218,37 @@ static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char 
                       "trained with %s (%s)", fl->name, fl->value, dir, was, fl->why);
 }
 
+/* A checkpoint's shard count (its shards/shard-I directories) against --servers': the rows
+ * are placed by ps_shard_of over the count, so another count is refused before anything
+ * connects, with the ps-reshard command that rewrites the checkpoint for it. Not resharded
+ * here: ps-worker does not link the store, the move is offline work the other ranks would
+ * wait on, and a directory beside the checkpoint is not one a fresh server pins as its root
+ * (docs/CHECKPOINTS.md, "Resharding"). */
+static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps_error *err) {
+  uint32_t have = 0, want = 1;
+  for (const char *p = c->servers; p && *p; p++) want += *p == ',';
+  for (;; have++) {
+    char p[4800];
+    struct stat sb;
+    if (pathf(p, sizeof p, "%s/shards/shard-%u", dir, have) != PS_OK || stat(p, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode))
+      break;
+  }
+  if (have == 0 || have == want) return PS_OK; /* none: the restore says what is missing */
+  char abs[4096];
+  const char *d = realpath(c->checkpoint_dir, abs) ? abs : c->checkpoint_dir;
+  return ps_error_set(err, PS_ERR_INVALID, "--resume: the checkpoint %s was taken on %u shards "
+                      "and --servers names %u: rewrite it first with `ps-reshard --checkpoint "
+                      "%s --shards %u --out %s-%ushards`, then resume with --checkpoint-dir "
+                      "%s-%ushards", dir, have, want, d, want, d, want, d, want);
+}
+
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   char dir[4600], path[4700], line[512];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
+  TRY(check_shard_count(c, dir, err));
   TRY(pathf(path, sizeof path, "%s/config", dir));
   int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
   ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
