@@ -248,7 +248,6 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
-  TRY(check_shard_count(c, dir, err));
   TRY(pathf(path, sizeof path, "%s/config", dir));
   int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
   ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
@@ -257,7 +256,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
             "checkpoint's", dir);
-    return PS_OK;
+    return check_shard_count(c, dir, err);
   }
   if (vs != PS_OK) return ps_error_prefix(err, "--resume: ");
   ckpt_flag fl[CKPT_NFLAGS];
@@ -279,7 +278,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
     if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
       st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);
-  return st;
+  return st == PS_OK ? check_shard_count(c, dir, err) : st;
 }
 
 /* At the boundary before step S (every rank's STEP(S-1) sent, rank 0's STEP(S) not yet):

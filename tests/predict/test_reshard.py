@@ -9,10 +9,8 @@ bit-identical values); the source checkpoint is not written. Also: ps-worker --r
 another server count is refused before training with exit 2 and the ps-reshard command, and
 ps-reshard's bad arguments are exit 2 with one line. Without ps-reshard there is nothing to
 resume on 3 or 1 servers (the servers refuse a 2-shard checkpoint)."""
-import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,16 +24,7 @@ SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--thr
 r = h.Results()
 
 
-def tool(name, args, timeout=300):
-    p = subprocess.run([f"{h.BIN}/{name}"] + args, capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def digest(root):
-    return {os.path.relpath(os.path.join(d, f), root):
-            hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
-            for d, _, fs in os.walk(root) for f in fs}
+tool, digest = h.tool, h.tree_digest
 
 
 def rows(ck, out):
