@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${1:-$root/build/bin}"
 readme="${2:-$root/README.md}"
 ref="$(mktemp)"
-for b in ps-server ps-worker ps-datagen ps-bench ps-convert ps-keygen ps-predict ps-export; do
+for b in ps-server ps-worker ps-datagen ps-bench ps-convert ps-keygen ps-predict ps-export ps-reshard; do
   [ -x "$bin/$b" ] || continue
   { echo; echo "### \`$b\`"; echo; echo '```'; "$bin/$b" --help; echo '```'; } >> "$ref"
 done

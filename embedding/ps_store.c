@@ -251,6 +251,47 @@ done:
   return st;
 }
 
+ps_status ps_store_import_rows(ps_store *s, uint32_t table_id, const uint64_t *keys,
+                               const void *recs, size_t n, ps_error *err) {
+  if (!s || (n && (!keys || !recs)))
+    return ps_error_set(err, PS_ERR_INVALID, "import rows: no store, keys or records");
+  if (s->opt.read_only)
+    return ps_error_set(err, PS_ERR_INVALID, "import rows: store %s is read-only", s->path);
+  pthread_rwlock_wrlock(&s->lock);
+  size_t ti = 0;
+  const table *t = find_table(s, table_id, &ti);
+  ps_status st = t ? PS_OK : ps_error_set(err, PS_ERR_UNKNOWN_TABLE, "import rows: table %u: %s",
+                                          table_id, ps_status_str(PS_ERR_UNKNOWN_TABLE));
+  const size_t rb = t ? REC_HDR + t->row_bytes : 0;
+  const char *r = recs;
+  /* Every header first: a record of another table (its optimizer or dim) writes nothing. */
+  for (size_t i = 0; st == PS_OK && i < n; i++)
+    if (!store_cold_row_of(t, r + i * rb, rb))
+      st = ps_error_set(err, PS_ERR_INVALID, "import rows: table %u key %llu: the record's "
+                        "header is not the table's (another optimizer or dim)", table_id,
+                        (unsigned long long)keys[i]);
+  rocksdb_writebatch_t *wb = st == PS_OK ? rocksdb_writebatch_create() : NULL;
+  for (size_t i = 0; wb && i < n; i++) {
+    /* A hot copy would shadow the imported record: dropped (its update is replaced). */
+    uint64_t h = key_hash(keys[i]);
+    partition *pa = &s->parts[part_of_hash(h, s->nparts)];
+    hentry *e = idx_find(&pa->tabs[ti], keys[i], h);
+    if (e) store_hot_remove(s, pa, ti, e);
+    store_cold_put_row(wb, t, keys[i], r + i * rb + REC_HDR);
+  }
+  if (wb) {
+    char *rerr = NULL;
+    rocksdb_write(s->db, s->wo, wb, &rerr);
+    if (rerr) {
+      st = store_rdb_error(err, "write", rerr);
+      ps_error_prefix(err, "import rows into %s: ", s->path);
+    }
+    rocksdb_writebatch_destroy(wb);
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
 ps_status ps_store_scan(ps_store *s, uint32_t table_id, ps_store_row_fn fn, void *ctx,
                         ps_error *err) {
   if (!s || !fn || !s->opt.read_only)

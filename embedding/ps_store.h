@@ -171,5 +171,13 @@ size_t ps_store_record_bytes(const ps_table_spec *spec);
  * has no stored row. For tests, tools and shard migration. */
 ps_status ps_store_export_row(ps_store *s, uint32_t table, uint64_t key, void *buf, size_t cap,
                               size_t *len, ps_error *err);
+/* Makes n records (each ps_store_record_bytes of the table's spec, as ps_store_export_row
+ * writes them, back to back in recs) the stored rows of keys[i], bit for bit: values,
+ * optimizer state and metadata, replacing any row the keys had (a hot copy is dropped). A
+ * maintenance call (the store is locked exclusively), for moving rows between stores: ps-reshard.
+ * PS_ERR_INVALID on a read-only store or a record of another table's header (nothing is
+ * written then), PS_ERR_IO when RocksDB refuses the write; said in err. */
+ps_status ps_store_import_rows(ps_store *s, uint32_t table, const uint64_t *keys,
+                               const void *recs, size_t n, ps_error *err);
 
 #endif

@@ -218,6 +218,31 @@ static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char 
                       "trained with %s (%s)", fl->name, fl->value, dir, was, fl->why);
 }
 
+/* A checkpoint's shard count (its shards/shard-I directories) against --servers': the rows
+ * are placed by ps_shard_of over the count, so another count is refused before anything
+ * connects, with the ps-reshard command that rewrites the checkpoint for it. Not resharded
+ * here: ps-worker does not link the store, the move is offline work the other ranks would
+ * wait on, and a directory beside the checkpoint is not one a fresh server pins as its root
+ * (docs/CHECKPOINTS.md, "Resharding"). */
+static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps_error *err) {
+  uint32_t have = 0, want = 1;
+  for (const char *p = c->servers; p && *p; p++) want += *p == ',';
+  for (;; have++) {
+    char p[4800];
+    struct stat sb;
+    if (pathf(p, sizeof p, "%s/shards/shard-%u", dir, have) != PS_OK || stat(p, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode))
+      break;
+  }
+  if (have == 0 || have == want) return PS_OK; /* none: the restore says what is missing */
+  char abs[4096];
+  const char *d = realpath(c->checkpoint_dir, abs) ? abs : c->checkpoint_dir;
+  return ps_error_set(err, PS_ERR_INVALID, "--resume: the checkpoint %s was taken on %u shards "
+                      "and --servers names %u: rewrite it first with `ps-reshard --checkpoint "
+                      "%s --shards %u --out %s-%ushards`, then resume with --checkpoint-dir "
+                      "%s-%ushards", dir, have, want, d, want, d, want, d, want);
+}
+
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   char dir[4600], path[4700], line[512];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
@@ -231,7 +256,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
             "checkpoint's", dir);
-    return PS_OK;
+    return check_shard_count(c, dir, err);
   }
   if (vs != PS_OK) return ps_error_prefix(err, "--resume: ");
   ckpt_flag fl[CKPT_NFLAGS];
@@ -253,7 +278,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
     if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
       st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);
-  return st;
+  return st == PS_OK ? check_shard_count(c, dir, err) : st;
 }
 
 /* At the boundary before step S (every rank's STEP(S-1) sent, rank 0's STEP(S) not yet):

@@ -8,7 +8,6 @@ The test files hold keys the training never stored (checked), so the initial-row
 Also: the .npy files load with numpy (shapes, dtypes, unique keys, per-layer files equal the
 flat parameters at the manifest's offsets), the checkpoint is not written, and a missing
 checkpoint is exit 2 with one line. Without ps-export there are no files to rebuild from."""
-import hashlib
 import json
 import os
 import random
@@ -25,16 +24,7 @@ EXAMPLE = os.path.join(h.SRC, "docs", "examples", "predict_torch.py")
 r = h.Results()
 
 
-def tool(name, args, timeout=300):
-    p = subprocess.run([f"{h.BIN}/{name}"] + args, capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def digest(root):
-    return {os.path.relpath(os.path.join(d, f), root):
-            hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
-            for d, _, fs in os.walk(root) for f in fs}
+tool, digest = h.tool, h.tree_digest
 
 
 def check_model(name, d, ck, test):

@@ -75,3 +75,10 @@ class Results:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed else 0)
+
+
+def tool(name, args, timeout=300):
+    """Runs the binary BIN/name with args; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([f"{BIN}/{name}"] + args, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr

@@ -257,3 +257,11 @@ ps_status ps_ckpt_pull(ps_ckpt *c, const uint64_t *keys, size_t n, float *out) {
   free(rows);
   return st;
 }
+
+int ps_ckpt_open_main(const char *prog, const char *dir, const char *schema, ps_ckpt **out) {
+  ps_error err;
+  ps_status st = ps_ckpt_open(dir, schema, out, &err);
+  if (st == PS_OK) return 0;
+  fprintf(stderr, "%s: --checkpoint %s: %s\n", prog, dir, ps_error_str(&err));
+  return st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND ? 2 : 1;
+}

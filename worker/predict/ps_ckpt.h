@@ -34,6 +34,10 @@ typedef struct ps_ckpt ps_ckpt;
  * interaction), PS_ERR_NOT_FOUND, PS_ERR_CORRUPT, PS_ERR_IO: one line in err. */
 ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_error *err);
 void ps_ckpt_close(ps_ckpt **c);
+/* For the tools' main(): ps_ckpt_open, and on failure the one line "PROG: --checkpoint DIR:
+ * reason" on stderr. Returns 0 when open, else the exit code: 2 for a bad argument (no such
+ * checkpoint, another schema, an unsupported interaction), 1 for a damaged or unreadable one. */
+int ps_ckpt_open_main(const char *prog, const char *dir, const char *schema, ps_ckpt **out);
 
 const char *ps_ckpt_dir(const ps_ckpt *c);   /* the step-N directory opened */
 uint64_t ps_ckpt_step(const ps_ckpt *c);

@@ -210,13 +210,10 @@ int main(int argc, char **argv) {
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
   if (ps_log_apply_level(PROG, level) != 0) return 2;
-  ps_error err;
   ps_ckpt *ck = NULL;
-  ps_status st = ps_ckpt_open(ckpt, schema, &ck, &err);
-  if (st != PS_OK) {
-    fprintf(stderr, PROG ": --checkpoint %s: %s\n", ckpt, ps_error_str(&err));
-    return st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND ? 2 : 1;
-  }
+  if ((rc = ps_ckpt_open_main(PROG, ckpt, schema, &ck)) != 0) return rc;
+  ps_error err;
+  ps_status st;
   if (strcmp(ps_ckpt_interaction(ck), "dot") != 0) {
     /* the manifest's layer layout and docs/examples/predict_torch.py describe the dot model */
     fprintf(stderr, PROG ": --checkpoint %s: interaction '%s': only dot models are exported "
