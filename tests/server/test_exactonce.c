@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ps_client.h"
@@ -50,6 +51,15 @@ static void start(pt_server *s, char *dir, int every, const char *const *extra) 
   bool ok = pt_start_args(s, 0, 1, dir, 0, 2, extra);
   unsetenv("EMBER_TEST_DROP_REPLY");
   assert_true(ok);
+}
+
+/* Kills the shard and removes its data dir and log. */
+static void finish(pt_server *s, const char *dir) {
+  pt_stop(s, SIGKILL, 5000);
+  pt_rmrf(dir);
+  char log[600];
+  snprintf(log, sizeof log, "%s.log", dir);
+  unlink(log);
 }
 
 static ps_client *client(const pt_server *s, ps_consistency cons) {
@@ -152,8 +162,7 @@ static void run(ps_consistency cons, int T, int every, const char *const *extra)
   assert_true(disc >= (uint64_t)(T / every));
   assert_int_equal(stat(c, "exactly_once", "duplicates"), T / every);
   ps_client_destroy(&c);
-  pt_stop(&s, SIGKILL, 5000);
-  pt_rmrf(dir);
+  finish(&s, dir);
 }
 
 static void test_async(void **st) {
@@ -208,8 +217,7 @@ static void test_restarted_shard(void **st) {
   if (ps_client_push(c, 1, 0, k, NKEYS, g, &e) != PS_OK) fail_msg("push after: %s", e.msg);
   assert_int_equal(stat(c, "exactly_once", "unknown"), 1);
   ps_client_destroy(&c);
-  pt_stop(&s2, SIGKILL, 5000);
-  pt_rmrf(dir);
+  finish(&s2, dir);
 }
 
 int main(void) {

@@ -10,7 +10,8 @@
  * (their frames are kept, sharing their buffers with the sent ones); the others fail at once,
  * since they may or may not have been applied. Pushes count as idempotent: each carries the
  * client's id and a sequence number per shard (cl_seq_take), and a re-sent one says so (retry)
- * so that the shard answers it from its records instead of applying it again. A server that has never completed a handshake
+ * so that the shard answers it from its records instead of applying it again. A server that
+ * has never completed a handshake
  * PS_CLIENT_SILENT_WARN_MS into a request is named once at WARN (a wrong port would otherwise
  * be silent for the whole bound); the request still waits out its bound. A send waits for
  * its socket no longer than the request's bound either: a connection refused at the CURVE
