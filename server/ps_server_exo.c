@@ -19,6 +19,7 @@
  *   of every N-th push taken is cut (shutdown(2) of its socket) as soon as the push is taken,
  *   so its reply is lost on the way and the client re-sends over a new connection. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -282,6 +283,8 @@ bool srv_exo_intake(ps_server *s, srv_req *r) {
   const Ember__Header *h = r->h;
   if (!h->client_id || !s->exo) return false;
   void *orig = NULL;
+  char why[200] = "";
+  ps_status st = PS_ERR_UNAVAILABLE;
   srv_exo_verdict v =
       srv_exo_check(s->exo, h->client_id, h->seq, h->seq_floor, h->retry, ps_now_ns(), r, &orig);
   switch (v) {
@@ -297,28 +300,25 @@ bool srv_exo_intake(ps_server *s, srv_req *r) {
       return true;
     }
     case SRV_EXO_FAILED:
-      srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
-                      "push %" PRIu64 " of client %016" PRIx64 " failed on shard %u before; "
-                      "this copy is not applied",
-                      h->seq, h->client_id, s->opt.shard);
-      return true;
+      snprintf(why, sizeof why, "failed on shard %u before; this copy is not applied",
+               s->opt.shard);
+      break;
     case SRV_EXO_UNKNOWN:
-      srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
-                      "push %" PRIu64 " of client %016" PRIx64 " is a re-send that shard %u has "
-                      "no record of (it restarted, or forgot the client): it may or may not "
-                      "have been applied",
-                      h->seq, h->client_id, s->opt.shard);
-      return true;
+      snprintf(why, sizeof why, "is a re-send that shard %u has no record of (it restarted, or "
+               "forgot the client): it may or may not have been applied", s->opt.shard);
+      break;
     case SRV_EXO_TOO_MANY:
-      srv_reply_error(s, r, PS_ERR_INVALID,
-                      "push %" PRIu64 " of client %016" PRIx64 " is %u or more past its floor "
-                      "%" PRIu64 " on shard %u (too many pushes in flight)",
-                      h->seq, h->client_id, SRV_EXO_WINDOW, h->seq_floor, s->opt.shard);
-      return true;
-    case SRV_EXO_NOMEM: break;
+      st = PS_ERR_INVALID;
+      snprintf(why, sizeof why, "is %u or more past its floor %" PRIu64 " on shard %u (too many "
+               "pushes in flight)", SRV_EXO_WINDOW, h->seq_floor, s->opt.shard);
+      break;
+    case SRV_EXO_NOMEM:
+      st = PS_ERR_NOMEM;
+      snprintf(why, sizeof why, "could not be recorded on shard %u (out of memory)", s->opt.shard);
+      break;
   }
-  srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory recording push %" PRIu64 " of client "
-                  "%016" PRIx64, h->seq, h->client_id);
+  srv_reply_error(s, r, st, "push %" PRIu64 " of client %016" PRIx64 " %s", h->seq, h->client_id,
+                  why);
   return true;
 }
 
