@@ -8,7 +8,8 @@
  * accumulator, so both are compared: the weights directly, the accumulator through one more
  * push of g = 1, whose step dw = -lr / (sqrt(a + 1) + eps) gives a back.
  *   - async table, every 3rd push cut: all T pushes succeed, rows and accumulators equal the
- *     reference, the client re-sent T/3 pushes and the shard answered T/3 copies;
+ *     reference, the client re-sent T/3 pushes and the shard answered T/3 copies (STATS and
+ *     /metrics say so);
  *   - sync table (push, STEP per step), the same;
  *   - copies that arrive while the original is still being applied (--inject-delay-us 300 ms
  *     holds every reply; the re-send comes ~100 ms after the cut): each waits for and gets the
@@ -116,7 +117,7 @@ static json_int_t stat(ps_client *c, const char *obj, const char *field) {
 
 /* T pushes through a shard that cuts every `every`-th, then rows and accumulators against the
  * hand-computed Adagrad. */
-static void run(ps_consistency cons, int T, int every, const char *const *extra) {
+static void run(ps_consistency cons, int T, int every, const char *const *extra, int mport) {
   pt_server s;
   char dir[512];
   start(&s, dir, every, extra);
@@ -161,24 +162,40 @@ static void run(ps_consistency cons, int T, int every, const char *const *extra)
   assert_int_equal(resent, T / every);
   assert_true(disc >= (uint64_t)(T / every));
   assert_int_equal(stat(c, "exactly_once", "duplicates"), T / every);
+  if (mport) { /* the same count on the metrics endpoint (published every 200 ms) */
+    char want[96];
+    snprintf(want, sizeof want, "\nember_server_push_duplicates_total %d\n", T / every);
+    bool seen = false;
+    for (int i = 0; i < 50 && !seen; i++) {
+      char *text = pt_http_get(mport, "/metrics");
+      seen = text && strstr(text, want);
+      free(text);
+      if (!seen) usleep(100000);
+    }
+    assert_true(seen);
+  }
   ps_client_destroy(&c);
   finish(&s, dir);
 }
 
 static void test_async(void **st) {
   (void)st;
-  run(PS_CONS_ASYNC, 30, 3, NULL);
+  int mport = pt_free_port();
+  char mp[16];
+  snprintf(mp, sizeof mp, "%d", mport);
+  const char *metrics[] = {"--metrics-port", mp, NULL};
+  run(PS_CONS_ASYNC, 30, 3, metrics, mport);
 }
 
 static void test_sync(void **st) {
   (void)st;
-  run(PS_CONS_SYNC, 30, 3, NULL);
+  run(PS_CONS_SYNC, 30, 3, NULL, 0);
 }
 
 static void test_copy_in_flight(void **st) {
   (void)st;
   const char *delay[] = {"--inject-delay-us", "300000", NULL};
-  run(PS_CONS_ASYNC, 6, 2, delay);
+  run(PS_CONS_ASYNC, 6, 2, delay, 0);
 }
 
 static void test_restarted_shard(void **st) {
