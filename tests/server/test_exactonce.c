@@ -15,7 +15,8 @@
  *     holds every reply; the re-send comes ~100 ms after the cut): each waits for and gets the
  *     original's reply, nothing applied twice;
  *   - a re-send to a shard that restarted meanwhile (kill -9 while the push's reply is held) is
- *     refused as "no record ... may or may not have been applied", and the client goes on. */
+ *     refused as "no record ... may or may not have been applied", and the client goes on;
+ *   - the client's bound on unsettled pushes per shard (4095). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -237,12 +238,39 @@ static void test_restarted_shard(void **st) {
   finish(&s2, dir);
 }
 
+/* The client keeps fewer than PS_WIRE_SEQ_WINDOW pushes unsettled per shard: the 4096th push
+ * started without waiting fails with one clear line, and once the others are waited for the
+ * next one goes through. */
+static void test_window(void **st) {
+  (void)st;
+  pt_server s;
+  char dir[512];
+  start(&s, dir, 0, NULL);
+  ps_client *c = client(&s, PS_CONS_ASYNC);
+  enum { W = 4095 };
+  ps_client_req **r = calloc(W + 1, sizeof *r);
+  uint64_t k = key(1);
+  float g[DIM] = {0};
+  for (int i = 0; i <= W; i++)
+    assert_int_equal(ps_client_push_start(c, 1, 0, &k, 1, true, g, &r[i], NULL), PS_OK);
+  ps_error e;
+  assert_int_equal(ps_client_wait(c, &r[W], &e), PS_ERR_INVALID);
+  if (!strstr(e.msg, "4095 pushes to this shard are unsettled")) fail_msg("%s", e.msg);
+  for (int i = 0; i < W; i++)
+    if (ps_client_wait(c, &r[i], &e) != PS_OK) fail_msg("push %d: %s", i, e.msg);
+  if (ps_client_push(c, 1, 0, &k, 1, g, &e) != PS_OK) fail_msg("push after: %s", e.msg);
+  free(r);
+  ps_client_destroy(&c);
+  finish(&s, dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_async),
       cmocka_unit_test(test_sync),
       cmocka_unit_test(test_copy_in_flight),
       cmocka_unit_test(test_restarted_shard),
+      cmocka_unit_test(test_window),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
