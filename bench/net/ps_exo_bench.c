@@ -23,7 +23,7 @@ static int cmp(const void *a, const void *b) {
 static double run(uint64_t clients, uint64_t q, uint64_t n, bool copies) {
   srv_exo *x = srv_exo_create();
   if (!x) return -1;
-  uint64_t rounds = n / clients, t0 = 0;
+  uint64_t rounds = n / clients ? n / clients : 1, t0 = 0;
   void *o;
   for (uint64_t r = 0; r <= rounds; r++) {
     if (r == 1) t0 = ps_now_ns(); /* round 0 creates the clients */
