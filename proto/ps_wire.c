@@ -103,6 +103,16 @@ static ps_status check_header(const Ember__Header *h, size_t nframes, wire_layou
       (h->ckpt_phase != EMBER__CKPT_PHASE__CKPT_ONESHOT && op != EMBER__OP__OP_CHECKPOINT))
     return ps_error_set(err, PS_ERR_PROTO, "checkpoint phase %d on op %d", (int)h->ckpt_phase,
                         op);
+  /* The same for a push's sequence fields (exactly-once): on a push request only, and then
+   * either none (a push applied as it comes) or a client, a seq from 1 and a floor in 1..seq. */
+  const bool seqd = h->client_id || h->seq || h->seq_floor || h->retry;
+  if (seqd && (op != EMBER__OP__OP_PUSH || h->is_reply || !h->client_id || !h->seq ||
+               !h->seq_floor || h->seq_floor > h->seq))
+    return ps_error_set(err, PS_ERR_PROTO,
+                        "push sequence fields (client %llu, seq %llu, floor %llu) on %s %s",
+                        (unsigned long long)h->client_id, (unsigned long long)h->seq,
+                        (unsigned long long)h->seq_floor, ps_wire_op_name(op),
+                        h->is_reply ? "reply" : "request");
   ps_wire_layout((Ember__Op)op, h->is_reply, &lay->has_keys, &lay->has_values);
   size_t want = 1 + (lay->has_keys ? 1 : 0) + (lay->has_values ? 1 : 0);
   if (nframes != want)

@@ -39,6 +39,9 @@
 #define PS_WIRE_MAX_DIM 4096u         /* values per key */
 #define PS_WIRE_MAX_TABLE 65535u      /* table ids are 1..MAX_TABLE (0 = none) */
 #define PS_WIRE_MAX_FRAMES 3u
+/* Exactly-once pushes: a client keeps fewer than this many of its pushes to one shard unsettled
+ * (seq - seq_floor < PS_WIRE_SEQ_WINDOW); a shard refuses a push past it. */
+#define PS_WIRE_SEQ_WINDOW 4096u
 
 typedef struct ps_frame {
   const void *data;

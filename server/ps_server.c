@@ -24,6 +24,7 @@
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_auth_int.h"
+#include "ps_server_exo_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 
@@ -229,7 +230,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
-  if (srv_mem_init(s) != PS_OK) goto fail;
+  if (srv_mem_init(s) != PS_OK || srv_exo_init(s) != PS_OK) goto fail;
   if (opt->serve_dir) st = srv_serve_open(s, err);
   else st = open_data_dir(s, err);
   if (st != PS_OK) goto fail;
@@ -455,6 +456,7 @@ void ps_server_destroy(ps_server **sp) {
   }
   if (s->coord) srv_coord_destroy(&s->coord);
   srv_guard_free(s);
+  srv_exo_destroy(&s->exo);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);
     free(s->tables);

@@ -132,6 +132,9 @@ typedef struct ps_server_stats {
   ps_server_ckpt last_ckpt, prepared_ckpt;
   bool has_coord; /* shard 0 */
   ps_server_coord_stats coord;
+  /* Exactly-once pushes: clients on record, copies of pushes answered without being applied,
+   * re-sends refused because the shard had no record of them (restarted, client forgotten). */
+  uint64_t exo_clients, exo_duplicates, exo_unknown;
 } ps_server_stats;
 
 /* An empty snapshot (with its histograms): PS_ERR_NOMEM without memory. */

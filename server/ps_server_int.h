@@ -13,6 +13,7 @@
  *   ps_server_guard.c  checkpoint paths confined to the roots; restores that would roll back
  *                      another connection's training refused
  *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
+ *   ps_server_exo.c    exactly-once pushes: the (client, seq) records (ps_server_exo_int.h)
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
@@ -118,6 +119,9 @@ struct srv_req {
   size_t charged;      /* bytes charged, released when r is freed */
   size_t reserved;     /* of which reserved for its pull reply */
   size_t park_bytes;   /* frame bytes while parked */
+  /* exactly-once (ps_server_exo.c) */
+  bool exo_reg;        /* a push taken in the records: its reply settles it */
+  srv_req *exo_dups;   /* copies of this push that arrived before its reply (via next) */
 };
 
 typedef struct sync_slot {
@@ -234,6 +238,9 @@ struct ps_server {
   void *sink_ctx;
   struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
+  struct srv_exo *exo;     /* exactly-once records (ps_server_exo_int.h) */
+  uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
+  uint64_t exo_taken;      /* pushes taken, for the above */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
@@ -413,6 +420,16 @@ ps_status srv_serve_open(ps_server *s, ps_error *err);
 bool srv_serve_refuse(ps_server *s, srv_req *r, int op);
 /* A serving shard's DECLARE: PS_OK when spec's rows are the served table's. */
 ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err);
+
+/* ps_server_exo.c */
+/* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */
+ps_status srv_exo_init(ps_server *s);
+/* A push that passed its content checks: true when r was answered (a copy: with the original's
+ * outcome, now or when the original's reply leaves) and must not be applied; false: apply it
+ * (a push without a client id, or a new one, now recorded). */
+bool srv_exo_intake(ps_server *s, srv_req *r);
+/* r's reply rh is being sent (or r is dropped): settles r's record and answers its copies. */
+void srv_exo_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */

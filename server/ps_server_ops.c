@@ -13,6 +13,7 @@
 
 #include "ps_hash.h"
 #include "ps_log.h"
+#include "ps_server_exo_int.h"
 #include "ps_server_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
@@ -138,6 +139,8 @@ static void handle_push(ps_server *s, srv_req *r) {
                     r->msg.keys[bad / t->spec.dim], bad % t->spec.dim);
     return;
   }
+  /* A copy of a push taken before is answered with its outcome, never applied twice. */
+  if (srv_exo_intake(s, r)) return;
   /* While the disk refuses writes the store keeps unwritten rows in memory; a push that could
    * take them past the hot budget is refused here, before any partition applies it. */
   ps_error ae;
@@ -306,6 +309,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
+    if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);

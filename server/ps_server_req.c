@@ -45,6 +45,13 @@ srv_req *srv_req_new(ps_server *s, int kind) {
 
 void srv_req_free(ps_server *s, srv_req *r) {
   if (!r) return;
+  if (r->exo_reg || r->exo_dups) { /* a recorded push dropped without a reply */
+    Ember__Header eh;
+    ps_wire_header_init(&eh, EMBER__OP__OP_ERROR);
+    eh.status = PS_ERR_UNAVAILABLE;
+    eh.message = "the original of this push was dropped unanswered";
+    srv_exo_replied(s, r, &eh);
+  }
   srv_mem_done(s, r);
   if (r->has_ident) zmq_msg_close(&r->ident);
   for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
@@ -84,6 +91,7 @@ static void record(ps_server *s, srv_req *r, bool ok) {
 
 /* Sends [ident][header][values?] (or hands it to the in-process sink), then frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
+  if (r->exo_reg || r->exo_dups) srv_exo_replied(s, r, rh);
   rh->version = PS_WIRE_VERSION;
   rh->is_reply = true;
   rh->request_id = r->h ? r->h->request_id : 0;

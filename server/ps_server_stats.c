@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_server_exo_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 
@@ -121,6 +122,7 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
   out->requests_live = s->reqs_live;
   out->parked = s->parked;
   out->bytes_in_flight = atomic_load(&s->inflight_bytes);
+  srv_exo_counts(s->exo, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
   out->ntables = 0;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     const srv_table *t = s->tables[id];
@@ -275,6 +277,11 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
   if (st->prepared_ckpt.have)
     json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&st->prepared_ckpt));
   if (st->has_coord) json_object_set_new(j, "coordinator", coord_json(&st->coord));
+  if (st->exo_clients || st->exo_duplicates || st->exo_unknown) /* only once a client used it */
+    json_object_set_new(j, "exactly_once",
+                        json_pack("{s:I, s:I, s:I}", "clients", (json_int_t)st->exo_clients,
+                                  "duplicates", (json_int_t)st->exo_duplicates, "unknown",
+                                  (json_int_t)st->exo_unknown));
   char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);
   return out;

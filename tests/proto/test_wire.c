@@ -229,6 +229,29 @@ static void test_rejections(void **st) {
   h.value_type = EMBER__VALUE_TYPE__VT_F16;                            /* half-size values */
   push[1].size = sizeof vals / 2;
   assert_int_equal(decode_with(&h, push, 2), PS_OK);
+  /* Exactly-once fields: a client, seq >= 1, floor in 1..seq, on a push request only. */
+  h.client_id = 42;
+  h.seq = 7;
+  h.seq_floor = 3;
+  h.retry = true;
+  assert_int_equal(decode_with(&h, push, 2), PS_OK);
+  h.seq_floor = 8;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);          /* floor above seq */
+  h.seq_floor = 0;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);          /* no floor */
+  h.seq_floor = 7;
+  h.client_id = 0;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);          /* seq without a client */
+  h.client_id = 42;
+  h.seq = 0;
+  h.seq_floor = 0;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);          /* a client without seq */
+  h.client_id = 0;
+  h.retry = false;
+  ps_wire_header_init(&h, EMBER__OP__OP_STEP);
+  h.client_id = 42;
+  h.seq = h.seq_floor = 1;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);          /* on another op */
 
   /* Checkpoint phases: known values on CHECKPOINT only. */
   ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);

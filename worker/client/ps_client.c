@@ -9,12 +9,21 @@
  * accepts some wrong ones silently (a missing scheme fails only at connect, a port over 65535
  * wraps); the message names the URL. With CURVE keys in the options every socket is a CURVE
  * client (ps_curve.h) before it connects, and its monitor also reports failed handshakes, so
- * a refused key is named in the request's error instead of a bare timeout. */
+ * a refused key is named in the request's error instead of a bare timeout.
+ *
+ * Exactly-once pushes: the client's id is random (getrandom, else a mix of the clock, the pid
+ * and an address) unless the options give one, so two clients never share one in practice.
+ * Sequence numbers are per shard, so each shard sees 1, 2, 3, ... of a client and can keep the
+ * seqs it took as a window over them; the floor (the lowest seq not yet settled, i.e. released
+ * by ps_client_wait) lets it forget the rest. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "ps_cli.h"
@@ -106,6 +115,50 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *e
   return PS_OK;
 }
 
+/* A non-zero 64-bit id that no other client picks in practice. */
+static uint64_t random_id(const ps_client *c) {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    id = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec << 20 ^
+         (uint64_t)getpid() << 40 ^ (uint64_t)(uintptr_t)c;
+  }
+  return id ? id : 1;
+}
+
+ps_status cl_seq_take(ps_client *c, uint32_t srv, Ember__Header *h, uint64_t *seq,
+                      ps_error *err) {
+  cl_server *S = &c->srv[srv];
+  if (!S->seq_done) {
+    if (!(S->seq_done = calloc(PS_WIRE_SEQ_WINDOW / 64, sizeof *S->seq_done)))
+      return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+    S->seq_next = S->seq_floor = 1;
+  }
+  if (S->seq_next - S->seq_floor >= PS_WIRE_SEQ_WINDOW - 1)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "%u pushes to this shard are unsettled (started, not yet waited for): "
+                        "wait for some before starting more",
+                        PS_WIRE_SEQ_WINDOW - 1);
+  *seq = S->seq_next++;
+  h->client_id = c->id;
+  h->seq = *seq;
+  h->seq_floor = S->seq_floor;
+  return PS_OK;
+}
+
+void cl_seq_settle(ps_client *c, uint32_t srv, uint64_t seq) {
+  cl_server *S = &c->srv[srv];
+  uint64_t *d = S->seq_done;
+  d[(seq % PS_WIRE_SEQ_WINDOW) / 64] |= 1ull << (seq % 64);
+  for (;;) {
+    uint64_t f = S->seq_floor, w = (f % PS_WIRE_SEQ_WINDOW) / 64, b = 1ull << (f % 64);
+    if (f >= S->seq_next || !(d[w] & b)) break;
+    d[w] &= ~b;
+    S->seq_floor++;
+  }
+}
+
 ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_options *opt,
                            ps_client **out, ps_error *err) {
   *out = NULL;
@@ -121,6 +174,7 @@ ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_op
   if (!c->opt.timeout_ms) c->opt.timeout_ms = 30000;
   if (!c->opt.ckpt_timeout_ms) c->opt.ckpt_timeout_ms = 600000;
   c->next_rid = 1;
+  c->id = c->opt.client_id ? c->opt.client_id : random_id(c);
   c->nsrv = n;
   c->nunsure = n;
   c->ctx = zmq_ctx_new();
@@ -165,6 +219,7 @@ void ps_client_destroy(ps_client **cp) {
       zmq_close(c->srv[i].sock);
     }
     if (c->srv[i].mon) zmq_close(c->srv[i].mon);
+    free(c->srv[i].seq_done);
   }
   if (c->ctx) zmq_ctx_term(c->ctx);
   ps_dedup_destroy(&c->dd);

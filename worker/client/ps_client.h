@@ -13,8 +13,12 @@
  * success. ZeroMQ reconnects by itself after a server restart; the client watches
  * its connections and, when one drops, re-sends the idempotent requests outstanding on it
  * (pull, declare, stats, ping, kv_get, join, barrier) once it is back, and fails the others
- * (push, step, checkpoint, restore, kv_set) with PS_ERR_UNAVAILABLE, since they may or may not
- * have been applied.
+ * (step, checkpoint, restore, kv_set) with PS_ERR_UNAVAILABLE, since they may or may not
+ * have been applied. Pushes are re-sent too: each carries this client's id and a sequence
+ * number per shard, and a shard applies each at most once (docs/PROTOCOL.md, "Exactly-once
+ * pushes"); a shard that restarted meanwhile has no record of it and refuses the re-send
+ * ("may or may not have been applied"). At most PS_WIRE_SEQ_WINDOW - 1 pushes to one shard may
+ * be unsettled (started and not yet waited for); one more fails with PS_ERR_INVALID.
  *
  * A client is not thread-safe: use one per thread. The wire protocol is server/PROTOCOL.md. */
 #ifndef PS_CLIENT_H
@@ -43,6 +47,8 @@ typedef struct ps_client_options {
   size_t max_request_bytes; /* a pull or push whose rows (or keys) exceed this is sent as several
                                requests, none over it to any shard; 0 = PS_CLIENT_MAX_REQUEST.
                                A server refuses larger ones (its --max-request-mb) */
+  uint64_t client_id;       /* exactly-once pushes: the id this client's pushes carry, with a
+                               sequence number per shard; 0 (the default) = a random one */
 } ps_client_options;
 
 /* 64 MiB: the smallest request cap a ps-server has by default (ps_server_request_cap). */

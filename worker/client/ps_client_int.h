@@ -16,7 +16,8 @@
  * Bulk frames are written straight into zmq messages (keys sharded into them, gradients summed
  * into them), and pulled rows are copied once, from the reply frames to the caller's rows. A
  * socket monitor per server tells when a connection drops and comes back, which is what drives
- * re-sending (idempotent requests) or failing (the others). */
+ * re-sending (idempotent requests, and pushes, which a shard applies once by their sequence
+ * numbers) or failing (the others). */
 #ifndef PS_CLIENT_INT_H
 #define PS_CLIENT_INT_H
 
@@ -45,6 +46,7 @@ typedef struct cl_sub {
   bool has_vals;
   Ember__Header *rep; /* control replies */
   size_t nkeys;
+  uint64_t seq; /* a push's sequence number on its shard (0: none), settled at release */
 } cl_sub;
 
 struct ps_client_req {
@@ -80,6 +82,10 @@ typedef struct cl_server {
   bool answered; /* a handshake succeeded once: the server is there */
   bool warned;   /* "does not answer yet" was logged */
   int refused;   /* the last handshake failed: ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL */
+  /* exactly-once pushes: seqs [seq_floor, seq_next) are unsettled; seq_done (a ring of
+   * PS_WIRE_SEQ_WINDOW bits, allocated at the first push) marks those settled above the floor */
+  uint64_t seq_next, seq_floor;
+  uint64_t *seq_done;
 } cl_server;
 
 struct ps_client {
@@ -101,6 +107,7 @@ struct ps_client {
   size_t nunsure; /* servers neither answered nor warned about: 0 keeps waits free of checks */
   float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
   size_t acc_cap;
+  uint64_t id; /* exactly-once pushes: this client's id (options.client_id or random) */
 };
 
 /* ps_client_io.c */
@@ -116,6 +123,13 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
 /* Waits for r and, for a pull, scatters its rows; leaves r in use (the caller reads its
  * replies and releases it). On failure err says why (the server URL and shard first). */
 ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err);
+
+/* Exactly-once pushes: gives a push's header h to shard srv its client id, next sequence
+ * number (kept in *seq) and floor; PS_ERR_INVALID (err) when PS_WIRE_SEQ_WINDOW - 1 pushes to
+ * the shard are unsettled already, PS_ERR_NOMEM. */
+ps_status cl_seq_take(ps_client *c, uint32_t srv, Ember__Header *h, uint64_t *seq, ps_error *err);
+/* The push with this seq to shard srv will never be sent again (released). */
+void cl_seq_settle(ps_client *c, uint32_t srv, uint64_t seq);
 
 /* ps_client_data.c */
 /* Copies a complete pull's rows from its reply frames to the caller's rows. */

@@ -8,7 +8,10 @@
  * (its request timed out, or a duplicate after a re-send) is counted as stale and dropped.
  * When a connection drops, idempotent requests outstanding on it are re-sent once it is back
  * (their frames are kept, sharing their buffers with the sent ones); the others fail at once,
- * since they may or may not have been applied. A server that has never completed a handshake
+ * since they may or may not have been applied. Pushes count as idempotent: each carries the
+ * client's id and a sequence number per shard (cl_seq_take), and a re-sent one says so (retry)
+ * so that the shard answers it from its records instead of applying it again. A server that
+ * has never completed a handshake
  * PS_CLIENT_SILENT_WARN_MS into a request is named once at WARN (a wrong port would otherwise
  * be silent for the whole bound); the request still waits out its bound. A send waits for
  * its socket no longer than the request's bound either: a connection refused at the CURVE
@@ -53,6 +56,8 @@ void cl_req_release(ps_client *c, struct ps_client_req *r) {
   for (size_t i = 0; i < c->nsrv; i++) {
     unregister(c, &r->subs[i]);
     sub_clear(&r->subs[i]);
+    if (r->subs[i].seq) cl_seq_settle(c, (uint32_t)i, r->subs[i].seq);
+    r->subs[i].seq = 0;
   }
   r->in_use = false;
   r->next_free = c->free_reqs;
@@ -95,7 +100,8 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
   r->out = NULL;
   r->chain = NULL;
   r->n = r->nu = 0;
-  r->idempotent = op != EMBER__OP__OP_PUSH && op != EMBER__OP__OP_STEP &&
+  /* A push is re-sent too: its sequence number makes the shard apply it once. */
+  r->idempotent = op != EMBER__OP__OP_STEP &&
                   op != EMBER__OP__OP_CHECKPOINT && op != EMBER__OP__OP_RESTORE &&
                   op != EMBER__OP__OP_KV_SET;
   r->deadline = ps_now_ns() + timeout_ms * 1000000ull;
@@ -106,6 +112,7 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
     s->srv = (uint32_t)i;
     s->pending = s->lost = false;
     s->nkeys = 0;
+    s->seq = 0;
   }
   return r;
 }
@@ -197,11 +204,18 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
   struct ps_client_req *r = s->req;
   s->rid = c->next_rid++;
   h->request_id = s->rid;
+  ps_error se;
+  const bool seq_ok =
+      r->op != EMBER__OP__OP_PUSH || cl_seq_take(c, s->srv, h, &s->seq, &se) == PS_OK;
   size_t hs = ember__header__get_packed_size(h);
   zmq_msg_init_size(&s->part[0], hs);
   ember__header__pack(h, zmq_msg_data(&s->part[0]));
   s->nparts = 1 + nbulk;
   r->active++;
+  if (!seq_ok) {
+    sub_fail(s, se.code, "%s", se.msg);
+    return;
+  }
   if (!register_sub(c, s)) {
     sub_fail(s, PS_ERR_NOMEM, "out of memory");
     return;
@@ -305,6 +319,22 @@ static void drain_socket(ps_client *c, uint32_t srv) {
   }
 }
 
+/* A push about to be re-sent says so (retry) and carries the shard's floor as it is now. */
+static void mark_retry(ps_client *c, cl_sub *s) {
+  Ember__Header *h =
+      ember__header__unpack(NULL, zmq_msg_size(&s->part[0]), zmq_msg_data(&s->part[0]));
+  if (!h) return;
+  h->retry = true;
+  h->seq_floor = c->srv[s->srv].seq_floor;
+  zmq_msg_t m;
+  if (zmq_msg_init_size(&m, ember__header__get_packed_size(h)) == 0) {
+    ember__header__pack(h, zmq_msg_data(&m));
+    zmq_msg_move(&s->part[0], &m); /* releases the header sent before */
+    zmq_msg_close(&m);
+  }
+  ember__header__free_unpacked(h, NULL);
+}
+
 static void handle_monitor(ps_client *c, uint32_t srv) {
   cl_server *S = &c->srv[srv];
   for (;;) {
@@ -361,6 +391,7 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
         if (s->srv != srv || !s->lost) continue;
         s->lost = false;
         c->resent++;
+        if (s->seq) mark_retry(c, s);
         sub_send(c, s, true);
       }
     }

@@ -1,0 +1,68 @@
+/* ps_server_exo_int.h: the exactly-once table of a shard -- which pushes of which client it has
+ * taken, so that a re-sent push is answered without being applied twice. Private to server/
+ * (and its unit test); the server's use of it is srv_exo_intake / srv_exo_replied
+ * (ps_server_int.h).
+ *
+ * A client numbers its pushes to each shard 1, 2, 3, ... (seq) and sends with each the lowest
+ * seq it still waits for (its floor): every seq below the floor is settled for the client, it
+ * will never send it again. Per client the table keeps `base` (every seq below it is settled),
+ * a bitmap of the seqs taken in [base, base + 64 * words) and of those that failed, and the
+ * taken pushes whose reply has not left yet (their request, so that a copy arriving meanwhile
+ * is answered with the original's reply). This is RAMCloud's RIFL scheme (client id, sequence
+ * number, acknowledged floor) without its durable completion records.
+ *
+ * Design decisions:
+ * - Bounded memory. A floor moves `base` up, so a client's bitmap covers only the pushes it has
+ *   in flight: one 64-bit word for the usual handful. A seq at or past base + SRV_EXO_WINDOW is
+ *   refused (the client keeps under that bound itself). A client with nothing in flight that
+ *   has been silent for SRV_EXO_IDLE_NS is forgotten (no push is re-sent later than its
+ *   client's request bound, 30 s by default), and at most SRV_EXO_MAX_CLIENTS are kept (the
+ *   least recently heard of is forgotten first).
+ * - `first`: the first seq this table saw of a client. Anything the client sent before it went
+ *   to an earlier life of the shard (a restart) or arrived before the client was forgotten, so
+ *   a re-send below it, or a re-send from a client the table does not know, cannot be told
+ *   apart from a push that was applied: SRV_EXO_UNKNOWN, which the server refuses as "may or
+ *   may not have been applied" (the honest answer of a shard without the record).
+ * - Nothing here is persisted: exactly-once holds within one life of a shard (docs/DESIGN.md,
+ *   "Exactly-once pushes"). A restore forgets everything (srv_exo_clear), since the rows the
+ *   records speak of were rolled back. */
+#ifndef PS_SERVER_EXO_INT_H
+#define PS_SERVER_EXO_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ps_wire.h"
+
+#define SRV_EXO_WINDOW PS_WIRE_SEQ_WINDOW          /* seqs unsettled per client and shard */
+#define SRV_EXO_IDLE_NS (600ull * 1000000000ull)   /* a silent client is forgotten after it */
+#define SRV_EXO_MAX_CLIENTS 65536u
+
+typedef struct srv_exo srv_exo;
+
+typedef enum srv_exo_verdict {
+  SRV_EXO_APPLY,    /* new: apply it; in flight (with its request) until srv_exo_settle */
+  SRV_EXO_DONE,     /* taken before, and its reply has left: answer OK, apply nothing */
+  SRV_EXO_FAILED,   /* taken before and it failed: answer so, apply nothing */
+  SRV_EXO_INFLIGHT, /* taken before, its reply not yet sent: *orig is that request */
+  SRV_EXO_UNKNOWN,  /* a re-send the table has no record of (see `first` above) */
+  SRV_EXO_TOO_MANY, /* seq at or past base + SRV_EXO_WINDOW */
+  SRV_EXO_NOMEM
+} srv_exo_verdict;
+
+srv_exo *srv_exo_create(void);
+void srv_exo_destroy(srv_exo **x);
+/* The push (client, seq) with the client's floor; retry: the client re-sends it. req is what
+ * SRV_EXO_INFLIGHT later returns in *orig for a copy. now_ns: the clock of the idle bound. */
+srv_exo_verdict srv_exo_check(srv_exo *x, uint64_t client, uint64_t seq, uint64_t floor,
+                              bool retry, uint64_t now_ns, void *req, void **orig);
+/* The push taken with SRV_EXO_APPLY was answered: ok or failed. */
+void srv_exo_settle(srv_exo *x, uint64_t client, uint64_t seq, bool ok);
+/* Forgets every client (a restore rolled the rows back). */
+void srv_exo_clear(srv_exo *x);
+/* Clients known; copies answered without applying (DONE, FAILED, INFLIGHT); re-sends refused
+ * as UNKNOWN. */
+void srv_exo_counts(const srv_exo *x, uint64_t *clients, uint64_t *duplicates,
+                    uint64_t *unknown);
+
+#endif
