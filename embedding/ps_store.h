@@ -163,7 +163,7 @@ ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
  * Reading: ps_store_restore and a read-only ps_store_open of a delta compose its chain (the full
  * base, then each delta in order), checking every link (the base's step and id as the delta
  * names them) and every file's checksum: a missing or mismatched link or a damaged file fails
- * with PS_ERR_CORRUPT (PS_ERR_NOT_FOUND for a missing base), said in err. A read-only open
+ * with PS_ERR_CORRUPT, said in err. A read-only open
  * composes into a private directory under $TMPDIR (SST files hard-linked when on the same file
  * system, else copied), removed at close; the checkpoint's own files are never written. */
 typedef struct ps_store_ckpt_info {

@@ -276,7 +276,7 @@ static ps_status chain_resolve(const char *dir, link_t **out, size_t *nout, ps_e
     if (slash) *slash = '\0';
     snprintf(base, sizeof base, "%s/%s", parent, l->m.base);
     if (!realpath(base, cur)) {
-      st = ps_error_set(err, PS_ERR_NOT_FOUND, "broken checkpoint chain: the base of the delta "
+      st = ps_error_set(err, PS_ERR_CORRUPT, "broken checkpoint chain: the base of the delta "
                         "%s (step %" PRIu64 ", %s) is missing: %s", l->dir, l->m.base_step, base,
                         strerror(errno));
       break;
@@ -306,8 +306,9 @@ static ps_status apply_delta(ps_store *s, const link_t *l, ps_error *err) {
       return ps_error_set(err, PS_ERR_CORRUPT, "delta %s: %s: %s", l->dir, file, strerror(errno));
     if (sum != mt->sum || size != mt->bytes)
       return ps_error_set(err, PS_ERR_CORRUPT, "delta %s: %s: checksum mismatch (%" PRIu64
-                          " bytes, the manifest says %" PRIu64 "): the file is damaged", l->dir,
-                          file, size, mt->bytes);
+                          " bytes, XXH3 %016" PRIx64 "; the manifest says %" PRIu64 " bytes, %016"
+                          PRIx64 "): the file is damaged", l->dir, file, size, sum, mt->bytes,
+                          mt->sum);
     size_t ti;
     table *t = find_table(s, mt->spec.id, &ti);
     char *rerr = NULL;

@@ -210,7 +210,7 @@ static void test_delta_chain(void **st) {
   pathf(moved, "c2-moved");
   assert_int_equal(rename(p, moved), 0);
   assert_null(open_ro(q, &e));
-  assert_int_equal(e.code, PS_ERR_NOT_FOUND);
+  assert_int_equal(e.code, PS_ERR_CORRUPT);
   assert_non_null(strstr(e.msg, "broken checkpoint chain"));
   assert_int_equal(rename(moved, p), 0);
   /* c1 replaced by another checkpoint of step 1 (another id) */
