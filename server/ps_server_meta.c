@@ -7,7 +7,9 @@
  *                               swaps the directory, so it is written again after one)
  *   DIR/ember-server.json       shard, shards, per-table consistency metadata, the last
  *                               checkpoint, and `clean` (false while running)
- *   ROOT/shard-I/               ps_store_snapshot of shard I (ROOT is the checkpoint path)
+ *   ROOT/shard-I/               ps_store_checkpoint of shard I (ROOT is the checkpoint path):
+ *                               full, or a delta against the shard's last checkpoint when the
+ *                               prepare names that one as its base (ckpt_base)
  *   ROOT/shard-I.json           the step and table metadata of that snapshot
  *   ROOT/shard-I.staging[.json] the same, prepared and not yet committed
  *
@@ -329,12 +331,8 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, uin
     staged_drop(s, NULL);
     return st;
   }
-  if (info.delta)
-    PS_INFO("checkpoint at step %" PRIu64 " prepared in %s: a delta of %" PRIu64 " rows and %"
-            PRIu64 " tombstones against step %" PRIu64, step, dir, info.rows, info.tombstones,
-            info.base_step);
-  else
-    PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (full)", step, dir);
+  PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (%s: %" PRIu64 " rows, %" PRIu64
+          " tombstones)", step, dir, info.delta ? "delta" : "full", info.rows, info.tombstones);
   return PS_OK;
 }
 

@@ -8,6 +8,10 @@
  * only then is `latest` replaced (write + rename), so a crash at any point leaves the previous
  * checkpoint whole. Resume rolls every shard back to the same step before any rank trains.
  *
+ * Incremental: each checkpoint names the previous one (of this run, or the one it resumed from)
+ * as its base, so a shard whose last checkpoint that is writes only the rows changed since;
+ * every --checkpoint-full-every K-th is full (the shards count, docs/CHECKPOINTS.md).
+ *
  * Trust: dense.bin ends in an XXH3 checksum of everything before it, and config is compared
  * with the run's flags before anything connects; a mismatch or a bad checksum refuses the
  * resume. Checkpoints written before either existed resume with a warning. */
