@@ -3,7 +3,8 @@
 1. Two runs on the same data and seed: A with --checkpoint-full-every 3 (full, delta, delta,
    full, ...), B with --checkpoint-full-every 1 (every checkpoint full). At a step where A's
    shards hold deltas, A's checkpoint composes to exactly B's: ps-export's keys and values and
-   dense.bin byte for byte, ps-predict's scores character for character. ps-predict writes
+   dense.bin byte for byte, ps-predict's scores character for character, and through serving
+   servers of A's delta (ps-server --serve, ps-predict --servers) too. ps-predict writes
    nothing into A's checkpoint.
 2. Resume (fresh servers, so RESTORE composes the chain) from A's delta and from B's full
    checkpoint of the same step: both runs end bit-identical (dense_hash, metrics, the final
@@ -15,6 +16,7 @@ Without incremental checkpoints A's shards are all full snapshots and (1) fails 
 import glob
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -101,6 +103,24 @@ with tempfile.TemporaryDirectory() as d:
     r.check("ps-predict on the delta equals on the full one", rc1 == rc2 == 0 and
             open(pa).read() == open(pb).read(), (e1 + e2)[-1000:])
     r.check("ps-predict wrote nothing into the checkpoint", h.tree_digest(ca) == before)
+    # serving servers of the delta answer with the full checkpoint's rows
+    urls, procs = [], []
+    for shard in (0, 1):
+        p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", da,
+                              "--shard", str(shard), "--shards", "2", "--log-level", "warn"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        procs.append(p)
+        ready = select.select([p.stdout], [], [], 60)[0]
+        line = p.stdout.readline() if ready else ""
+        urls.append(line.split("listening on ")[-1].strip() if "listening on" in line else "")
+    ps_ = os.path.join(d, "ps.txt")
+    rc3, _, e3 = run_tool([f"{h.BIN}/ps-predict", "--checkpoint", db, "--input", test, "--out", ps_,
+                           "--threads", "1", "--progress-every", "0", "--servers", ",".join(urls)])
+    for p in procs:
+        p.kill()
+        p.wait(timeout=30)
+    r.check("ps-server --serve of the delta: ps-predict --servers equals offline on the full one",
+            all(urls) and rc3 == 0 and open(ps_).read() == open(pb).read(), f"{urls} {e3[-800:]}")
 
     # 2. resume from the delta (A) and from the full checkpoint (B) of step sd
     res = {}
