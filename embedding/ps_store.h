@@ -141,7 +141,9 @@ uint64_t ps_store_expire(ps_store *s);
 ps_status ps_store_flush(ps_store *s, ps_error *err);
 /* flush + RocksDB checkpoint into dir (must not exist): consistent at this moment. */
 ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
-/* Replaces the store's content by the snapshot in dir (the hot tier is dropped). */
+/* Replaces the store's content by the snapshot in dir (the hot tier is dropped); a delta is
+ * composed with its chain first (below), and the checkpoint restored becomes the base of the
+ * store's next delta. */
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
