@@ -29,6 +29,20 @@
 #define DIM 8
 #define N 200
 
+/* A client of the servers at urls with table `table` (dim DIM, lr 0.1) declared. */
+static ps_client *connect_declare(const char **urls, size_t n, uint32_t table) {
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 20000;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, n, &o, &c, NULL), PS_OK);
+  ps_table_spec t;
+  ps_table_spec_default(&t, table, "emb", DIM);
+  t.lr = 0.1f;
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  return c;
+}
+
 static void test_restart(void **state) {
   (void)state;
   char dir[512], d0[600], d1[600];
@@ -39,15 +53,7 @@ static void test_restart(void **state) {
   assert_true(pt_start(&s[0], 0, 2, d0, 0, 2));
   assert_true(pt_start(&s[1], 1, 2, d1, 0, 2));
   const char *urls[2] = {s[0].url, s[1].url};
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 20000;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c, NULL), PS_OK);
-  ps_table_spec t;
-  ps_table_spec_default(&t, 5, "emb", DIM);
-  t.lr = 0.1f;
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_client *c = connect_declare(urls, 2, 5);
 
   uint64_t k[N];
   float g[N * DIM];
@@ -259,15 +265,7 @@ static void test_delta_recovery(void **state) {
   pt_server s;
   assert_true(pt_start(&s, 0, 1, d, 0, 2));
   const char *urls[1] = {s.url};
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 20000;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 1, &o, &c, NULL), PS_OK);
-  ps_table_spec t;
-  ps_table_spec_default(&t, 3, "emb", DIM);
-  t.lr = 0.1f;
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_client *c = connect_declare(urls, 1, 3);
   uint64_t k[N];
   float g[N * DIM], at2[N * DIM], got[N * DIM];
   for (int i = 0; i < N; i++) k[i] = 900 + (uint64_t)i * 17;
