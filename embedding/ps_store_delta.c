@@ -51,12 +51,13 @@ static bool set_grow(ptable *pt) {
   return true;
 }
 
-/* False when out of memory (the change is then not recorded). */
-static bool set_add(ptable *pt, uint64_t key) {
+/* Adds key (hash h = key_hash(key)); false when out of memory (the change is then not
+ * recorded). */
+static bool set_add(ptable *pt, uint64_t key, uint64_t h) {
   if (!key) return pt->chg_zero = true;
   if ((pt->chg_n + 1) * 10 > pt->chg_cap * 7 && !set_grow(pt)) return false;
   const size_t mask = pt->chg_cap - 1;
-  for (size_t i = key_hash(key) & mask;; i = (i + 1) & mask) {
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
     if (pt->chg[i] == key) return true;
     if (!pt->chg[i]) {
       pt->chg[i] = key;
@@ -72,11 +73,22 @@ static void set_clear(ptable *pt) {
   pt->chg_zero = false;
 }
 
-void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *keys, size_t n) {
+void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
+                      const uint64_t *hashes, size_t n) {
   if (!s->track) return;
   ptable *pt = &pa->tabs[ti];
-  for (size_t i = 0; i < n; i++)
-    if (!set_add(pt, keys[i])) atomic_store(&s->track_lost, 1);
+  /* Room first, so the slots prefetched below stay where they are. */
+  while ((pt->chg_n + n) * 10 > pt->chg_cap * 7)
+    if (!set_grow(pt)) {
+      atomic_store(&s->track_lost, 1);
+      return;
+    }
+  enum { AHEAD = 8 };
+  const size_t mask = pt->chg_cap - 1;
+  for (size_t i = 0; i < n; i++) {
+    if (i + AHEAD < n) __builtin_prefetch(&pt->chg[hashes[i + AHEAD] & mask], 1);
+    set_add(pt, keys[i], hashes[i]);
+  }
 }
 
 void store_ckpt_ref_clear(store_ckpt_ref *r) {
@@ -336,8 +348,9 @@ void ps_store_checkpoint_abort(ps_store *s) {
     if (!find_table(s, s->pendk[i].table, &ti)) continue;
     for (size_t j = 0; j < s->pendk[i].n; j++) {
       uint64_t key = s->pendk[i].keys[j];
-      partition *pa = &s->parts[part_of_hash(key_hash(key), s->nparts)];
-      if (!set_add(&pa->tabs[ti], key)) atomic_store(&s->track_lost, 1);
+      uint64_t h = key_hash(key);
+      partition *pa = &s->parts[part_of_hash(h, s->nparts)];
+      if (!set_add(&pa->tabs[ti], key, h)) atomic_store(&s->track_lost, 1);
     }
   }
   pend_free(s);

@@ -366,8 +366,10 @@ bool store_wb_space_back(const ps_store *s);
 
 /* ------------------------------- ps_store_delta.c: incremental checkpoints */
 
-/* Records that keys[0..n) of table ti changed (partition pa locked; a no-op unless tracking). */
-void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *keys, size_t n);
+/* Records that keys[0..n) (hashes: their key_hash) of table ti changed (partition pa locked; a
+ * no-op unless tracking). */
+void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
+                      const uint64_t *hashes, size_t n);
 /* Forgets every tracked and pending key and the base (store write-locked): after a restore the
  * caller sets the base again. */
 void store_track_reset(ps_store *s);
