@@ -291,13 +291,18 @@ static ps_status chain_resolve(const char *dir, link_t **out, size_t *nout, ps_e
   return PS_OK;
 }
 
+/* err's message prefixed with the delta, as PS_ERR_CORRUPT: a chain that does not compose. */
+static ps_status corrupt(ps_error *err, const link_t *l, const char *what) {
+  ps_error_prefix(err, "delta %s: %s: ", l->dir, what);
+  if (err) err->code = PS_ERR_CORRUPT;
+  return PS_ERR_CORRUPT;
+}
+
 /* Ingests one delta (its verified files) into the composing store. */
 static ps_status apply_delta(ps_store *s, const link_t *l, ps_error *err) {
   for (size_t i = 0; i < l->m.ntables; i++) {
     const store_manifest_table *mt = &l->m.tables[i];
-    ps_status st = ps_store_declare(s, &mt->spec, err);
-    if (st != PS_OK)
-      return ps_error_prefix(err, "delta %s: table %u: ", l->dir, mt->spec.id), PS_ERR_CORRUPT;
+    if (ps_store_declare(s, &mt->spec, err) != PS_OK) return corrupt(err, l, mt->spec.name);
     if (!mt->rows && !mt->tombstones) continue;
     char file[PATH_MAX + 32];
     snprintf(file, sizeof file, "%s/t%u.sst", l->dir, mt->spec.id);
@@ -319,7 +324,7 @@ static ps_status apply_delta(ps_store *s, const link_t *l, ps_error *err) {
     rocksdb_ingestexternalfileoptions_destroy(io);
     if (rerr) {
       store_rdb_error(err, "ingest", rerr);
-      return ps_error_prefix(err, "delta %s: %s: ", l->dir, file), PS_ERR_CORRUPT;
+      return corrupt(err, l, file);
     }
   }
   return PS_OK;

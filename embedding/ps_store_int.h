@@ -12,7 +12,8 @@
  * - Files, one concept each: ps_store_index.c (hash index), ps_store_hot.c (hot tier, CLOCK
  *   eviction), ps_store_optim.c (optimizers, row init), ps_store_cold.c (RocksDB: options,
  *   records, specs on disk), ps_store_tables.c (declaration), ps_store_admit.c (count-min
- *   admission, TTL), ps_store_snapshot.c, ps_store_batch.c (pull/push pipeline) and
+ *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c and ps_store_chain.c (incremental
+ *   checkpoints: change tracking, deltas, chains), ps_store_batch.c (pull/push pipeline) and
  *   ps_store.c (open/close/flush/stats).
  * - What the pull and push loops call per key lives here as static inline (index probe, key
  *   hash, row layout), so splitting the files costs the hot loops no call.

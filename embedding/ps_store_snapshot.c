@@ -4,8 +4,8 @@
  *   after a flush under the exclusive lock, so it holds every row as of that moment and costs
  *   little disk while the live files are unchanged.
  * - Restore never leaves a half-copied store: the snapshot is copied beside the data
- *   directory, the directories are swapped by rename, and on a failed reopen the previous
- *   content is put back. */
+ *   directory (a delta's chain composed there, ps_store_chain.c), the directories are swapped
+ *   by rename, and on a failed reopen the previous content is put back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>

@@ -11,7 +11,7 @@
    checkpoint's exported rows — the optimizer state the restore brought back shapes every
    later update), and equal to the uninterrupted run B.
 3. A broken chain is refused in one line, exit 1: a delta's base removed, a delta's SST file
-   damaged — by ps-predict, by ps-worker --resume and by ps-server --serve.
+   damaged — by ps-predict, ps-export, ps-worker --resume and ps-server --serve.
 Without incremental checkpoints A's shards are all full snapshots and (1) fails on the kinds."""
 import glob
 import json
@@ -163,6 +163,9 @@ with tempfile.TemporaryDirectory() as d:
     open(sst, "wb").write(bytes(b))
     rc, _, err = predict(os.path.join(broken, f"step-{sa[5]}"), test, os.path.join(d, "x.txt"))
     one_line("ps-predict: a damaged delta", rc, err, "ps-predict", "checksum mismatch")
+    rc, _, err = run_tool([f"{h.BIN}/ps-export", "--checkpoint", os.path.join(broken, f"step-{sa[5]}"),
+                           "--out", os.path.join(d, "xexp")])
+    one_line("ps-export: a damaged delta", rc, err, "ps-export", "checksum mismatch")
     open(os.path.join(broken, "latest"), "w").write(f"step-{sa[5]}\n")
     rc, out = h.run([h.LOCAL, "--bin", h.BIN, "--servers", "2", "--workers", "1", "--"] + common +
                     ["--checkpoint-dir", broken, "--resume"], 300)
