@@ -105,10 +105,13 @@ with tempfile.TemporaryDirectory() as d:
     r.check("ps-predict wrote nothing into the checkpoint", h.tree_digest(ca) == before)
     # serving servers of the delta answer with the full checkpoint's rows
     urls, procs = [], []
+    tmp = os.path.join(d, "tmp")  # where the serving servers compose the chain
+    os.makedirs(tmp)
     for shard in (0, 1):
         p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", da,
                               "--shard", str(shard), "--shards", "2", "--log-level", "warn"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             env=dict(os.environ, TMPDIR=tmp))
         procs.append(p)
         ready = select.select([p.stdout], [], [], 60)[0]
         line = p.stdout.readline() if ready else ""
@@ -116,11 +119,18 @@ with tempfile.TemporaryDirectory() as d:
     ps_ = os.path.join(d, "ps.txt")
     rc3, _, e3 = run_tool([f"{h.BIN}/ps-predict", "--checkpoint", db, "--input", test, "--out", ps_,
                            "--threads", "1", "--progress-every", "0", "--servers", ",".join(urls)])
+    composed = len(os.listdir(tmp))
     for p in procs:
-        p.kill()
-        p.wait(timeout=30)
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=30)
     r.check("ps-server --serve of the delta: ps-predict --servers equals offline on the full one",
             all(urls) and rc3 == 0 and open(ps_).read() == open(pb).read(), f"{urls} {e3[-800:]}")
+    r.check("the serving servers composed under $TMPDIR and removed it at exit",
+            composed == 2 and os.listdir(tmp) == [], f"{composed} then {os.listdir(tmp)}")
 
     # 2. resume from the delta (A) and from the full checkpoint (B) of step sd
     res = {}
