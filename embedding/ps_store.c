@@ -5,10 +5,12 @@
  * - Write-back is the one place where the hot tier meets the cold tier in bulk: at flush,
  *   snapshot, expire and close every dirty row is written, tables with many dirty rows as one
  *   ingested SST file (ps_store_cold.c), the rest through each partition's WriteBatch. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_store_int.h"
 
@@ -30,6 +32,16 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *e
   if (!s->opt.block_cache_bytes) s->opt.block_cache_bytes = (size_t)32 << 20;
   if (!s->opt.write_buffer_bytes) s->opt.write_buffer_bytes = (size_t)16 << 20;
   s->path = strdup(opt->path);
+  /* A delta read-only: its chain composed into a private copy, which is what is opened. */
+  if (s->path && opt->read_only && ps_store_is_delta(opt->path)) {
+    free(s->path);
+    s->path = NULL;
+    ps_status cs = store_compose_private(opt->path, &s->compose_dir, &s->path, err);
+    if (cs != PS_OK) {
+      free(s);
+      return cs;
+    }
+  }
   s->opt.path = s->path;
   s->nparts = s->opt.partitions;
   s->idmap = calloc(65536, sizeof(uint16_t));
@@ -189,6 +201,7 @@ void ps_store_close(ps_store **sp) {
   }
   store_cold_close(s);
   store_hot_drop(s);
+  if (s->parts) store_track_reset(s);
   for (uint32_t p = 0; s->parts && p < s->nparts; p++) {
     pthread_mutex_destroy(&s->parts[p].mu);
     free(s->parts[p].huge);
@@ -200,6 +213,9 @@ void ps_store_close(ps_store **sp) {
   free(s->parts);
   free(s->idmap);
   free(s->path);
+  if (s->compose_dir && ps_rm_rf(s->compose_dir) != PS_OK)
+    PS_WARN("could not remove %s: %s", s->compose_dir, strerror(errno));
+  free(s->compose_dir);
   free(s);
   *sp = NULL;
 }

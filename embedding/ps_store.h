@@ -141,10 +141,53 @@ uint64_t ps_store_expire(ps_store *s);
 ps_status ps_store_flush(ps_store *s, ps_error *err);
 /* flush + RocksDB checkpoint into dir (must not exist): consistent at this moment. */
 ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
-/* Replaces the store's content by the snapshot in dir (the hot tier is dropped). */
+/* Replaces the store's content by the snapshot in dir (the hot tier is dropped); a delta is
+ * composed with its chain first (below), and the checkpoint restored becomes the base of the
+ * store's next delta. */
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
+
+/* Incremental checkpoints (ps_store_delta.c; the format is in docs/CHECKPOINTS.md). A
+ * checkpoint is a directory: a full one is a snapshot as above; a delta holds only the rows
+ * whose stored record changed since the store's base (its last committed checkpoint, or the
+ * checkpoint it was restored from) — their whole records, optimizer state included — and a
+ * tombstone for every row removed since (TTL expiry), one SST file per table; both carry
+ * EMBER-SNAPSHOT, a checksummed manifest with the checkpoint's step, a random id and, for a
+ * delta, its base's step, id and path relative to the delta's parent directory.
+ *
+ * Change tracking: from the first checkpoint on (and after a restore), every push records its
+ * keys in a per-partition, per-table key set, and expiry its removed keys; a checkpoint moves
+ * the sets aside (pending) so pushes go on into fresh ones; a commit drops the pending keys, an
+ * abort puts them back. A store that has no base (a fresh open: the rows flushed at the last
+ * close are not a checkpoint) writes a full checkpoint when asked for a delta.
+ *
+ * Reading: ps_store_restore and a read-only ps_store_open of a delta compose its chain (the full
+ * base, then each delta in order), checking every link (the base's step and id as the delta
+ * names them) and every file's checksum: a missing or mismatched link or a damaged file fails
+ * with PS_ERR_CORRUPT, said in err. A read-only open
+ * composes into a private directory under $TMPDIR (SST files hard-linked when on the same file
+ * system, else copied), removed at close; the checkpoint's own files are never written. */
+typedef struct ps_store_ckpt_info {
+  bool delta;           /* a delta was written (else a full snapshot) */
+  uint64_t id;          /* the new checkpoint's id */
+  uint64_t base_step;   /* delta: its base's step and id */
+  uint64_t base_id;
+  uint32_t depth;       /* deltas since the last full checkpoint (0 = this one is full) */
+  uint64_t rows;        /* delta: rows written, and tombstones */
+  uint64_t tombstones;
+} ps_store_ckpt_info;
+/* Writes the checkpoint of `step` into dir (must not exist): a delta against the store's base
+ * when max_depth > 0 and the store has a base whose chain depth is below max_depth, else a
+ * full snapshot. It is pending until ps_store_checkpoint_commit (final_dir: where it ended
+ * up, e.g. after a rename) or ps_store_checkpoint_abort; a second checkpoint while one is
+ * pending is refused (PS_ERR_CONFLICT). info may be NULL. */
+ps_status ps_store_checkpoint(ps_store *s, const char *dir, uint64_t step, uint32_t max_depth,
+                              ps_store_ckpt_info *info, ps_error *err);
+ps_status ps_store_checkpoint_commit(ps_store *s, const char *final_dir, ps_error *err);
+void ps_store_checkpoint_abort(ps_store *s);
+/* Whether dir is a delta checkpoint (holds an EMBER-SNAPSHOT of kind delta). */
+bool ps_store_is_delta(const char *dir);
 
 /* Calls fn(ctx, key, values) for every stored row of a table of a READ-ONLY store (a snapshot:
  * its RocksDB files hold every row), in RocksDB's key order; values (dim floats) are valid

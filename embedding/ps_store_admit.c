@@ -79,6 +79,7 @@ uint64_t ps_store_expire(ps_store *s) {
       partition *pa = &s->parts[part_of_hash(h, s->nparts)];
       hentry *e = idx_find(&pa->tabs[ti], key, h);
       if (e) store_hot_remove(s, pa, ti, e);
+      store_track_keys(s, pa, ti, &key, &h, 1); /* a tombstone in the next delta */
       rocksdb_writebatch_delete_cf(wb, t->cf, k, 8);
       pa->expired++;
       removed++;

@@ -239,6 +239,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   const uint32_t dim = t->spec.dim;
   size_t nmiss = 0;
   ps_status st = PS_OK;
+  store_track_keys(s, pa, ti, uk, uh, u); /* for the next delta checkpoint */
   /* Hits in the software pipeline of pull_part (slot prefetch 2D keys ahead, probe and row
    * prefetch D ahead, update): a push is a read-modify-write of the whole row (values, optimizer
    * state, metadata), so every line of it is prefetched for writing. */

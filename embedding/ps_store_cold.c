@@ -182,7 +182,7 @@ size_t store_spec_encode(const ps_table_spec *sp, char *b) {
   return o;
 }
 
-static ps_status spec_decode(const char *b, size_t len, ps_table_spec *sp) {
+ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp) {
   ps_table_spec tmp;
   char chk[SPEC_BYTES];
   memset(&tmp, 0, sizeof(tmp));
@@ -277,7 +277,7 @@ static ps_status load_specs(ps_store *s, const char **cfn, rocksdb_column_family
     const char *v = rocksdb_iter_value(it, &vl);
     if (kl < 5 || memcmp(k, "spec/", 5) != 0) break;
     ps_table_spec sp;
-    if (spec_decode(v, vl, &sp) != PS_OK || store_spec_validate(&sp, NULL) != PS_OK) {
+    if (store_spec_decode(v, vl, &sp) != PS_OK || store_spec_validate(&sp, NULL) != PS_OK) {
       st = ps_error_set(err, PS_ERR_CORRUPT, "%s: stored table spec %.*s is corrupt", s->path,
                         (int)kl, k);
       break;

@@ -136,6 +136,7 @@ void store_hot_drop(ps_store *s) {
         if (pt->slots[i].p) row_free(ent_row(&pt->slots[i]), s->tables[t].row_bytes);
       free(pt->slots);
       free(pt->cms);
+      free(pt->chg);
     }
     free(pa->tabs);
     pa->tabs = NULL;

@@ -12,7 +12,8 @@
  * - Files, one concept each: ps_store_index.c (hash index), ps_store_hot.c (hot tier, CLOCK
  *   eviction), ps_store_optim.c (optimizers, row init), ps_store_cold.c (RocksDB: options,
  *   records, specs on disk), ps_store_tables.c (declaration), ps_store_admit.c (count-min
- *   admission, TTL), ps_store_snapshot.c, ps_store_batch.c (pull/push pipeline) and
+ *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c and ps_store_chain.c (incremental
+ *   checkpoints: change tracking, deltas, chains), ps_store_batch.c (pull/push pipeline) and
  *   ps_store.c (open/close/flush/stats).
  * - What the pull and push loops call per key lives here as static inline (index probe, key
  *   hash, row layout), so splitting the files costs the hot loops no call.
@@ -82,7 +83,27 @@ typedef struct ptable { /* one table inside one partition */
   size_t cap, count; /* cap: power of two or 0 */
   uint16_t *cms;     /* CMS_DEPTH x cms_width saturating counters, or NULL */
   size_t cms_width;
+  /* Keys whose stored row changed since the last checkpoint (ps_store_delta.c): an open-
+   * addressing set, 0 = empty slot (key 0 is chg_zero), kept while the store tracks. */
+  uint64_t *chg;
+  size_t chg_cap, chg_n;
+  bool chg_zero;
 } ptable;
+
+/* A checkpoint the store knows (ps_store_delta.c): its id, step, chain depth, directory. */
+typedef struct store_ckpt_ref {
+  bool have;
+  uint64_t id, step;
+  uint32_t depth;
+  char *dir; /* canonical absolute path (malloc'd) */
+} store_ckpt_ref;
+
+/* The keys of one table moved aside by a pending checkpoint, sorted. */
+typedef struct store_pend_keys {
+  uint32_t table;
+  uint64_t *keys;
+  size_t n;
+} store_pend_keys;
 
 /* A dirty row evicted during a data call: out of the index, its record in the partition's
  * WriteBatch, its memory kept until that batch is written (ps_store_writeback.c). */
@@ -142,6 +163,17 @@ struct ps_store {
   _Atomic uint64_t retry_ns;
   _Atomic uint64_t write_failures;
   _Atomic uint64_t failing_since_ns;
+  /* Incremental checkpoints (ps_store_delta.c): track says whether pushes and expiry record
+   * changed keys (from a store's first checkpoint or restore on); base is the last committed
+   * checkpoint (a delta's base), pend the one written and not yet committed or aborted, with
+   * the keys it moved aside. compose_dir: a read-only open of a delta chain reads this private
+   * composed copy, removed at close. */
+  bool track;
+  _Atomic int track_lost; /* a key could not be recorded (no memory): next one is full */
+  store_ckpt_ref base, pend;
+  store_pend_keys *pendk;
+  size_t npendk;
+  char *compose_dir;
 };
 
 /* -------------------------------------------------------- inline helpers */
@@ -275,6 +307,8 @@ ps_status store_cold_table_create(ps_store *s, const ps_table_spec *spec,
 /* The stored form of a spec into b (SPEC_BYTES); returns its length. */
 #define SPEC_BYTES 160
 size_t store_spec_encode(const ps_table_spec *sp, char *b);
+/* A stored spec record back into a spec; PS_ERR_CORRUPT when it is not one. */
+ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp);
 /* Checks the row fields of a spec (the stepping fields are the server's, ps_table.h). */
 ps_status store_spec_validate(const ps_table_spec *sp, ps_error *err);
 /* Copies a stored record's row into row; PS_ERR_CORRUPT if it does not have table t's length
@@ -330,6 +364,52 @@ void store_wb_ok(ps_store *s);
 /* Whether the data dir's file system has room for RocksDB to resume writes by itself
  * (its write buffer's worth free), so waiting for that is worth it. */
 bool store_wb_space_back(const ps_store *s);
+
+/* ------------------------------- ps_store_delta.c: incremental checkpoints */
+
+/* Records that keys[0..n) (hashes: their key_hash) of table ti changed (partition pa locked; a
+ * no-op unless tracking). */
+void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
+                      const uint64_t *hashes, size_t n);
+/* Forgets every tracked and pending key and the base (store write-locked): after a restore the
+ * caller sets the base again. */
+void store_track_reset(ps_store *s);
+/* Composes the checkpoint in dir (full, or a delta and its chain) into dst, which must not
+ * exist: the full base copied (SST files hard-linked when link is true and the file system
+ * allows), then each delta applied in order. *head gets dir's id, step and depth (have false
+ * for a snapshot without a manifest, from before them). */
+ps_status store_chain_compose(const char *dir, const char *dst, bool link, store_ckpt_ref *head,
+                              ps_error *err);
+/* A checkpoint's manifest (ps_store_chain.c; docs/CHECKPOINTS.md has the format). */
+#define STORE_MANIFEST "EMBER-SNAPSHOT"
+typedef struct store_manifest_table {
+  ps_table_spec spec;
+  uint64_t rows, tombstones; /* a delta's puts and deletes in t<id>.sst (none: no file) */
+  uint64_t bytes, sum;       /* that file's size and XXH3-64 */
+} store_manifest_table;
+typedef struct store_manifest {
+  bool delta;
+  uint64_t step, id;
+  uint32_t depth;
+  uint64_t base_step, base_id;
+  char base[4096]; /* delta: the base's path relative to the delta's parent directory */
+  store_manifest_table *tables;
+  size_t ntables;
+} store_manifest;
+ps_status store_manifest_write(const char *dir, const store_manifest *m, ps_error *err);
+/* PS_ERR_NOT_FOUND when dir has none, PS_ERR_CORRUPT when it is damaged. */
+ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err);
+void store_manifest_free(store_manifest *m);
+/* XXH3-64 (seed 0) of a file's bytes, and its size. */
+ps_status store_delta_file_sum(const char *path, uint64_t *sum, uint64_t *size);
+/* Composes dir's chain into a new private directory under $TMPDIR (*compose_dir, removed by
+ * the caller) holding the database *db, for a read-only open. */
+ps_status store_compose_private(const char *dir, char **compose_dir, char **db, ps_error *err);
+/* Copies a snapshot directory tree (ps_store_snapshot.c), SST files hard-linked when link. */
+ps_status store_copy_tree(const char *src, const char *dst, bool link, ps_error *err);
+/* Flush + RocksDB checkpoint into dir (store write-locked). */
+ps_status store_snapshot_locked(ps_store *s, const char *dir, ps_error *err);
+void store_ckpt_ref_clear(store_ckpt_ref *r);
 
 /* ---------------------------------------------- ps_store.c: write-back */
 

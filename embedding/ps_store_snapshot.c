@@ -4,8 +4,8 @@
  *   after a flush under the exclusive lock, so it holds every row as of that moment and costs
  *   little disk while the live files are unchanged.
  * - Restore never leaves a half-copied store: the snapshot is copied beside the data
- *   directory, the directories are swapped by rename, and on a failed reopen the previous
- *   content is put back. */
+ *   directory (a delta's chain composed there, ps_store_chain.c), the directories are swapped
+ *   by rename, and on a failed reopen the previous content is put back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -18,6 +18,20 @@
 #include "ps_log.h"
 #include "ps_store_int.h"
 
+ps_status store_snapshot_locked(ps_store *s, const char *dir, ps_error *err) {
+  ps_status st = store_flush_locked(s, err);
+  if (st != PS_OK) return st;
+  char *rerr = NULL;
+  rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
+  if (!rerr) rocksdb_checkpoint_create(cp, dir, 0, &rerr);
+  if (rerr) {
+    st = store_rdb_error(err, "checkpoint", rerr);
+    ps_error_prefix(err, "snapshot %s: ", dir);
+  }
+  if (cp) rocksdb_checkpoint_object_destroy(cp);
+  return st;
+}
+
 ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err) {
   if (!s || !dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "snapshot: no store or dir");
   struct stat sb;
@@ -26,17 +40,7 @@ ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err) {
   ps_error local;
   if (!err) err = &local;
   pthread_rwlock_wrlock(&s->lock);
-  ps_status st = store_flush_locked(s, err);
-  if (st == PS_OK) {
-    char *rerr = NULL;
-    rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
-    if (!rerr) rocksdb_checkpoint_create(cp, dir, 0, &rerr);
-    if (rerr) {
-      st = store_rdb_error(err, "checkpoint", rerr);
-      ps_error_prefix(err, "snapshot %s: ", dir);
-    }
-    if (cp) rocksdb_checkpoint_object_destroy(cp);
-  }
+  ps_status st = store_snapshot_locked(s, dir, err);
   pthread_rwlock_unlock(&s->lock);
   if (st == PS_OK) PS_INFO("store %s: snapshot at %s", s->path, dir);
   return st;
@@ -81,14 +85,33 @@ static int copy_file(const char *src, const char *dst) {
 }
 
 static const char *copy_root_src, *copy_root_dst;
+static bool copy_link;
 static int copy_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)ftw;
   char dst[4096];
   if (snprintf(dst, sizeof(dst), "%s%s", copy_root_dst, p + strlen(copy_root_src)) >= (int)sizeof(dst))
     return -1;
   if (flag == FTW_D) return (mkdir(dst, 0755) == 0 || errno == EEXIST) ? 0 : -1;
-  if (flag == FTW_F && S_ISREG(sb->st_mode)) return copy_file(p, dst);
-  return 0;
+  if (flag != FTW_F || !S_ISREG(sb->st_mode)) return 0;
+  /* RocksDB never changes an SST file once written, so a link shares it safely; every other
+   * file (MANIFEST, WAL, OPTIONS, CURRENT) is copied, since opening a database writable may
+   * append to or truncate them. */
+  size_t n = strlen(p + ftw->base);
+  if (copy_link && n > 4 && !strcmp(p + ftw->base + n - 4, ".sst") && link(p, dst) == 0) return 0;
+  return copy_file(p, dst);
+}
+
+ps_status store_copy_tree(const char *src, const char *dst, bool link_sst, ps_error *err) {
+  static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER; /* nftw callbacks use globals */
+  pthread_mutex_lock(&copy_mu);
+  copy_root_src = src;
+  copy_root_dst = dst;
+  copy_link = link_sst;
+  int rc = nftw(src, copy_cb, 16, FTW_PHYS);
+  pthread_mutex_unlock(&copy_mu);
+  if (rc == 0) return PS_OK;
+  ps_error_set(err, PS_ERR_IO, "copying %s to %s failed: %s", src, dst, strerror(errno));
+  rm_rf(dst);
+  return PS_ERR_IO;
 }
 
 /* Drops both tiers' state (store write-locked): closes RocksDB, frees the hot tier. */
@@ -102,27 +125,19 @@ static void unload(ps_store *s) {
  * one is put back. */
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
   if (!s || !dir || !dir[0]) return ps_error_set(err, PS_ERR_INVALID, "restore: no store or dir");
-  char cur[4096];
-  if (snprintf(cur, sizeof(cur), "%s/CURRENT", dir) >= (int)sizeof(cur))
-    return ps_error_set(err, PS_ERR_INVALID, "restore: path too long");
-  if (access(cur, R_OK) != 0)
-    return ps_error_set(err, PS_ERR_NOT_FOUND, "restore: %s is not a snapshot (no CURRENT file)",
-                        dir);
   char tmp[4096], old[4096];
   snprintf(tmp, sizeof(tmp), "%s.restore-tmp", s->path);
   snprintf(old, sizeof(old), "%s.restore-old", s->path);
   rm_rf(tmp);
   rm_rf(old);
-  static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER; /* nftw callbacks use globals */
-  pthread_mutex_lock(&copy_mu);
-  copy_root_src = dir;
-  copy_root_dst = tmp;
-  int rc = nftw(dir, copy_cb, 16, FTW_PHYS);
-  pthread_mutex_unlock(&copy_mu);
-  if (rc != 0) {
-    ps_error_set(err, PS_ERR_IO, "restore: copying %s failed: %s", dir, strerror(errno));
+  /* A delta's chain is composed into tmp (base copied, deltas applied); a full snapshot is
+   * just copied. */
+  store_ckpt_ref head = {0};
+  ps_status cst = store_chain_compose(dir, tmp, false, &head, err);
+  if (cst != PS_OK) {
     rm_rf(tmp);
-    return PS_ERR_IO;
+    ps_error_prefix(err, "restore: ");
+    return cst;
   }
   ps_error local;
   if (!err) err = &local;
@@ -133,6 +148,7 @@ ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
   if (st != PS_OK) {
     pthread_rwlock_unlock(&s->lock);
     rm_rf(tmp);
+    store_ckpt_ref_clear(&head);
     return ps_error_prefix(err, "restore: writing back the live rows first: ");
   }
   unload(s);
@@ -166,6 +182,15 @@ ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
     rm_rf(old);
   }
   for (uint32_t p = 0; p < s->nparts; p++) rocksdb_writebatch_clear(s->parts[p].wb);
+  /* The changes tracked so far were against the content just replaced (or dropped with the
+   * hot tier): the restored checkpoint is the next delta's base, or none on failure. */
+  store_track_reset(s);
+  if (st == PS_OK && head.have) {
+    s->base = head;
+    s->track = true;
+    head.dir = NULL;
+  }
+  store_ckpt_ref_clear(&head);
   pthread_rwlock_unlock(&s->lock);
   if (st == PS_OK) PS_INFO("store %s: restored from %s (%zu tables)", s->path, dir, s->ntables);
   return st;

@@ -352,9 +352,12 @@ void srv_table_free(srv_table *t);
  * snapshot): the first declaration of each sets its consistency mode. */
 ps_status srv_tables_adopt_store(ps_server *s);
 /* One phase (Ember__CkptPhase) of a checkpoint / a restore of this shard (called with no store
- * work in flight). */
+ * work in flight). A prepare writes a delta when base (the sender's previous checkpoint) is
+ * this shard's last one and the chain since its last full one is shorter than full_every - 1
+ * (ps_store_checkpoint), else a full snapshot. */
 ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
-                         char *dir_out, size_t dir_len, ps_error *err);
+                         const char *base, uint32_t full_every, char *dir_out, size_t dir_len,
+                         ps_error *err);
 /* Restores a committed checkpoint (path as for srv_ckpt_root; empty = the last one). Its step
  * is the one its own metadata records; expect_step (SRV_ANY_STEP = no expectation) and a
  * directory named step-N must agree with it, else PS_ERR_CORRUPT and nothing is restored. */

@@ -7,7 +7,9 @@
  *                               swaps the directory, so it is written again after one)
  *   DIR/ember-server.json       shard, shards, per-table consistency metadata, the last
  *                               checkpoint, and `clean` (false while running)
- *   ROOT/shard-I/               ps_store_snapshot of shard I (ROOT is the checkpoint path)
+ *   ROOT/shard-I/               ps_store_checkpoint of shard I (ROOT is the checkpoint path):
+ *                               full, or a delta against the shard's last checkpoint when the
+ *                               prepare names that one as its base (ckpt_base)
  *   ROOT/shard-I.json           the step and table metadata of that snapshot
  *   ROOT/shard-I.staging[.json] the same, prepared and not yet committed
  *
@@ -262,6 +264,7 @@ static ps_status staged_drop(ps_server *s, ps_error *err) {
   if (!s->staged.have) return PS_OK;
   ps_error local;
   if (!err) err = &local;
+  ps_store_checkpoint_abort(s->store); /* its changes go into the next checkpoint */
   ps_status st = ckpt_remove(s, s->staged.path, true, err);
   if (st != PS_OK) PS_WARN("could not delete the staging of step %" PRIu64 " in %s: %s",
                            s->staged.step, s->staged.path, err->msg);
@@ -288,7 +291,8 @@ void srv_ckpt_discard_staged(ps_server *s) {
 }
 
 /* Phase 1: snapshot into staging. Not this shard's last checkpoint until committed. */
-static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_error *err) {
+static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, uint32_t max_depth,
+                              ps_error *err) {
   char dir[4200], meta[4200];
   ckpt_files(s, root, false, dir, meta, sizeof dir);
   if (access(dir, F_OK) == 0) {
@@ -310,15 +314,16 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_
     s->staged.have = false;
     return ps_error_set(err, st, "cannot record the staging in %s", s->data_dir);
   }
-  st = ps_store_snapshot(s->store, dir, err);
+  ps_store_ckpt_info info;
+  st = ps_store_checkpoint(s->store, dir, step, max_depth, &info, err);
   if (st != PS_OK) {
     ps_error_prefix(err, "snapshot into %s failed: ", dir);
     staged_drop(s, NULL);
     return st;
   }
-  json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:o}", "format", 1, "step", (json_int_t)step,
+  json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:o, s:b}", "format", 1, "step", (json_int_t)step,
                         "shard", (json_int_t)s->opt.shard, "shards", (json_int_t)s->opt.shards,
-                        "tables", tables_json(s));
+                        "tables", tables_json(s), "delta", info.delta);
   st = j ? write_json_atomic(meta, j) : PS_ERR_NOMEM;
   json_decref(j);
   if (st != PS_OK) {
@@ -326,7 +331,8 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, ps_
     staged_drop(s, NULL);
     return st;
   }
-  PS_INFO("checkpoint at step %" PRIu64 " prepared in %s", step, dir);
+  PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (%s: %" PRIu64 " rows, %" PRIu64
+          " tombstones)", step, dir, info.delta ? "delta" : "full", info.rows, info.tombstones);
   return PS_OK;
 }
 
@@ -382,20 +388,32 @@ static ps_status ckpt_commit(ps_server *s, uint64_t step, const char *root, ps_e
       PS_WARN("could not move the checkpoint in %s back to staging", root);
     return ps_error_set(err, st, "cannot record the checkpoint in %s", s->data_dir);
   }
+  char dir[4200], meta[4200];
+  ckpt_files(s, root, false, dir, meta, sizeof dir);
+  ps_error cerr; /* the next delta's base; failing that, its changes go into the next one */
+  if (ps_store_checkpoint_commit(s->store, dir, &cerr) != PS_OK) {
+    PS_WARN("%s", cerr.msg);
+    ps_store_checkpoint_abort(s->store);
+  }
   PS_INFO("checkpoint at step %" PRIu64 " committed in %s", step, root);
   return PS_OK;
 }
 
 ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
-                         char *dir_out, size_t dir_len, ps_error *err) {
-  char root[4096];
-  if (path && strlen(path) > 1800)
+                         const char *base, uint32_t full_every, char *dir_out, size_t dir_len,
+                         ps_error *err) {
+  char root[4096], broot[4096];
+  if ((path && strlen(path) > 1800) || (base && strlen(base) > 1800))
     return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   srv_ckpt_root(s, path, step, root, sizeof root);
+  /* A delta only against the checkpoint the sender names, when it is this shard's last. */
+  srv_ckpt_root(s, base, 0, broot, sizeof broot);
+  uint32_t max_depth = base && base[0] && full_every > 1 && s->last.have &&
+                       strcmp(s->last.path, broot) == 0 ? full_every - 1 : 0;
   snprintf(dir_out, dir_len, "%s", root);
   ps_status st = PS_OK;
   switch (phase) {
-    case EMBER__CKPT_PHASE__CKPT_PREPARE: return ckpt_prepare(s, step, root, err);
+    case EMBER__CKPT_PHASE__CKPT_PREPARE: return ckpt_prepare(s, step, root, max_depth, err);
     case EMBER__CKPT_PHASE__CKPT_COMMIT: return ckpt_commit(s, step, root, err);
     case EMBER__CKPT_PHASE__CKPT_ABORT:
       /* Nothing prepared there is fine: an abort goes to every shard, prepared or not. */
@@ -407,7 +425,7 @@ ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *pat
       return st;
     default:
       /* A sender without phases: both at once, as before; no cross-shard guarantee. */
-      if ((st = ckpt_prepare(s, step, root, err)) != PS_OK) return st;
+      if ((st = ckpt_prepare(s, step, root, max_depth, err)) != PS_OK) return st;
       return ckpt_commit(s, step, root, err);
   }
 }

@@ -300,7 +300,8 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
   if (st != PS_OK) {
     /* refused: err says why */
   } else if (r->h->op == EMBER__OP__OP_CHECKPOINT) {
-    st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, dir, sizeof dir, &err);
+    st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, r->h->ckpt_base,
+                        r->h->ckpt_full_every, dir, sizeof dir, &err);
     if (st == PS_OK && r->h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE)
       srv_guard_note_stager(s, r);
     rh.step = r->h->step;

@@ -41,6 +41,7 @@ void ps_train_config_default(ps_train_config *c) {
       .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo",
       .shuffle_buffer = 32768};
   c->interaction = "dot";
+  c->checkpoint_full_every = 8;
   c->interaction_kind = m.interaction;
   c->dcn_layers = m.dcn_layers;
   c->dcn_rank = m.dcn_rank;

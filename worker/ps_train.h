@@ -81,6 +81,7 @@ typedef struct ps_train_config {
                                     * its first width is the schema's dense inputs */
   ps_schema *schema_obj;           /* loaded by ps_train_config_check; ps_train_config_free */
   char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
+  int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

@@ -8,6 +8,10 @@
  * only then is `latest` replaced (write + rename), so a crash at any point leaves the previous
  * checkpoint whole. Resume rolls every shard back to the same step before any rank trains.
  *
+ * Incremental: each checkpoint names the previous one (of this run, or the one it resumed from)
+ * as its base, so a shard whose last checkpoint that is writes only the rows changed since;
+ * every --checkpoint-full-every K-th is full (the shards count, docs/CHECKPOINTS.md).
+ *
  * Trust: dense.bin ends in an XXH3 checksum of everything before it, and config is compared
  * with the run's flags before anything connects; a mismatch or a bad checksum refuses the
  * resume. Checkpoints written before either existed resume with a warning. */
@@ -315,8 +319,13 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   char shards[4200];
   TRY(pathf(shards, sizeof shards, "%s/shards", dir));
   uint64_t t0 = ps_now_ns();
-  ps_status st = ps_client_checkpoint(t->cl, t->step, shards, &t->cerr);
+  /* A delta against the previous checkpoint of this run (or the one it resumed from); each
+   * shard writes a full one instead when it cannot (docs/CHECKPOINTS.md). */
+  ps_status st = ps_client_checkpoint_delta(t->cl, t->step, shards,
+                                            t->ckpt_base[0] ? t->ckpt_base : NULL,
+                                            (uint32_t)t->cfg->checkpoint_full_every, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "checkpoint", st);
+  snprintf(t->ckpt_base, sizeof t->ckpt_base, "%s", shards);
   TRY(save_dense(t, dir));
   TRY(save_config(t, dir));
   TRY(pathf(tmp, sizeof tmp, "%s/latest.tmp", abs_base));
@@ -354,6 +363,7 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
                sstep, *step);
       return PS_ERR_CORRUPT;
     }
+    snprintf(t->ckpt_base, sizeof t->ckpt_base, "%s", shards);
   }
   if (t->world > 1) {
     ps_status st = ps_client_barrier(t->cl, "ember/train/restored", (uint32_t)t->world,

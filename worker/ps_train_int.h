@@ -71,6 +71,7 @@ typedef struct ps_trainer {
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
+  char ckpt_base[4800]; /* rank 0: that checkpoint's shards path, the next delta's base ("") */
   /* --metrics-port: Prometheus series updated once per step */
   ps_metrics *reg;
   ps_http *http;

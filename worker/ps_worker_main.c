@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
        "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
       {"shuffle-buffer", 0, PS_CLI_I64, &c.shuffle_buffer, "N", "each rank draws its training samples at random from a buffer of N, seeded by --seed and the rank (0: file order; ~300 bytes a sample)", false, 0, 1e9},
       {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
+      {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

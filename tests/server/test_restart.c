@@ -9,7 +9,8 @@
  * state; a crash recovery whose checkpoint records another step than the data dir names is
  * refused and leaves the dir unclean (every start refuses again); a checkpoint whose directory
  * is named step-N but records another step is not restored; a store whose ember-server.json is
- * gone still refuses to start as another shard, and one with neither record refuses to start. */
+ * gone still refuses to start as another shard, and one with neither record refuses to start.
+ * Incremental checkpoints: deltas where the base is the shard's last, crash recovery from one. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -30,6 +31,20 @@
 #define DIM 8
 #define N 200
 
+/* A client of the servers at urls with table `table` (dim DIM, lr 0.1) declared. */
+static ps_client *connect_declare(const char **urls, size_t n, uint32_t table) {
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.timeout_ms = 20000;
+  ps_client *c = NULL;
+  assert_int_equal(ps_client_create(urls, n, &o, &c, NULL), PS_OK);
+  ps_table_spec t;
+  ps_table_spec_default(&t, table, "emb", DIM);
+  t.lr = 0.1f;
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  return c;
+}
+
 static void test_restart(void **state) {
   (void)state;
   char dir[512], d0[600], d1[600];
@@ -40,15 +55,7 @@ static void test_restart(void **state) {
   assert_true(pt_start(&s[0], 0, 2, d0, 0, 2));
   assert_true(pt_start(&s[1], 1, 2, d1, 0, 2));
   const char *urls[2] = {s[0].url, s[1].url};
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 20000;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(urls, 2, &o, &c, NULL), PS_OK);
-  ps_table_spec t;
-  ps_table_spec_default(&t, 5, "emb", DIM);
-  t.lr = 0.1f;
-  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  ps_client *c = connect_declare(urls, 2, 5);
 
   uint64_t k[N];
   float g[N * DIM];
@@ -246,8 +253,58 @@ static void test_recovery_guards(void **state) {
   unlink(logf);
 }
 
+/* Incremental checkpoints through the server: a prepare naming the shard's last checkpoint
+ * writes a delta (shard-0.json says so), one naming another writes a full one; a kill -9
+ * after more pushes recovers the delta's rows (its chain composed); the recovered delta is the
+ * next delta's base. */
+static bool says_delta(const char *d, const char *ck, bool delta) {
+  char p[700];
+  snprintf(p, sizeof p, "%s/%s/shard-0.json", d, ck);
+  return file_has(p, delta ? "\"delta\": true" : "\"delta\": false");
+}
+
+static void test_delta_recovery(void **state) {
+  (void)state;
+  char dir[512], d[600];
+  pt_tmpdir("delta", dir);
+  snprintf(d, sizeof d, "%s/s0", dir);
+  pt_server s;
+  assert_true(pt_start(&s, 0, 1, d, 0, 2));
+  const char *urls[1] = {s.url};
+  ps_client *c = connect_declare(urls, 1, 3);
+  uint64_t k[N];
+  float g[N * DIM], at2[N * DIM], got[N * DIM];
+  for (int i = 0; i < N; i++) k[i] = 900 + (uint64_t)i * 17;
+  for (int i = 0; i < N * DIM; i++) g[i] = 0.25f + (float)(i % 11) * 0.1f;
+  assert_int_equal(ps_client_push(c, 3, 1, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint_delta(c, 1, "ck1", "ck1", 8, NULL), PS_OK);
+  assert_true(says_delta(d, "ck1", false)); /* no last checkpoint yet: full */
+  assert_int_equal(ps_client_push(c, 3, 2, k, N / 4, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint_delta(c, 2, "ck2", "ck1", 8, NULL), PS_OK);
+  assert_true(says_delta(d, "ck2", true));
+  assert_int_equal(ps_client_pull(c, 3, 2, k, N, at2, NULL), PS_OK);
+  assert_int_equal(ps_client_push(c, 3, 3, k, N, g, NULL), PS_OK);
+  assert_int_equal(pt_stop(&s, SIGKILL, 5000), 128 + SIGKILL);
+  assert_true(pt_start(&s, 0, 1, d, s.port, 2));
+  assert_int_equal(ps_client_pull(c, 3, 2, k, N, got, NULL), PS_OK);
+  assert_memory_equal(got, at2, sizeof got);
+  assert_int_equal(ps_client_push(c, 3, 3, k, 3, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint_delta(c, 3, "ck3", "ck2", 8, NULL), PS_OK);
+  assert_true(says_delta(d, "ck3", true));
+  /* a base that is not the shard's last checkpoint, or a chain at its length: full */
+  assert_int_equal(ps_client_checkpoint_delta(c, 4, "ck4", "ck1", 8, NULL), PS_OK);
+  assert_true(says_delta(d, "ck4", false));
+  assert_int_equal(ps_client_checkpoint_delta(c, 5, "ck5", "ck4", 8, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint_delta(c, 6, "ck6", "ck5", 2, NULL), PS_OK);
+  assert_true(says_delta(d, "ck5", true) && says_delta(d, "ck6", false));
+  ps_client_destroy(&c);
+  pt_stop(&s, SIGKILL, 5000);
+  pt_rmrf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart),
-                                     cmocka_unit_test(test_recovery_guards)};
+                                     cmocka_unit_test(test_recovery_guards),
+                                     cmocka_unit_test(test_delta_recovery)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

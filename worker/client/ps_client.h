@@ -146,6 +146,12 @@ ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *l
  * records {"step", "path"} under "ember/checkpoint/latest". A failed prepare is aborted on
  * every shard, so each keeps its previous checkpoint. */
 ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path, ps_error *err);
+/* ps_client_checkpoint, incremental: a shard whose last checkpoint is base (the caller's
+ * previous one, a path as `path`; NULL = none) writes only the rows changed since (a delta),
+ * unless its chain since its last full checkpoint already has full_every - 1 deltas (full_every
+ * <= 1: always full); else a full snapshot. Each shard decides for itself. */
+ps_status ps_client_checkpoint_delta(ps_client *c, uint64_t step, const char *path,
+                                     const char *base, uint32_t full_every, ps_error *err);
 /* The phases of ps_client_checkpoint (ember.proto's CkptPhase), for drivers of their own. */
 typedef enum ps_ckpt_phase {
   PS_CKPT_PREPARE = 1,

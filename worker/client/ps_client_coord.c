@@ -146,8 +146,9 @@ ps_status ps_client_rdv_get(void *client, const char *key, void **val, size_t *l
   return ps_client_kv_get(client, key, val, len, timeout_ms, NULL);
 }
 
-ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step,
-                                     const char *path, ps_error *err) {
+/* One phase; a prepare carries the delta request (base, full_every: ember.proto). */
+static ps_status ckpt_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step, const char *path,
+                            const char *base, uint32_t full_every, ps_error *err) {
   if (phase < PS_CKPT_PREPARE || phase > PS_CKPT_ABORT)
     return ps_error_set(err, PS_ERR_INVALID, "checkpoint phase %d", (int)phase);
   Ember__Header h;
@@ -155,6 +156,10 @@ ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t
   h.ckpt_phase = (Ember__CkptPhase)phase;
   h.step = step;
   h.path = (char *)(path ? path : "");
+  if (phase == PS_CKPT_PREPARE && base) {
+    h.ckpt_base = (char *)base;
+    h.ckpt_full_every = full_every;
+  }
   /* Only a prepare snapshots; commit and abort rename or delete files. */
   struct ps_client_req *r = NULL;
   ps_status st = ctl(c, -1, &h,
@@ -173,8 +178,18 @@ ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t
   return st;
 }
 
+ps_status ps_client_checkpoint_phase(ps_client *c, ps_ckpt_phase phase, uint64_t step,
+                                     const char *path, ps_error *err) {
+  return ckpt_phase(c, phase, step, path, NULL, 0, err);
+}
+
 ps_status ps_client_checkpoint(ps_client *c, uint64_t step, const char *path, ps_error *err) {
-  ps_status st = ps_client_checkpoint_phase(c, PS_CKPT_PREPARE, step, path, err);
+  return ps_client_checkpoint_delta(c, step, path, NULL, 0, err);
+}
+
+ps_status ps_client_checkpoint_delta(ps_client *c, uint64_t step, const char *path,
+                                     const char *base, uint32_t full_every, ps_error *err) {
+  ps_status st = ckpt_phase(c, PS_CKPT_PREPARE, step, path, base, full_every, err);
   if (st != PS_OK) {
     /* Best effort, for disk space: a prepare never committed is dropped by the shard's next
      * prepare or restart anyway. The prepare's error is the one to report. */

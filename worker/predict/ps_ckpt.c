@@ -4,7 +4,9 @@
  *                               interaction)
  *   DIR/step-N/dense.bin        dense parameters (ps_dense_file.h)
  *   DIR/step-N/schema.json      the schema, when the run had a JSON one
- *   DIR/step-N/shards/shard-I/  shard I's store snapshot (RocksDB files); shard-I.json its step */
+ *   DIR/step-N/shards/shard-I/  shard I's store snapshot (RocksDB files), or a delta that the
+ *                               store's read-only open composes with its chain; shard-I.json
+ *                               its step */
 #include "ps_ckpt.h"
 
 #include <errno.h>
