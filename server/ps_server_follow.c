@@ -224,16 +224,15 @@ static void *watch_main(void *arg) {
 ps_status srv_follow_start(ps_server *s, ps_error *err) {
   srv_follow *f = calloc(1, sizeof *f);
   srv_version *v = calloc(1, sizeof *v);
-  if (!f || !v) {
-    free(f);
-    free(v);
-    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  if (f) {
+    f->ring_keys = malloc(FOLLOW_RING * sizeof *f->ring_keys);
+    f->ring_tabs = malloc(FOLLOW_RING * sizeof *f->ring_tabs);
   }
-  f->ring_keys = malloc(FOLLOW_RING * sizeof *f->ring_keys);
-  f->ring_tabs = malloc(FOLLOW_RING * sizeof *f->ring_tabs);
-  if (!f->ring_keys || !f->ring_tabs) {
-    free(f->ring_keys);
-    free(f->ring_tabs);
+  if (!f || !v || !f->ring_keys || !f->ring_tabs) {
+    if (f) {
+      free(f->ring_keys);
+      free(f->ring_tabs);
+    }
     free(f);
     free(v);
     return ps_error_set(err, PS_ERR_NOMEM, "out of memory");

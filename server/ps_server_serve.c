@@ -17,7 +17,10 @@
  *   dim, initialisation, optimizer), whatever stepping it asks for, so a client that declares
  *   before it pulls works unchanged and a client of another model is told at once.
  * - A key no row is stored for gets the store's deterministic initial row, exactly what
- *   ps-predict's offline lookup returns (the scores are the same). */
+ *   ps-predict's offline lookup returns (the scores are the same).
+ * - --follow (ps_server_follow.c) opens each later checkpoint with the same srv_serve_open_step
+ *   (shard count checked, read-only), so a checkpoint served at start and one followed to are
+ *   opened alike; --follow needs DIR/latest (a step-N directory never changes). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>

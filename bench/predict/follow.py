@@ -15,8 +15,6 @@ latency percentiles, and per column the median over the rounds and the switching
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,15 +30,12 @@ SECS = float(sys.argv[4]) if len(sys.argv) > 4 else 12
 K, KEYS, NCK = 200000, 512, 5
 os.environ.setdefault("EMBER_LIBRARY", os.path.join(os.path.dirname(BIN), "lib", "libember.so.0"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import ember  # noqa: E402
+import lib_harness  # noqa: E402
+from lib_harness import free_port  # noqa: E402
 
 procs = []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server(args, log):
@@ -131,12 +126,4 @@ def main():
 try:
     main()
 finally:
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    lib_harness.stop_procs(procs)

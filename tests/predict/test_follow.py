@@ -27,7 +27,6 @@ import os
 import re
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -282,13 +281,5 @@ try:
             r.check(f"{name}: exit 2, one line", p.returncode == 2 and len(lines) == 1 and
                     text in lines[0], f"rc {p.returncode} {p.stderr.strip()[-300:]!r}")
 finally:
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    lib_harness.stop_procs(procs)
 r.finish()
