@@ -46,6 +46,8 @@ typedef struct ps_server_options {
   bool follow;           /* with serve_dir (a checkpoint directory, not one step-N): serve each
                           * checkpoint its `latest` names next, switching without a restart
                           * (ps_server_follow.c) */
+  size_t follow_warm_keys; /* with follow: a new snapshot's hot tier is warmed with the keys of
+                            * the last this many pulled keys before the switch (0 = not) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

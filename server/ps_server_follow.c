@@ -24,7 +24,7 @@
  *   shard committed, so the step it names is whole.
  * - Warm before the switch: a new snapshot's hot tier is empty, so without help every key of
  *   the first requests after a switch would be a RocksDB read, on the request path. The main
- *   thread keeps the keys of the last pulls (a ring of FOLLOW_RING keys, copied at dispatch
+ *   thread keeps the keys of the last pulls (a ring of --follow-warm-keys, copied at dispatch
  *   under the watcher's mutex) and the watcher pulls them from the new snapshot before handing
  *   it over, so the rows being asked for are in memory when it becomes current.
  * - Opening and closing run on the watcher thread: a RocksDB open (or a delta chain's
@@ -50,9 +50,6 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
-/* Keys of the last pulls the watcher warms a new version with (12 bytes each). */
-#define FOLLOW_RING ((size_t)1 << 20)
-
 typedef struct srv_version {
   ps_store *store;
   uint64_t step;
@@ -74,9 +71,9 @@ typedef struct srv_follow {
   srv_version *ready;   /* opened by the watcher, not yet current */
   srv_version *retired; /* no longer used: to close */
   atomic_bool have_ready;
-  uint64_t *ring_keys;  /* the last FOLLOW_RING keys pulled, and their tables */
+  uint64_t *ring_keys;  /* the last ring_cap keys pulled, and their tables */
   uint32_t *ring_tabs;
-  size_t ring_pos, ring_n;
+  size_t ring_cap, ring_pos, ring_n; /* ring_cap: --follow-warm-keys (12 bytes each) */
   /* main thread only (cur also under mu: the watcher reads its step) */
   srv_version *cur;
   srv_version *live;    /* made current once and not yet retired (cur among them) */
@@ -224,11 +221,13 @@ static void *watch_main(void *arg) {
 ps_status srv_follow_start(ps_server *s, ps_error *err) {
   srv_follow *f = calloc(1, sizeof *f);
   srv_version *v = calloc(1, sizeof *v);
-  if (f) {
-    f->ring_keys = malloc(FOLLOW_RING * sizeof *f->ring_keys);
-    f->ring_tabs = malloc(FOLLOW_RING * sizeof *f->ring_tabs);
+  size_t cap = s->opt.follow_warm_keys;
+  if (f && cap) {
+    f->ring_cap = cap;
+    f->ring_keys = malloc(cap * sizeof *f->ring_keys);
+    f->ring_tabs = malloc(cap * sizeof *f->ring_tabs);
   }
-  if (!f || !v || !f->ring_keys || !f->ring_tabs) {
+  if (!f || !v || (cap && (!f->ring_keys || !f->ring_tabs))) {
     if (f) {
       free(f->ring_keys);
       free(f->ring_tabs);
@@ -308,22 +307,23 @@ void srv_follow_tick(ps_server *s) {
 static void remember(srv_follow *f, const srv_req *r) {
   size_t n = r->msg.nkeys;
   const uint64_t *k = r->msg.keys;
-  if (!r->tab || !n || !k) return;
-  if (n > FOLLOW_RING) {
-    k += n - FOLLOW_RING;
-    n = FOLLOW_RING;
+  const size_t cap = f->ring_cap;
+  if (!cap || !r->tab || !n || !k) return;
+  if (n > cap) {
+    k += n - cap;
+    n = cap;
   }
   const uint32_t id = r->tab->spec.id;
   pthread_mutex_lock(&f->mu);
   for (size_t done = 0; done < n;) {
-    size_t run = FOLLOW_RING - f->ring_pos;
+    size_t run = cap - f->ring_pos;
     if (run > n - done) run = n - done;
     memcpy(f->ring_keys + f->ring_pos, k + done, run * sizeof *k);
     for (size_t i = 0; i < run; i++) f->ring_tabs[f->ring_pos + i] = id;
-    f->ring_pos = (f->ring_pos + run) % FOLLOW_RING;
+    f->ring_pos = (f->ring_pos + run) % cap;
     done += run;
   }
-  f->ring_n = f->ring_n + n > FOLLOW_RING ? FOLLOW_RING : f->ring_n + n;
+  f->ring_n = f->ring_n + n > cap ? cap : f->ring_n + n;
   pthread_mutex_unlock(&f->mu);
 }
 

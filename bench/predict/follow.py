@@ -3,18 +3,19 @@
 
 A training ps-server gets K rows (ps-bench --prepopulate, table pslat_1, dim 16, the spec
 ps-bench declares) and N checkpoints of them into DIR/step-S/shards (the Python library's
-two-phase checkpoint, as ps-worker's), rows changed by a ps-bench push run between two. A
---follow server serves DIR. Each round runs ps-bench open loop (pulls of KEYS uniform keys at
-RATE/s, SECS s) against it twice, in alternating order: once with `latest` left alone
-("steady"), once with `latest` moved to the next checkpoint every SECS/(N-1) s by rename
-("switching": every switch opens a snapshot whose hot tier is cold). Prints each run's
-latency percentiles, and per column the median over the rounds and the switching/steady ratio.
+two-phase checkpoint, as ps-worker's), rows changed by a ps-bench push run between two. Each
+run starts a fresh --follow server of DIR (latest = step-1) and runs ps-bench open loop
+against it (pulls of KEYS uniform keys at RATE/s, 1 s warm-up, SECS s measured): "steady"
+leaves `latest` alone, "switching" moves it to the next checkpoint every SECS/N s by rename
+(N-1 switches). Both with the default warm-up (--follow-warm-keys 2^20) and without it
+(--follow-warm-keys 0: a switched-to snapshot starts with an empty hot tier). Each round runs
+the four in alternating order; prints every run and, per column, the median over the rounds
+and the switching/steady ratios.
 
     bench/predict/follow.py [BIN_DIR] [ROUNDS] [RATE] [SECS]
 """
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -78,28 +79,30 @@ def main():
             c.current_step = s
             c.checkpoint(os.path.join(live, f"step-{s}", "shards"))
         c.close()
-        set_latest(live, "step-1")
-        flog = os.path.join(d, "follow.log")
-        furl = server(["--serve", live, "--follow", "--log-level", "info"], flog)
+        lib_harness.stop_procs(procs)  # the training server: not needed any more
+        procs.clear()
         print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
         print(f"{K} rows dim 16, pulls of {KEYS} uniform keys, open loop {RATE}/s, {SECS:.0f} s "
               f"per run; switching: {NCK - 1} switches per run")
         cols = ("p50", "p99", "p999", "max")
-        res = {"steady": [], "switching": []}
-        cur = [1]
+        runs = [(w, k) for w in ("warm", "nowarm") for k in ("steady", "switching")]
+        res = {run: [] for run in runs}
         for rnd in range(ROUNDS):
-            for kind in (("steady", "switching") if rnd % 2 == 0 else ("switching", "steady")):
+            for warm, kind in (runs if rnd % 2 == 0 else runs[::-1]):
+                set_latest(live, "step-1")
+                flog = os.path.join(d, "follow.log")
+                furl = server(["--serve", live, "--follow", "--log-level", "info",
+                               "--follow-warm-keys", "0" if warm == "nowarm" else str(1 << 20)],
+                              flog)
                 stop = threading.Event()
 
                 def switch():
-                    gap = SECS / NCK
-                    for _ in range(NCK - 1):
-                        if stop.wait(gap):
+                    time.sleep(1)  # ps-bench's warm-up
+                    for s in range(2, NCK + 1):
+                        if stop.wait(SECS / NCK):
                             return
-                        cur[0] = cur[0] % NCK + 1
-                        set_latest(live, f"step-{cur[0]}")
+                        set_latest(live, f"step-{s}")
                 th = threading.Thread(target=switch)
-                before = open(flog).read().count("now serving step")
                 if kind == "switching":
                     th.start()
                 j = bench(furl, ["--rate", str(RATE), "--duration", str(SECS), "--warmup", "1"],
@@ -107,20 +110,25 @@ def main():
                 stop.set()
                 if kind == "switching":
                     th.join()
-                time.sleep(1.5)  # the last switch lands before the next run
-                n = open(flog).read().count("now serving step") - before
+                lib_harness.stop_procs(procs)
+                procs.clear()
+                n = open(flog).read().count("now serving step")
                 lat = j["latency_us"]
-                res[kind].append(lat)
-                print(f"round {rnd + 1} {kind:9s}: " + " ".join(f"{k} {lat[k]:8.0f}" for k in cols)
-                      + f" us; errors {j['errors']} timeouts {j['timeouts']}; switches {n}")
-        med = {k: {c: statistics.median(x[c] for x in v) for c in cols} for k, v in res.items()}
-        for k in med:
-            print(f"median {k:9s}: " + " ".join(f"{c} {med[k][c]:8.0f}" for c in cols) + " us")
-        print("ratio switching/steady: " + " ".join(
-            f"{c} {med['switching'][c] / med['steady'][c]:.2f}" for c in cols))
+                res[(warm, kind)].append(lat)
+                print(f"round {rnd + 1} {warm:6s} {kind:9s}: " +
+                      " ".join(f"{k} {lat[k]:8.0f}" for k in cols) +
+                      f" us; errors {j['errors']} timeouts {j['timeouts']}; switches {n}",
+                      flush=True)
+        med = {run: {c: statistics.median(x[c] for x in v) for c in cols}
+               for run, v in res.items()}
+        for (warm, kind), m in med.items():
+            print(f"median {warm:6s} {kind:9s}: " + " ".join(f"{c} {m[c]:8.0f}" for c in cols)
+                  + " us")
+        for warm in ("warm", "nowarm"):
+            print(f"ratio switching/steady, {warm:6s}: " + " ".join(
+                f"{c} {med[(warm, 'switching')][c] / med[(warm, 'steady')][c]:.2f}"
+                for c in cols))
         print(f"load average at end: {open('/proc/loadavg').read().split()[:3]}")
-        if os.environ.get("FOLLOW_LOG"):
-            shutil.copy(flog, os.environ["FOLLOW_LOG"])
 
 
 try:

@@ -16,7 +16,8 @@ four pulls of 20,000 keys in flight, bounded in time, and checks every reply:
 2. The server says "now serving step N" once per step, and /metrics ember_server_checkpoint_step
    is N; once no request uses the previous snapshot, the server holds no file of it open. The
    new snapshot's hot tier is warmed with the keys pulled before: the first pull after a
-   switch (none in flight meanwhile) is all hits, no RocksDB read.
+   switch (none in flight meanwhile) is all hits, no RocksDB read (all misses on a second
+   follower started with --follow-warm-keys 0).
 3. A damaged checkpoint (a snapshot directory with no database) and one of another shard count
    in `latest`: one WARN line each, the server keeps serving the step before (the pulls go on,
    without error), and the next good checkpoint is picked up.
@@ -158,6 +159,11 @@ try:
         flog = os.path.join(d, "follow.log")
         fp, furl = start(["--serve", live, "--follow", "--threads", "2", "--metrics-port",
                           str(mport), "--log-level", "info"], flog)
+        # a second follower without the warm-up, for the contrast in the warm-up check
+        mport0 = lib_harness.free_port()
+        flog0 = os.path.join(d, "follow0.log")
+        _, furl0 = start(["--serve", live, "--follow", "--follow-warm-keys", "0", "--threads",
+                          "0", "--metrics-port", str(mport0), "--log-level", "info"], flog0)
         client = ember.Client([furl], timeout_ms=30000)
         ft = client.table("follow", dim=DIM, id=7, lr=0.5)
         pull = Puller(ft, keys)
@@ -238,23 +244,31 @@ try:
         pull.close()
 
         # the new snapshot's hot tier is warmed with the keys pulled before the switch: with no
-        # pull in flight, step 90 lands; the next pull of the same keys is all hits
+        # pull in flight, step 90 lands; the next pull of the same keys is all hits (and all
+        # misses on the follower started with --follow-warm-keys 0)
+        client0 = ember.Client([furl0], timeout_ms=30000)
+        ft0 = client0.table("follow", dim=DIM, id=7, lr=0.5)
+        ft0.pull(keys)
         commit(90)
         deadline = time.time() + 15
-        while time.time() < deadline and "now serving step 90" not in open(flog).read():
+        while time.time() < deadline and not all(
+                "now serving step 90" in open(f).read() for f in (flog, flog0)):
             time.sleep(0.1)
         time.sleep(0.6)  # the statistics are published every 200 ms
-        m0 = metric(mport, "ember_store_cache_misses_total")
-        h0 = metric(mport, "ember_store_cache_hits_total")
-        rows = ft.pull(keys)
+        before = [metric(p, n) for p in (mport, mport0)
+                  for n in ("ember_store_cache_misses_total", "ember_store_cache_hits_total")]
+        rows, rows0 = ft.pull(keys), ft0.pull(keys)
         time.sleep(0.6)
-        m1 = metric(mport, "ember_store_cache_misses_total")
-        h1 = metric(mport, "ember_store_cache_hits_total")
-        r.check("after a switch, the first pull gets step 90's rows",
-                np.array_equal(rows, expected[90]))
-        r.check("... all from the warmed hot tier (no miss)",
-                m0 == m1 and len(h0) == 1 and len(h1) == 1 and h1[0] - h0[0] == NKEYS,
-                f"misses {m0} -> {m1}, hits {h0} -> {h1}")
+        after = [metric(p, n) for p in (mport, mport0)
+                 for n in ("ember_store_cache_misses_total", "ember_store_cache_hits_total")]
+        delta = [a[0] - b[0] if len(a) == len(b) == 1 else None for a, b in zip(after, before)]
+        r.check("after a switch, the first pull gets step 90's rows (both followers)",
+                np.array_equal(rows, expected[90]) and np.array_equal(rows0, expected[90]))
+        r.check("... all from the warmed hot tier (no miss)", delta[:2] == [0, NKEYS],
+                f"misses, hits: {delta[:2]}")
+        r.check("... and all misses with --follow-warm-keys 0", delta[2:] == [NKEYS, 0],
+                f"misses, hits: {delta[2:]}")
+        client0.close()
         warmed = re.findall(r"now serving step 90 .*warmed with the last (\d+) keys", open(flog).read())
         r.check("the log says how many keys warmed it", warmed and int(warmed[0]) > 0, f"{warmed}")
 
