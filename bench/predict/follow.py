@@ -16,6 +16,7 @@ and the switching/steady ratios.
 """
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -112,13 +113,16 @@ def main():
                     th.join()
                 lib_harness.stop_procs(procs)
                 procs.clear()
-                n = open(flog).read().count("now serving step")
+                served = re.findall(r"now serving step .*last (\d+) keys pulled \((\d+) ms\)",
+                                    open(flog).read())
+                n = len(served)
                 lat = j["latency_us"]
                 res[(warm, kind)].append(lat)
                 print(f"round {rnd + 1} {warm:6s} {kind:9s}: " +
                       " ".join(f"{k} {lat[k]:8.0f}" for k in cols) +
-                      f" us; errors {j['errors']} timeouts {j['timeouts']}; switches {n}",
-                      flush=True)
+                      f" us; errors {j['errors']} timeouts {j['timeouts']}; switches {n}" +
+                      (" (warm-up ms: " + ", ".join(ms for _, ms in served) + ")" if n and
+                       warm == "warm" else ""), flush=True)
         med = {run: {c: statistics.median(x[c] for x in v) for c in cols}
                for run, v in res.items()}
         for (warm, kind), m in med.items():
