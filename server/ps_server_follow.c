@@ -14,7 +14,7 @@
  *   partition thread's share of it reads that store, so a pull's rows all come from one step
  *   however the switch falls; later requests take the new one. Nothing waits: requests in
  *   flight finish on the old snapshot while new ones already use the new, so a switch costs
- *   the main thread a pointer swap (no drain, no held requests, no latency step). Several
+ *   the main thread a pointer swap (no drain, no held requests). Several
  *   shards switch independently: a client pulling from all of them may, around a switch, get
  *   one shard's rows from the old step and another's from the new.
  * - A poll, not inotify: DIR is typically on a shared filesystem (NFS, Lustre, a Kubernetes
