@@ -5,7 +5,9 @@
     python3 predict_torch.py EXPORT_DIR INPUT SCORES
 
 Writes one probability per data line of INPUT (ps-predict's output, to float rounding; a line
-this sketch cannot parse stops it). Everything comes from EXPORT_DIR/manifest.json; the key
+this sketch cannot parse stops it). Both interactions: dot, and DCN (the cross layers'
+V, U, bias or full-rank W from the manifest's model.cross). Everything comes from
+EXPORT_DIR/manifest.json; the key
 hashing and the initial row of a key the checkpoint has no row for are those of
 docs/CHECKPOINTS.md. Needs numpy and torch; categorical values that are not 8 hex digits also
 need the `xxhash` package (pip install xxhash) for their token."""

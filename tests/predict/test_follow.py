@@ -254,11 +254,11 @@ try:
         while time.time() < deadline and not all(
                 "now serving step 90" in open(f).read() for f in (flog, flog0)):
             time.sleep(0.1)
-        time.sleep(0.6)  # the statistics are published every 200 ms
+        time.sleep(1.0)  # the statistics are published every 200 ms
         before = [metric(p, n) for p in (mport, mport0)
                   for n in ("ember_store_cache_misses_total", "ember_store_cache_hits_total")]
         rows, rows0 = ft.pull(keys), ft0.pull(keys)
-        time.sleep(0.6)
+        time.sleep(1.0)
         after = [metric(p, n) for p in (mport, mport0)
                  for n in ("ember_store_cache_misses_total", "ember_store_cache_hits_total")]
         delta = [a[0] - b[0] if len(a) == len(b) == 1 else None for a, b in zip(after, before)]
