@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
   const char *listen = NULL, *data_dir = NULL, *level = "info", *checkpoint_root = NULL;
   const char *curve_secret = NULL, *curve_clients = NULL;
   const char *serve_dir = NULL;
+  bool follow = false;
+  int64_t follow_warm_keys = 1 << 20;
   int shard = 0, shards = 1, threads = -1, metrics_port = 0;
   int64_t cache_mb = 1024, inject_delay_us = 0;
   int64_t max_request_mb = 0;
@@ -114,6 +116,14 @@ int main(int argc, char **argv) {
        "snapshot answers pulls, pushes/steps/checkpoints are refused; no --data-dir, and "
        "--shards must be the checkpoint's",
        false, 0, 0},
+      {"follow", 0, PS_CLI_FLAG, &follow, NULL,
+       "with --serve DIR (the checkpoint directory, not one step-N): serve each checkpoint "
+       "DIR/latest names next, switching without a restart (a look a second)",
+       false, 0, 0},
+      {"follow-warm-keys", 0, PS_CLI_I64, &follow_warm_keys, "N",
+       "--follow: warm a new checkpoint's hot tier with the last N keys pulled before switching "
+       "to it (12 bytes each; 0 = no warm-up)",
+       false, 0, 1 << 28},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -129,6 +139,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-server: %s\n",
             serve_dir ? "--serve DIR serves a checkpoint read-only and takes no --data-dir"
                       : "--data-dir DIR is required (or --serve DIR)");
+    return 2;
+  }
+  if (follow && !serve_dir) {
+    fprintf(stderr, "ps-server: --follow follows the checkpoints of --serve DIR (and needs it)\n");
     return 2;
   }
   char curve_key[PS_CURVE_Z85_SIZE];
@@ -173,7 +187,9 @@ int main(int argc, char **argv) {
                          .curve_clients = clients,
                          .checkpoint_root = checkpoint_root,
                          .max_request_bytes = (size_t)max_request_mb << 20,
-                         .serve_dir = serve_dir};
+                         .serve_dir = serve_dir,
+                         .follow = follow,
+                         .follow_warm_keys = (size_t)follow_warm_keys};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {

@@ -201,6 +201,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   *out = NULL;
   if (!opt || opt->shards == 0 || opt->shard >= opt->shards ||
       (!opt->serve_dir && (!opt->data_dir || !opt->data_dir[0])) ||
+      (opt->follow && !opt->serve_dir) ||
       (opt->data_dir && strlen(opt->data_dir) > 1900) || opt->threads > 256)
     return ps_error_set(err_out, PS_ERR_INVALID,
                         "bad server options (need shard < shards, a data dir of at most 1900 "
@@ -255,6 +256,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   }
   fcntl(s->sigpipe[0], F_SETFL, O_NONBLOCK);
   fcntl(s->sigpipe[1], F_SETFL, O_NONBLOCK);
+  if (s->opt.follow && (st = srv_follow_start(s, err)) != PS_OK) goto fail;
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     int hwm = 100000, linger = 2000;
@@ -369,6 +371,7 @@ ps_status ps_server_run(ps_server *s) {
       }
     }
     if (s->done && (items[1].revents & ZMQ_POLLIN)) drain_done(s);
+    if (s->follow) srv_follow_tick(s); /* a new version, opened by the watcher */
     srv_mem_unpark(s); /* replies released meanwhile (woken by the pipe, or the tick) */
     if (!stopping && (items[0].revents & ZMQ_POLLIN)) {
       /* A bounded batch per wakeup, so completions are not starved by a flood of requests. */
@@ -439,6 +442,7 @@ void ps_server_destroy(ps_server **sp) {
   }
   srv_auth_stop(&s->auth);
   srv_parts_stop(s);
+  srv_follow_stop(s); /* closes every version, s->store too */
   /* Requests still parked (held, ready, or an exclusive op that never ran) are freed
    * unanswered. */
   free_list(s, &s->held_head);

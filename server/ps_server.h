@@ -43,6 +43,11 @@ typedef struct ps_server_options {
   const char *serve_dir; /* serving: a ps-worker checkpoint (its `latest`, or one step-N)
                           * whose shard-`shard` snapshot is opened read-only and answers pulls;
                           * data_dir is not used (ps_server_serve.c). NULL = a training shard */
+  bool follow;           /* with serve_dir (a checkpoint directory, not one step-N): serve each
+                          * checkpoint its `latest` names next, switching without a restart
+                          * (ps_server_follow.c) */
+  size_t follow_warm_keys; /* with follow: a new snapshot's hot tier is warmed with the keys of
+                            * the last this many pulled keys before the switch (0 = not) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;

@@ -14,6 +14,7 @@
  *                      another connection's training refused
  *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
  *   ps_server_exo.c    exactly-once pushes: the (client, seq) records (ps_server_exo_int.h)
+ *   ps_server_follow.c --follow: the watcher of `latest`, the versions of the served snapshot
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
@@ -122,6 +123,8 @@ struct srv_req {
   /* exactly-once (ps_server_exo.c) */
   bool exo_reg;        /* a push taken in the records: its reply settles it */
   srv_req *exo_dups;   /* copies of this push that arrived before its reply (via next) */
+  ps_store *store;     /* the store its store work uses (set at dispatch) */
+  struct srv_version *ver; /* --follow: the served version it holds while its store work runs */
 };
 
 typedef struct sync_slot {
@@ -241,6 +244,7 @@ struct ps_server {
   struct srv_exo *exo;     /* exactly-once records (ps_server_exo_int.h) */
   uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
   uint64_t exo_taken;      /* pushes taken, for the above */
+  struct srv_follow *follow; /* --follow: the watcher and the served versions, or NULL */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
@@ -423,6 +427,25 @@ ps_status srv_serve_open(ps_server *s, ps_error *err);
 bool srv_serve_refuse(ps_server *s, srv_req *r, int op);
 /* A serving shard's DECLARE: PS_OK when spec's rows are the served table's. */
 ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err);
+/* Opens this shard's snapshot of the committed checkpoint `dir` (one step-N) read-only, after
+ * checking its shard count against the cluster's; its step into *step. Any thread (reads only
+ * s->opt). PS_ERR_INVALID for another shard count, else the store's or the file's failure. */
+ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **store,
+                              uint64_t *step, ps_error *err);
+
+/* ps_server_follow.c (opt.follow) */
+/* After srv_serve_open and the signal pipe: the served snapshot becomes version 1 and the
+ * watcher thread starts. */
+ps_status srv_follow_start(ps_server *s, ps_error *err);
+/* Main loop, every turn: switches to a version the watcher opened, if there is one. */
+void srv_follow_tick(ps_server *s);
+/* srv_dispatch: r's store work uses the current version (r->store), held until release. */
+void srv_follow_acquire(ps_server *s, srv_req *r);
+/* r's store work is over: lets go of its version (closed by the watcher once unused). */
+void srv_follow_release(ps_server *s, srv_req *r);
+/* Destroy, after the partition threads stopped: the watcher stops, every version is closed
+ * (s->store too). */
+void srv_follow_stop(ps_server *s);
 
 /* ps_server_exo.c */
 /* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */

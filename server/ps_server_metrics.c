@@ -79,6 +79,7 @@ static const scalar_def scalars[] = {
     {PS_METRIC_COUNTER, "ember_server_refused_memory_total", "Requests refused by the memory bounds (too large, busy).", SRV(refused_memory)},
     {PS_METRIC_GAUGE, "ember_server_bytes_in_flight", "Bytes charged by the memory bounds: request frames and replies not yet sent.", SRC_SRV, offsetof(ps_server_stats, bytes_in_flight)},
     {PS_METRIC_GAUGE, "ember_server_uptime_seconds", "Seconds since the shard started.", SRC_UPTIME, 0},
+    {PS_METRIC_GAUGE, "ember_server_checkpoint_step", "Step of the shard's last checkpoint (0: none); a serving shard (--serve): the step it serves, which --follow moves.", SRC_SRV, offsetof(ps_server_stats, last_ckpt.step)},
     {PS_METRIC_COUNTER, "ember_store_cache_hits_total", "Row lookups served by the hot tier.", STORE(hits)},
     {PS_METRIC_COUNTER, "ember_store_cache_misses_total", "Row lookups that went to RocksDB.", STORE(misses)},
     {PS_METRIC_COUNTER, "ember_store_evictions_total", "Rows evicted from the hot tier.", STORE(evictions)},

@@ -31,12 +31,13 @@ static bool part_reserve(srv_part *p, size_t n) {
   return ok;
 }
 
-static ps_status part_filter(srv_part *p, const uint64_t *keys, size_t n, size_t *m_out) {
+static ps_status part_filter(srv_part *p, const ps_store *store, const uint64_t *keys, size_t n,
+                             size_t *m_out) {
   if (!part_reserve(p, n)) return PS_ERR_NOMEM;
   uint32_t T = p->s->nthreads;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    if (ps_store_partition_of(p->s->store, keys[i]) % T != p->idx) continue;
+    if (ps_store_partition_of(store, keys[i]) % T != p->idx) continue;
     p->kbuf[m] = keys[i];
     p->pbuf[m++] = (uint32_t)i;
   }
@@ -90,7 +91,7 @@ static ps_status sync_append(sync_slot *sl, uint32_t dim, const uint64_t *keys, 
  * buffer keeps keys and positions of its own). */
 static ps_status part_batch_keys(srv_part *p, const srv_req *r, size_t *m_out) {
   const ps_store_batch *b = r->batch;
-  uint32_t P = ps_store_partitions(p->s->store), T = p->s->nthreads;
+  uint32_t P = ps_store_partitions(r->store), T = p->s->nthreads;
   size_t m = 0;
   for (uint32_t q = p->idx; q < P; q += T) m += ps_store_batch_part(b, q, NULL);
   if (!part_reserve(p, m)) return PS_ERR_NOMEM;
@@ -107,8 +108,11 @@ static ps_status part_batch_keys(srv_part *p, const srv_req *r, size_t *m_out) {
   return PS_OK;
 }
 
+/* Store work reads r->store, never s->store: under --follow the main thread switches the
+ * latter while requests that took the previous version still run. */
 static ps_status part_run(srv_part *p, srv_req *r) {
   ps_server *s = p->s;
+  ps_store *store = r->store;
   srv_table *tab = r->tab;
   uint32_t dim = tab->spec.dim, id = tab->spec.id;
   bool split = s->nthreads > 1;
@@ -121,9 +125,9 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
   if (r->batch && r->task_kind == TK_PULL)
-    return ps_store_pull_batch(s->store, id, r->batch, p->idx, stride, r->outp);
+    return ps_store_pull_batch(store, id, r->batch, p->idx, stride, r->outp);
   if (r->batch && r->task_kind == TK_PUSH)
-    return ps_store_push_batch(s->store, id, r->batch, p->idx, stride, r->msg.values);
+    return ps_store_push_batch(store, id, r->batch, p->idx, stride, r->msg.values);
   if (r->batch && split && r->task_kind == TK_BUFFER) {
     st = part_batch_keys(p, r, &m);
     if (st != PS_OK || m == 0) return st;
@@ -132,17 +136,17 @@ static ps_status part_run(srv_part *p, srv_req *r) {
     return sync_append(sl, dim, p->kbuf, r->msg.values, p->pbuf, m);
   }
   if (r->task_kind != TK_APPLY && split) {
-    st = part_filter(p, keys, n, &m);
+    st = part_filter(p, store, keys, n, &m);
     if (st != PS_OK) return st;
     keys = p->kbuf;
     pos = p->pbuf;
   }
   switch (r->task_kind) {
     case TK_PULL: {
-      if (!split && !r->f16) return ps_store_pull(s->store, id, keys, n, r->outp);
+      if (!split && !r->f16) return ps_store_pull(store, id, keys, n, r->outp);
       if (m == 0) return PS_OK;
       if (!grow((void **)&p->vbuf, &p->vcap, m * dim, sizeof(float))) return PS_ERR_NOMEM;
-      st = ps_store_pull(s->store, id, keys, m, p->vbuf);
+      st = ps_store_pull(store, id, keys, m, p->vbuf);
       if (st != PS_OK) return st;
       uint16_t *o16 = (uint16_t *)r->outp;
       if (!split) ps_wire_f32_to_f16(p->vbuf, o16, m * dim);
@@ -170,7 +174,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
         }
         g = p->vbuf;
       }
-      if (r->task_kind == TK_PUSH) return ps_store_push(s->store, id, keys, m, g);
+      if (r->task_kind == TK_PUSH) return ps_store_push(store, id, keys, m, g);
       sync_slot *sl = sync_slot_of(p, id, dim, r->step);
       if (!sl) return PS_ERR_INTERNAL;
       return sync_append(sl, dim, keys, g, NULL, m);
@@ -183,7 +187,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
       if (!sl->used || sl->step != r->step) return PS_OK; /* nothing pushed here this step */
       /* One call for the whole step: the store sums duplicate keys (the W workers'
        * gradients of a row) and applies the optimizer once. */
-      if (sl->n) st = ps_store_push(s->store, id, sl->keys, sl->n, sl->grads);
+      if (sl->n) st = ps_store_push(store, id, sl->keys, sl->n, sl->grads);
       sl->n = 0;
       sl->used = false;
       return st;
@@ -265,10 +269,13 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
   if (!srv_mem_admit(s, r, kind)) return; /* parked or refused */
   r->task_kind = kind;
   r->st = PS_OK;
+  r->store = s->store;
+  if (s->follow) srv_follow_acquire(s, r);
   if (s->nthreads == 0) {
     r->t_svc = ps_now_ns();
     r->st = part_run(&s->inline_part, r);
     part_trim(&s->inline_part);
+    if (r->ver) srv_follow_release(s, r);
     r->pending = 0;
     s->inflight++;
     srv_finish(s, r);
@@ -277,7 +284,7 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
   if (!r->batch && s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
     /* Hash and group the keys once here rather than once per thread. Without memory for
      * it the threads fall back to filtering the keys themselves. */
-    if (ps_store_batch_create(s->store, r->msg.keys, r->msg.nkeys, &r->batch) != PS_OK)
+    if (ps_store_batch_create(r->store, r->msg.keys, r->msg.nkeys, &r->batch) != PS_OK)
       r->batch = NULL;
   }
   r->pending = s->nthreads;
@@ -297,7 +304,9 @@ static void on_task_done(ps_server *s, srv_task *t) {
   srv_req *r = t->req;
   if (t->st != PS_OK && r->st == PS_OK) r->st = t->st;
   if (t->started > r->t_svc) r->t_svc = t->started;
-  if (--r->pending == 0) srv_finish(s, r);
+  if (--r->pending) return;
+  if (r->ver) srv_follow_release(s, r);
+  srv_finish(s, r);
 }
 
 void srv_parts_drain_done(ps_server *s) {

@@ -5,8 +5,9 @@
  *   DIR/step-N/shards/shard-I/   shard I's store snapshot; shard-I.json its step and shard count
  *
  * Design decisions:
- * - No data dir: the snapshot is the whole state, nothing is written (no metadata, no flush at
- *   shutdown, no recovery), so any number of replicas can serve one checkpoint. RocksDB's
+ * - No data dir: the snapshot is the whole state, nothing is written into it (no metadata, no
+ *   flush at shutdown, no recovery; a delta chain is composed by the store's read-only open in a
+ *   private $TMPDIR directory, removed at close), so any number of replicas can serve one checkpoint. RocksDB's
  *   read-only open takes no LOCK file and writes nothing, so read-only opens of one snapshot
  *   never conflict with each other (nor with ps-predict's).
  * - The shard count of the cluster must be the checkpoint's: a key's shard is its hash modulo
@@ -17,12 +18,16 @@
  *   dim, initialisation, optimizer), whatever stepping it asks for, so a client that declares
  *   before it pulls works unchanged and a client of another model is told at once.
  * - A key no row is stored for gets the store's deterministic initial row, exactly what
- *   ps-predict's offline lookup returns (the scores are the same). */
+ *   ps-predict's offline lookup returns (the scores are the same).
+ * - --follow (ps_server_follow.c) opens each later checkpoint with the same srv_serve_open_step
+ *   (shard count checked, read-only), so a checkpoint served at start and one followed to are
+ *   opened alike; --follow needs DIR/latest (a step-N directory never changes). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ps_fs.h"
 #include "ps_log.h"
@@ -34,7 +39,7 @@ static bool is_dir(const char *p) {
 }
 
 /* The step shard-I.json records, after checking its shard count against the cluster's. */
-static ps_status shard_step(ps_server *s, const char *dir, uint64_t *step, ps_error *err) {
+static ps_status shard_step(const ps_server *s, const char *dir, uint64_t *step, ps_error *err) {
   uint32_t n = 0;
   char p[4400];
   while (n < 65536) {
@@ -62,19 +67,33 @@ static ps_status shard_step(ps_server *s, const char *dir, uint64_t *step, ps_er
   return PS_OK;
 }
 
-ps_status srv_serve_open(ps_server *s, ps_error *err) {
-  char dir[4096], db[4400];
-  uint64_t step = 0;
-  ps_status st = ps_path_ckpt_step(s->opt.serve_dir, "shards", dir, sizeof dir, err);
-  if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
-  if ((st = shard_step(s, dir, &step, err)) != PS_OK) return st;
+ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **store,
+                              uint64_t *step, ps_error *err) {
+  char db[4400];
+  ps_status st = shard_step(s, dir, step, err);
+  if (st != PS_OK) return st;
   snprintf(db, sizeof db, "%s/shards/shard-%u", dir, s->opt.shard);
   ps_store_options so = {.path = db,
                          .cache_bytes = s->opt.cache_bytes,
                          .partitions = s->nthreads ? s->nthreads : 1,
                          .read_only = true};
-  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK)
+  if ((st = ps_store_open(&so, store, err)) != PS_OK)
     return ps_error_prefix(err, "cannot open the snapshot %s: ", db);
+  return PS_OK;
+}
+
+ps_status srv_serve_open(ps_server *s, ps_error *err) {
+  char dir[4096], latest[4200];
+  uint64_t step = 0;
+  snprintf(latest, sizeof latest, "%s/latest", s->opt.serve_dir);
+  if (s->opt.follow && access(latest, F_OK) != 0)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--follow watches DIR/latest, and %s has none: give the checkpoint "
+                        "directory that ps-worker --checkpoint-dir writes, not one step-N in it",
+                        s->opt.serve_dir);
+  ps_status st = ps_path_ckpt_step(s->opt.serve_dir, "shards", dir, sizeof dir, err);
+  if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
+  if ((st = srv_serve_open_step(s, dir, &s->store, &step, err)) != PS_OK) return st;
   if ((st = srv_tables_adopt_store(s)) != PS_OK)
     return ps_error_set(err, st, "out of memory adopting the snapshot's tables");
   for (uint32_t id = 1; id <= s->max_table; id++) {

@@ -5,7 +5,9 @@
     python3 predict_torch.py EXPORT_DIR INPUT SCORES
 
 Writes one probability per data line of INPUT (ps-predict's output, to float rounding; a line
-this sketch cannot parse stops it). Everything comes from EXPORT_DIR/manifest.json; the key
+this sketch cannot parse stops it). Both interactions: dot, and DCN (the cross layers'
+V, U, bias or full-rank W from the manifest's model.cross). Everything comes from
+EXPORT_DIR/manifest.json; the key
 hashing and the initial row of a key the checkpoint has no row for are those of
 docs/CHECKPOINTS.md. Needs numpy and torch; categorical values that are not 8 hex digits also
 need the `xxhash` package (pip install xxhash) for their token."""
@@ -76,8 +78,13 @@ class Model(torch.nn.Module):
     def __init__(self, man, root):
         super().__init__()
         m = man["model"]
-        if m["interaction"] != "dot":
+        if m["interaction"] not in ("dot", "dcn"):
             raise SystemExit(f"interaction {m['interaction']}: not in this sketch")
+        # DCN (DCNv2, TorchRec's LowRankCrossNet): per layer V [R, D], U [D, R], bias [D], or
+        # full rank (R = 0) W [D, D]; x_{l+1} = x0 * (U (V x_l) + b) + x_l
+        load = lambda f: torch.from_numpy(np.load(os.path.join(root, f)))
+        self.cross = [{k: load(c[k]) for k in ("V", "U", "W", "bias") if k in c}
+                      for c in m.get("cross", [])]
         self.layers = torch.nn.ModuleList()
         self.relu, self.nbot = [], len(m["mlp_bot"].split("-")) - 1
         for layer in m["layers"]:
@@ -92,10 +99,16 @@ class Model(torch.nn.Module):
         for i in range(self.nbot):
             x = self.layers[i](x)
             x = torch.relu(x) if self.relu[i] else x
-        t = torch.stack([x] + pooled, dim=1)                 # [n, F, dim]
-        z = torch.bmm(t, t.transpose(1, 2))
-        li, lj = torch.tril_indices(t.shape[1], t.shape[1], offset=-1)
-        h = torch.cat([x, z[:, li, lj]], dim=1)              # i > j, row by row
+        if self.cross:                                       # DCN: top input = x_L
+            x0 = h = torch.cat([x] + pooled, dim=1)          # [n, (1 + S) * dim]
+            for c in self.cross:
+                wx = h @ c["W"].T if "W" in c else (h @ c["V"].T) @ c["U"].T
+                h = x0 * (wx + c["bias"]) + h
+        else:
+            t = torch.stack([x] + pooled, dim=1)             # [n, F, dim]
+            z = torch.bmm(t, t.transpose(1, 2))
+            li, lj = torch.tril_indices(t.shape[1], t.shape[1], offset=-1)
+            h = torch.cat([x, z[:, li, lj]], dim=1)          # i > j, row by row
         for i in range(self.nbot, len(self.layers)):
             h = self.layers[i](h)
             h = torch.relu(h) if self.relu[i] else h

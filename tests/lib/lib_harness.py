@@ -75,3 +75,17 @@ class Results:
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed or not self.passed else 0)
+
+
+def stop_procs(procs, grace=15):
+    """SIGTERM to the process group of each still-running Popen (started with
+    start_new_session=True), then waits up to `grace` s each before SIGKILL."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

@@ -2,8 +2,10 @@
 ps-worker (2 servers, through deploy/ember-local) with --checkpoint-dir, exported with ps-export,
 then scored by docs/examples/predict_torch.py (numpy + torch, the example of docs/CHECKPOINTS.md:
 its own XXH3 key hashing and initial rows, from the manifest only) on the test file: every score
-equals ps-predict's to 1e-5 relative. Three models: Criteo with open-vocabulary keys, Criteo
-with --hash-buckets, and a CSV schema without dense columns whose multi-hot columns pool by mean and by sum.
+equals ps-predict's to 1e-5 relative. Five models: Criteo with open-vocabulary keys, Criteo
+with --hash-buckets, the DCN interaction at low rank (V, U, bias per cross layer) and at full
+rank (W, bias), and a CSV schema without dense columns whose multi-hot columns pool by mean and
+by sum.
 The test files hold keys the training never stored (checked), so the initial-row rule is used.
 Also: the .npy files load with numpy (shapes, dtypes, unique keys, per-layer files equal the
 flat parameters at the manifest's offsets), the checkpoint is not written, and a missing
@@ -51,6 +53,20 @@ def check_model(name, d, ck, test):
         ok &= np.array_equal(b, flat[l["bias_offset"]:l["bias_offset"] + b.size])
         ok &= w.shape == (l["out"], l["in"])
     r.check(f"{name}: layer files equal the flat parameters at their offsets", ok)
+    cross = man["model"].get("cross", [])
+    r.check(f"{name}: cross layers in the manifest exactly for dcn",
+            (len(cross) == man["model"].get("dcn_layers", 0)) and
+            (len(cross) > 0) == (man["model"]["interaction"] == "dcn"), f"{len(cross)}")
+    ok = True
+    for c in cross:
+        D, R = c["dim"], c["rank"]
+        shapes = {"V": (R, D), "U": (D, R), "bias": (D,)} if R else {"W": (D, D), "bias": (D,)}
+        ok &= set(shapes) <= set(c) and R == man["model"]["dcn_rank"]
+        for k, shape in shapes.items():
+            a = np.load(os.path.join(ex, c[k]))
+            ok &= a.shape == shape and np.array_equal(
+                a.ravel(), flat[c[k + "_offset"]:c[k + "_offset"] + a.size])
+    r.check(f"{name}: cross files have their shapes and equal the flat parameters", ok)
     pred = os.path.join(d, name + "_pred.txt")
     rc, _, se = tool("ps-predict", ["--checkpoint", ck, "--input", test, "--out", pred,
                                     "--progress-every", "0"])
@@ -88,7 +104,10 @@ SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--thr
          "--batch", "512"]
 with tempfile.TemporaryDirectory() as d:
     train, test, _ = h.datagen(d, 10000, 2000, seed=21)
-    for name, extra in (("open", []), ("buckets", ["--hash-buckets", "3000"])):
+    for name, extra in (("open", []), ("buckets", ["--hash-buckets", "3000"]),
+                        ("dcn", ["--interaction", "dcn", "--dcn-layers", "2", "--dcn-rank", "8"]),
+                        ("dcn-full", ["--interaction", "dcn", "--dcn-layers", "1",
+                                      "--dcn-rank", "0", "--hash-buckets", "3000"])):
         ck = os.path.join(d, "ck_" + name)
         os.makedirs(ck)
         h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL + extra)

@@ -18,7 +18,6 @@ Without --serve none of this exists (ps-server has no such flag)."""
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -170,13 +169,5 @@ try:
                  os.path.join(d, "x.txt"), "--servers", s0], 2, "1 server(s), the checkpoint "
                 "has 2 shard(s)", "ps-predict")
 finally:
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    lib_harness.stop_procs(procs)
 r.finish()

@@ -10,7 +10,11 @@
  * - Rows are streamed shard by shard, in no useful order (keys are hashes); a user sorts the
  *   keys once (np.argsort) to look rows up. Memory stays one row, whatever the table's size.
  * - Only the values are exported: the optimizer state (Adagrad sums, ...) is for training,
- *   which resumes from the checkpoint itself. */
+ *   which resumes from the checkpoint itself.
+ * - A DCN model's cross layers are exported as their own matrices (V_l [R, D], U_l [D, R],
+ *   b_l [D]; full rank W_l [D, D]) in the shapes TorchRec's LowRankCrossNet keeps them (its
+ *   V_kernels, W_kernels, bias), with their offsets into params.npy, so a user copies them
+ *   into a module without knowing the flat layout; the dot model's manifest is unchanged. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -69,6 +73,49 @@ static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, ps_error
   return st;
 }
 
+/* One matrix or vector of the flat parameters as OUT/dense/NAME.npy, and its entry in o. */
+static ps_status save_part(const char *out, const char *name, const float *p, size_t off,
+                           int rows, int cols, json_t *o, const char *key, ps_error *err) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/dense/%s.npy", out, name);
+  json_object_set_new(o, key, json_sprintf("dense/%s.npy", name));
+  char ok[64];
+  snprintf(ok, sizeof ok, "%s_offset", key);
+  json_object_set_new(o, ok, json_integer((json_int_t)off));
+  return ps_npy_save(path, "<f4", (uint64_t)rows, (uint64_t)cols, p + off, err);
+}
+
+/* DCN: the cross layers (ps_dlrm.h), model.cross: per layer l, V [R, D], U [D, R] and b [D]
+ * (low rank) or W [D, D] and b [D] (full rank, R = 0), so that
+ * x_{l+1} = x0 * (U (V x_l) + b) + x_l, resp. x0 * (W x_l + b) + x_l. Nothing for dot. */
+static ps_status export_cross(const ps_dlrm *m, const float *p, const char *out, json_t *model,
+                              ps_error *err) {
+  int n = ps_dlrm_num_cross(m);
+  if (n == 0) return PS_OK;
+  json_t *cross = json_array();
+  json_object_set_new(model, "cross", cross);
+  ps_status st = PS_OK;
+  for (int l = 0; st == PS_OK && l < n; l++) {
+    ps_dlrm_cross_layer c;
+    if ((st = ps_dlrm_cross_info(m, l, &c)) != PS_OK) break;
+    char name[48];
+    json_t *o = json_pack("{s:i, s:i}", "dim", c.dim, "rank", c.rank);
+    json_array_append_new(cross, o);
+    if (c.rank > 0) {
+      snprintf(name, sizeof name, "cross.%d.V", l);
+      st = save_part(out, name, p, c.v_off, c.rank, c.dim, o, "V", err);
+      snprintf(name, sizeof name, "cross.%d.U", l);
+      if (st == PS_OK) st = save_part(out, name, p, c.u_off, c.dim, c.rank, o, "U", err);
+    } else {
+      snprintf(name, sizeof name, "cross.%d.W", l);
+      st = save_part(out, name, p, c.w_off, c.dim, c.dim, o, "W", err);
+    }
+    snprintf(name, sizeof name, "cross.%d.bias", l);
+    if (st == PS_OK) st = save_part(out, name, p, c.b_off, c.dim, 0, o, "bias", err);
+  }
+  return st;
+}
+
 /* The dense parameters: flat (dense/params.npy) and per layer, and their layout. */
 static ps_status export_dense(ps_ckpt *ck, const char *out, json_t *model, ps_error *err) {
   ps_kern *k = NULL;
@@ -104,6 +151,7 @@ static ps_status export_dense(ps_ckpt *ck, const char *out, json_t *model, ps_er
         "bias_offset", (json_int_t)l.b_off));
   }
   json_object_set_new(model, "layers", layers);
+  if (st == PS_OK) st = export_cross(m, p, out, model, err);
   json_object_set_new(model, "params", json_string("dense/params.npy"));
   json_object_set_new(model, "nparams", json_integer((json_int_t)np));
   json_object_set_new(model, "dense_inputs", json_integer(m ? ps_dlrm_num_dense(m) : 0));
@@ -169,10 +217,17 @@ static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
   const ps_table_spec *sp = ps_ckpt_table(ck);
   json_t *man = json_pack("{s:s, s:i, s:s, s:I}", "format", "ember-export", "version", 1,
                           "checkpoint", ps_ckpt_dir(ck), "step", (json_int_t)ps_ckpt_step(ck));
+  ps_dlrm_config mc;
+  ps_ckpt_model_config(ck, 1, &mc);
+  bool dcn = mc.interaction == PS_DLRM_DCN;
   json_t *model = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i}", "type", "dlrm", "interaction",
-                            ps_ckpt_interaction(ck), "mlp_bot", ps_ckpt_config(ck, "mlp-bot"),
+                            dcn ? "dcn" : "dot", "mlp_bot", ps_ckpt_config(ck, "mlp-bot"),
                             "mlp_top", ps_ckpt_config(ck, "mlp-top"), "emb_dim",
                             (json_int_t)sp->dim, "num_sparse", ps_schema_ncat(ps_ckpt_schema(ck)));
+  if (dcn) {
+    json_object_set_new(model, "dcn_layers", json_integer(mc.dcn_layers));
+    json_object_set_new(model, "dcn_rank", json_integer(mc.dcn_rank));
+  }
   json_object_set_new(man, "model", model);
   json_t *tab = json_pack("{s:I, s:s, s:I, s:s, s:f, s:f, s:I, s:s}", "id", (json_int_t)sp->id,
                           "name", sp->name, "dim", (json_int_t)sp->dim, "init",
@@ -213,16 +268,8 @@ int main(int argc, char **argv) {
   ps_ckpt *ck = NULL;
   if ((rc = ps_ckpt_open_main(PROG, ckpt, schema, &ck)) != 0) return rc;
   ps_error err;
-  ps_status st;
-  if (strcmp(ps_ckpt_interaction(ck), "dot") != 0) {
-    /* the manifest's layer layout and docs/examples/predict_torch.py describe the dot model */
-    fprintf(stderr, PROG ": --checkpoint %s: interaction '%s': only dot models are exported "
-            "(ps-predict scores dcn models)\n", ckpt, ps_ckpt_interaction(ck));
-    ps_ckpt_close(&ck);
-    return 2;
-  }
   uint64_t t0 = ps_now_ns();
-  st = export_all(ck, out, &err);
+  ps_status st = export_all(ck, out, &err);
   if (st != PS_OK) fprintf(stderr, PROG ": %s\n", ps_error_str(&err));
   else PS_INFO("exported step %" PRIu64 " of %s to %s in %.2f s", ps_ckpt_step(ck),
                ps_ckpt_dir(ck), out, ps_ns_to_s(ps_now_ns() - t0));
