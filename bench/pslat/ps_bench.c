@@ -72,7 +72,7 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
     ps_status st = ps_bench_run_point(c, clients, statcl, rates[i], &res[i]);
     *nres = i + 1;
     ps_bench_stats_snap(c, statcl, after, nsrv, true);
-    ps_bench_server_window(&res[i], before, after, nsrv);
+    ps_bench_server_window(c, &res[i], before, after, nsrv);
     ps_bench_snaps_free(before, nsrv);
     ps_bench_snaps_free(after, nsrv);
     if (st != PS_OK) {

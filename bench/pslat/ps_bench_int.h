@@ -30,6 +30,7 @@ typedef struct ps_bench_cfg {
   double knee_p99_ms; /* --knee-p99-ms: the knee's absolute p99 bound (0: 5x the lightest) */
   int64_t keys, dim, key_space, requests, seed;
   int tables, table_id, threads, connections, inflight, timeout_ms;
+  int queue_sample_ms; /* --queue-sample-ms: STATS during the load every MS (0: never) */
   bool closed, prepopulate, poisson, unique;
   int op;
   double zipf_a;
@@ -72,6 +73,7 @@ typedef struct ps_bench_result {
 typedef struct ps_bench_snap {
   bool ok;
   int64_t inflight, deferred;
+  double stats_count; /* STATS requests the server answered (ops.stats.count) */
   json_t *lat; /* cumulative latency_us of the main op (borrowed into the result's JSON) */
   /* Pulls and pushes together, cumulative since the server started: per part, the raw
    * ps_hist bucket counts (only when asked for) and count x mean. */
@@ -99,8 +101,8 @@ void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v,
 void ps_bench_snaps_free(ps_bench_snap *v, size_t n);
 void ps_bench_sample_queues(const ps_bench_cfg *c, ps_client *cl, ps_bench_result *res,
                             size_t nsrv);
-void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a,
-                            size_t n);
+void ps_bench_server_window(const ps_bench_cfg *c, ps_bench_result *r, const ps_bench_snap *b,
+                            const ps_bench_snap *a, size_t n);
 double ps_bench_network_mean_us(const ps_bench_result *r);
 
 /* ps_bench_report.c */

@@ -309,11 +309,14 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
         break;
       }
   }
-  /* Meanwhile, sample the servers' queue depths. */
+  /* Meanwhile, with --queue-sample-ms, sample the servers' queue depths. Off by default: each
+   * STATS holds the server's socket thread while it renders (about 1 ms on a 2-core VM), and
+   * the requests that arrive meanwhile wait: the bench would perturb the tail it measures. */
   size_t nsrv = ps_client_servers(statcl);
   if (!res->q_inflight_max || !res->q_deferred_max) nsrv = 0;
-  while (started == T && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
-    ps_sleep_ns(100000000);
+  while (c->queue_sample_ms > 0 && started == T &&
+         __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
+    ps_sleep_ns((uint64_t)c->queue_sample_ms * 1000000ull);
     if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) >= T) break;
     ps_bench_sample_queues(c, statcl, res, nsrv);
   }

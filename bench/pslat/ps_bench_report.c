@@ -147,9 +147,10 @@ void ps_bench_print_breakdown(const ps_bench_cfg *c, const ps_bench_result *r, s
                  r->win_mean_us[PS_BENCH_SP_SERVICE]);
       printf("\n");
     }
-    printf("    server queue depth (sampled every 100 ms): max inflight %" PRId64
-           ", deferred %" PRId64 "\n",
-           qi, qd);
+    if (c->queue_sample_ms > 0)
+      printf("    server queue depth (sampled every %d ms): max inflight %" PRId64
+             ", deferred %" PRId64 "\n",
+             c->queue_sample_ms, qi, qd);
   }
   if (r->late)
     printf("  %" PRIu64 " requests left more than 1 ms after their intended time (charged)\n",
@@ -268,6 +269,7 @@ static json_t *workload_json(const ps_bench_cfg *c, const ps_bench_result *rs, i
   json_object_set_new(w, "timeout_ms", json_integer(c->timeout_ms));
   json_object_set_new(w, "curve", json_boolean(c->curve_secret[0] != '\0'));
   json_object_set_new(w, "seed", json_integer((json_int_t)c->seed));
+  json_object_set_new(w, "queue_sample_ms", json_integer(c->queue_sample_ms));
   return w;
 }
 

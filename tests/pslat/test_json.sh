@@ -13,7 +13,7 @@ B="$EMBER_BIN/ps-bench"
 "$B" --help >"$TMP/help.txt" || fail "--help exited $?"
 for f in servers op mix keys dim key-space dist rate arrivals closed-loop inflight duration \
          warmup sweep json tables connections threads requests prepopulate timeout-ms plot seed \
-         log-level knee-p99-ms; do
+         log-level knee-p99-ms queue-sample-ms; do
   grep -q -- "--$f" "$TMP/help.txt" || fail "--help does not list --$f"
 done
 
@@ -52,7 +52,10 @@ grep -q '^  by op: pull [0-9]* requests p50 .* ms; push [0-9]* requests p50' "$T
   --json "$TMP/mix0.json" >/dev/null || fail "mix 0 run exited $?"
 # A closed-loop push run.
 "$B" --servers "$S" --op push --keys 64 --dim 8 --closed-loop --inflight 4 --duration 0.5 \
-  --warmup 0 --json "$TMP/closed.json" || fail "closed run exited $?"
+  --warmup 0 --queue-sample-ms 50 --json "$TMP/closed.json" >"$TMP/closed.txt" \
+  || fail "closed run exited $?"
+grep -q 'server queue depth (sampled every 50 ms)' "$TMP/closed.txt" || fail "no sampled queue depth"
+grep -q 'server queue depth' "$TMP/one.txt" && fail "queue depths sampled without --queue-sample-ms"
 # A sweep of three rates, with plots.
 "$B" --servers "$S" --op pull --keys 128 --dim 8 --dist zipf:1.1 --sweep 100,200,400 \
   --duration 0.5 --warmup 0.1 --json "$TMP/sweep.json" --plot "$TMP/sweep.svg" \
@@ -90,7 +93,7 @@ WORKLOAD = {"op": str, "mix": num, "keys": int, "dim": int, "key_space": int, "d
             "zipf_exponent": num, "tables": int, "table_id": int, "servers": list, "mode": str,
             "offered_rates": list, "inflight": int, "threads": int, "warmup_s": num,
             "prepopulate": bool, "unique": bool, "key_pool": int, "timeout_ms": int,
-            "curve": bool, "seed": int}
+            "curve": bool, "seed": int, "queue_sample_ms": int}
 def doc(name):
     d = json.load(open(f"{T}/{name}.json"))
     check(isinstance(d, dict) and d.get("format") == "ps-bench/2", f"{name}: format ps-bench/2")
@@ -173,6 +176,11 @@ check(abs(p["keys_per_s"] - 256 * p["achieved_rate"]) < 1e-6 * p["keys_per_s"] +
       "one: keys_per_s = keys x achieved_rate")
 check(p["offered_rate"] == 400, "one: offered_rate 400")
 check(len(p["breakdown_us"]["servers"]) == 2, "one: both shards' STATS in the breakdown")
+# By default the bench sends no STATS while the load runs: only the snapshot before the point
+# falls between the two (the one after is answered after its own count is taken).
+sr = [s["stats_requests"] for s in p["breakdown_us"]["servers"]]
+check(sr == [1, 1] and all(s["max_inflight_sampled"] is None for s in p["breakdown_us"]["servers"]),
+      f"one: no STATS during the load by default (STATS per shard between snapshots: {sr})")
 npull, npush = p["by_op"]["pull"]["requests"], p["by_op"]["push"]["requests"]
 sd = math.sqrt(600 * 0.7 * 0.3)  # binomial: pulls ~ Bin(600, 0.7)
 check(abs(npull - 420) <= 5 * sd and npush > 0,
@@ -185,6 +193,10 @@ check(cl["points"][0]["requests"] > 0 and cl["points"][0]["errors"] == 0, "close
 w = cl["workload"]
 check((w["mode"], w["arrivals"], w["offered_rates"], w["inflight"], w["op"]) ==
       ("closed-loop", None, [], 4, "push") and cl["knee"] is None, f"closed: workload {w}")
+sr = [s["stats_requests"] for s in cl["points"][0]["breakdown_us"]["servers"]]
+check(w["queue_sample_ms"] == 50 and all(n >= 5 for n in sr) and
+      all(isinstance(s["max_inflight_sampled"], int) for s in cl["points"][0]["breakdown_us"]["servers"]),
+      f"closed: --queue-sample-ms 50 over 0.5 s sent {sr} STATS per shard (>= 5)")
 
 sw = doc("sweep")
 pts = sw["points"]
