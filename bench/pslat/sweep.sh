@@ -4,7 +4,9 @@
 # pre-populated keys, open loop at each rate of RATES; RUNS consecutive runs (fresh servers
 # each). Prints each sweep's table, knee and p99/p50 at half the knee, then one summary table
 # over the runs (from the --json documents: knee, the half-knee point's p50/p99 and where its
-# p99 went, the load average when the sweep ended). Writes OUT/run<R>/{1s,2s}-d{16,64}.{json,svg,svg.gp}.
+# p99 went, the load average when the sweep ended) with, per run, the raw ZeroMQ round trip's
+# own p50/p99 (ps-net-bench --no-ember, when built): the transport's tail that minute.
+# Writes OUT/run<R>/{1s,2s}-d{16,64}.{json,svg,svg.gp}.
 #
 #   bench/pslat/sweep.sh [BIN_DIR] [OUT_DIR]
 # Env: RATES (default 250,500,1000,1500,2000,3000,4000,5000,6000), SECS (2), WARMUP (0.5),
@@ -54,6 +56,13 @@ for r in $(seq 1 "$runs"); do
     done
     stop_all
   done
+  # The transport's own tail in the same minute: raw ZeroMQ round trips of a 4096-key dim-16
+  # pull's bytes, 1 in flight (ps-net-bench's floor), when that binary was built.
+  if [ -x "$bin/ps-net-bench" ]; then
+    "$bin/ps-net-bench" --no-ember --dims 16 --servers 1 --inflight 1 --ops pull --duration "$secs" \
+      --warmup "$warm" --json "$out/run$r/zmq-floor.json" > /dev/null 2>&1 || true
+    cut -d' ' -f1 /proc/loadavg > "$out/run$r/zmq-floor.load"
+  fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 - "$out" "$runs" <<'PY'
@@ -80,4 +89,10 @@ for r in range(1, runs + 1):
         print(f"| {r} | {name} | {k['offered_rate']:.0f} | {h['offered_rate']:.0f} | "
               f"{h['p50_us'] / 1e3:.3f} | {h['p99_us'] / 1e3:.3f} | {h['p99_over_p50']:.2f} | "
               f"{parts} | {load} |")
+    f = f"{out}/run{r}/zmq-floor.json"
+    if os.path.exists(f):
+        e = json.load(open(f))[0]
+        load = open(f"{out}/run{r}/zmq-floor.load").read().strip()
+        print(f"| {r} | raw ZeroMQ floor, closed loop 1 in flight | | | {e['p50_us'] / 1e3:.3f} | "
+              f"{e['p99_us'] / 1e3:.3f} | {e['p99_us'] / e['p50_us']:.2f} | | {load} |")
 PY
