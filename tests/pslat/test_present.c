@@ -22,22 +22,24 @@ static ps_bench_fig pt(double offered, double achieved, double p99_ms, bool fail
 }
 
 /* A sweep given out of order: 800 is the knee (its p99 9.9 ms is within 5 x 2 ms); 1600 and
- * 3200 are overloaded (achieved folds back to 900 and 850). */
-static void sweep(ps_bench_fig *f) {
+ * 3200 are overloaded (achieved folds back to 900 and 850). Returns its knee by the default
+ * bound. */
+static ps_bench_knee sweep(ps_bench_fig *f) {
   f[0] = pt(1600, 900, 480, false);
   f[1] = pt(200, 200, 2.5, false);
   f[2] = pt(800, 790, 9.9, false);
   f[3] = pt(100, 100, 2.0, false);
   f[4] = pt(3200, 850, 2600, false);
   f[5] = pt(400, 399, 3.0, false);
+  ps_bench_knee k;
+  ps_bench_knee_find(f, 6, 0, &k);
+  return k;
 }
 
 static void test_knee_by_hand(void **st) {
   (void)st;
   ps_bench_fig f[6];
-  sweep(f);
-  ps_bench_knee k;
-  ps_bench_knee_find(f, 6, 0, &k);
+  ps_bench_knee k = sweep(f);
   assert_int_equal(k.index, 2); /* offered 800 */
   assert_int_equal(k.half, 5);  /* offered 400 = 800 / 2 */
   assert_true(fabs(k.p99_bound_us - 10000.0) < 1e-9);
@@ -128,9 +130,7 @@ static char *script_of(const ps_bench_fig *f, int n, const ps_bench_knee *k, boo
 static void test_plot_x_is_offered(void **st) {
   (void)st;
   ps_bench_fig f[6];
-  sweep(f);
-  ps_bench_knee k;
-  ps_bench_knee_find(f, 6, 0, &k);
+  ps_bench_knee k = sweep(f);
   char *s = script_of(f, 6, &k, false);
   double rows[8][12];
   char xl[128];
