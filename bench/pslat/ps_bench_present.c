@@ -86,7 +86,7 @@ void ps_bench_plot_script(FILE *g, const char *out, const char *title, const ps_
   fprintf(g, "EOD\n");
   fprintf(g, "set xlabel 'offered rate (requests/s)'\nset ylabel 'latency (ms, log scale)'\n"
              "set y2label 'achieved rate (requests/s)'\nset logscale y\nset ytics nomirror\n"
-             "set y2tics\nset xrange [0:*]\nset y2range [0:*]\nset grid\nset key top left\n");
+             "set y2tics\nset xrange [0:*]\nset y2range [0:*]\nset grid\nset key below horizontal\n");
   if (k && k->index >= 0) {
     double x = f[k->index].offered;
     fprintf(g, "set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lw 2 lc rgb 'red'\n",
