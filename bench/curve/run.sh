@@ -55,7 +55,7 @@ print("| --- | --- | --- | --- | --- | --- | --- |")
 for op in ("pull", "push"):
     for dim in (16, 64):
         for q in (1, 8):
-            f = {m: [json.load(open(f"{out}/{m}-{r}-{op}-{dim}-{q}.json")) for r in range(1, rounds + 1)]
+            f = {m: [json.load(open(f"{out}/{m}-{r}-{op}-{dim}-{q}.json"))["points"][0] for r in range(1, rounds + 1)]
                  for m in ("plain", "curve")}
             k = {m: statistics.median(x["keys_per_s"] for x in f[m]) for m in f}
             p = {m: statistics.median(x["latency_us"]["p50"] for x in f[m]) for m in f}

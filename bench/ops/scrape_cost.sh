@@ -68,8 +68,7 @@ run() { # mode -> "keys_per_s cpu_s_per_mkey"
   [ -n "$scr" ] && { kill "$scr"; wait "$scr" 2>/dev/null || true; }
   /usr/bin/python3 - "$tmp/r.json" "$c0" "$c1" "$hz" "$secs" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-if isinstance(r, list): r = r[0]
+r = json.load(open(sys.argv[1]))["points"][0]  # ps-bench --json (docs/BENCH.md)
 c0, c1, hz, secs = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 # CPU over warm-up + measured part; keys over the measured part scaled to the same span.
 keys = r["keys_per_s"] * (secs + 1.0)

@@ -72,7 +72,7 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
     ps_status st = ps_bench_run_point(c, clients, statcl, rates[i], &res[i]);
     *nres = i + 1;
     ps_bench_stats_snap(c, statcl, after, nsrv, true);
-    ps_bench_server_window(&res[i], before, after, nsrv);
+    ps_bench_server_window(c, &res[i], before, after, nsrv);
     ps_bench_snaps_free(before, nsrv);
     ps_bench_snaps_free(after, nsrv);
     if (st != PS_OK) {
@@ -83,7 +83,7 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
     if (!header) ps_bench_print_header(stdout);
     header = true;
     ps_bench_print_row(stdout, &res[i]);
-    ps_bench_print_breakdown(&res[i], nsrv);
+    ps_bench_print_breakdown(c, &res[i], nsrv);
     fflush(stdout);
   }
   free(before);
@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
            c.closed ? "" : (c.poisson ? " (poisson)" : " (constant)"));
     if (c.closed) printf("  %d request(s) in flight\n", c.inflight);
     rc = run(&c, clients, rates, nrates, res, &nres);
-    if (rc == 0 && (nrates > 1 || c.sweep_s)) ps_bench_print_sweep(res, nres);
+    if (rc == 0 && (nrates > 1 || c.sweep_s)) ps_bench_print_sweep(&c, res, nres);
     for (int i = 0; i < nres; i++)
       if (res[i].errors || res[i].timeouts) rc = rc ? rc : 3;
     rc = ps_bench_write_outputs(&c, res, nres, rc);

@@ -1,7 +1,8 @@
 /* ps_bench_int.h: what the files of ps-bench share — the run's configuration (flags, in
  * ps_bench_flags.c), a measured point's result (load generation fills it, ps_bench_load.c),
  * the servers' STATS snapshots and the queue/service breakdown (ps_bench_stats.c), and the
- * report (text, JSON, plot; ps_bench_report.c). main (ps_bench.c) strings them together.
+ * report (text, JSON, plot; ps_bench_report.c, with the knee and the plot script over plain
+ * figures in ps_bench_present.c). main (ps_bench.c) strings them together.
  *
  * The latency-critical part — the per-thread send/reap loop — stays whole inside
  * ps_bench_load.c; nothing it calls per request crosses a file. */
@@ -18,13 +19,18 @@
 #include "ps_hist.h"
 
 enum { PS_BENCH_OP_PULL, PS_BENCH_OP_PUSH, PS_BENCH_OP_MIXED };
+/* A request's kind, as the per-op figures index it (push = 1, so `is_push` indexes). */
+enum { PS_BENCH_OPS = 2 };
+extern const char *const ps_bench_op_name[PS_BENCH_OPS]; /* "pull", "push" */
 #define PS_BENCH_MAX_SWEEP 64
 
 typedef struct ps_bench_cfg {
   const char *servers, *op_s, *dist_s, *arrivals_s, *sweep_s, *json, *plot, *level;
   double mix, rate, duration, warmup;
+  double knee_p99_ms; /* --knee-p99-ms: the knee's absolute p99 bound (0: 5x the lightest) */
   int64_t keys, dim, key_space, requests, seed;
   int tables, table_id, threads, connections, inflight, timeout_ms;
+  int queue_sample_ms; /* --queue-sample-ms: STATS during the load every MS (0: never) */
   bool closed, prepopulate, poisson, unique;
   int op;
   double zipf_a;
@@ -39,12 +45,19 @@ typedef struct ps_bench_cfg {
 enum { PS_BENCH_SP_TOTAL, PS_BENCH_SP_QUEUE, PS_BENCH_SP_SERVICE, PS_BENCH_SP_N };
 extern const char *const ps_bench_sp_field[PS_BENCH_SP_N];
 
+/* One op's share of a point (--op mixed reports pulls and pushes apart). */
+typedef struct ps_bench_op_figs {
+  uint64_t requests, errors, timeouts, keys;
+  ps_hist *lat; /* intended -> reply, as the point's lat */
+} ps_bench_op_figs;
+
 /* One measured point (a rate, or the closed loop). */
 typedef struct ps_bench_result {
   double target_rate; /* < 0: closed loop */
   double achieved_rate, keys_per_s, elapsed_s;
   uint64_t requests, errors, timeouts, keys, late;
   ps_hist *lat, *cq, *rtt;
+  ps_bench_op_figs op[PS_BENCH_OPS]; /* pulls and pushes apart (lat above: together) */
   char first_error[256];
   double srv_mean_us;                       /* < 0: unknown */
   /* The slowest shard's receipt-to-reply time over this point and its split (see
@@ -60,6 +73,7 @@ typedef struct ps_bench_result {
 typedef struct ps_bench_snap {
   bool ok;
   int64_t inflight, deferred;
+  double stats_count; /* STATS requests the server answered (ops.stats.count) */
   json_t *lat; /* cumulative latency_us of the main op (borrowed into the result's JSON) */
   /* Pulls and pushes together, cumulative since the server started: per part, the raw
    * ps_hist bucket counts (only when asked for) and count x mean. */
@@ -87,8 +101,8 @@ void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v,
 void ps_bench_snaps_free(ps_bench_snap *v, size_t n);
 void ps_bench_sample_queues(const ps_bench_cfg *c, ps_client *cl, ps_bench_result *res,
                             size_t nsrv);
-void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a,
-                            size_t n);
+void ps_bench_server_window(const ps_bench_cfg *c, ps_bench_result *r, const ps_bench_snap *b,
+                            const ps_bench_snap *a, size_t n);
 double ps_bench_network_mean_us(const ps_bench_result *r);
 
 /* ps_bench_report.c */
@@ -97,10 +111,12 @@ double ps_bench_network_mean_us(const ps_bench_result *r);
 json_t *ps_bench_win_json(const ps_hist *h, double mean_us);
 void ps_bench_print_header(FILE *f);
 void ps_bench_print_row(FILE *f, const ps_bench_result *r);
-void ps_bench_print_breakdown(const ps_bench_result *r, size_t nsrv);
-void ps_bench_print_sweep(ps_bench_result *rs, int n);
+void ps_bench_print_breakdown(const ps_bench_cfg *c, const ps_bench_result *r, size_t nsrv);
+void ps_bench_print_sweep(const ps_bench_cfg *c, ps_bench_result *rs, int n);
 json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r);
-/* --json and --plot; returns rc updated as main's exit code. */
+/* --json and --plot; returns rc updated as main's exit code. The --json document has one shape
+ * for a single run and a sweep (docs/BENCH.md, "ps-bench --json"); its "format" is this. */
+#define PS_BENCH_JSON_FORMAT "ps-bench/2"
 int ps_bench_write_outputs(const ps_bench_cfg *c, ps_bench_result *rs, int n, int rc);
 
 #endif

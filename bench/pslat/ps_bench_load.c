@@ -27,7 +27,7 @@
 typedef struct slot {
   ps_client_req *r;
   uint64_t intended, sent;
-  bool measured;
+  bool measured, push; /* push: its figures go to the push side of --op mixed */
 } slot;
 
 typedef struct worker {
@@ -47,6 +47,7 @@ typedef struct worker {
   /* results */
   ps_hist *lat, *cq, *rtt;
   uint64_t requests, errors, timeouts, keys, last_done, late;
+  ps_bench_op_figs op[PS_BENCH_OPS]; /* the same, per op (pull, push) */
   char first_error[256];
   ps_error err;  /* the last failed request's message */
   int *finished; /* threads done (atomic) */
@@ -85,6 +86,7 @@ static void issue(worker *w, uint64_t intended) {
   slot *s = &w->slots[w->nin];
   s->intended = intended;
   s->measured = intended >= w->t_measure;
+  s->push = !pull;
   s->sent = ps_now_ns();
   ps_status st = pull ? ps_client_pull_start(w->cl, table, 0, w->keybuf, n, c->unique, w->out,
                                              &s->r, &w->err)
@@ -95,6 +97,8 @@ static void issue(worker *w, uint64_t intended) {
     if (s->measured) {
       w->requests++;
       w->errors++;
+      w->op[s->push].requests++;
+      w->op[s->push].errors++;
       note_error(w, st);
     }
     return;
@@ -116,15 +120,19 @@ static int reap(worker *w) {
     ps_status st = ps_client_wait(w->cl, &s->r, &w->err);
     uint64_t now = ps_now_ns();
     if (s->measured) {
+      ps_bench_op_figs *o = &w->op[s->push];
       w->requests++;
       w->keys += (uint64_t)w->c->keys;
-      if (st == PS_ERR_TIMEOUT) w->timeouts++;
-      else if (st != PS_OK) w->errors++;
+      o->requests++;
+      o->keys += (uint64_t)w->c->keys;
+      if (st == PS_ERR_TIMEOUT) w->timeouts++, o->timeouts++;
+      else if (st != PS_OK) w->errors++, o->errors++;
       if (st != PS_OK) note_error(w, st);
       /* Timed-out requests stay in the histogram at what they cost (>= the timeout): a tail
        * that hides them would flatter the server. Other errors are counted, not timed. */
       if (st == PS_OK || st == PS_ERR_TIMEOUT) {
         ps_hist_record(w->lat, now - s->intended);
+        ps_hist_record(o->lat, now - s->intended);
         ps_hist_record(w->cq, s->sent - s->intended);
         ps_hist_record(w->rtt, now - s->sent);
       }
@@ -230,6 +238,7 @@ void ps_bench_result_init(ps_bench_result *r, size_t nsrv) {
   r->lat = ps_hist_create();
   r->cq = ps_hist_create();
   r->rtt = ps_hist_create();
+  for (int o = 0; o < PS_BENCH_OPS; o++) r->op[o].lat = ps_hist_create();
   r->q_inflight_max = calloc(nsrv, sizeof *r->q_inflight_max);
   r->q_deferred_max = calloc(nsrv, sizeof *r->q_deferred_max);
   r->srv_mean_us = -1;
@@ -240,6 +249,7 @@ void ps_bench_result_free(ps_bench_result *r) {
   ps_hist_destroy(&r->lat);
   ps_hist_destroy(&r->cq);
   ps_hist_destroy(&r->rtt);
+  for (int o = 0; o < PS_BENCH_OPS; o++) ps_hist_destroy(&r->op[o].lat);
   for (int p = 0; p < PS_BENCH_SP_N; p++) ps_hist_destroy(&r->win[p]);
   free(r->q_inflight_max);
   free(r->q_deferred_max);
@@ -284,7 +294,9 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
     w->lat = ps_hist_create();
     w->cq = ps_hist_create();
     w->rtt = ps_hist_create();
-    if (!w->slots || !w->keybuf || !w->out || !w->grads || !w->lat || !w->cq || !w->rtt) {
+    for (int o = 0; o < PS_BENCH_OPS; o++) w->op[o].lat = ps_hist_create();
+    if (!w->slots || !w->keybuf || !w->out || !w->grads || !w->lat || !w->cq || !w->rtt ||
+        !w->op[0].lat || !w->op[1].lat || !res->op[0].lat || !res->op[1].lat) {
       st = PS_ERR_NOMEM;
       break;
     }
@@ -297,11 +309,14 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
         break;
       }
   }
-  /* Meanwhile, sample the servers' queue depths. */
+  /* Meanwhile, with --queue-sample-ms, sample the servers' queue depths. Off by default: each
+   * STATS holds the server's socket thread while it renders (about 1 ms on a 2-core VM), and
+   * the requests that arrive meanwhile wait: the bench would perturb the tail it measures. */
   size_t nsrv = ps_client_servers(statcl);
   if (!res->q_inflight_max || !res->q_deferred_max) nsrv = 0;
-  while (started == T && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
-    ps_sleep_ns(100000000);
+  while (c->queue_sample_ms > 0 && started == T &&
+         __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
+    ps_sleep_ns((uint64_t)c->queue_sample_ms * 1000000ull);
     if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) >= T) break;
     ps_bench_sample_queues(c, statcl, res, nsrv);
   }
@@ -313,6 +328,13 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
       ps_hist_merge(res->lat, w->lat);
       ps_hist_merge(res->cq, w->cq);
       ps_hist_merge(res->rtt, w->rtt);
+      for (int o = 0; o < PS_BENCH_OPS; o++) {
+        ps_hist_merge(res->op[o].lat, w->op[o].lat);
+        res->op[o].requests += w->op[o].requests;
+        res->op[o].errors += w->op[o].errors;
+        res->op[o].timeouts += w->op[o].timeouts;
+        res->op[o].keys += w->op[o].keys;
+      }
       res->requests += w->requests;
       res->errors += w->errors;
       res->timeouts += w->timeouts;
@@ -329,6 +351,7 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
     ps_hist_destroy(&w->lat);
     ps_hist_destroy(&w->cq);
     ps_hist_destroy(&w->rtt);
+    for (int o = 0; o < PS_BENCH_OPS; o++) ps_hist_destroy(&w->op[o].lat);
   }
   free(ws);
   free(th);

@@ -1,22 +1,26 @@
-/* ps_bench_report: what ps-bench prints and writes — the per-point table row and the "where
- * time went" breakdown (client queue, network, server queue, service), a sweep's
- * latency-throughput table and its knee, the --json document and the --plot (gnuplot, PNG or
- * SVG).
+/* ps_bench_report: what ps-bench prints and writes — the per-point table row (latencies in ms)
+ * and the "where time went" breakdown (client queue, network, server queue, service), pulls
+ * and pushes apart under --op mixed, a sweep's latency-vs-offered-rate table and its knee, the
+ * --json document and the --plot (gnuplot, PNG or SVG; the script in ps_bench_present.c).
+ *
+ * One --json shape for a single run and a sweep — {format, workload, points[], knee,
+ * half_knee} — so a consumer reads points[0] of either and never has to guess what was run:
+ * the workload is in the document, not in the file name.
  *
  * The breakdown's network part is a difference of means (the mean round trip less the
  * server's mean time): a difference of percentiles is no percentile. */
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "ps_bench_int.h"
+#include "ps_bench_present_int.h"
+#include "ps_cli.h"
 
 static double us(uint64_t ns) { return (double)ns / 1e3; }
+static double ms(uint64_t ns) { return (double)ns / 1e6; }
 
 static json_t *lat_json(const ps_hist *h) {
   return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "p50", us(ps_hist_percentile(h, 50)),
@@ -33,21 +37,38 @@ json_t *ps_bench_win_json(const ps_hist *h, double mean_us) {
                    (json_int_t)ps_hist_count(h));
 }
 
+const char *const ps_bench_op_name[PS_BENCH_OPS] = {"pull", "push"};
+
+/* The ops a workload sends: pull, push, or both for --op mixed. */
+static bool op_runs(const ps_bench_cfg *c, int o) {
+  return c->op == PS_BENCH_OP_MIXED || (c->op == PS_BENCH_OP_PUSH) == (o == 1);
+}
+
 json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
   json_t *j = json_pack("{s:f, s:I, s:I, s:I, s:f, s:o}", "achieved_rate", r->achieved_rate,
                         "requests", (json_int_t)r->requests, "errors", (json_int_t)r->errors,
                         "timeouts", (json_int_t)r->timeouts, "keys_per_s", r->keys_per_s,
                         "latency_us", lat_json(r->lat));
-  if (r->target_rate >= 0) json_object_set_new(j, "target_rate", json_real(r->target_rate));
-  else json_object_set_new(j, "inflight", json_integer(c->inflight));
-  json_object_set_new(j, "mode", json_string(c->closed ? "closed-loop" : "open-loop"));
+  json_object_set_new(j, "offered_rate",
+                      r->target_rate >= 0 ? json_real(r->target_rate) : json_null());
   json_object_set_new(j, "elapsed_s", json_real(r->elapsed_s));
   json_object_set_new(j, "late_sends", json_integer((json_int_t)r->late));
+  /* Pulls and pushes apart (--op mixed has both; the figures above are both together). */
+  json_t *by = json_object();
+  for (int o = 0; o < PS_BENCH_OPS; o++) {
+    if (!op_runs(c, o)) continue;
+    const ps_bench_op_figs *f = &r->op[o];
+    double kps = r->elapsed_s > 0 ? (double)f->keys / r->elapsed_s : 0.0;
+    json_object_set_new(by, ps_bench_op_name[o],
+                        json_pack("{s:I, s:I, s:I, s:f, s:o}", "requests", (json_int_t)f->requests,
+                                  "errors", (json_int_t)f->errors, "timeouts",
+                                  (json_int_t)f->timeouts, "keys_per_s", kps, "latency_us",
+                                  lat_json(f->lat)));
+  }
+  json_object_set_new(j, "by_op", by);
   json_t *bd = json_object();
   json_object_set_new(bd, "client_queue", lat_json(r->cq));
   json_object_set_new(bd, "round_trip", lat_json(r->rtt));
-  json_object_set_new(bd, "round_trip_mean", json_real(us((uint64_t)ps_hist_mean(r->rtt))));
-  json_object_set_new(bd, "server_mean", json_real(r->srv_mean_us));
   /* Client queue + network + server queue + service: the network part is the mean round trip
    * less the server's mean time (a difference of percentiles is no percentile, so only a
    * mean); the server parts are the slowest shard's, over this point. */
@@ -66,9 +87,9 @@ json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
 }
 
 void ps_bench_print_header(FILE *f) {
-  fprintf(f, "%10s %11s %9s %6s %8s %12s %9s %9s %9s %9s %9s %9s\n", "target/s", "achieved/s",
-          "requests", "errors", "timeouts", "keys/s", "p50 us", "p90 us", "p99 us", "p99.9 us",
-          "p99.99 us", "max us");
+  fprintf(f, "%10s %11s %9s %6s %8s %12s %9s %9s %9s %9s %9s %9s\n", "offered/s", "achieved/s",
+          "requests", "errors", "timeouts", "keys/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+          "p99.99 ms", "max ms");
 }
 
 void ps_bench_print_row(FILE *f, const ps_bench_result *r) {
@@ -76,11 +97,24 @@ void ps_bench_print_row(FILE *f, const ps_bench_result *r) {
   if (r->target_rate >= 0) snprintf(tgt, sizeof tgt, "%.0f", r->target_rate);
   else snprintf(tgt, sizeof tgt, "closed");
   const ps_hist *h = r->lat;
-  fprintf(f, "%10s %11.1f %9" PRIu64 " %6" PRIu64 " %8" PRIu64 " %12.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
+  fprintf(f, "%10s %11.1f %9" PRIu64 " %6" PRIu64 " %8" PRIu64 " %12.0f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n",
           tgt, r->achieved_rate, r->requests, r->errors, r->timeouts, r->keys_per_s,
-          us(ps_hist_percentile(h, 50)), us(ps_hist_percentile(h, 90)),
-          us(ps_hist_percentile(h, 99)), us(ps_hist_percentile(h, 99.9)),
-          us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)));
+          ms(ps_hist_percentile(h, 50)), ms(ps_hist_percentile(h, 90)),
+          ms(ps_hist_percentile(h, 99)), ms(ps_hist_percentile(h, 99.9)),
+          ms(ps_hist_percentile(h, 99.99)), ms(ps_hist_max(h)));
+}
+
+/* --op mixed: pulls and pushes apart, one line. */
+static void print_ops(FILE *f, const ps_bench_cfg *c, const ps_bench_result *r) {
+  if (c->op != PS_BENCH_OP_MIXED) return;
+  fprintf(f, "  by op:");
+  for (int o = 0; o < PS_BENCH_OPS; o++) {
+    const ps_bench_op_figs *p = &r->op[o];
+    fprintf(f, "%s %s %" PRIu64 " requests p50 %.3f p99 %.3f max %.3f ms", o ? ";" : "",
+            ps_bench_op_name[o], p->requests, ms(ps_hist_percentile(p->lat, 50)),
+            ms(ps_hist_percentile(p->lat, 99)), ms(ps_hist_max(p->lat)));
+  }
+  fprintf(f, "\n");
 }
 
 static void print_part(const char *name, const ps_hist *h, double mean_us) {
@@ -88,7 +122,8 @@ static void print_part(const char *name, const ps_hist *h, double mean_us) {
          us(ps_hist_percentile(h, 99)), mean_us);
 }
 
-void ps_bench_print_breakdown(const ps_bench_result *r, size_t nsrv) {
+void ps_bench_print_breakdown(const ps_bench_cfg *c, const ps_bench_result *r, size_t nsrv) {
+  print_ops(stdout, c, r);
   printf("  where time went: ");
   print_part("client queue (intended -> sent)", r->cq, ps_hist_mean(r->cq) / 1e3);
   printf("; ");
@@ -112,9 +147,10 @@ void ps_bench_print_breakdown(const ps_bench_result *r, size_t nsrv) {
                  r->win_mean_us[PS_BENCH_SP_SERVICE]);
       printf("\n");
     }
-    printf("    server queue depth (sampled every 100 ms): max inflight %" PRId64
-           ", deferred %" PRId64 "\n",
-           qi, qd);
+    if (c->queue_sample_ms > 0)
+      printf("    server queue depth (sampled every %d ms): max inflight %" PRId64
+             ", deferred %" PRId64 "\n",
+             c->queue_sample_ms, qi, qd);
   }
   if (r->late)
     printf("  %" PRIu64 " requests left more than 1 ms after their intended time (charged)\n",
@@ -122,107 +158,157 @@ void ps_bench_print_breakdown(const ps_bench_result *r, size_t nsrv) {
   if (r->first_error[0]) printf("  first error: %s\n", r->first_error);
 }
 
-/* The knee: going up in rate, the last point before the first one that is not sustained
- * (achieved < 95% of target, errors or timeouts) or whose p99 exceeds 5x the lightest point's
- * p99. Stopping at the first failure keeps a lucky point above a failed one from counting. */
-static int find_knee(ps_bench_result *rs, int n) {
-  int ord[PS_BENCH_MAX_SWEEP];
-  for (int i = 0; i < n; i++) ord[i] = i;
-  for (int i = 1; i < n; i++) /* insertion sort by target rate */
-    for (int j = i; j > 0 && rs[ord[j]].target_rate < rs[ord[j - 1]].target_rate; j--) {
-      int t = ord[j];
-      ord[j] = ord[j - 1];
-      ord[j - 1] = t;
-    }
-  double base = -1;
-  int knee = -1;
-  for (int k = 0; k < n; k++) {
-    ps_bench_result *r = &rs[ord[k]];
-    bool ok = r->achieved_rate >= 0.95 * r->target_rate && r->errors == 0 && r->timeouts == 0;
-    double p99 = (double)ps_hist_percentile(r->lat, 99);
-    if (base < 0) base = p99;
-    if (!ok || p99 > 5.0 * base) break;
-    knee = ord[k];
+/* A point's figures as the knee and the plot see them (ps_bench_present_int.h). */
+static ps_bench_fig fig_of(const ps_bench_cfg *c, const ps_bench_result *r) {
+  static const double pct[PS_BENCH_FIG_N - 1] = {50, 90, 99, 99.9, 99.99};
+  ps_bench_fig f = {.offered = r->target_rate, .achieved = r->achieved_rate,
+                    .failed = r->errors || r->timeouts};
+  for (int q = 0; q < PS_BENCH_FIG_N - 1; q++) f.lat_us[q] = us(ps_hist_percentile(r->lat, pct[q]));
+  f.lat_us[PS_BENCH_FIG_MAX] = us(ps_hist_max(r->lat));
+  for (int o = 0; o < PS_BENCH_OPS; o++) {
+    bool has = op_runs(c, o) && ps_hist_count(r->op[o].lat) > 0;
+    f.op_p50_us[o] = has ? us(ps_hist_percentile(r->op[o].lat, 50)) : -1;
+    f.op_p99_us[o] = has ? us(ps_hist_percentile(r->op[o].lat, 99)) : -1;
   }
-  return knee;
+  return f;
 }
 
-static int write_plot(const ps_bench_cfg *c, ps_bench_result *rs, int n) {
-  char dat[] = "/tmp/ps-bench-plot-XXXXXX";
-  int fd = mkstemp(dat);
-  if (fd < 0) return -1;
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    unlink(dat);
-    return -1;
-  }
-  for (int i = 0; i < n; i++) {
-    const ps_hist *h = rs[i].lat;
-    fprintf(f, "%.3f %.3f %.3f %.3f %.3f %.3f %.3f\n", rs[i].achieved_rate,
-            us(ps_hist_percentile(h, 50)), us(ps_hist_percentile(h, 90)),
-            us(ps_hist_percentile(h, 99)), us(ps_hist_percentile(h, 99.9)),
-            us(ps_hist_percentile(h, 99.99)), us(ps_hist_max(h)) > 0 ? us(ps_hist_max(h)) : 1.0);
-  }
-  fclose(f);
-  size_t L = strlen(c->plot);
-  bool svg = L >= 4 && strcasecmp(c->plot + L - 4, ".svg") == 0;
-  char title[256];
-  snprintf(title, sizeof title, "ps-bench %s, %" PRId64 " keys x dim %" PRId64 ", %s, %s",
-           c->op_s, c->keys, c->dim, c->dist_s, c->servers);
+/* The figures of n points and their knee (a sweep's; none for a single run). */
+static void knee_of(const ps_bench_cfg *c, const ps_bench_result *rs, int n, ps_bench_fig *f,
+                    ps_bench_knee *k) {
+  for (int i = 0; i < n; i++) f[i] = fig_of(c, &rs[i]);
+  k->index = k->half = -1;
+  k->p99_bound_us = 0;
+  if (c->sweep_s) ps_bench_knee_find(f, n, c->knee_p99_ms * 1e3, k);
+}
+
+static void plot_title(const ps_bench_cfg *c, char *t, size_t cap) {
+  snprintf(t, cap, "ps-bench %s, %" PRId64 " keys x dim %" PRId64 ", %s, %s", c->op_s, c->keys,
+           c->dim, c->dist_s, c->servers);
+}
+
+/* --plot: the script goes to PLOT.gp (kept, with its data) and through gnuplot. */
+static int write_plot(const ps_bench_cfg *c, const ps_bench_fig *f, int n,
+                      const ps_bench_knee *k) {
+  char title[512], gp[4096];
+  plot_title(c, title, sizeof title);
+  if ((size_t)snprintf(gp, sizeof gp, "%s.gp", c->plot) >= sizeof gp) return -1;
+  bool mixed = c->op == PS_BENCH_OP_MIXED;
+  FILE *s = fopen(gp, "w");
+  if (!s) return -1;
+  ps_bench_plot_script(s, c->plot, title, f, n, k, mixed);
+  if (fclose(s) != 0) return -1;
   FILE *g = popen("gnuplot", "w");
-  if (!g) {
-    unlink(dat);
-    return -1;
-  }
-  fprintf(g, "set terminal %s size 1000,650\n", svg ? "svg" : "png");
-  fprintf(g, "set output '%s'\n", c->plot);
-  fprintf(g, "set title \"%s\" noenhanced\n", title);
-  fprintf(g, "set xlabel 'achieved rate (requests/s)'\nset ylabel 'latency (us, log)'\n");
-  fprintf(g, "set logscale y\nset grid\nset key top left\n");
-  fprintf(g, "plot '%s' u 1:2 w lp t 'p50', '' u 1:3 w lp t 'p90', '' u 1:4 w lp t 'p99', "
-             "'' u 1:5 w lp t 'p99.9', '' u 1:6 w lp t 'p99.99', '' u 1:7 w lp t 'max'\n",
-          dat);
-  int rc = pclose(g);
-  unlink(dat);
-  return rc == 0 ? 0 : -1;
+  if (!g) return -1;
+  ps_bench_plot_script(g, c->plot, title, f, n, k, mixed);
+  return pclose(g) == 0 ? 0 : -1;
 }
 
 /* A sweep's summary: the latency-throughput table, the knee and the tail near half of it. */
-void ps_bench_print_sweep(ps_bench_result *rs, int n) {
-  printf("\nlatency vs throughput:\n");
+void ps_bench_print_sweep(const ps_bench_cfg *c, ps_bench_result *rs, int n) {
+  printf("\nlatency vs offered rate:\n");
   ps_bench_print_header(stdout);
   for (int i = 0; i < n; i++) ps_bench_print_row(stdout, &rs[i]);
-  int k = find_knee(rs, n);
-  if (k >= 0) {
-    printf("knee: %.0f requests/s (%.0f keys/s): the last rate, going up, sustained (>= 95%% "
-           "achieved, no errors) with p99 <= 5x the lightest point's p99\n",
-           rs[k].target_rate, rs[k].keys_per_s);
-    /* The point closest to half the knee: is the tail tight there? */
-    int h = -1;
+  if (c->op == PS_BENCH_OP_MIXED) {
+    printf("%10s %11s %11s %11s %11s\n", "offered/s", "pull p50 ms", "pull p99 ms",
+           "push p50 ms", "push p99 ms");
     for (int i = 0; i < n; i++)
-      if (h < 0 || fabs(rs[i].target_rate - rs[k].target_rate / 2) <
-                       fabs(rs[h].target_rate - rs[k].target_rate / 2))
-        h = i;
-    double p50 = (double)ps_hist_percentile(rs[h].lat, 50);
-    double p99 = (double)ps_hist_percentile(rs[h].lat, 99);
-    printf("at %.0f requests/s (nearest half the knee): p99/p50 = %.2f (%s)\n",
-           rs[h].target_rate, p50 > 0 ? p99 / p50 : 0.0,
-           p50 > 0 && p99 <= 2 * p50 ? "within 2x" : "over 2x");
-  } else {
-    printf("knee: none of the rates was sustained\n");
+      printf("%10.0f %11.3f %11.3f %11.3f %11.3f\n", rs[i].target_rate,
+             ms(ps_hist_percentile(rs[i].op[0].lat, 50)), ms(ps_hist_percentile(rs[i].op[0].lat, 99)),
+             ms(ps_hist_percentile(rs[i].op[1].lat, 50)), ms(ps_hist_percentile(rs[i].op[1].lat, 99)));
   }
+  ps_bench_fig f[PS_BENCH_MAX_SWEEP];
+  ps_bench_knee k;
+  knee_of(c, rs, n, f, &k);
+  if (k.index < 0) {
+    printf("knee: none of the offered rates was sustained (>= %.0f%% achieved, no errors) with "
+           "p99 <= %.3f ms\n",
+           100 * PS_BENCH_KNEE_MIN_ACHIEVED, k.p99_bound_us / 1e3);
+    return;
+  }
+  printf("knee: %.0f requests/s offered (%.0f keys/s): the highest offered rate, going up, "
+         "before the first not sustained (>= %.0f%% achieved, no errors) or with p99 > %.3f ms "
+         "(%s)\n",
+         rs[k.index].target_rate, rs[k.index].keys_per_s, 100 * PS_BENCH_KNEE_MIN_ACHIEVED,
+         k.p99_bound_us / 1e3,
+         c->knee_p99_ms > 0 ? "--knee-p99-ms" : "5x the lightest point's p99");
+  const ps_bench_fig *h = &f[k.half];
+  double p50 = h->lat_us[PS_BENCH_FIG_P50], p99 = h->lat_us[PS_BENCH_FIG_P99];
+  printf("at %.0f requests/s (nearest half the knee): p50 %.3f ms, p99 %.3f ms, p99/p50 = %.2f "
+         "(%s)\n",
+         h->offered, p50 / 1e3, p99 / 1e3, p50 > 0 ? p99 / p50 : 0.0,
+         p50 > 0 && p99 <= 2 * p50 ? "within 2x" : "over 2x");
+}
+
+/* The run's workload, as the JSON document names it. */
+static json_t *workload_json(const ps_bench_cfg *c, const ps_bench_result *rs, int n) {
+  json_t *w = json_pack("{s:s, s:f, s:I, s:I, s:I, s:s, s:f, s:i, s:i}", "op", c->op_s, "mix",
+                        c->mix, "keys", (json_int_t)c->keys, "dim", (json_int_t)c->dim,
+                        "key_space", (json_int_t)c->key_space, "distribution", c->dist_s,
+                        "zipf_exponent", c->zipf_a, "tables", c->tables, "table_id", c->table_id);
+  json_t *srv = json_array();
+  char *items[1024];
+  int ns = ps_split_list(c->servers, ',', items, 1024);
+  for (int i = 0; i < ns; i++) json_array_append_new(srv, json_string(items[i]));
+  if (ns > 0) free(items[0]);
+  json_object_set_new(w, "servers", srv);
+  json_object_set_new(w, "mode", json_string(c->closed ? "closed-loop" : "open-loop"));
+  json_object_set_new(w, "arrivals", c->closed ? json_null() : json_string(c->arrivals_s));
+  json_t *rates = json_array();
+  for (int i = 0; i < n && !c->closed; i++) json_array_append_new(rates, json_real(rs[i].target_rate));
+  json_object_set_new(w, "offered_rates", rates);
+  json_object_set_new(w, "inflight", json_integer(c->inflight));
+  json_object_set_new(w, "threads", json_integer(c->threads));
+  json_object_set_new(w, "duration_s", c->requests > 0 ? json_null() : json_real(c->duration));
+  json_object_set_new(w, "requests_per_point",
+                      c->requests > 0 ? json_integer((json_int_t)c->requests) : json_null());
+  json_object_set_new(w, "warmup_s", json_real(c->warmup));
+  json_object_set_new(w, "prepopulate", json_boolean(c->prepopulate));
+  json_object_set_new(w, "unique", json_boolean(c->unique));
+  json_object_set_new(w, "key_pool", json_integer((json_int_t)c->pool_n));
+  json_object_set_new(w, "timeout_ms", json_integer(c->timeout_ms));
+  json_object_set_new(w, "curve", json_boolean(c->curve_secret[0] != '\0'));
+  json_object_set_new(w, "seed", json_integer((json_int_t)c->seed));
+  json_object_set_new(w, "queue_sample_ms", json_integer(c->queue_sample_ms));
+  return w;
+}
+
+/* The knee and the half-knee point (null when there is none: a single run, or no rate
+ * passed). */
+static void knee_json(json_t *doc, const ps_bench_cfg *c, const ps_bench_result *rs,
+                      const ps_bench_fig *f, const ps_bench_knee *k) {
+  if (k->index < 0) {
+    json_object_set_new(doc, "knee", json_null());
+    json_object_set_new(doc, "half_knee", json_null());
+    return;
+  }
+  const ps_bench_result *r = &rs[k->index];
+  json_object_set_new(
+      doc, "knee",
+      json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "point", k->index, "offered_rate",
+                r->target_rate, "achieved_rate", r->achieved_rate, "keys_per_s", r->keys_per_s,
+                "p99_us", f[k->index].lat_us[PS_BENCH_FIG_P99], "min_achieved_fraction",
+                PS_BENCH_KNEE_MIN_ACHIEVED, "p99_bound_us", k->p99_bound_us, "p99_bound_from",
+                c->knee_p99_ms > 0 ? "--knee-p99-ms" : "5x the lightest point's p99"));
+  const ps_bench_fig *h = &f[k->half];
+  double p50 = h->lat_us[PS_BENCH_FIG_P50], p99 = h->lat_us[PS_BENCH_FIG_P99];
+  json_object_set_new(doc, "half_knee",
+                      json_pack("{s:i, s:f, s:f, s:f, s:f}", "point", k->half, "offered_rate",
+                                h->offered, "p50_us", p50, "p99_us", p99, "p99_over_p50",
+                                p50 > 0 ? p99 / p50 : 0.0));
 }
 
 int ps_bench_write_outputs(const ps_bench_cfg *c, ps_bench_result *rs, int n, int rc) {
+  ps_bench_fig f[PS_BENCH_MAX_SWEEP];
+  ps_bench_knee k;
+  knee_of(c, rs, n, f, &k);
   if (c->json && n) {
-    json_t *doc;
-    if (c->sweep_s) {
-      doc = json_array();
-      for (int i = 0; i < n; i++) json_array_append_new(doc, ps_bench_result_json(c, &rs[i]));
-    } else {
-      doc = ps_bench_result_json(c, &rs[0]);
-    }
+    json_t *doc = json_pack("{s:s, s:o}", "format", PS_BENCH_JSON_FORMAT, "workload",
+                            workload_json(c, rs, n));
+    json_t *pts = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(pts, ps_bench_result_json(c, &rs[i]));
+    json_object_set_new(doc, "points", pts);
+    knee_json(doc, c, rs, f, &k);
     if (json_dump_file(doc, c->json, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
       fprintf(stderr, "ps-bench: --json: cannot write '%s': %s\n", c->json, strerror(errno));
       rc = 1;
@@ -230,7 +316,7 @@ int ps_bench_write_outputs(const ps_bench_cfg *c, ps_bench_result *rs, int n, in
     json_decref(doc);
   }
   if (c->plot && n) {
-    if (write_plot(c, rs, n) != 0) {
+    if (write_plot(c, f, n, &k) != 0) {
       fprintf(stderr, "ps-bench: --plot: gnuplot failed to write '%s'\n", c->plot);
       rc = rc ? rc : 1;
     }

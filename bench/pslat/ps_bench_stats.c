@@ -1,6 +1,6 @@
 /* ps_bench_stats: the servers' own view of a point, from STATS — per-op histograms of
  * receipt-to-reply time and of its queue and service parts, cumulative since each server
- * started, and the queue depths sampled while the load runs.
+ * started, and (--queue-sample-ms) the queue depths sampled while the load runs.
  *
  * A point's share is the difference of two snapshots (before and after it): bucket counts only
  * grow, so subtracting them gives exactly the histogram of the requests in between
@@ -45,6 +45,8 @@ void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v,
     for (int p = 0; buckets && p < PS_BENCH_SP_N; p++)
       v[i].b[p] = calloc(ps_hist_nbuckets(), sizeof(uint64_t));
     json_t *ops = json_object_get(doc, "ops");
+    v[i].stats_count =
+        (double)json_integer_value(json_object_get(json_object_get(ops, "stats"), "count"));
     const char *names[] = {"pull", "push"};
     for (int k = 0; k < 2; k++) {
       json_t *o = json_object_get(ops, names[k]);
@@ -116,8 +118,8 @@ static ps_hist *hist_between(const uint64_t *b, const uint64_t *a, uint64_t *dif
 }
 
 /* Fills r's server fields from snapshots before and after the point. */
-void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps_bench_snap *a,
-                            size_t n) {
+void ps_bench_server_window(const ps_bench_cfg *c, ps_bench_result *r, const ps_bench_snap *b,
+                            const ps_bench_snap *a, size_t n) {
   r->srv_mean_us = -1;
   r->srv = json_array();
   uint64_t *diff = calloc(ps_hist_nbuckets(), sizeof *diff);
@@ -157,8 +159,16 @@ void ps_bench_server_window(ps_bench_result *r, const ps_bench_snap *b, const ps
         }
       }
     }
-    json_object_set_new(e, "max_inflight_sampled", json_integer(r->q_inflight_max[i]));
-    json_object_set_new(e, "max_deferred_sampled", json_integer(r->q_deferred_max[i]));
+    /* The STATS requests this point sent the shard between the snapshots (the first snapshot
+     * and --queue-sample-ms's), so a reader sees what the bench itself put on the server. */
+    if (a[i].ok && b[i].ok)
+      json_object_set_new(e, "stats_requests",
+                          json_integer((json_int_t)(a[i].stats_count - b[i].stats_count)));
+    bool sampled = c->queue_sample_ms > 0;
+    json_object_set_new(e, "max_inflight_sampled",
+                        sampled ? json_integer(r->q_inflight_max[i]) : json_null());
+    json_object_set_new(e, "max_deferred_sampled",
+                        sampled ? json_integer(r->q_deferred_max[i]) : json_null());
     json_array_append_new(r->srv, e);
   }
   free(diff);

@@ -243,9 +243,7 @@ def part_b(tmp):
     if b.returncode != 0:
         fail(f"ps-bench failed: {b.stdout}{b.stderr}")
     with open(out) as f:
-        bench = json.load(f)
-    if isinstance(bench, list):
-        bench = bench[0]
+        bench = json.load(f)["points"][0]  # ps-bench --json (docs/BENCH.md)
     # Evaluate in the middle of the measured run, over a window inside it.
     at, win = t_end - 2, "6s"
     time.sleep(3)  # let the last scrapes land

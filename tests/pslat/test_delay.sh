@@ -16,7 +16,7 @@ for mode in open closed; do
     --warmup 0.3 --duration 2 --json "$TMP/$mode.json" || fail "ps-bench $mode exited $?"
   $PY - "$TMP/$mode.json" $D $mode <<'PYEOF' || fail "delay assertions ($mode)"
 import json, sys
-d = json.load(open(sys.argv[1])); D = float(sys.argv[2]); mode = sys.argv[3]; L = d["latency_us"]
+d = json.load(open(sys.argv[1]))["points"][0]; D = float(sys.argv[2]); mode = sys.argv[3]; L = d["latency_us"]
 ok = True
 def check(c, m):
     global ok

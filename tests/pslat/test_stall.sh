@@ -33,14 +33,14 @@ stall_run() {
 stall_run open --rate 500
 stall_run closed --closed-loop --inflight 1
 
-o999=$(jget "$TMP/open.json" 'd["latency_us"]["p999"]')
-omax=$(jget "$TMP/open.json" 'd["latency_us"]["max"]')
-oreq=$(jget "$TMP/open.json" 'd["requests"]')
-c999=$(jget "$TMP/closed.json" 'd["latency_us"]["p999"]')
-o99=$(jget "$TMP/open.json" 'd["latency_us"]["p99"]')
-c99=$(jget "$TMP/closed.json" 'd["latency_us"]["p99"]')
-cmax=$(jget "$TMP/closed.json" 'd["latency_us"]["max"]')
-creq=$(jget "$TMP/closed.json" 'd["requests"]')
+o999=$(jget "$TMP/open.json" 'd["points"][0]["latency_us"]["p999"]')
+omax=$(jget "$TMP/open.json" 'd["points"][0]["latency_us"]["max"]')
+oreq=$(jget "$TMP/open.json" 'd["points"][0]["requests"]')
+c999=$(jget "$TMP/closed.json" 'd["points"][0]["latency_us"]["p999"]')
+o99=$(jget "$TMP/open.json" 'd["points"][0]["latency_us"]["p99"]')
+c99=$(jget "$TMP/closed.json" 'd["points"][0]["latency_us"]["p99"]')
+cmax=$(jget "$TMP/closed.json" 'd["points"][0]["latency_us"]["max"]')
+creq=$(jget "$TMP/closed.json" 'd["points"][0]["requests"]')
 echo "open loop:   requests $oreq p99.9 ${o999} us max ${omax} us"
 echo "closed loop: requests $creq p99.9 ${c999} us max ${cmax} us"
 $PY - "$o999" "$omax" "$oreq" "$c999" "$cmax" "$o99" "$c99" <<'PYEOF' || fail "stall assertions"
