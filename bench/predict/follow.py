@@ -56,7 +56,7 @@ def bench(url, extra, out):
     subprocess.run([f"{BIN}/ps-bench", "--servers", url, "--key-space", str(K), "--keys",
                     str(KEYS), "--dim", "16", "--json", out] + extra, check=True,
                    stdout=subprocess.DEVNULL, timeout=600)
-    return json.load(open(out))
+    return json.load(open(out))["points"][0]  # ps-bench --json (docs/BENCH.md)
 
 
 def set_latest(d, name):
