@@ -1,9 +1,11 @@
 /* Integration: store ops that arrive while a checkpoint waits for the store work in flight are
  * held, and handled afterwards in their order of arrival. A real server with
- * `--inject-delay-us 300000`, so that a pull keeps the store busy for 300 ms:
- *   t=0    pull P0 (in flight until ~300 ms)
- *   t=0+   CHECKPOINT from another client (waits for P0)
- *   t=100  push U, then pull P1 of the same keys: both held (STATS shows queue.held == 2)
+ * `--inject-delay-us 1500000`, so that a pull keeps the store busy for 1.5 s (long enough for
+ * the steps below to land on a loaded machine, or under ASan):
+ *   t=0    pull P0 (in flight until ~1500 ms)
+ *   t=20   CHECKPOINT from another client (waits for P0)
+ *   t=300  push U, then pull P1 of the same keys: both held (STATS shows queue.held == 2 within
+ *          a bounded poll, well before P0 ends)
  *   later  the checkpoint succeeds, then U, then P1: P1 reads U's update (SGD: P0 - lr*G), and
  *          nothing is held any more. */
 #include <jansson.h>
@@ -60,7 +62,7 @@ static void test_held_during_checkpoint(void **state) {
   pt_tmpdir("hold", dir);
   snprintf(d, sizeof d, "%s/s0", dir);
   pt_server s;
-  const char *extra[] = {"--inject-delay-us", "300000", NULL};
+  const char *extra[] = {"--inject-delay-us", "1500000", NULL};
   assert_true(pt_start_args(&s, 0, 1, d, 0, 1, extra));
   ps_client *a = pt_client(&s, 1, 0, 15000), *b = pt_client(&s, 1, 0, 15000);
   ps_client *c = pt_client(&s, 1, 0, 15000);
@@ -81,11 +83,16 @@ static void test_held_during_checkpoint(void **state) {
   ckpt_job job = {.c = b, .st = PS_ERR_INTERNAL};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, ckpt_thread, &job), 0);
-  sleep_ms(80);
+  sleep_ms(280);
   assert_int_equal(ps_client_push_start(a, TAB, 0, k, N, true, g, &ru, NULL), PS_OK);
   assert_int_equal(ps_client_pull_start(a, TAB, 0, k, N, true, p1, &r1, NULL), PS_OK);
-  sleep_ms(50);
-  assert_int_equal(queue_field(c, "held"), 2);
+  /* poll, bounded: on a loaded machine the requests may land late (P0 ends at 1.5 s) */
+  json_int_t held = 0;
+  for (int i = 0; i < 20 && held != 2; i++) {
+    sleep_ms(50);
+    held = queue_field(c, "held");
+  }
+  assert_int_equal(held, 2);
 
   assert_int_equal(ps_client_wait(a, &r0, NULL), PS_OK);
   assert_int_equal(ps_client_wait(a, &ru, NULL), PS_OK);
