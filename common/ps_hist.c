@@ -1,5 +1,7 @@
 /* ps_hist: the log-linear histogram of ps_hist.h — bucket index by one bit scan, fixed size,
- * merge by addition (the layout and its error bound are in the header). */
+ * merge by addition (the layout and its error bound are in the header). Every write widens
+ * [dirty_lo, dirty_hi], the buckets ps_hist_sync must copy: two compares per record buy a
+ * sync that costs the changed range instead of all NBUCKETS. Empty range: lo > hi. */
 #include "ps_hist.h"
 
 #include <stdlib.h>
@@ -13,8 +15,14 @@ struct ps_hist {
   uint64_t total;
   uint64_t min, max;
   long double sum;
+  size_t dirty_lo, dirty_hi; /* buckets written since the last sync (none when lo > hi) */
   uint64_t counts[NBUCKETS];
 };
+
+static inline void dirty(ps_hist *h, size_t lo, size_t hi) {
+  if (lo < h->dirty_lo) h->dirty_lo = lo;
+  if (hi > h->dirty_hi) h->dirty_hi = hi;
+}
 
 static inline size_t bucket_of(uint64_t v) {
   if (v < LINEAR) return (size_t)v;
@@ -39,7 +47,7 @@ void ps_hist_bucket_range(size_t i, uint64_t *lo, uint64_t *hi) {
 
 ps_hist *ps_hist_create(void) {
   ps_hist *h = calloc(1, sizeof *h);
-  if (h) h->min = UINT64_MAX;
+  if (h) ps_hist_reset(h);
   return h;
 }
 
@@ -52,11 +60,14 @@ void ps_hist_destroy(ps_hist **h) {
 void ps_hist_reset(ps_hist *h) {
   memset(h, 0, sizeof *h);
   h->min = UINT64_MAX;
+  h->dirty_hi = NBUCKETS - 1; /* all of it: a copy must learn of the reset */
 }
 
 void ps_hist_record_n(ps_hist *h, uint64_t v, uint64_t count) {
   if (!count) return;
-  h->counts[bucket_of(v)] += count;
+  size_t b = bucket_of(v);
+  h->counts[b] += count;
+  dirty(h, b, b);
   h->total += count;
   h->sum += (long double)v * (long double)count;
   if (v < h->min) h->min = v;
@@ -68,10 +79,24 @@ void ps_hist_record(ps_hist *h, uint64_t v) { ps_hist_record_n(h, v, 1); }
 void ps_hist_merge(ps_hist *dst, const ps_hist *src) {
   if (!src->total) return;
   for (size_t i = 0; i < NBUCKETS; i++) dst->counts[i] += src->counts[i];
+  dirty(dst, 0, NBUCKETS - 1);
   dst->total += src->total;
   dst->sum += src->sum;
   if (src->min < dst->min) dst->min = src->min;
   if (src->max > dst->max) dst->max = src->max;
+}
+
+size_t ps_hist_sync(ps_hist *dst, ps_hist *src) {
+  if (src->dirty_lo > src->dirty_hi) return 0;
+  size_t n = src->dirty_hi - src->dirty_lo + 1;
+  memcpy(dst->counts + src->dirty_lo, src->counts + src->dirty_lo, n * sizeof *src->counts);
+  dst->total = src->total;
+  dst->min = src->min;
+  dst->max = src->max;
+  dst->sum = src->sum;
+  src->dirty_lo = NBUCKETS;
+  src->dirty_hi = 0;
+  return n;
 }
 
 uint64_t ps_hist_count(const ps_hist *h) { return h->total; }
@@ -128,6 +153,7 @@ void ps_hist_add_buckets(ps_hist *h, const uint64_t *counts, size_t n, uint64_t 
     }
   }
   if (!added) return;
+  dirty(h, 0, n - 1);
   h->total += added;
   if (min < h->min) h->min = min;
   if (max > h->max) h->max = max;
