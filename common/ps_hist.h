@@ -8,7 +8,7 @@
  * which is how per-thread histograms become one report. Not thread-safe: one per thread,
  * then merge.
  *
- * A histogram remembers the range of buckets written since its last ps_hist_sync, so that a
+ * A histogram remembers which buckets (in chunks of 64) it wrote since its last ps_hist_sync, so that a
  * copy kept current for another thread (the server's published statistics) costs the buckets
  * that changed, not 30 KB: at light load a few dozen, and none for an op not seen meanwhile. */
 #ifndef PS_HIST_H
@@ -39,10 +39,10 @@ uint64_t ps_hist_percentile(const ps_hist *h, double p);
  * bucket's upper edge is what matters): Prometheus's cumulative `le` buckets. */
 uint64_t ps_hist_count_le(const ps_hist *h, uint64_t v);
 
-/* dst = src, where dst is a copy of src that only ps_hist_sync(dst, src) has written since
- * both were created (or reset together): copies src's buckets written since its last sync, and
- * its count, sum, min and max, and forgets that range. Returns how many buckets it copied (0
- * when src did not change), for tests and cost accounting. */
+/* dst = src, where dst has been written only by ps_hist_sync(dst, src) since src was created
+ * (the first sync copies everything): copies the chunks of 64 buckets src wrote since its last
+ * sync, and its count, sum, min and max, and forgets them. Returns how many buckets it copied
+ * (0 when src did not change), for tests and cost accounting. */
 size_t ps_hist_sync(ps_hist *dst, ps_hist *src);
 
 /* Raw bucket access, for serialization (stats replies) and tests. */

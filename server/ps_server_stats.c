@@ -9,8 +9,9 @@
  * What runs where, and why: the publish runs on the socket thread (the one that receives
  * pulls), so whatever it costs, a pull arriving meanwhile waits for it. It used to copy all 42
  * histograms (30 KB each) every 200 ms, ~1.3M instructions a call; it now syncs them
- * (ps_hist_sync): only the buckets written since the last publish are copied, none for an
- * op not seen, so at light load it costs a few hundred buckets. The snapshot's histograms
+ * (ps_hist_sync): only the chunks of 64 buckets written since the last publish are copied,
+ * none for an op not seen, so at light load it costs a few octaves of the pull's latency,
+ * queue and service histograms (bench/RESULTS-pslat.md). The snapshot's histograms
  * are written by nothing else (ps_hist_sync's invariant). The rest (counters, tables, the
  * store's partition counters and RocksDB properties, the coordinator's members) stays on
  * the socket thread: it is small, and the store and coordinator may be swapped or changed

@@ -136,11 +136,14 @@ static void test_hist_sync(void **state) {
   assert_int_equal(ps_hist_sync(dst, src), ps_hist_nbuckets());
   hist_equal(dst, src);
   assert_int_equal(ps_hist_sync(dst, src), 0); /* nothing new */
-  ps_hist_record(src, 100);                    /* one bucket each (< 128) */
+  ps_hist_record(src, 100);                    /* buckets 64..127: one chunk */
   ps_hist_record(src, 103);
-  assert_int_equal(ps_hist_sync(dst, src), 4); /* buckets 100..103 */
-  ps_hist_record_n(src, 1000000, 3);
-  assert_int_equal(ps_hist_sync(dst, src), 1);
+  assert_int_equal(ps_hist_sync(dst, src), 64);
+  hist_equal(dst, src);
+  ps_hist_record_n(src, 1000000, 3); /* [2^19, 2^20): another chunk, and a far one: */
+  ps_hist_record(src, 1ull << 40);   /* the chunks between are not copied */
+  assert_int_equal(ps_hist_sync(dst, src), 128);
+  hist_equal(dst, src);
   srand(7);
   for (int round = 0; round < 50; round++) {
     int n = rand() % 20;
@@ -168,9 +171,9 @@ static void test_publish_cost(void **state) {
   srv_stats_publish(s); /* nothing happened since create's: no histogram is copied */
   assert_int_equal(s->snap_buckets, 0);
   static sink_buf b;
-  feed(s, EMBER__OP__OP_PING, &b); /* one latency, one bucket */
+  feed(s, EMBER__OP__OP_PING, &b); /* one latency: one chunk of 64 buckets */
   srv_stats_publish(s);
-  assert_int_equal(s->snap_buckets, 1);
+  assert_int_equal(s->snap_buckets, 64);
   for (int i = 0; i < 20; i++) feed(s, i % 2 ? EMBER__OP__OP_PING : EMBER__OP__OP_STATS, &b);
   srv_stats_publish(s);
   assert_true(s->snap_buckets > 0);
