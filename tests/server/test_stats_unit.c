@@ -87,13 +87,19 @@ static void feed(ps_server *s, Ember__Op op, sink_buf *b) {
   free(buf);
 }
 
-static void test_in_process(void **state) {
-  (void)state;
-  char dir[512];
-  pt_tmpdir("stats-unit", dir);
+/* A one-shard in-process server (no socket) over a fresh data dir (dir: 512 bytes). */
+static ps_server *server_new(const char *name, char *dir) {
+  pt_tmpdir(name, dir);
   ps_server_options o = {.shard = 0, .shards = 1, .data_dir = dir, .cache_bytes = 8 << 20};
   ps_server *s = NULL;
   assert_int_equal(ps_server_create(&o, &s, NULL), PS_OK);
+  return s;
+}
+
+static void test_in_process(void **state) {
+  (void)state;
+  char dir[512];
+  ps_server *s = server_new("stats-unit", dir);
   ps_server_stats st;
   assert_int_equal(ps_server_stats_init(&st), PS_OK);
   assert_int_equal(ps_server_stats_read(s, &st), PS_OK); /* published by create */
@@ -164,10 +170,7 @@ static void test_hist_sync(void **state) {
 static void test_publish_cost(void **state) {
   (void)state;
   char dir[512];
-  pt_tmpdir("stats-publish", dir);
-  ps_server_options o = {.shard = 0, .shards = 1, .data_dir = dir, .cache_bytes = 8 << 20};
-  ps_server *s = NULL;
-  assert_int_equal(ps_server_create(&o, &s, NULL), PS_OK);
+  ps_server *s = server_new("stats-publish", dir);
   srv_stats_publish(s); /* nothing happened since create's: no histogram is copied */
   assert_int_equal(s->snap_buckets, 0);
   static sink_buf b;
