@@ -8,9 +8,9 @@
  * which is how per-thread histograms become one report. Not thread-safe: one per thread,
  * then merge.
  *
- * A histogram remembers which buckets (in chunks of 64) it wrote since its last ps_hist_sync, so that a
- * copy kept current for another thread (the server's published statistics) costs the buckets
- * that changed, not 30 KB: at light load a few dozen, and none for an op not seen meanwhile. */
+ * A histogram remembers which buckets (in chunks of 64) it wrote since its last ps_hist_sync,
+ * so that a copy kept current for another thread (the server's published statistics) costs
+ * the chunks that changed, not 30 KB: at light load a few, and none for an op not seen. */
 #ifndef PS_HIST_H
 #define PS_HIST_H
 

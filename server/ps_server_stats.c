@@ -17,9 +17,11 @@
  * the socket thread: it is small, and the store and coordinator may be swapped or changed
  * by that thread (a followed checkpoint, a join), which another thread could not see
  * safely. The STATS reply still copies whole histograms into its own scratch: it is a
- * request a client chose to send, and must not disturb the snapshot's sync. Latencies are measured from the arrival of a request to the send of its
- * reply, deferral included, and split at the start of its store work into queue (deferral,
- * held, waiting for a partition thread) and service. The JSON keys and number formats are what
+ * request a client chose to send, and must not disturb the snapshot's sync.
+ *
+ * Latencies are measured from the arrival of a request to the send of its reply, deferral
+ * included, and split at the start of its store work into queue (deferral, held, waiting for
+ * a partition thread) and service. The JSON keys and number formats are what
  * clients parse (bench/pslat, tests): change them only with those. */
 #include <jansson.h>
 #include <stdlib.h>
