@@ -1,5 +1,8 @@
 /* ps_hist: the log-linear histogram of ps_hist.h — bucket index by one bit scan, fixed size,
- * merge by addition (the layout and its error bound are in the header). */
+ * merge by addition (the layout and its error bound are in the header). Every write marks its
+ * chunk of 64 buckets (one power of two above the linear part) in a 59-bit mask: one OR per
+ * record buys a sync that copies the octaves the latencies fell in (512 bytes each) instead of
+ * all 30 KB, and an outlier costs its own chunk, not the range between it and the rest. */
 #include "ps_hist.h"
 
 #include <stdlib.h>
@@ -13,8 +16,14 @@ struct ps_hist {
   uint64_t total;
   uint64_t min, max;
   long double sum;
+  uint64_t dirty; /* bit c: bucket chunk c written since the last sync */
   uint64_t counts[NBUCKETS];
 };
+
+#define CHUNK_BITS SUB_BITS /* 64 buckets a chunk */
+#define NCHUNKS ((NBUCKETS + (1u << CHUNK_BITS) - 1) >> CHUNK_BITS)
+_Static_assert(NCHUNKS <= 64, "the dirty mask has a bit per chunk");
+#define ALL_CHUNKS (NCHUNKS == 64 ? ~0ull : (1ull << NCHUNKS) - 1)
 
 static inline size_t bucket_of(uint64_t v) {
   if (v < LINEAR) return (size_t)v;
@@ -39,7 +48,7 @@ void ps_hist_bucket_range(size_t i, uint64_t *lo, uint64_t *hi) {
 
 ps_hist *ps_hist_create(void) {
   ps_hist *h = calloc(1, sizeof *h);
-  if (h) h->min = UINT64_MAX;
+  if (h) ps_hist_reset(h);
   return h;
 }
 
@@ -52,11 +61,14 @@ void ps_hist_destroy(ps_hist **h) {
 void ps_hist_reset(ps_hist *h) {
   memset(h, 0, sizeof *h);
   h->min = UINT64_MAX;
+  h->dirty = ALL_CHUNKS; /* a copy must learn of the reset */
 }
 
 void ps_hist_record_n(ps_hist *h, uint64_t v, uint64_t count) {
   if (!count) return;
-  h->counts[bucket_of(v)] += count;
+  size_t b = bucket_of(v);
+  h->counts[b] += count;
+  h->dirty |= 1ull << (b >> CHUNK_BITS);
   h->total += count;
   h->sum += (long double)v * (long double)count;
   if (v < h->min) h->min = v;
@@ -68,10 +80,28 @@ void ps_hist_record(ps_hist *h, uint64_t v) { ps_hist_record_n(h, v, 1); }
 void ps_hist_merge(ps_hist *dst, const ps_hist *src) {
   if (!src->total) return;
   for (size_t i = 0; i < NBUCKETS; i++) dst->counts[i] += src->counts[i];
+  dst->dirty = ALL_CHUNKS;
   dst->total += src->total;
   dst->sum += src->sum;
   if (src->min < dst->min) dst->min = src->min;
   if (src->max > dst->max) dst->max = src->max;
+}
+
+size_t ps_hist_sync(ps_hist *dst, ps_hist *src) {
+  if (!src->dirty) return 0;
+  size_t n = 0;
+  for (uint64_t m = src->dirty; m; m &= m - 1) {
+    size_t lo = (size_t)__builtin_ctzll(m) << CHUNK_BITS, len = (size_t)1 << CHUNK_BITS;
+    if (lo + len > NBUCKETS) len = NBUCKETS - lo;
+    memcpy(dst->counts + lo, src->counts + lo, len * sizeof *src->counts);
+    n += len;
+  }
+  dst->total = src->total;
+  dst->min = src->min;
+  dst->max = src->max;
+  dst->sum = src->sum;
+  src->dirty = 0;
+  return n;
 }
 
 uint64_t ps_hist_count(const ps_hist *h) { return h->total; }
@@ -128,6 +158,7 @@ void ps_hist_add_buckets(ps_hist *h, const uint64_t *counts, size_t n, uint64_t 
     }
   }
   if (!added) return;
+  h->dirty = ALL_CHUNKS;
   h->total += added;
   if (min < h->min) h->min = min;
   if (max > h->max) h->max = max;

@@ -6,7 +6,11 @@
  * value in it, across the whole 64-bit range, in a fixed 30 KB. Recording is one bit scan
  * and an increment, with no allocation; histograms of the same layout merge by addition,
  * which is how per-thread histograms become one report. Not thread-safe: one per thread,
- * then merge. */
+ * then merge.
+ *
+ * A histogram remembers which buckets (in chunks of 64) it wrote since its last ps_hist_sync,
+ * so that a copy kept current for another thread (the server's published statistics) costs
+ * the chunks that changed, not 30 KB: at light load a few, and none for an op not seen. */
 #ifndef PS_HIST_H
 #define PS_HIST_H
 
@@ -34,6 +38,12 @@ uint64_t ps_hist_percentile(const ps_hist *h, double p);
 /* How many recorded values are <= v, counting a whole bucket when v falls inside it (the
  * bucket's upper edge is what matters): Prometheus's cumulative `le` buckets. */
 uint64_t ps_hist_count_le(const ps_hist *h, uint64_t v);
+
+/* dst = src, where dst has been written only by ps_hist_sync(dst, src) since src was created
+ * (the first sync copies everything): copies the chunks of 64 buckets src wrote since its last
+ * sync, and its count, sum, min and max, and forgets them. Returns how many buckets it copied
+ * (0 when src did not change), for tests and cost accounting. */
+size_t ps_hist_sync(ps_hist *dst, ps_hist *src);
 
 /* Raw bucket access, for serialization (stats replies) and tests. */
 size_t ps_hist_nbuckets(void);

@@ -218,6 +218,7 @@ struct ps_server {
   ps_server_stats snap;    /* the published snapshot, under snap_mu */
   ps_server_stats scratch; /* the STATS reply's, main thread only */
   uint64_t snap_ns;
+  size_t snap_buckets;     /* histogram buckets the last publish copied (tests, bench) */
   /* ps_server_guard.c: the roots checkpoints may use (canonical), and who trains */
   char data_real[4096];
   char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
@@ -460,7 +461,8 @@ void srv_exo_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */
 void srv_stats_fill(ps_server *s, ps_server_stats *out);
-/* Refreshes the published snapshot. */
+/* Refreshes the published snapshot (main thread): histograms by ps_hist_sync, so it costs
+ * the buckets written since the last publish; s->snap_buckets counts them. */
 void srv_stats_publish(ps_server *s);
 
 #endif

@@ -4,9 +4,24 @@
  * The main thread fills a snapshot from its own counters (they need no locks: only it writes
  * them) and publishes it every 200 ms under snap_mu; other threads (the metrics endpoint) copy
  * the published one with ps_server_stats_read and render from the copy, so neither side ever
- * parses text back. Latencies are measured from the arrival of a request to the send of its
- * reply, deferral included, and split at the start of its store work into queue (deferral,
- * held, waiting for a partition thread) and service. The JSON keys and number formats are what
+ * parses text back.
+ *
+ * What runs where, and why: the publish runs on the socket thread (the one that receives
+ * pulls), so whatever it costs, a pull arriving meanwhile waits for it. It used to copy all 42
+ * histograms (30 KB each) every 200 ms, ~1.3M instructions a call; it now syncs them
+ * (ps_hist_sync): only the chunks of 64 buckets written since the last publish are copied,
+ * none for an op not seen, so at light load it costs a few octaves of the pull's latency,
+ * queue and service histograms (bench/RESULTS-pslat.md). The snapshot's histograms
+ * are written by nothing else (ps_hist_sync's invariant). The rest (counters, tables, the
+ * store's partition counters and RocksDB properties, the coordinator's members) stays on
+ * the socket thread: it is small, and the store and coordinator may be swapped or changed
+ * by that thread (a followed checkpoint, a join), which another thread could not see
+ * safely. The STATS reply still copies whole histograms into its own scratch: it is a
+ * request a client chose to send, and must not disturb the snapshot's sync.
+ *
+ * Latencies are measured from the arrival of a request to the send of its reply, deferral
+ * included, and split at the start of its store work into queue (deferral, held, waiting for
+ * a partition thread) and service. The JSON keys and number formats are what
  * clients parse (bench/pslat, tests): change them only with those. */
 #include <jansson.h>
 #include <stdlib.h>
@@ -100,7 +115,8 @@ static void stats_copy(ps_server_stats *dst, const ps_server_stats *src) {
 
 /* ---------------------------------------------------------------- filling and publishing */
 
-void srv_stats_fill(ps_server *s, ps_server_stats *out) {
+/* Everything but the histograms. */
+static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->shard = s->opt.shard;
   out->shards = s->opt.shards;
   out->threads = s->nthreads;
@@ -111,9 +127,6 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
     d->count = o->count;
     d->errors = o->errors;
     d->keys = o->keys;
-    hist_copy(d->latency, o->lat);
-    hist_copy(d->queue, o->queue);
-    hist_copy(d->service, o->svc);
   }
   out->traffic = s->traffic;
   out->inflight = s->inflight;
@@ -144,11 +157,33 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
   if (s->coord) srv_coord_get_stats(s->coord, &out->coord);
 }
 
+void srv_stats_fill(ps_server *s, ps_server_stats *out) {
+  fill_counters(s, out);
+  for (int i = 0; i < SRV_NOPS; i++) {
+    const srv_opstat *o = &s->ops[i];
+    ps_server_op_stats *d = &out->ops[i];
+    hist_copy(d->latency, o->lat);
+    hist_copy(d->queue, o->queue);
+    hist_copy(d->service, o->svc);
+  }
+}
+
 void srv_stats_publish(ps_server *s) {
   s->snap_ns = ps_now_ns();
+  size_t buckets = 0;
   pthread_mutex_lock(&s->snap_mu);
-  srv_stats_fill(s, &s->snap);
+  fill_counters(s, &s->snap);
+  /* Only the snapshot is ever synced from these histograms (the invariant ps_hist_sync
+   * needs): the buckets written since the last publish, none for an op not seen. */
+  for (int i = 0; i < SRV_NOPS; i++) {
+    srv_opstat *o = &s->ops[i];
+    ps_server_op_stats *d = &s->snap.ops[i];
+    buckets += ps_hist_sync(d->latency, o->lat);
+    buckets += ps_hist_sync(d->queue, o->queue);
+    buckets += ps_hist_sync(d->service, o->svc);
+  }
   pthread_mutex_unlock(&s->snap_mu);
+  s->snap_buckets = buckets;
 }
 
 ps_status ps_server_stats_read(ps_server *s, ps_server_stats *out) {
