@@ -106,6 +106,16 @@ size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_
 
 /* ---------------------------------------------------------------- pull */
 
+/* The end of a partition's pull or warm: its miss scratch freed, its write-back settled. */
+static ps_status miss_done(ps_store *s, partition *pa, uint64_t *mk, size_t *mi,
+                           rocksdb_pinnableslice_t **vals, ps_status st) {
+  free(mk);
+  free(mi);
+  free(vals);
+  store_wb_settle(s, pa);
+  return st;
+}
+
 static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
                            const uint32_t *ord, const uint64_t *hs, size_t n, float *out,
                            hentry **ents) {
@@ -201,11 +211,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:
-  free(mk);
-  free(mi);
-  free(vals);
-  store_wb_settle(s, pa);
-  return st;
+  return miss_done(s, pa, mk, mi, vals, st);
 }
 
 ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
@@ -267,11 +273,7 @@ static ps_status warm_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:
-  free(mk);
-  free(mi);
-  free(vals);
-  store_wb_settle(s, pa);
-  return st;
+  return miss_done(s, pa, mk, mi, vals, st);
 }
 
 ps_status ps_store_warm_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,

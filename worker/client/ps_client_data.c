@@ -255,39 +255,33 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   return st;
 }
 
+/* A pull (out), a push (grads) or a prefetch (warm): split over max_request_bytes or not. */
+static ps_status start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                       const uint64_t *keys, size_t n, bool unique, float *out,
+                       const float *grads, bool warm, ps_client_req **r, ps_error *err) {
+  size_t k = part_keys(c, table, keys, n);
+  if (k) return split_start(c, op, table, step, keys, n, unique, out, grads, warm, k, r, err);
+  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, r, err);
+}
+
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, float *out,
                                ps_client_req **r, ps_error *err) {
   if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
-  size_t k = part_keys(c, table, keys, n);
-  if (k)
-    return split_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, false, k,
-                       r, err);
-  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, false, r,
-                    err);
+  return start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, false, r, err);
 }
 
 ps_status ps_client_prefetch_start(ps_client *c, uint32_t table, uint64_t step,
                                    const uint64_t *keys, size_t n, bool unique,
                                    ps_client_req **r, ps_error *err) {
-  size_t k = part_keys(c, table, keys, n);
-  if (k)
-    return split_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, NULL, NULL, true, k,
-                       r, err);
-  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, NULL, NULL, true, r,
-                    err);
+  return start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, NULL, NULL, true, r, err);
 }
 
 ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
                                ps_client_req **r, ps_error *err) {
   if (n && !grads) return ps_error_set(err, PS_ERR_INVALID, "no gradients");
-  size_t k = part_keys(c, table, keys, n);
-  if (k)
-    return split_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, false, k,
-                       r, err);
-  return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, false, r,
-                    err);
+  return start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, false, r, err);
 }
 
 static ps_status run_data(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
