@@ -9,7 +9,9 @@
  *   in one MultiGet per partition.
  * - Push: a partition's keys are de-duplicated and their gradients summed first (ps_dedup, in
  *   order of position, so a result does not depend on hash layout), then each row gets one
- *   optimizer step in the same pipeline; a never-stored key passes admission first. */
+ *   optimizer step in the same pipeline; a never-stored key passes admission first.
+ * - Warm (a prefetch): a pull's miss path without the copy out, so a batch's cold rows are in
+ *   the hot tier before its pull; counted as prefetched, never as hits or misses. */
 #include <string.h>
 
 #include "ps_dedup.h"

@@ -7,7 +7,10 @@
  *   → next batch: dedup + PULL(t+1) sent → dense optimizer step (overlaps the pull, which
  *     in sync mode the server answers once every worker's step t is applied)
  *   → wait for PUSH/STEP(t) replies.
- * Everything the steps need is allocated once, for the largest batch.
+ * Everything the steps need is allocated once, for the largest batch. With --prefetch N the
+ * batches come from a FIFO read N ahead, and a batch entering it has its keys sent at once as a
+ * prefetch (a warm PULL: the servers load its cold rows into their hot tier, no rows back), so
+ * its real pull N steps later hits; caching only, so nothing trained changes.
  *
  * Replicas: every rank starts from the same seeded parameters and applies the same
  * allreduced gradients with the same optimizer, so the dense buffers stay bit-identical; a
