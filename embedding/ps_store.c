@@ -361,6 +361,7 @@ void ps_store_get_stats(ps_store *s, ps_store_stats *o) {
     o->admitted += pa->admitted;
     o->pending_admission_pushes += pa->pending;
     o->expired += pa->expired;
+    o->prefetched += pa->prefetched;
     o->hot_bytes += pa->used;
     o->unwritten_rows += pa->ndirty;
     o->unwritten_bytes += pa->dirty_bytes;

@@ -60,6 +60,7 @@ typedef struct ps_store_stats {
   uint64_t unwritten_bytes;  /* their memory */
   uint64_t write_failures;   /* failed writes to RocksDB (each retry counts) */
   uint64_t writes_failing;   /* 1 while RocksDB refuses writes (full disk), else 0 */
+  uint64_t prefetched;       /* rows loaded into the hot tier by ps_store_warm */
 } ps_store_stats;
 
 typedef struct ps_store ps_store;
@@ -127,6 +128,14 @@ ps_status ps_store_pull_batch(ps_store *s, uint32_t table, const ps_store_batch 
                               uint32_t first, uint32_t stride, float *out);
 ps_status ps_store_push_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
                               uint32_t first, uint32_t stride, const float *grads);
+/* Warms the hot tier for keys about to be pulled (a prefetch): rows in RocksDB and not in
+ * memory are loaded into the hot tier as a pull would load them; nothing is copied out, rows
+ * already hot only get CLOCK's reference bit, and keys stored nowhere are left alone. Counts
+ * stats.prefetched, not hits or misses. Values never change: it is caching only, under the
+ * same locks as pull and push. The _batch form is restricted like ps_store_pull_batch. */
+ps_status ps_store_warm(ps_store *s, uint32_t table, const uint64_t *keys, size_t n);
+ps_status ps_store_warm_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride);
 /* Tells the store the global training step (for TTL in steps and row metadata). */
 void ps_store_set_step(ps_store *s, uint64_t step);
 /* Expires rows not touched for ttl_steps (per table); returns how many were removed.

@@ -9,7 +9,9 @@
  *   in one MultiGet per partition.
  * - Push: a partition's keys are de-duplicated and their gradients summed first (ps_dedup, in
  *   order of position, so a result does not depend on hash layout), then each row gets one
- *   optimizer step in the same pipeline; a never-stored key passes admission first. */
+ *   optimizer step in the same pipeline; a never-stored key passes admission first.
+ * - Warm (a prefetch): a pull's miss path without the copy out, so a batch's cold rows are in
+ *   the hot tier before its pull; counted as prefetched, never as hits or misses. */
 #include <string.h>
 
 #include "ps_dedup.h"
@@ -106,6 +108,16 @@ size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_
 
 /* ---------------------------------------------------------------- pull */
 
+/* The end of a partition's pull or warm: its miss scratch freed, its write-back settled. */
+static ps_status miss_done(ps_store *s, partition *pa, uint64_t *mk, size_t *mi,
+                           rocksdb_pinnableslice_t **vals, ps_status st) {
+  free(mk);
+  free(mi);
+  free(vals);
+  store_wb_settle(s, pa);
+  return st;
+}
+
 static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
                            const uint32_t *ord, const uint64_t *hs, size_t n, float *out,
                            hentry **ents) {
@@ -201,11 +213,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:
-  free(mk);
-  free(mi);
-  free(vals);
-  store_wb_settle(s, pa);
-  return st;
+  return miss_done(s, pa, mk, mi, vals, st);
 }
 
 ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
@@ -227,6 +235,75 @@ ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_bat
   free(ents);
 done:
   pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
+/* ---------------------------------------------------------------- warm (prefetch) */
+
+/* Loads the partition's keys that are in RocksDB but not in memory into the hot tier, clean
+ * and referenced (so CLOCK keeps them for the pull that follows), and replies nothing. A hit
+ * only gets its reference bit; a key stored nowhere is left alone (its pull computes its
+ * initial row, and admission is a push's business). Neither counts as a hit or miss: those
+ * stay the pulls' and pushes' own, so a warm that worked shows as pulls that hit. Best effort:
+ * no memory, or a full hot tier while writes fail, leaves a row cold (its pull reads it). */
+static ps_status warm_part(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
+                           const uint32_t *ord, const uint64_t *hs, size_t n) {
+  const table *t = &s->tables[ti];
+  ptable *pt = &pa->tabs[ti];
+  uint64_t *mk = malloc(n * sizeof(uint64_t));
+  size_t *mi = malloc(n * sizeof(size_t));
+  rocksdb_pinnableslice_t **vals = malloc(n * sizeof(*vals));
+  ps_status st = PS_OK;
+  size_t m = 0;
+  if (!mk || !mi || !vals) goto out;
+  for (size_t i = 0; i < n; i++) {
+    hentry *e = idx_find(pt, keys[ord[i]], hs[i]);
+    if (e) e->p |= F_REF;
+    else mk[m] = keys[ord[i]], mi[m++] = i;
+  }
+  if (!m) goto out;
+  st = store_cold_multiget(s, t, mk, m, vals);
+  for (size_t j = 0; j < m; j++) {
+    if (!vals[j]) continue;
+    size_t len;
+    const char *v = rocksdb_pinnableslice_value(vals[j], &len);
+    if (st == PS_OK && !idx_find(pt, mk[j], hs[mi[j]])) { /* not a duplicate loaded just now */
+      ps_status ls = PS_OK;
+      if (store_hot_load(s, pa, ti, mk[j], hs[mi[j]], F_REF, v, len, &ls)) pa->prefetched++;
+      else if (ls == PS_ERR_CORRUPT) st = ls;
+    }
+    rocksdb_pinnableslice_destroy(vals[j]);
+  }
+out:
+  return miss_done(s, pa, mk, mi, vals, st);
+}
+
+ps_status ps_store_warm_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride) {
+  if (!s || !b || stride == 0 || b->nparts != s->nparts) return PS_ERR_INVALID;
+  size_t ti;
+  ps_status st;
+  if (!store_read_table(s, table_id, &ti, &st) || !b->n) goto done;
+  for (uint32_t p = first; st == PS_OK && p < s->nparts; p += stride) {
+    size_t lo = b->start[p], hi = b->start[p + 1];
+    if (lo == hi) continue;
+    partition *pa = &s->parts[p];
+    pthread_mutex_lock(&pa->mu);
+    st = warm_part(s, pa, ti, b->keys, b->order + lo, b->hash + lo, hi - lo);
+    pthread_mutex_unlock(&pa->mu);
+  }
+done:
+  pthread_rwlock_unlock(&s->lock);
+  return st;
+}
+
+ps_status ps_store_warm(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n) {
+  if (!s || (n && !keys)) return PS_ERR_INVALID;
+  ps_store_batch *b;
+  ps_status st = ps_store_batch_create(s, keys, n, &b);
+  if (st != PS_OK) return st;
+  st = ps_store_warm_batch(s, table_id, b, 0, 1);
+  ps_store_batch_destroy(&b);
   return st;
 }
 

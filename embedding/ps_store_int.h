@@ -123,6 +123,7 @@ typedef struct partition {
   staged_row *stage; /* rows whose records are in wb */
   size_t nstage, stage_cap;
   uint64_t hits, misses, evictions, writebacks, admitted, pending, expired;
+  uint64_t prefetched; /* rows loaded by ps_store_warm */
   uintptr_t *huge;   /* 2 MB regions of row memory already madvise(MADV_HUGEPAGE)d */
   size_t nhuge, huge_cap;
 } __attribute__((aligned(64))) partition; /* own cache lines: no false sharing between partitions */

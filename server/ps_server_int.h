@@ -49,7 +49,7 @@ enum { PARK_HANDLE = 100 };
 
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
 /* Store work a request hands to the partition threads. */
-enum { TK_PULL = 1, TK_PUSH, TK_BUFFER, TK_APPLY };
+enum { TK_PULL = 1, TK_PUSH, TK_BUFFER, TK_APPLY, TK_WARM }; /* TK_WARM: a pull with warm set */
 /* Per-op counters, indexed by Ember__Op (0..13). */
 #define SRV_NOPS PS_SERVER_NOPS
 

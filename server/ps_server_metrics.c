@@ -88,6 +88,7 @@ static const scalar_def scalars[] = {
     {PS_METRIC_GAUGE, "ember_store_rocksdb_bytes", "Bytes in the RocksDB cold tier.", STORE(cold_bytes)},
     {PS_METRIC_GAUGE, "ember_store_unwritten_bytes", "Memory of hot rows not yet written to RocksDB.", STORE(unwritten_bytes)},
     {PS_METRIC_GAUGE, "ember_store_writes_failing", "1 while RocksDB refuses writes (a full disk).", STORE(writes_failing)},
+    {PS_METRIC_COUNTER, "ember_store_prefetched_total", "Rows loaded from RocksDB into the hot tier by prefetches (pulls with warm set), ahead of their pulls.", STORE(prefetched)},
     {PS_METRIC_COUNTER, "ember_store_write_failures_total", "Writes to RocksDB that failed.", STORE(write_failures)},
     {PS_METRIC_COUNTER, "ember_server_push_duplicates_total", "Copies of pushes answered without being applied again (exactly-once).", SRC_SRV, offsetof(ps_server_stats, exo_duplicates)},
     {PS_METRIC_COUNTER, "ember_server_push_resends_unknown_total", "Re-sent pushes refused: the shard had no record of them (it restarted, or forgot the client).", SRC_SRV, offsetof(ps_server_stats, exo_unknown)},

@@ -64,6 +64,13 @@ static void handle_pull(ps_server *s, srv_req *r) {
     srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "value type %d (f32 or f16)", (int)h->value_type);
     return;
   }
+  if (h->warm) {
+    /* A prefetch: rows cached, none replied, so no step to wait for (and none adopted: it
+     * names a step ahead of the pulls). The store counts the rows it loads (prefetched). */
+    if (check_keys(s, r, true) != PS_OK) return;
+    srv_dispatch(s, r, TK_WARM);
+    return;
+  }
   r->f16 = h->value_type == EMBER__VALUE_TYPE__VT_F16;
   if (r->msg.nkeys * (size_t)t->spec.dim * sizeof(float) > SRV_MAX_REPLY_BYTES) {
     srv_reply_error(s, r, PS_ERR_INVALID, "pull of %zu keys x dim %u exceeds the reply limit",

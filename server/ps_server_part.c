@@ -126,6 +126,8 @@ static ps_status part_run(srv_part *p, srv_req *r) {
   const uint32_t stride = split ? s->nthreads : 1;
   if (r->batch && r->task_kind == TK_PULL)
     return ps_store_pull_batch(store, id, r->batch, p->idx, stride, r->outp);
+  if (r->batch && r->task_kind == TK_WARM)
+    return ps_store_warm_batch(store, id, r->batch, p->idx, stride);
   if (r->batch && r->task_kind == TK_PUSH)
     return ps_store_push_batch(store, id, r->batch, p->idx, stride, r->msg.values);
   if (r->batch && split && r->task_kind == TK_BUFFER) {
@@ -142,6 +144,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
     pos = p->pbuf;
   }
   switch (r->task_kind) {
+    case TK_WARM: return m ? ps_store_warm(store, id, keys, m) : PS_OK;
     case TK_PULL: {
       if (!split && !r->f16) return ps_store_pull(store, id, keys, n, r->outp);
       if (m == 0) return PS_OK;

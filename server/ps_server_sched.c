@@ -86,6 +86,19 @@ static void reply_finished(ps_server *s, srv_req *r) {
     zmq_msg_move(&out, &r->out);
     srv_reply(s, r, &rh, &out);
     zmq_msg_close(&out);
+  } else if (r->task_kind == TK_WARM) {
+    /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
+    Ember__Header rh;
+    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->h->value_type; /* what the client expects, though no row comes */
+    rh.warm = true;
+    zmq_msg_t out;
+    zmq_msg_init(&out);
+    srv_reply(s, r, &rh, &out);
+    zmq_msg_close(&out);
   } else {
     Ember__Header rh;
     ps_wire_header_init(&rh, r->h->op);

@@ -269,6 +269,7 @@ static json_t *store_json(const ps_store_stats *st) {
     json_object_set_new(j, "unwritten_bytes", json_integer((json_int_t)st->unwritten_bytes));
     json_object_set_new(j, "write_failures", json_integer((json_int_t)st->write_failures));
     json_object_set_new(j, "writes_failing", json_boolean(st->writes_failing != 0));
+    json_object_set_new(j, "prefetched", json_integer((json_int_t)st->prefetched));
   }
   return j;
 }

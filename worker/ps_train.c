@@ -7,7 +7,10 @@
  *   → next batch: dedup + PULL(t+1) sent → dense optimizer step (overlaps the pull, which
  *     in sync mode the server answers once every worker's step t is applied)
  *   → wait for PUSH/STEP(t) replies.
- * Everything the steps need is allocated once, for the largest batch.
+ * Everything the steps need is allocated once, for the largest batch. With --prefetch N the
+ * batches come from a FIFO read N ahead, and a batch entering it has its keys sent at once as a
+ * prefetch (a warm PULL: the servers load its cold rows into their hot tier, no rows back), so
+ * its real pull N steps later hits; caching only, so nothing trained changes.
  *
  * Replicas: every rank starts from the same seeded parameters and applies the same
  * allreduced gradients with the same optimizer, so the dense buffers stay bit-identical; a
@@ -47,6 +50,7 @@ void ps_train_config_default(ps_train_config *c) {
   c->dcn_rank = m.dcn_rank;
   c->wire = "f32";
   c->wire_f16 = false;
+  c->prefetch = 2;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -273,6 +277,49 @@ static ps_status next_batch(ps_trainer *t, ps_reader *r, ps_batch **b) {
   return st;
 }
 
+/* --prefetch N: the next batch to pull, from a FIFO kept N batches ahead of it. A batch that
+ * enters the FIFO behind another has its keys sent as a prefetch at once, so the servers load
+ * its cold rows into their hot tier during the N steps before its pull. Values do not change
+ * (the servers only cache), so what is trained is the same with or without it. */
+static ps_status next_batch_ahead(ps_trainer *t, ps_reader *r, ps_batch **b) {
+  ps_train_ahead *a = &t->ahead;
+  const int cap = PS_TRAIN_MAX_PREFETCH + 1;
+  while (!a->end && a->n <= t->cfg->prefetch) {
+    ps_batch *x = NULL;
+    TRY(next_batch(t, r, &x));
+    if (!x) {
+      a->end = true;
+      break;
+    }
+    a->q[(a->head + a->n++) % cap] = x;
+    if (a->n == 1 || x->nkeys == 0) continue;
+    ps_client_req **q = &a->req[a->next];
+    a->next = (a->next + 1) % cap;
+    ps_status st = *q ? ps_client_wait(t->cl, q, &t->cerr) : PS_OK;
+    if (st == PS_OK)
+      st = ps_client_prefetch_start(t->cl, PS_TRAIN_TABLE_ID, t->step, x->keys, x->nkeys, false,
+                                    q, &t->cerr);
+    if (st != PS_OK) return ps_train_client_fail(t, "prefetch", st);
+  }
+  *b = NULL;
+  if (!a->n) return PS_OK;
+  *b = a->q[a->head];
+  a->head = (a->head + 1) % cap;
+  a->n--;
+  return PS_OK;
+}
+
+/* The batches read ahead and not trained on (a run stopped by --max-steps or a failure) go
+ * back to the reader; the prefetch acks are collected unless the run failed (a server that is
+ * gone would hold each for the timeout; ps_client_destroy frees them). */
+static void ahead_drop(ps_trainer *t, ps_reader *r, bool wait) {
+  ps_train_ahead *a = &t->ahead;
+  const int cap = PS_TRAIN_MAX_PREFETCH + 1;
+  for (; a->n > 0; a->n--, a->head = (a->head + 1) % cap) ps_reader_release(r, a->q[a->head]);
+  for (int i = 0; i < cap; i++)
+    if (a->req[i] && wait) (void)ps_client_wait(t->cl, &a->req[i], &t->cerr);
+}
+
 /* Steps through the reader (after dropping `skip` batches) until it ends or --max-steps;
  * checkpoints and evaluates every N steps on the way; rank 0 prints progress. */
 static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t total_steps,
@@ -291,7 +338,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
   }
   uint64_t t_start = ps_now_ns(), t_last = t_start;
   ps_batch *b = NULL;
-  TRY(next_batch(t, r, &b));
+  TRY(next_batch_ahead(t, r, &b));
   int cur = 0;
   if (b) TRY(ps_train_slot_start(t, &t->slots[cur], b, t->step));
   int epoch = 0;
@@ -305,7 +352,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
 
     /* next batch's pull goes out now and overlaps the dense optimizer step */
     ps_batch *nb = NULL;
-    st = next_batch(t, r, &nb);
+    st = next_batch_ahead(t, r, &nb);
     if (st != PS_OK) return st;
     bool last = c->max_steps && t->step_this_run + 1 >= (uint64_t)c->max_steps;
     bool ckpt = c->checkpoint_dir && c->checkpoint_every &&
@@ -482,6 +529,7 @@ static ps_status run(ps_trainer *t) {
   }
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
+  ahead_drop(t, r, st == PS_OK);
   double secs = ps_train_since(t0);
   uint64_t train_bad = ps_reader_bad_lines(r), rows = ps_reader_rows(r);
   t->bad_lines += train_bad;

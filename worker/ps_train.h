@@ -24,6 +24,8 @@
 #include "ps_status.h"
 #include "ps_table.h"
 
+#define PS_TRAIN_MAX_PREFETCH 16 /* --prefetch's bound */
+
 typedef struct ps_train_config {
   const char *servers;      /* "URL,URL,..." (shard order) */
   const char *train;        /* text as --schema says (Criteo TSV by default), .gz, or binary */
@@ -66,6 +68,8 @@ typedef struct ps_train_config {
   const char *metrics_bind; /* its address; NULL = 127.0.0.1 */
   int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   const char *wire;         /* f32 | f16: how pulled rows and pushed gradients travel */
+  int prefetch;             /* batches ahead whose keys are sent as a prefetch (0: off; at
+                             * most PS_TRAIN_MAX_PREFETCH) */
   /* The names above, parsed: */
   ps_consistency consistency_mode; /* consistency */
   uint32_t staleness;              /* K of ssp:K (0 otherwise) */

@@ -30,6 +30,7 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   o.schema = c->schema_obj;
   o.shuffle_buffer = shuffle;
   o.seed = (uint64_t)c->seed;
+  o.prefetch += c->prefetch; /* the trainer holds --prefetch batches more (ps_train.c) */
   ps_error err;
   ps_status st = ps_reader_create(path, &o, out, &err);
   if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, ps_error_str(&err));

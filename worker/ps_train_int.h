@@ -40,6 +40,17 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   size_t cap;         /* keys unique/inverse/rows have room for */
 } ps_train_slot;
 
+/* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
+ * prefetch requests of their keys in flight (a ring; an ack is collected before its slot's
+ * reuse). */
+typedef struct ps_train_ahead {
+  ps_batch *q[PS_TRAIN_MAX_PREFETCH + 1];
+  int head, n;
+  bool end;  /* the reader ended: nothing more to read ahead */
+  ps_client_req *req[PS_TRAIN_MAX_PREFETCH + 1];
+  int next;
+} ps_train_ahead;
+
 typedef struct ps_trainer {
   const ps_train_config *cfg;
   int rank, world;
@@ -59,6 +70,7 @@ typedef struct ps_trainer {
   float *probs;
   float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
   ps_train_slot slots[2];
+  ps_train_ahead ahead;
   int dim, batch, nkeys_max;
   int nbags, ndense;  /* the schema's categorical features and dense columns */
   uint64_t step;      /* steps done (global step, resumed runs included) */

@@ -129,6 +129,7 @@ int main(int argc, char **argv) {
       {"shuffle-buffer", 0, PS_CLI_I64, &c.shuffle_buffer, "N", "each rank draws its training samples at random from a buffer of N, seeded by --seed and the rank (0: file order; ~300 bytes a sample)", false, 0, 1e9},
       {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
+      {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

@@ -331,6 +331,64 @@ static void test_over_budget(void **st) {
   rm_rf(p);
 }
 
+/* ps_store_warm (a prefetch): rows in RocksDB come into the hot tier without a value changing
+ * or a hit or miss counted; the pull after it then hits for every stored key (only the keys
+ * stored nowhere miss), and a push after it lands in the cached row. Reference: expected_sgd. */
+static void test_warm(void **st) {
+  (void)st;
+  char p[512];
+  mkpath(p, sizeof(p), "warm");
+  const uint32_t dim = 16;
+  ps_store *s = open_store(p, 1u << 20, 4);
+  ps_table_spec sp = spec_sgd(5, "warm", dim, 0.25f);
+  assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
+  enum { NK = 40000, B = 256, NEW = 16 }; /* 40k rows of ~130 B: most of them in RocksDB */
+  uint64_t *keys = malloc(NK * sizeof(uint64_t));
+  float *g = malloc((size_t)NK * dim * sizeof(float)), *out = malloc((B + NEW) * dim * 4);
+  float *exp = malloc(dim * sizeof(float));
+  for (size_t i = 0; i < NK; i++) {
+    keys[i] = (i + 1) * 2654435761ull;
+    for (uint32_t j = 0; j < dim; j++) g[i * dim + j] = grad_of(keys[i], j, 0);
+  }
+  assert_int_equal(ps_store_push(s, 5, keys, NK, g), PS_OK);
+  /* The first B keys (pushed first: evicted since) and NEW keys never stored. */
+  for (size_t i = 0; i < NEW; i++) keys[B + i] = (NK + 100 + i) * 2654435761ull;
+  ps_store_stats a, b, c;
+  ps_store_get_stats(s, &a);
+  assert_int_equal(a.prefetched, 0);
+  assert_int_equal(ps_store_warm(s, 5, keys, B + NEW), PS_OK);
+  assert_int_equal(ps_store_warm(s, 5, keys, B + NEW), PS_OK); /* again: all hot now */
+  ps_store_get_stats(s, &b);
+  assert_true(b.prefetched > B / 2 && b.prefetched <= B); /* most were cold; each loaded once */
+  assert_int_equal(b.hits, a.hits);
+  assert_int_equal(b.misses, a.misses);
+  assert_int_equal(ps_store_pull(s, 5, keys, B + NEW, out), PS_OK);
+  ps_store_get_stats(s, &c);
+  assert_int_equal(c.misses - b.misses, NEW);
+  assert_int_equal(c.hits - b.hits, B);
+  for (size_t i = 0; i < B + NEW; i++) {
+    expected_sgd(&sp, keys[i], i < B ? 1 : 0, exp);
+    assert_memory_equal(exp, out + i * dim, dim * sizeof(float));
+  }
+  /* A push after the warm updates the row a pull then reads (2 passes). */
+  for (size_t i = 0; i < B; i++)
+    for (uint32_t j = 0; j < dim; j++) g[i * dim + j] = grad_of(keys[i], j, 1);
+  assert_int_equal(ps_store_warm(s, 5, keys, B), PS_OK);
+  assert_int_equal(ps_store_push(s, 5, keys, B, g), PS_OK);
+  assert_int_equal(ps_store_pull(s, 5, keys, B, out), PS_OK);
+  for (size_t i = 0; i < B; i++) {
+    expected_sgd(&sp, keys[i], 2, exp);
+    assert_memory_equal(exp, out + i * dim, dim * sizeof(float));
+  }
+  assert_int_equal(ps_store_warm(s, 99, keys, B), PS_ERR_UNKNOWN_TABLE);
+  ps_store_close(&s);
+  free(keys);
+  free(g);
+  free(out);
+  free(exp);
+  rm_rf(p);
+}
+
 static void test_admission(void **st) {
   (void)st;
   char p[512];
@@ -788,7 +846,7 @@ int main(void) {
       cmocka_unit_test(test_ttl),             cmocka_unit_test(test_snapshot_restore),
       cmocka_unit_test(test_corrupt),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_batch),           cmocka_unit_test(test_bulk_flush),
-      cmocka_unit_test(test_errors_say_why),
+      cmocka_unit_test(test_errors_say_why),  cmocka_unit_test(test_warm),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rm_rf(g_root);

@@ -268,6 +268,24 @@ static void test_rejections(void **st) {
   assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);          /* phase on another op */
   h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_ONESHOT;
   assert_int_equal(decode_with(&h, NULL, 0), PS_OK);
+
+  /* warm (a prefetch) is a PULL flag: accepted there, refused on any other op. */
+  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
+  h.count = 4;
+  h.table_id = 1;
+  h.warm = true;
+  assert_int_equal(decode_with(&h, push, 1), PS_OK);
+  ps_wire_header_init(&h, EMBER__OP__OP_PUSH);
+  h.count = 4;
+  h.dim = 16;
+  h.warm = true;
+  assert_int_equal(decode_with(&h, push, 2), PS_ERR_PROTO);
+  ps_wire_header_init(&h, EMBER__OP__OP_RESTORE);
+  h.warm = true;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);
+  ps_wire_header_init(&h, EMBER__OP__OP_STEP);
+  h.warm = true;
+  assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);
 }
 
 /* Packs a reply header, parses it back as a client does and checks it with the given bulk

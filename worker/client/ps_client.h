@@ -111,6 +111,13 @@ ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
 ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
                                ps_client_req **r, ps_error *err);
+/* A prefetch: the shards load these keys' rows from disk into their hot tier (a pull with
+ * the header's warm flag) and answer with an ack of no rows, at once, whatever the step (step
+ * only labels it). It changes no value, so it may go out any time before the pull it speeds
+ * up; ps_client_wait collects the ack. */
+ps_status ps_client_prefetch_start(ps_client *c, uint32_t table, uint64_t step,
+                                   const uint64_t *keys, size_t n, bool unique,
+                                   ps_client_req **r, ps_error *err);
 ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r,
                                ps_error *err);
 ps_status ps_client_wait(ps_client *c, ps_client_req **r, ps_error *err);

@@ -150,9 +150,10 @@ static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *g
   return PS_OK;
 }
 
+/* warm: a pull that only warms the shards' hot tier (a prefetch: no out, no rows back). */
 static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                             const uint64_t *keys, size_t n, bool unique, float *out,
-                            const float *grads, ps_client_req **rp, ps_error *err) {
+                            const float *grads, bool warm, ps_client_req **rp, ps_error *err) {
   *rp = NULL;
   if (table == 0 || table > PS_WIRE_MAX_TABLE || !c->dims[table])
     return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
@@ -171,6 +172,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
   r->n = n;
   r->out = out;
   r->unique = unique;
+  r->warm = warm;
   const uint64_t *uk = keys;
   size_t nu = n;
   ps_status st = PS_OK;
@@ -198,6 +200,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     h.worker = c->opt.rank;
     h.count = s->nkeys;
     h.dim = dim;
+    h.warm = warm;
     if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
     cl_sub_start(c, s, &h, s->nparts - 1);
   }
@@ -220,7 +223,8 @@ static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys
 /* data_start for a call over max_request_bytes: consecutive parts of k keys, chained. */
 static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                              const uint64_t *keys, size_t n, bool unique, float *out,
-                             const float *grads, size_t k, ps_client_req **rp, ps_error *err) {
+                             const float *grads, bool warm, size_t k, ps_client_req **rp,
+                             ps_error *err) {
   const size_t dim = c->dims[table];
   uint64_t *uk = NULL;
   uint32_t *inv = NULL;
@@ -240,7 +244,7 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   for (size_t off = 0; st == PS_OK && off < n; off += k) {
     size_t m = n - off < k ? n - off : k;
     st = data_start(c, op, table, step, keys + off, m, unique, out ? out + off * dim : NULL,
-                    grads ? grads + off * dim : NULL, tail, err);
+                    grads ? grads + off * dim : NULL, warm, tail, err);
     if (st == PS_OK) tail = &(*tail)->chain;
   }
   free(uk);
@@ -251,24 +255,33 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   return st;
 }
 
+/* A pull (out), a push (grads) or a prefetch (warm): split over max_request_bytes or not. */
+static ps_status start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                       const uint64_t *keys, size_t n, bool unique, float *out,
+                       const float *grads, bool warm, ps_client_req **r, ps_error *err) {
+  size_t k = part_keys(c, table, keys, n);
+  if (k) return split_start(c, op, table, step, keys, n, unique, out, grads, warm, k, r, err);
+  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, r, err);
+}
+
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, float *out,
                                ps_client_req **r, ps_error *err) {
   if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
-  size_t k = part_keys(c, table, keys, n);
-  if (k)
-    return split_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, k, r, err);
-  return data_start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, r, err);
+  return start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, out, NULL, false, r, err);
+}
+
+ps_status ps_client_prefetch_start(ps_client *c, uint32_t table, uint64_t step,
+                                   const uint64_t *keys, size_t n, bool unique,
+                                   ps_client_req **r, ps_error *err) {
+  return start(c, EMBER__OP__OP_PULL, table, step, keys, n, unique, NULL, NULL, true, r, err);
 }
 
 ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
                                const uint64_t *keys, size_t n, bool unique, const float *grads,
                                ps_client_req **r, ps_error *err) {
   if (n && !grads) return ps_error_set(err, PS_ERR_INVALID, "no gradients");
-  size_t k = part_keys(c, table, keys, n);
-  if (k)
-    return split_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, k, r, err);
-  return data_start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, r, err);
+  return start(c, EMBER__OP__OP_PUSH, table, step, keys, n, unique, NULL, grads, false, r, err);
 }
 
 static ps_status run_data(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,

@@ -57,6 +57,7 @@ struct ps_client_req {
   size_t n, nu;
   float *out;
   bool unique;
+  bool warm;      /* a prefetch: a pull answered with no rows (ps_client_prefetch_start) */
   bool idempotent;
   bool in_use;
   /* Key scratch of pulls and pushes, cap entries each, in one block (scratch): the unique

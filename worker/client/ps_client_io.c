@@ -98,6 +98,7 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
   r->st = PS_OK;
   r->err[0] = '\0';
   r->out = NULL;
+  r->warm = false;
   r->chain = NULL;
   r->n = r->nu = 0;
   /* A push is re-sent too: its sequence number makes the shard apply it once. */
@@ -260,7 +261,7 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
     return;
   }
   struct ps_client_req *r = s->req;
-  ps_wire_expect want = {r->op, r->table, s->nkeys, r->dim,
+  ps_wire_expect want = {r->op, r->table, r->warm ? 0 : s->nkeys, r->dim,
                          c->opt.wire_f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32};
   ps_error e;
   ps_status st = ps_wire_check_reply(h, f, (size_t)nfr, &want, &e);
