@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# bench/sizing/run.sh: the measurements behind docs/SIZING.md (issue 23), from the existing
+# binaries only (ps-server, ps-worker, ps-datagen, ps-bench, ps-ckpt-bench), on 127.0.0.1.
+# Each part starts its own ps-server on a free port with a fresh data dir and kills it by PID.
+#   wire    bytes per training sample on the wire: a 1-server 1-worker ps-worker run per
+#           (one-hot Criteo | multi-hot bags of 1..4) x (f32 | f16), the server's byte counters
+#           (ember_server_{received,sent}_bytes_total) divided by the samples trained, beside
+#           the unique keys per sample they imply (the protocol: PULL in 8u, out 4du or 2du;
+#           PUSH in 8u + 4du or 2du; headers counted too)
+#   memory  the server's RSS growth per stored row, per embedding optimizer (dim 64), against
+#           the store's own hot_bytes and the row layout of docs/CHECKPOINTS.md
+#   rocks   RocksDB space and write amplification: ps-bench pushes dim-64 SGD rows over a
+#           1M-key space into a server whose hot tier is 10x too small; after SIGTERM (flush)
+#           the data dir's size and the SST bytes RocksDB's LOG records for flushes and
+#           compactions, against the logical bytes (key + record) of the stored rows
+#   ckpt    ps-ckpt-bench with dim 64 rows (full and delta checkpoints, beside the store and
+#           on /dev/shm)
+# Usage: bench/sizing/run.sh [OUT [PARTS]]   (default /tmp/ember-sizing, "wire memory rocks ckpt")
+# Environment: BIN (default <src>/build/bin), ROWS (ps-datagen training rows, default 100000).
+# Prints one line per measurement ("wire ...", "memory ...", ...) and keeps the logs in OUT.
+set -euo pipefail
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${1:-/tmp/ember-sizing}"
+parts="${2:-wire memory rocks ckpt}"
+BIN="${BIN:-$src/build/bin}"
+ROWS="${ROWS:-100000}"
+PY=/usr/bin/python3
+mkdir -p "$out"
+srv_pid=""
+cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2> /dev/null || true; }
+trap cleanup EXIT
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# start_server NAME [ps-server flags...]: sets srv_pid, url, mport
+start_server() {
+  local name="$1"; shift
+  rm -rf "$out/$name.data"
+  local port; port=$(free_port); mport=$(free_port)
+  url="tcp://127.0.0.1:$port"
+  "$BIN/ps-server" --listen "$url" --data-dir "$out/$name.data" --metrics-port "$mport" \
+    --log-level warn "$@" > "$out/$name.server.log" 2>&1 &
+  srv_pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mport/metrics" > /dev/null && return 0; sleep 0.1; done
+  echo "sizing: ps-server $name did not start, see $out/$name.server.log" >&2; exit 1
+}
+stop_server() { # SIGTERM: the server finishes in-flight work and flushes its store
+  kill -TERM "$srv_pid"
+  for _ in $(seq 300); do kill -0 "$srv_pid" 2> /dev/null || { srv_pid=""; return 0; }; sleep 0.1; done
+  kill -9 "$srv_pid"; srv_pid=""
+}
+metric() { curl -sf "http://127.0.0.1:$mport/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $2 } END { printf "%.0f\n", s }'; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$srv_pid/status"; }
+
+worker() { # TRAIN SCHEMA WIRE OPT [more flags]
+  local train="$1" schema="$2" wire="$3" opt="$4"; shift 4
+  "$BIN/ps-worker" --servers "$url" --train "$train" --schema "$schema" --wire "$wire" \
+    --sparse-opt "$opt" --emb-dim 64 --mlp-bot 13-64 --mlp-top 64-1 --batch "${BATCH:-2048}" \
+    --threads 1 --progress-every 600 --log-level warn "$@"
+}
+
+data() {
+  [ -s "$out/onehot.tsv" ] || "$BIN/ps-datagen" --rows "$ROWS" --seed 1 --out "$out/onehot.tsv" --log-level warn
+  [ -s "$out/multihot.tsv" ] || "$BIN/ps-datagen" --rows "$ROWS" --seed 1 --multi-hot 4 \
+    --out "$out/multihot.tsv" --schema-out "$out/multihot.schema.json" --log-level warn
+}
+
+part_wire() {
+  data
+  for set in onehot multihot; do
+    schema=criteo; [ "$set" = multihot ] && schema="$out/multihot.schema.json"
+    for wire in f32 f16; do
+      start_server "wire-$set-$wire"
+      worker "$out/$set.tsv" "$schema" "$wire" adagrad > "$out/wire-$set-$wire.log" 2>&1
+      echo "wire set=$set wire=$wire batch=2048 samples=$ROWS in=$(metric ember_server_received_bytes_total)" \
+        "out=$(metric ember_server_sent_bytes_total) rows=$(metric ember_store_rows) load=$(load)"
+      stop_server
+    done
+  done
+  for b in 256 16384; do # one-hot f32 at other batch sizes: duplicates within a batch are sent once
+    start_server "wire-onehot-f32-b$b"
+    BATCH=$b worker "$out/onehot.tsv" criteo f32 adagrad > "$out/wire-onehot-f32-b$b.log" 2>&1
+    echo "wire set=onehot wire=f32 batch=$b samples=$ROWS in=$(metric ember_server_received_bytes_total)" \
+      "out=$(metric ember_server_sent_bytes_total) load=$(load)"
+    stop_server
+  done
+  # ids per sample in the multi-hot data (26 bags of 1..4 ids, '|'-separated)
+  awk -F'\t' '{ for (i = 15; i <= NF; i++) n += split($i, a, "|") } END { printf "wire multihot ids_per_sample=%.3f\n", n / NR }' "$out/multihot.tsv"
+}
+
+part_memory() {
+  data
+  [ -s "$out/onehot2.tsv" ] || "$BIN/ps-datagen" --rows "$ROWS" --seed 2 --out "$out/onehot2.tsv" --log-level warn
+  for opt in sgd adagrad rowwise-adagrad adam ftrl; do
+    start_server "mem-$opt" --cache-mb 8192
+    # Two trainings on one server, the second on other keys (ps-datagen seed 2): the growth
+    # between them is per row, without the server's fixed costs (buffers, memtables, arenas).
+    line="memory opt=$opt rss0_kb=$(rss_kb)"
+    for f in onehot onehot2; do
+      worker "$out/$f.tsv" criteo f32 "$opt" > "$out/mem-$opt-$f.log" 2>&1
+      line="$line rss_kb=$(rss_kb) rows_hot=$(metric 'ember_store_rows{tier="hot"}') hot_bytes=$(metric 'ember_store_bytes{tier="hot"}')"
+    done
+    echo "$line load=$(load)"
+    stop_server
+  done
+}
+
+part_rocks() {
+  start_server rocks --cache-mb 32
+  "$BIN/ps-bench" --servers "$url" --op push --dim 64 --keys 4096 --key-space 1000000 \
+    --closed-loop --inflight 4 --requests 1200 --warmup 0 > "$out/rocks.bench.log" 2>&1
+  rows=$(metric ember_store_rows); wb=$(metric ember_store_writebacks_total)
+  echo "rocks store hot=$(metric 'ember_store_rows{tier="hot"}') cold=$(metric 'ember_store_rows{tier="cold"}')"
+  stop_server
+  $PY - "$out/rocks.data" "$rows" "$wb" "$(load)" <<'PY'
+import glob, json, os, sys
+d, rows, wb, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+sst = sum(os.path.getsize(p) for p in glob.glob(os.path.join(d, "**", "*.sst"), recursive=True))
+flush = compact = 0
+for log in glob.glob(os.path.join(d, "**", "LOG*"), recursive=True):
+    for line in open(log, errors="replace"):
+        if "EVENT_LOG_v1" not in line: continue
+        e = json.loads(line.split("EVENT_LOG_v1", 1)[1])
+        if e.get("event") == "flush_finished": pass
+        if e.get("event") == "table_file_creation":
+            # a flush's file is made under a flush job, a compaction's under a compaction job
+            if e.get("flush_reason") or "Flush" in str(e.get("table_properties", {}).get("creation_reason", "")): flush += e["file_size"]
+        if e.get("event") == "compaction_finished": compact += e.get("total_output_size", 0)
+        if e.get("event") == "flush_finished": pass
+logical = rows * (8 + 8 + 16 + 4 * 64)  # key + record header + meta + 64 f32 (SGD: no state)
+print(f"rocks rows={rows} writebacks={wb} logical_bytes={logical} dir_bytes={size} sst_bytes={sst} "
+      f"compaction_out_bytes={compact} load={load}")
+PY
+  # The flush bytes, from the LOG's flush lines ("Level-0 flush table #N: B bytes OK").
+  grep -h -o 'Level-0 flush table #[0-9]*: [0-9]* bytes' "$out"/rocks.data/LOG* "$out"/rocks.data/*/LOG* 2> /dev/null |
+    awk '{ s += $5; n++ } END { printf "rocks flushes=%d flush_bytes=%d\n", n, s }'
+}
+
+part_ckpt() {
+  for dir in "" /dev/shm; do
+    args=(--rows 1000000 --dim 64 --rounds 3)
+    [ -n "$dir" ] && args+=(--ckpt-dir "$dir/ember-sizing-ckpt") && rm -rf "$dir/ember-sizing-ckpt"
+    echo "ckpt on=${dir:-beside} load=$(load)"
+    "$BIN/ps-ckpt-bench" "${args[@]}" 2>&1 | tail -n 12 | sed 's/^/ckpt   /'
+    [ -n "$dir" ] && rm -rf "$dir/ember-sizing-ckpt"
+  done
+}
+
+for p in $parts; do
+  case "$p" in
+    wire|memory|rocks|ckpt) "part_$p" ;;
+    *) echo "sizing: unknown part $p (wire memory rocks ckpt)" >&2; exit 2 ;;
+  esac
+done
