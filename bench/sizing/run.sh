@@ -13,15 +13,18 @@
 #           1M-key space into a server whose hot tier is 10x too small; after SIGTERM (flush)
 #           the data dir's size and the SST bytes RocksDB's LOG records for flushes and
 #           compactions, against the logical bytes (key + record) of the stored rows
+#           then pulls and pushes through that server with ps-bench (cold: uniform and Zipf)
+#   shard   hot rows/s of one store partition in process (ps-store-bench, dim 64 Adagrad) and
+#           keys/s through 1 and 2 servers (ps-net-bench), 3 rounds
 #   ckpt    ps-ckpt-bench with dim 64 rows (full and delta checkpoints, beside the store and
 #           on /dev/shm)
-# Usage: bench/sizing/run.sh [OUT [PARTS]]   (default /tmp/ember-sizing, "wire memory rocks ckpt")
+# Usage: bench/sizing/run.sh [OUT [PARTS]]   (default /tmp/ember-sizing, "wire memory rocks shard ckpt")
 # Environment: BIN (default <src>/build/bin), ROWS (ps-datagen training rows, default 100000).
 # Prints one line per measurement ("wire ...", "memory ...", ...) and keeps the logs in OUT.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-/tmp/ember-sizing}"
-parts="${2:-wire memory rocks ckpt}"
+parts="${2:-wire memory rocks shard ckpt}"
 BIN="${BIN:-$src/build/bin}"
 ROWS="${ROWS:-100000}"
 PY=/usr/bin/python3
@@ -58,6 +61,9 @@ worker() { # TRAIN SCHEMA WIRE OPT [more flags]
   "$BIN/ps-worker" --servers "$url" --train "$train" --schema "$schema" --wire "$wire" \
     --sparse-opt "$opt" --emb-dim 64 --mlp-bot 13-64 --mlp-top 64-1 --batch "${BATCH:-2048}" \
     --threads 1 --progress-every 600 --log-level warn "$@"
+  local rc=$?
+  sleep 0.5 # the server publishes its statistics every 200 ms: let the last step's show
+  return $rc
 }
 
 data() {
@@ -92,17 +98,20 @@ part_wire() {
 part_memory() {
   data
   [ -s "$out/onehot2.tsv" ] || "$BIN/ps-datagen" --rows "$ROWS" --seed 2 --out "$out/onehot2.tsv" --log-level warn
+  [ -s "$out/onehot12.tsv" ] || cat "$out/onehot.tsv" "$out/onehot2.tsv" > "$out/onehot12.tsv"
+  # Per optimizer two servers: one trained on ROWS lines, one on those and ROWS more of other
+  # keys (ps-datagen seed 2). The RSS difference over the row difference is the cost of a row
+  # without the server's fixed costs (buffers, memtables, arenas), which both servers have.
   for opt in sgd adagrad rowwise-adagrad adam ftrl; do
-    start_server "mem-$opt" --cache-mb 8192
-    # Two trainings on one server, the second on other keys (ps-datagen seed 2): the growth
-    # between them is per row, without the server's fixed costs (buffers, memtables, arenas).
-    line="memory opt=$opt rss0_kb=$(rss_kb)"
-    for f in onehot onehot2; do
+    line="memory opt=$opt"
+    for f in onehot onehot12; do
+      start_server "mem-$opt-$f" --cache-mb 8192
+      line="$line rss0_kb=$(rss_kb)"
       worker "$out/$f.tsv" criteo f32 "$opt" > "$out/mem-$opt-$f.log" 2>&1
       line="$line rss_kb=$(rss_kb) rows_hot=$(metric 'ember_store_rows{tier="hot"}') hot_bytes=$(metric 'ember_store_bytes{tier="hot"}')"
+      stop_server
     done
     echo "$line load=$(load)"
-    stop_server
   done
 }
 
@@ -110,6 +119,16 @@ part_rocks() {
   start_server rocks --cache-mb 32
   "$BIN/ps-bench" --servers "$url" --op push --dim 64 --keys 4096 --key-space 1000000 \
     --closed-loop --inflight 4 --requests 1200 --warmup 0 > "$out/rocks.bench.log" 2>&1
+  # Cold reads through the server on the same store (hot tier ~1/10 of the rows): uniform and
+  # Zipf pulls, then pushes, of 4096 keys, 4 in flight.
+  for w in "pull uniform" "pull zipf:1.1" "push uniform" "push zipf:1.1"; do
+    set -- $w
+    "$BIN/ps-bench" --servers "$url" --op "$1" --dist "$2" --dim 64 --keys 4096 --key-space 1000000 \
+      --closed-loop --inflight 4 --duration 3 --warmup 0.5 --json "$out/cold-$1-$2.json" > /dev/null 2>&1
+    $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"][0]; print("shard cold op=%s dist=%s keys_per_s=%.0f p50_us=%.0f p99_us=%.0f" % (sys.argv[2], sys.argv[3], p["keys_per_s"], p["latency_us"]["p50"], p["latency_us"]["p99"]))' \
+      "$out/cold-$1-$2.json" "$1" "$2"
+  done
+  echo "shard cold hits=$(metric ember_store_cache_hits_total) misses=$(metric ember_store_cache_misses_total) load=$(load)"
   rows=$(metric ember_store_rows); wb=$(metric ember_store_writebacks_total)
   echo "rocks store hot=$(metric 'ember_store_rows{tier="hot"}') cold=$(metric 'ember_store_rows{tier="cold"}')"
   stop_server
@@ -138,6 +157,16 @@ PY
     awk '{ s += $5; n++ } END { printf "rocks flushes=%d flush_bytes=%d\n", n, s }'
 }
 
+part_shard() { # hot rows in process (ps-store-bench) and through one or two servers (ps-net-bench)
+  for r in 1 2 3; do
+    echo "shard round=$r load=$(load)"
+    "$BIN/ps-store-bench" --dims 64 --regimes hot,over -p 1 --seconds 1 --opt adagrad \
+      --json "$out/store-r$r.json" > "$out/store-r$r.log" 2>&1
+    "$BIN/ps-net-bench" --dims 64 --servers 1,2 --inflight 8 --duration 2 --no-raw \
+      --json "$out/net-r$r.json" > "$out/net-r$r.log" 2>&1
+  done
+}
+
 part_ckpt() {
   for dir in "" /dev/shm; do
     args=(--rows 1000000 --dim 64 --rounds 3)
@@ -150,7 +179,7 @@ part_ckpt() {
 
 for p in $parts; do
   case "$p" in
-    wire|memory|rocks|ckpt) "part_$p" ;;
-    *) echo "sizing: unknown part $p (wire memory rocks ckpt)" >&2; exit 2 ;;
+    wire|memory|rocks|shard|ckpt) "part_$p" ;;
+    *) echo "sizing: unknown part $p (wire memory rocks shard ckpt)" >&2; exit 2 ;;
   esac
 done
