@@ -10,10 +10,11 @@
 #   memory  the server's RSS growth per stored row, per embedding optimizer (dim 64), against
 #           the store's own hot_bytes and the row layout of docs/CHECKPOINTS.md
 #   rocks   RocksDB space and write amplification: ps-bench pushes dim-64 SGD rows over a
-#           1M-key space into a server whose hot tier is 10x too small; after SIGTERM (flush)
-#           the data dir's size and the SST bytes RocksDB's LOG records for flushes and
-#           compactions, against the logical bytes (key + record) of the stored rows
-#           then pulls and pushes through that server with ps-bench (cold: uniform and Zipf)
+#           1M-key space into a server whose hot tier is 10x too small: the bytes the process
+#           wrote to disk (/proc/PID/io write_bytes; the store sets RocksDB's LOG to FATAL, so
+#           its compaction statistics are not logged) against the records it wrote back; then
+#           pulls and pushes through that server with ps-bench (cold: uniform and Zipf); after
+#           SIGTERM (flush) the store's size against the logical bytes (key + record) of its rows
 #   shard   hot rows/s of one store partition in process (ps-store-bench, dim 64 Adagrad) and
 #           keys/s through 1 and 2 servers (ps-net-bench), 3 rounds
 #   ckpt    ps-ckpt-bench with dim 64 rows (full and delta checkpoints, beside the store and
@@ -119,6 +120,12 @@ part_rocks() {
   start_server rocks --cache-mb 32
   "$BIN/ps-bench" --servers "$url" --op push --dim 64 --keys 4096 --key-space 1000000 \
     --closed-loop --inflight 4 --requests 1200 --warmup 0 > "$out/rocks.bench.log" 2>&1
+  sleep 0.5
+  # write_bytes: what the server process sent to the disk (flushes, compactions, ingested SST
+  # files, WAL), counted when the pages are dirtied; the store's write-backs are the records it
+  # handed RocksDB (key + record = 8 + 280 bytes for dim-64 SGD rows).
+  echo "rocks populate draws=$((1200 * 4096)) key_space=1000000 writebacks=$(metric ember_store_writebacks_total)" \
+    "write_bytes=$(awk '/^write_bytes/ { print $2 }' "/proc/$srv_pid/io") load=$(load)"
   # Cold reads through the server on the same store (hot tier ~1/10 of the rows): uniform and
   # Zipf pulls, then pushes, of 4096 keys, 4 in flight.
   for w in "pull uniform" "pull zipf:1.1" "push uniform" "push zipf:1.1"; do
@@ -129,32 +136,9 @@ part_rocks() {
       "$out/cold-$1-$2.json" "$1" "$2"
   done
   echo "shard cold hits=$(metric ember_store_cache_hits_total) misses=$(metric ember_store_cache_misses_total) load=$(load)"
-  rows=$(metric ember_store_rows); wb=$(metric ember_store_writebacks_total)
-  echo "rocks store hot=$(metric 'ember_store_rows{tier="hot"}') cold=$(metric 'ember_store_rows{tier="cold"}')"
   stop_server
-  $PY - "$out/rocks.data" "$rows" "$wb" "$(load)" <<'PY'
-import glob, json, os, sys
-d, rows, wb, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
-sst = sum(os.path.getsize(p) for p in glob.glob(os.path.join(d, "**", "*.sst"), recursive=True))
-flush = compact = 0
-for log in glob.glob(os.path.join(d, "**", "LOG*"), recursive=True):
-    for line in open(log, errors="replace"):
-        if "EVENT_LOG_v1" not in line: continue
-        e = json.loads(line.split("EVENT_LOG_v1", 1)[1])
-        if e.get("event") == "flush_finished": pass
-        if e.get("event") == "table_file_creation":
-            # a flush's file is made under a flush job, a compaction's under a compaction job
-            if e.get("flush_reason") or "Flush" in str(e.get("table_properties", {}).get("creation_reason", "")): flush += e["file_size"]
-        if e.get("event") == "compaction_finished": compact += e.get("total_output_size", 0)
-        if e.get("event") == "flush_finished": pass
-logical = rows * (8 + 8 + 16 + 4 * 64)  # key + record header + meta + 64 f32 (SGD: no state)
-print(f"rocks rows={rows} writebacks={wb} logical_bytes={logical} dir_bytes={size} sst_bytes={sst} "
-      f"compaction_out_bytes={compact} load={load}")
-PY
-  # The flush bytes, from the LOG's flush lines ("Level-0 flush table #N: B bytes OK").
-  grep -h -o 'Level-0 flush table #[0-9]*: [0-9]* bytes' "$out"/rocks.data/LOG* "$out"/rocks.data/*/LOG* 2> /dev/null |
-    awk '{ s += $5; n++ } END { printf "rocks flushes=%d flush_bytes=%d\n", n, s }'
+  echo "rocks after_stop dir_bytes=$(du -sb "$out/rocks.data/store" | cut -f1)" \
+    "sst_files=$(ls "$out"/rocks.data/store/*.sst | wc -l) logical_max_bytes=$((1000000 * 288))"
 }
 
 part_shard() { # hot rows in process (ps-store-bench) and through one or two servers (ps-net-bench)
