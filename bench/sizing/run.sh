@@ -92,6 +92,16 @@ part_wire() {
       "out=$(metric ember_server_sent_bytes_total) load=$(load)"
     stop_server
   done
+  # The independent count: distinct (feature, id) pairs per batch of the file, in file order
+  # (ps-worker shuffles, the same distribution), per sample.
+  $PY - "$out" <<'PY'
+import sys
+for f, b in (("onehot", 2048), ("onehot", 256), ("onehot", 16384), ("multihot", 2048)):
+    rows = [l.rstrip("\n").split("\t")[14:] for l in open(f"{sys.argv[1]}/{f}.tsv")]
+    tot = sum(len({(j, x) for r in rows[s:s + b] for j, v in enumerate(r) for x in v.split("|") if x})
+              for s in range(0, len(rows), b))
+    print(f"wire data set={f} batch={b} unique_keys_per_sample={tot / len(rows):.2f}")
+PY
   # ids per sample in the multi-hot data (26 bags of 1..4 ids, '|'-separated)
   awk -F'\t' '{ for (i = 15; i <= NF; i++) n += split($i, a, "|") } END { printf "wire multihot ids_per_sample=%.3f\n", n / NR }' "$out/multihot.tsv"
 }
@@ -149,6 +159,19 @@ part_shard() { # hot rows in process (ps-store-bench) and through one or two ser
     "$BIN/ps-net-bench" --dims 64 --servers 1,2 --inflight 8 --duration 2 --no-raw \
       --json "$out/net-r$r.json" > "$out/net-r$r.log" 2>&1
   done
+  $PY - "$out" <<'PY'
+import json, statistics as st, sys
+d, S, N = sys.argv[1], {}, {}
+for r in (1, 2, 3):
+    for x in json.load(open(f"{d}/store-r{r}.json"))["results"]:
+        S.setdefault((x["regime"], x["dist"], x["op"]), []).append((x["rows_per_s"], x["hit_ratio"]))
+    for x in json.load(open(f"{d}/net-r{r}.json")):
+        N.setdefault((x["op"], x["servers"]), []).append(x["keys_per_s"])
+for k, v in S.items():
+    print("shard store %s %s %s rows_per_s=%s median=%.3g hit=%.2f" % (*k, ",".join("%.3g" % a for a, _ in v), st.median(a for a, _ in v), v[0][1]))
+for k, v in N.items():
+    print("shard net %s servers=%d keys_per_s=%s median=%.3g" % (*k, ",".join("%.3g" % a for a in v), st.median(v)))
+PY
 }
 
 part_ckpt() {
