@@ -7,8 +7,9 @@
 #           (ember_server_{received,sent}_bytes_total) divided by the samples trained, beside
 #           the unique keys per sample they imply (the protocol: PULL in 8u, out 4du or 2du;
 #           PUSH in 8u + 4du or 2du; headers counted too)
-#   memory  the server's RSS growth per stored row, per embedding optimizer (dim 64), against
-#           the store's own hot_bytes and the row layout of docs/CHECKPOINTS.md
+#   memory  RSS per stored row, per embedding optimizer (dim 64): two servers, trained on ROWS
+#           and on 2 x ROWS samples (other keys), the RSS difference over the row difference
+#           (a server's fixed costs cancel), beside the store's own hot_bytes
 #   rocks   RocksDB space and write amplification: ps-bench pushes dim-64 SGD rows over a
 #           1M-key space into a server whose hot tier is 10x too small: the bytes the process
 #           wrote to disk (/proc/PID/io write_bytes; the store sets RocksDB's LOG to FATAL, so
