@@ -16,6 +16,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define PS_HALF_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -77,9 +78,18 @@ void ps_wire_f16_to_f32_sw(const uint16_t *src, float *dst, size_t n) {
 /* ------------------------------------------------------------------ F16C */
 
 #ifdef PS_HALF_X86
+/* CPUID leaf 1 (ECX: AVX bit 28, F16C bit 29, OSXSAVE bit 27) and XGETBV (the OS saves the YMM
+ * state: XCR0 bits 1 and 2). Read directly rather than through __builtin_cpu_supports, which
+ * clang (the fuzz build's compiler) does not know "f16c" for. */
 bool ps_wire_half_hw(void) {
-  __builtin_cpu_init(); /* idempotent; needed when called from another constructor */
-  return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+  if ((c & need) != need) return false;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  return (lo & 6u) == 6u;
 }
 
 __attribute__((target("avx,f16c"))) void ps_wire_f32_to_f16_hw(const float *src, uint16_t *dst,
