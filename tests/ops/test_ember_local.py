@@ -1,6 +1,10 @@
 """deploy/ember-local off the README's path (issue 17): --help prints the whole usage, and
 --metrics / --metrics-base-port give every process a /metrics port, printed and written to
-DATA_DIR/ports.txt.
+DATA_DIR/ports.txt. --replicas K (issue 23): DATA_DIR/servers.txt names every server process
+(SHARD REPLICA PID URL; the PIDs are alive ps-servers listening on those URLs, which answer a
+pull through ps-bench), the workers' --servers lists a shard's replicas with '|', and a bad
+--replicas exits 2 with one line. K=2 runs only where ps-server has --replicas (else SKIPPED,
+said why, and ember-local must refuse K=2 with one line).
 
 The servers are the real ps-server; the workers are a stub (--bin points at a directory with
 a ps-server link and a ps-worker script) that records its arguments and waits for a go-file,
@@ -40,7 +44,7 @@ def test_help():
     p = subprocess.run([LOCAL, "--help"], capture_output=True, text=True, timeout=30)
     out = p.stdout
     check("--help exits 0", p.returncode == 0, p.stderr)
-    for opt in ["--servers", "--workers", "--data-dir", "--keep-data", "--cache-mb",
+    for opt in ["--servers", "--replicas", "--failover-ms", "--workers", "--data-dir", "--keep-data", "--cache-mb",
                 "--server-threads", "--bin", "--metrics", "--metrics-base-port", "-h, --help"]:
         check(f"--help documents {opt}", f"  {opt} " in out, out)
     # Not cut off: the text's last paragraph and example are there.
@@ -50,6 +54,60 @@ def test_help():
                        text=True, timeout=30)
     check("--metrics-base-port out of range exits 2 with one line",
           p.returncode == 2 and "--metrics-base-port 70000" in p.stderr, p.stderr)
+    for bad in (["0"], ["-1"], ["two"], ["101"], ["1" + "0" * 30], [""], []):
+        p = subprocess.run([LOCAL, "--bin", BIN, "--replicas"] + bad + ["--", "x"],
+                           capture_output=True, text=True, timeout=30)
+        lines = p.stderr.strip().split("\n")
+        check(f"--replicas {bad[0] if bad else '(missing)'!r} exits 2 with one line naming it",
+              p.returncode == 2 and len(lines) == 1 and lines[0].startswith("ember-local: --replicas"),
+              f"rc={p.returncode} {p.stderr!r}")
+
+
+def has_replicas():
+    """Whether this ps-server takes --replicas (the contract's flags), from its --help."""
+    p = subprocess.run([os.path.join(BIN, "ps-server"), "--help"], capture_output=True, text=True,
+                       timeout=30)
+    return "--replicas" in p.stdout + p.stderr
+
+
+def answers(servers):
+    """A pull through ps-bench (the real client) gets a reply from SERVERS."""
+    p = subprocess.run([os.path.join(BIN, "ps-bench"), "--servers", servers, "--op", "pull",
+                        "--keys", "4", "--dim", "4", "--closed-loop", "--requests", "3",
+                        "--warmup", "0", "--timeout-ms", "5000"],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode == 0
+
+
+def check_servers_txt(label, data, nserv, nrep, worker_args):
+    """servers.txt: one line per server process, shard by shard, replicas in order; each PID a
+    live ps-server listening on its URL (and, K > 1, told its replica and peers); the worker's
+    --servers is the URLs, shards by ',', replicas by '|', and the servers answer a pull on it."""
+    path = os.path.join(data, "servers.txt")
+    rows = [ln.split() for ln in open(path).read().split("\n") if ln] if os.path.exists(path) else []
+    check(f"{label}: servers.txt has SHARD REPLICA PID URL for {nserv}x{nrep} processes",
+          [r[:2] for r in rows] == [[str(i), str(r)] for i in range(nserv) for r in range(nrep)]
+          and all(len(r) == 4 for r in rows), rows)
+    urls = [r[3] for r in rows]
+    check(f"{label}: every URL distinct", len(set(urls)) == len(urls) == nserv * nrep, urls)
+    for sh, rep, pid, url in (r for r in rows if len(r) == 4):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline").read().split("\0")
+        except OSError:
+            cmd = []
+        ok = cmd and os.path.basename(cmd[0]) == "ps-server" and cmd[cmd.index("--listen") + 1] == url
+        if ok and nrep > 1:
+            peers = "|".join(urls[int(sh) * nrep:(int(sh) + 1) * nrep])
+            ok = cmd[cmd.index("--replica") + 1] == rep and cmd[cmd.index("--replicas") + 1] == str(nrep) \
+                and cmd[cmd.index("--peers") + 1] == peers
+        if ok and nrep == 1:
+            ok = not any(a in cmd for a in ("--replica", "--replicas", "--peers"))
+        check(f"{label}: PID {pid} is a live ps-server, shard {sh} replica {rep}, on {url}", ok, cmd)
+    want = ",".join("|".join(urls[i * nrep:(i + 1) * nrep]) for i in range(nserv))
+    got = worker_args[worker_args.index("--servers") + 1] if "--servers" in worker_args else None
+    check(f"{label}: the workers' --servers is {want}", got == want, got)
+    # A shard takes only the keys that hash to it: ask them all together, as the workers would.
+    check(f"{label}: the servers answer a pull through that --servers", bool(got) and answers(got))
 
 
 def scrape(port, timeout=20):
@@ -75,18 +133,18 @@ def bindable(port):
 
 
 def base_port():
-    """A base P with P, P+1 (servers) and P+100, P+101 (workers) free at the moment."""
+    """A base P with P..P+3 (servers, 2x2 at most) and P+100, P+101 (workers) free at the moment."""
     for _ in range(50):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         p = s.getsockname()[1]
         s.close()
-        if p + 101 <= 65535 and all(bindable(q) for q in (p, p + 1, p + 100, p + 101)):
+        if p + 101 <= 65535 and all(bindable(q) for q in (p, p + 1, p + 2, p + 3, p + 100, p + 101)):
             return p
     raise AssertionError("no free base port")
 
 
-def run_cluster(label, opts):
+def run_cluster(label, opts, nserv=2, nrep=1):
     with tempfile.TemporaryDirectory() as d:
         stubs = os.path.join(d, "bin")
         data = os.path.join(d, "data")
@@ -95,7 +153,7 @@ def run_cluster(label, opts):
         with open(os.path.join(stubs, "ps-worker"), "w") as f:
             f.write(STUB.replace("{d}", d))
         os.chmod(os.path.join(stubs, "ps-worker"), 0o755)
-        cmd = [LOCAL, "--bin", stubs, "--servers", "2", "--workers", "2", "--data-dir", data] + \
+        cmd = [LOCAL, "--bin", stubs, "--servers", str(nserv), "--workers", "2", "--data-dir", data] + \
             opts + ["--", "--train", "none.tsv"]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
@@ -107,21 +165,26 @@ def run_cluster(label, opts):
                 time.sleep(0.1)
             lines = open(ports_txt).read().split("\n") if os.path.exists(ports_txt) else []
             lines = [ln.split() for ln in lines if ln]
-            check(f"{label}: ports.txt has 2 servers and 2 workers",
-                  [ln[:2] for ln in lines] == [["server", "0"], ["server", "1"],
-                                               ["worker", "0"], ["worker", "1"]], lines)
-            mports = [int(ln[-1]) for ln in lines]
-            check(f"{label}: every process has a metrics port", len(mports) == 4 and all(mports), lines)
-            for i in (0, 1):
-                body = scrape(mports[i]) if len(mports) == 4 else None
-                check(f"{label}: server {i} serves /metrics on {mports[i] if body else '?'}",
+            nproc = nserv * nrep
+            check(f"{label}: ports.txt has {nserv}x{nrep} servers and 2 workers",
+                  [ln[:2] for ln in lines] == [["server", str(i)] for i in range(nserv) for _ in range(nrep)]
+                  + [["worker", "0"], ["worker", "1"]], lines)
+            mports = [int(ln[ln.index("metrics") + 1]) for ln in lines if "metrics" in ln[:-1]]
+            n = nproc + 2
+            check(f"{label}: every process has a metrics port", len(mports) == n and all(mports), lines)
+            for i in range(nproc):
+                body = scrape(mports[i]) if len(mports) == n else None
+                check(f"{label}: server process {i} serves /metrics on {mports[i] if body else '?'}",
                       body is not None and "ember_" in body)
+            wargs = []
             for r in (0, 1):
                 a = os.path.join(d, f"worker-{r}.args")
                 args = open(a).read().split("\n") if os.path.exists(a) else []
-                want = str(mports[2 + r]) if len(mports) == 4 else "?"
+                wargs.append(args)
+                want = str(mports[nproc + r]) if len(mports) == n else "?"
                 check(f"{label}: worker {r} gets --metrics-port {want}",
                       "--metrics-port" in args and args[args.index("--metrics-port") + 1] == want, args)
+            check_servers_txt(label, data, nserv, nrep, wargs[0])
             open(os.path.join(d, "go"), "w").close()
             out, err = p.communicate(timeout=60)
         except BaseException:
@@ -141,6 +204,18 @@ def main():
     got = run_cluster("--metrics-base-port", ["--metrics-base-port", str(base)])
     check("--metrics-base-port: server I on P+I, worker R on P+100+R",
           got == [base, base + 1, base + 100, base + 101], f"{got} for P={base}")
+    if has_replicas():
+        base = base_port()
+        got = run_cluster("--replicas 2", ["--replicas", "2", "--metrics-base-port", str(base)], nrep=2)
+        check("--replicas 2 --metrics-base-port: replica R of server I on P+I+R*N",
+              got == [base, base + 2, base + 1, base + 3, base + 100, base + 101], f"{got} for P={base}")
+    else:
+        print("SKIPPED --replicas 2: this ps-server has no --replicas (ps-server --help), the replicated "
+              "shards of issue 23 are not built in")
+        p = subprocess.run([LOCAL, "--bin", BIN, "--replicas", "2", "--", "x"], capture_output=True,
+                           text=True, timeout=30)
+        check("--replicas 2 without a replicating ps-server exits 2 with one line",
+              p.returncode == 2 and p.stderr.count("\n") == 1 and "has no --replicas" in p.stderr, p.stderr)
     print("FAILED" if failed else "all passed")
     sys.exit(1 if failed else 0)
 
