@@ -9,6 +9,7 @@ said why, and ember-local must refuse K=2 with one line).
 The servers are the real ps-server; the workers are a stub (--bin points at a directory with
 a ps-server link and a ps-worker script) that records its arguments and waits for a go-file,
 so the servers stay up while the test scrapes them, whatever ps-worker itself does first."""
+import json
 import os
 import socket
 import subprocess
@@ -63,6 +64,23 @@ def test_help():
               f"rc={p.returncode} {p.stderr!r}")
 
 
+def test_ps_stats_errors():
+    """ps-stats: bad arguments exit 2, a shard that does not answer exits 1, one line each."""
+    for bad in ([], ["--shard", "1"], ["--timeout-ms", "0"]):
+        args = ["--servers", "tcp://127.0.0.1:1"] + bad if bad else []
+        p = subprocess.run([os.path.join(BIN, "ps-stats")] + args, capture_output=True, text=True,
+                           timeout=30)
+        check(f"ps-stats {' '.join(args) or '(no --servers)'} exits 2 with one line",
+              p.returncode == 2 and p.stderr.count("\n") == 1, f"rc={p.returncode} {p.stderr!r}")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    rc, docs, err = stats(f"tcp://127.0.0.1:{port}", "--timeout-ms", "300")
+    check("ps-stats against no server exits 1 naming the URL",
+          rc == 1 and docs == [] and f":{port}" in err and err.count("\n") == 1, f"rc={rc} {err!r}")
+
+
 def has_replicas():
     """Whether this ps-server takes --replicas (the contract's flags), from its --help."""
     p = subprocess.run([os.path.join(BIN, "ps-server"), "--help"], capture_output=True, text=True,
@@ -77,6 +95,19 @@ def answers(servers):
                         "--warmup", "0", "--timeout-ms", "5000"],
                        capture_output=True, text=True, timeout=60)
     return p.returncode == 0
+
+
+def stats(servers, *more):
+    """ps-stats (bench/replica): (exit status, [STATS document per line], stderr)."""
+    p = subprocess.run([os.path.join(BIN, "ps-stats"), "--servers", servers, *more],
+                       capture_output=True, text=True, timeout=60)
+    docs = []
+    for ln in p.stdout.splitlines():
+        try:
+            docs.append(json.loads(ln))
+        except ValueError:
+            docs.append(None)
+    return p.returncode, docs, p.stderr
 
 
 def check_servers_txt(label, data, nserv, nrep, worker_args):
@@ -106,6 +137,15 @@ def check_servers_txt(label, data, nserv, nrep, worker_args):
     want = ",".join("|".join(urls[i * nrep:(i + 1) * nrep]) for i in range(nserv))
     got = worker_args[worker_args.index("--servers") + 1] if "--servers" in worker_args else None
     check(f"{label}: the workers' --servers is {want}", got == want, got)
+    if nrep == 1:  # each process on its own: STATS from that URL says which shard it is
+        for sh, _, pid, url in (r for r in rows if len(r) == 4):
+            rc, docs, err = stats(url)
+            check(f"{label}: {url} answers STATS as shard {sh} of {nserv} (ps-stats)",
+                  rc == 0 and len(docs) == 1 and docs[0] and docs[0].get("shard") == int(sh)
+                  and docs[0].get("shards") == nserv, f"rc={rc} {err}")
+    rc, docs, err = stats(got or "")
+    check(f"{label}: ps-stats on the workers' --servers prints shards 0..{nserv - 1}, one line each",
+          rc == 0 and [d and d.get("shard") for d in docs] == list(range(nserv)), f"rc={rc} {err}")
     # A shard takes only the keys that hash to it: ask them all together, as the workers would.
     check(f"{label}: the servers answer a pull through that --servers", bool(got) and answers(got))
 
@@ -199,6 +239,7 @@ def run_cluster(label, opts, nserv=2, nrep=1):
 
 def main():
     test_help()
+    test_ps_stats_errors()
     run_cluster("--metrics", ["--metrics"])
     base = base_port()
     got = run_cluster("--metrics-base-port", ["--metrics-base-port", str(base)])
