@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# bench/replica/run.sh: what replicated shards cost and how fast they recover (issue 23's
+# figures), with ps-server --replica/--replicas/--peers, ps-bench and ps-stats on 127.0.0.1.
+# Every cluster is fresh (bench/common/cluster.sh); shard 0's replica 0 is its primary at the
+# start (the lowest-numbered live replica).
+#   cost      pull and push through one shard at K=1 (no replica flags: today's server) and
+#             K=2, rounds interleaved (K=1, K=2, K=1, ...): closed loop (keys/s, p99) and open
+#             loop at RATE requests/s (p99 where neither is saturated), medians, K=2/K=1 ratios
+#   failover  kill -9 of the primary while ps-bench pushes at FRATE requests/s (open loop,
+#             latency from each request's intended send time): the requests due after the
+#             death wait until the client has failed over and a push succeeded, so the point's
+#             max latency is the time from the death to the first successful push after it
+#             (to within 1/FRATE); the same run without a kill gives the machine's floor. Any
+#             line the client logs about the failover (ps-bench --log-level info) is printed
+#             beside it, to agree with.
+#   catchup   ROWS rows (dim DIM) pushed through K=2, then kill -9 of the backup (replica 1),
+#             some pushes without it, and its restart with the same arguments: the time from
+#             the restart until the primary's STATS counts it live again (ps-stats, polled
+#             every 50 ms), and the rows the restarted replica then holds
+# "Live" is read from STATS by LIVE_EXPR, a Python expression over s (the primary's STATS)
+# and r (the replica), default: r in s["replication"]["live"]; a STATS without that field
+# stops the part with one line (set LIVE_EXPR to the server's field).
+# Usage: bench/replica/run.sh [OUT [PARTS]]   (default /tmp/ember-replica, "cost failover catchup")
+# Environment: BIN (default <src>/build/bin), ROUNDS (3), DIM (64), KEYS (4096 per request),
+#   KEY_SPACE (200000), INFLIGHT (8), DURATION (4 s), RATE (200), FRATE (500), FDURATION (8 s),
+#   FAILOVER_MS (1000: every server's --failover-ms), ROWS ("100000 1000000"), LIVE_EXPR.
+# Exits 2 with one line when ps-server has no --replicas.
+set -euo pipefail
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${1:-/tmp/ember-replica}"
+parts="${2:-cost failover catchup}"
+BIN="${BIN:-$src/build/bin}"
+ROUNDS="${ROUNDS:-3}" DIM="${DIM:-64}" KEYS="${KEYS:-4096}" KEY_SPACE="${KEY_SPACE:-200000}"
+INFLIGHT="${INFLIGHT:-8}" DURATION="${DURATION:-4}" RATE="${RATE:-200}" FRATE="${FRATE:-500}"
+FDURATION="${FDURATION:-8}" FAILOVER_MS="${FAILOVER_MS:-1000}" ROWS="${ROWS:-100000 1000000}"
+LIVE_EXPR="${LIVE_EXPR:-r in s[\"replication\"][\"live\"]}"
+# shellcheck source=../common/cluster.sh
+. "$src/bench/common/cluster.sh"
+for b in ps-server ps-bench ps-stats; do
+  [ -x "$BIN/$b" ] || { echo "replica: $BIN/$b not found (build it, or set BIN)" >&2; exit 2; }
+done
+if ! cluster_has_replicas; then
+  echo "replica: $BIN/ps-server has no --replicas (a build without issue 23's replicated shards): nothing to measure" >&2
+  exit 2
+fi
+mkdir -p "$out"
+trap cluster_stop EXIT
+PY=/usr/bin/python3
+
+bench() { # NAME [ps-bench flags]: runs ps-bench on the cluster, JSON in OUT/NAME.json
+  local name="$1"; shift
+  "$BIN/ps-bench" --servers "$CLUSTER_SERVERS" --dim "$DIM" --keys "$KEYS" \
+    --json "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+}
+point() { # NAME: one line of the JSON's point: keys/s, p50, p99, p99.9, max (us), failures
+  $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"][0]; l=p["latency_us"]
+print("keys_per_s=%.0f p50_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f requests=%d errors=%d timeouts=%d" % (p["keys_per_s"], l["p50"], l["p99"], l["p999"], l["max"], p["requests"], p["errors"], p["timeouts"]))' "$out/$1.json"
+}
+
+part_cost() {
+  local r k op
+  for r in $(seq "$ROUNDS"); do
+    for k in 1 2; do
+      cluster_start "$out/cost" 1 "$k"
+      bench "cost-prepop" --op pull --key-space "$KEY_SPACE" --prepopulate --closed-loop \
+        --requests 1 --warmup 0 || true
+      for op in pull push; do
+        bench "cost-r$r-k$k-$op-closed" --op "$op" --key-space "$KEY_SPACE" --closed-loop \
+          --inflight "$INFLIGHT" --duration "$DURATION" --warmup 1 || true
+        echo "replica cost round=$r K=$k op=$op mode=closed $(point "cost-r$r-k$k-$op-closed") load=$(load | tr ' ' ,)"
+        bench "cost-r$r-k$k-$op-open" --op "$op" --key-space "$KEY_SPACE" --rate "$RATE" \
+          --duration "$DURATION" --warmup 1 || true
+        echo "replica cost round=$r K=$k op=$op mode=open rate=$RATE $(point "cost-r$r-k$k-$op-open") load=$(load | tr ' ' ,)"
+      done
+      cluster_stop
+    done
+  done | tee "$out/cost.txt"
+  $PY - "$out/cost.txt" <<'PY'
+import statistics as st, sys
+runs = {}
+for ln in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in ln.split()[2:])
+    runs.setdefault((f["op"], f["mode"], f["K"]), []).append(f)
+for op, mode in sorted({(a, b) for a, b, _ in runs}):
+    med = {k: {x: st.median(float(f[x]) for f in runs[(op, mode, k)]) for x in ("keys_per_s", "p99_us")}
+           for k in ("1", "2") if (op, mode, k) in runs}
+    if len(med) < 2:
+        continue
+    print(f"replica cost median op={op} mode={mode} K=1 keys_per_s={med['1']['keys_per_s']:.3g} "
+          f"p99_us={med['1']['p99_us']:.0f} K=2 keys_per_s={med['2']['keys_per_s']:.3g} "
+          f"p99_us={med['2']['p99_us']:.0f} K2/K1 keys_per_s x{med['2']['keys_per_s'] / med['1']['keys_per_s']:.2f} "
+          f"p99 x{med['2']['p99_us'] / med['1']['p99_us']:.2f}")
+PY
+}
+
+part_failover() {
+  local r kill bp
+  CLUSTER_FLAGS+=(--failover-ms "$FAILOVER_MS")
+  for r in $(seq "$ROUNDS"); do
+    for kill in 0 1; do
+      cluster_start "$out/failover" 1 2
+      bench "fo-prepop" --op pull --key-space "$KEY_SPACE" --prepopulate --closed-loop \
+        --requests 1 --warmup 0 || true
+      bench "fo-r$r-kill$kill" --op push --key-space "$KEY_SPACE" --rate "$FRATE" \
+        --duration "$FDURATION" --warmup 1 --timeout-ms 30000 --log-level info &
+      bp=$!
+      sleep "$($PY -c "print(1 + $FDURATION / 2)")"
+      [ "$kill" -eq 1 ] && cluster_kill 0
+      wait "$bp" || true
+      says="$(grep -i -m 1 -E 'fail(ed)? ?over|primary' "$out/fo-r$r-kill$kill.log" | tr -s ' ' | cut -c1-200 || true)"
+      echo "replica failover round=$r kill=$kill rate=$FRATE failover_ms=$FAILOVER_MS $(point "fo-r$r-kill$kill")" \
+        "load=$(load | tr ' ' ,) client_says='${says:-nothing}'"
+      cluster_stop
+    done
+  done | tee "$out/failover.txt"
+  $PY - "$out/failover.txt" "$FRATE" <<'PY'
+import statistics as st, sys
+runs = {"0": [], "1": []}
+for ln in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in ln.split("client_says")[0].split()[2:])
+    runs[f["kill"]].append(f)
+m = {k: st.median(float(f["max_us"]) / 1e3 for f in v) for k, v in runs.items() if v}
+fails = sum(int(f["errors"]) + int(f["timeouts"]) for f in runs["1"])
+if "1" in m:
+    print(f"replica failover median: death -> first successful push {m['1']:.0f} ms "
+          f"(max latency, +-{1e3 / float(sys.argv[2]):.0f} ms; runs "
+          f"{','.join('%.0f' % (float(f['max_us']) / 1e3) for f in runs['1'])}); without a kill "
+          f"the max is {m.get('0', float('nan')):.0f} ms; failed pushes around the kills: {fails}")
+PY
+}
+
+stats_py() { # ARGS...: python over the primary's STATS (s) and the replica (r), prints its value
+  local expr="$1" r="$2"
+  "$BIN/ps-stats" --servers "$CLUSTER_SERVERS" --timeout-ms 2000 2> /dev/null | head -n 1 |
+    $PY -c 'import json,sys
+try:
+    s = json.loads(sys.stdin.read()); r = int(sys.argv[2]); print(eval(sys.argv[1]))
+except (KeyError, TypeError, IndexError, ValueError) as e:
+    print("absent:%r" % e)' "$expr" "$r"
+}
+
+part_catchup() {
+  local n r rows t0 t1 v
+  for n in $ROWS; do
+    for r in $(seq "$ROUNDS"); do
+      cluster_start "$out/catchup" 1 2
+      # 3 draws per key: about 95% of the N keys get a row; the count is read from STATS.
+      bench "cu-fill" --op push --key-space "$n" --closed-loop --inflight 4 \
+        --requests "$(( (3 * n + KEYS - 1) / KEYS ))" --warmup 0 || true
+      rows="$(stats_py 's["store"]["rows_hot"] + s["store"]["rows_cold"]' 0)"
+      cluster_kill 1
+      bench "cu-without" --op push --key-space "$n" --closed-loop --requests 20 --warmup 0 || true
+      v="$(stats_py "$LIVE_EXPR" 1)"
+      case "$v" in absent:*)
+        echo "replica: STATS has no live set where LIVE_EXPR looks ($LIVE_EXPR: ${v#absent:}); set LIVE_EXPR to the server's field" >&2
+        exit 1 ;;
+      esac
+      t0=$(date +%s.%N)
+      cluster_restart 1
+      v=False
+      for _ in $(seq 1 6000); do # 5 minutes at most
+        v="$(stats_py "$LIVE_EXPR" 1)"
+        [ "$v" = True ] && break
+        sleep 0.05
+      done
+      t1=$(date +%s.%N)
+      local got
+      got="$("$BIN/ps-stats" --servers "tcp://127.0.0.1:${CLUSTER_PORTS[1]}" --timeout-ms 2000 2> /dev/null |
+        $PY -c 'import json,sys; s=json.loads(sys.stdin.read()); print(s["store"]["rows_hot"] + s["store"]["rows_cold"])' 2> /dev/null || echo '?')"
+      echo "replica catchup round=$r rows=$rows dim=$DIM live=$v seconds=$($PY -c "print('%.2f' % ($t1 - $t0))")" \
+        "restarted_replica_rows=$got load=$(load | tr ' ' ,)"
+      cluster_stop
+    done
+  done | tee "$out/catchup.txt"
+  $PY - "$out/catchup.txt" <<'PY'
+import statistics as st, sys
+runs = {}
+for ln in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in ln.split()[2:])
+    runs.setdefault(f["rows"].split()[0], []).append(f)
+for rows, v in runs.items():
+    ok = [float(f["seconds"]) for f in v if f["live"] == "True"]
+    if ok:
+        m = st.median(ok)
+        print(f"replica catchup median rows={rows}: {m:.2f} s ({float(rows) / m / 1e6:.2f} M rows/s; "
+              f"runs {','.join('%.2f' % x for x in ok)}; {len(v) - len(ok)} never live)")
+PY
+}
+
+for p in $parts; do
+  case "$p" in
+    cost|failover|catchup) "part_$p" ;;
+    *) echo "replica: unknown part $p (cost failover catchup)" >&2; exit 2 ;;
+  esac
+done
