@@ -80,7 +80,7 @@ cluster_restart() {
 }
 
 cluster_pid() { echo "${CLUSTER_PIDS[$1]}"; }
-cluster_kill() { kill -9 "${CLUSTER_PIDS[$1]}" 2>/dev/null; wait "${CLUSTER_PIDS[$1]}" 2>/dev/null; true; }
+cluster_kill() { kill -9 "${CLUSTER_PIDS[$1]}" 2>/dev/null || true; wait "${CLUSTER_PIDS[$1]}" 2>/dev/null || true; }
 
 cluster_cpu_s() { # utime + stime of every live server process, in seconds
   local p t=0 f
