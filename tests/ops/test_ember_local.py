@@ -257,6 +257,11 @@ def main():
                            text=True, timeout=30)
         check("--replicas 2 without a replicating ps-server exits 2 with one line",
               p.returncode == 2 and p.stderr.count("\n") == 1 and "has no --replicas" in p.stderr, p.stderr)
+        p = subprocess.run([os.path.join(SRC, "bench", "replica", "run.sh"), tempfile.gettempdir()],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, BIN=os.path.abspath(BIN)))
+        check("bench/replica/run.sh without a replicating ps-server exits 2 with one line",
+              p.returncode == 2 and p.stderr.count("\n") == 1 and "has no --replicas" in p.stderr, p.stderr)
     print("FAILED" if failed else "all passed")
     sys.exit(1 if failed else 0)
 
