@@ -10,16 +10,17 @@
 #             latency from each request's intended send time): the requests due after the
 #             death wait until the client has failed over and a push succeeded, so the point's
 #             max latency is the time from the death to the first successful push after it
-#             (to within 1/FRATE); the same run without a kill gives the machine's floor. Any
-#             line the client logs about the failover (ps-bench --log-level info) is printed
-#             beside it, to agree with.
+#             (to within 1/FRATE); the same run without a kill gives the machine's floor. The
+#             client's own figure, its first "failover: shard S answered by ... N ms after ..."
+#             line (ps-bench --log-level info), is printed beside it as client_ms, to agree with.
 #   catchup   ROWS rows (dim DIM) pushed through K=2, then kill -9 of the backup (replica 1),
 #             some pushes without it until the primary's STATS drops it from the live set, and
 #             its restart with the same arguments: the time from
 #             the restart until the primary's STATS counts it live again (ps-stats, polled
 #             every 50 ms), and the rows the restarted replica then holds
 # "Live" is read from STATS by LIVE_EXPR, a Python expression over s (the primary's STATS)
-# and r (the replica), default: r in s["replication"]["live"]; a STATS without that field
+# and r (the replica), default: bool(s["replication"]["live"] >> r & 1) (the primary's live
+# set, bit r = replica r, as ps-server's STATS has it); a STATS without that field
 # stops the part with one line (set LIVE_EXPR to the server's field).
 # Usage: bench/replica/run.sh [OUT [PARTS]]   (default /tmp/ember-replica, "cost failover catchup")
 # Environment: BIN (default <src>/build/bin), ROUNDS (3), DIM (64), KEYS (4096 per request),
@@ -35,7 +36,7 @@ BIN="${BIN:-$src/build/bin}"
 ROUNDS="${ROUNDS:-3}" DIM="${DIM:-64}" KEYS="${KEYS:-4096}" KEY_SPACE="${KEY_SPACE:-200000}"
 INFLIGHT="${INFLIGHT:-8}" DURATION="${DURATION:-4}" RATE="${RATE:-200}" FRATE="${FRATE:-500}"
 FDURATION="${FDURATION:-8}" FTIMEOUT_MS="${FTIMEOUT_MS:-30000}" FAILOVER_MS="${FAILOVER_MS:-1000}" ROWS="${ROWS:-100000 1000000}"
-LIVE_EXPR="${LIVE_EXPR:-r in s[\"replication\"][\"live\"]}"
+LIVE_EXPR="${LIVE_EXPR:-bool(s[\"replication\"][\"live\"] >> r & 1)}"
 # shellcheck source=../common/cluster.sh
 . "$src/bench/common/cluster.sh"
 for b in ps-server ps-bench ps-stats; do
@@ -96,7 +97,7 @@ PY
 }
 
 part_failover() {
-  local r kill bp
+  local r kill bp says cms
   CLUSTER_FLAGS+=(--failover-ms "$FAILOVER_MS")
   for r in $(seq "$ROUNDS"); do
     for kill in 0 1; do
@@ -109,9 +110,10 @@ part_failover() {
       sleep "$($PY -c "print(1 + $FDURATION / 2)")"
       [ "$kill" -eq 1 ] && cluster_kill 0
       wait "$bp" || true
-      says="$(grep -i -m 1 -E 'fail(ed)? ?over|primary' "$out/fo-r$r-kill$kill.log" | tr -s ' ' | cut -c1-200 || true)"
+      says="$(grep -m 1 'failover: shard' "$out/fo-r$r-kill$kill.log" | cut -c1-240 || true)"
+      cms="$(echo "$says" | sed -n 's/.* \([0-9][0-9]*\) ms after .*/\1/p')"
       echo "replica failover round=$r kill=$kill rate=$FRATE failover_ms=$FAILOVER_MS $(point "fo-r$r-kill$kill")" \
-        "load=$(load | tr ' ' ,) client_says='${says:-nothing}'"
+        "client_ms=${cms:-none} load=$(load | tr ' ' ,) client_says='${says:-nothing}'"
       cluster_stop
     done
   done | tee "$out/failover.txt"
@@ -129,7 +131,8 @@ if ok:
     print(f"replica failover median: death -> first successful push "
           f"{st.median(float(f['max_us']) / 1e3 for f in ok):.0f} ms (max latency, within "
           f"{1e3 / float(sys.argv[2]):.0f} ms; runs {','.join('%.0f' % (float(f['max_us']) / 1e3) for f in ok)}); "
-          f"without a kill the max is {floor:.0f} ms")
+          f"without a kill the max is {floor:.0f} ms; the client's own failover line says "
+          f"{','.join(f['client_ms'] for f in ok)} ms")
 if len(ok) < len(runs["1"]):
     print(f"replica failover: {len(runs['1']) - len(ok)} of {len(runs['1'])} runs with a kill had failed "
           f"pushes (no failover within ps-bench's --timeout-ms): not counted")
