@@ -60,6 +60,66 @@ point() { # NAME: one line of the JSON's point: keys/s, p50, p99, p99.9, max (us
 print("keys_per_s=%.0f p50_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f requests=%d errors=%d timeouts=%d" % (p["keys_per_s"], l["p50"], l["p99"], l["p999"], l["max"], p["requests"], p["errors"], p["timeouts"]))' "$out/$1.json"
 }
 
+summarize() { # PART: medians (and ratios) over the lines in OUT/PART.txt
+  FRATE="$FRATE" $PY - "$out/$1.txt" "$1" <<'PY'
+import os, statistics as st, sys
+
+
+def lines():
+    """Each line's KEY=VALUE fields after its first two words (client_says='...' left out)."""
+    for ln in open(sys.argv[1]):
+        yield dict(kv.split("=", 1) for kv in ln.split(" client_says=")[0].split()[2:])
+
+
+part = sys.argv[2]
+if part == "cost":
+    runs = {}
+    for f in lines():
+        runs.setdefault((f["op"], f["mode"], f["K"]), []).append(f)
+    for op, mode in sorted({(a, b) for a, b, _ in runs}):
+        med = {k: {x: st.median(float(f[x]) for f in runs[(op, mode, k)]) for x in ("keys_per_s", "p99_us")}
+               for k in ("1", "2") if (op, mode, k) in runs}
+        if len(med) < 2:
+            continue
+        print(f"replica cost median op={op} mode={mode} K=1 keys_per_s={med['1']['keys_per_s']:.3g} "
+              f"p99_us={med['1']['p99_us']:.0f} K=2 keys_per_s={med['2']['keys_per_s']:.3g} "
+              f"p99_us={med['2']['p99_us']:.0f} K2/K1 keys_per_s x{med['2']['keys_per_s'] / med['1']['keys_per_s']:.2f} "
+              f"p99 x{med['2']['p99_us'] / med['1']['p99_us']:.2f}")
+elif part == "failover":
+    runs = {"0": [], "1": []}
+    for f in lines():
+        runs[f["kill"]].append(f)
+    # A run whose pushes failed did not fail over within ps-bench's bound: its max latency is that
+    # bound, not a failover time, so it is counted apart.
+    ok = [f for f in runs["1"] if int(f["errors"]) + int(f["timeouts"]) == 0]
+    floor = st.median(float(f["max_us"]) / 1e3 for f in runs["0"]) if runs["0"] else float("nan")
+    if ok:
+        print(f"replica failover median: death -> first successful push "
+              f"{st.median(float(f['max_us']) / 1e3 for f in ok):.0f} ms (max latency, within "
+              f"{1e3 / float(os.environ['FRATE']):.0f} ms; runs {','.join('%.0f' % (float(f['max_us']) / 1e3) for f in ok)}); "
+              f"without a kill the max is {floor:.0f} ms; the client's own failover line says "
+              f"{','.join(f['client_ms'] for f in ok)} ms")
+    if len(ok) < len(runs["1"]):
+        print(f"replica failover: {len(runs['1']) - len(ok)} of {len(runs['1'])} runs with a kill had failed "
+              f"pushes (no failover within ps-bench's --timeout-ms): not counted")
+else:
+    runs = {}
+    for f in lines():
+        runs.setdefault(f["target"], []).append(f)
+    for rows, v in runs.items():
+        ok = [f for f in v if f["live"] == "True" and f["dropped"] == "yes"]
+        if ok:
+            m = st.median(float(f["seconds"]) for f in ok)
+            n = st.median(float(f["rows"]) for f in ok)
+            print(f"replica catchup median key_space={rows} rows={n:.0f}: {m:.2f} s ({n / m / 1e6:.2f} M rows/s; "
+                  f"runs {','.join(f['seconds'] for f in ok)}; {len(v) - len(ok)} not counted: never "
+                  f"dropped by the primary before the restart, or never live after it)")
+        else:
+            print(f"replica catchup key_space={rows}: no run counted ({len(v)} run(s): never dropped by "
+                  f"the primary before the restart, or never live after it)")
+PY
+}
+
 part_cost() {
   local r k op
   for r in $(seq "$ROUNDS"); do
@@ -78,22 +138,7 @@ part_cost() {
       cluster_stop
     done
   done | tee "$out/cost.txt"
-  $PY - "$out/cost.txt" <<'PY'
-import statistics as st, sys
-runs = {}
-for ln in open(sys.argv[1]):
-    f = dict(kv.split("=", 1) for kv in ln.split()[2:])
-    runs.setdefault((f["op"], f["mode"], f["K"]), []).append(f)
-for op, mode in sorted({(a, b) for a, b, _ in runs}):
-    med = {k: {x: st.median(float(f[x]) for f in runs[(op, mode, k)]) for x in ("keys_per_s", "p99_us")}
-           for k in ("1", "2") if (op, mode, k) in runs}
-    if len(med) < 2:
-        continue
-    print(f"replica cost median op={op} mode={mode} K=1 keys_per_s={med['1']['keys_per_s']:.3g} "
-          f"p99_us={med['1']['p99_us']:.0f} K=2 keys_per_s={med['2']['keys_per_s']:.3g} "
-          f"p99_us={med['2']['p99_us']:.0f} K2/K1 keys_per_s x{med['2']['keys_per_s'] / med['1']['keys_per_s']:.2f} "
-          f"p99 x{med['2']['p99_us'] / med['1']['p99_us']:.2f}")
-PY
+  summarize cost
 }
 
 part_failover() {
@@ -117,26 +162,7 @@ part_failover() {
       cluster_stop
     done
   done | tee "$out/failover.txt"
-  $PY - "$out/failover.txt" "$FRATE" <<'PY'
-import statistics as st, sys
-runs = {"0": [], "1": []}
-for ln in open(sys.argv[1]):
-    f = dict(kv.split("=", 1) for kv in ln.split("client_says")[0].split()[2:])
-    runs[f["kill"]].append(f)
-# A run whose pushes failed did not fail over within ps-bench's bound: its max latency is that
-# bound, not a failover time, so it is counted apart.
-ok = [f for f in runs["1"] if int(f["errors"]) + int(f["timeouts"]) == 0]
-floor = st.median(float(f["max_us"]) / 1e3 for f in runs["0"]) if runs["0"] else float("nan")
-if ok:
-    print(f"replica failover median: death -> first successful push "
-          f"{st.median(float(f['max_us']) / 1e3 for f in ok):.0f} ms (max latency, within "
-          f"{1e3 / float(sys.argv[2]):.0f} ms; runs {','.join('%.0f' % (float(f['max_us']) / 1e3) for f in ok)}); "
-          f"without a kill the max is {floor:.0f} ms; the client's own failover line says "
-          f"{','.join(f['client_ms'] for f in ok)} ms")
-if len(ok) < len(runs["1"]):
-    print(f"replica failover: {len(runs['1']) - len(ok)} of {len(runs['1'])} runs with a kill had failed "
-          f"pushes (no failover within ps-bench's --timeout-ms): not counted")
-PY
+  summarize failover
 }
 
 stats_py() { # ARGS...: python over the primary's STATS (s) and the replica (r), prints its value
@@ -183,28 +209,12 @@ part_catchup() {
       local got
       got="$("$BIN/ps-stats" --servers "tcp://127.0.0.1:${CLUSTER_PORTS[1]}" --timeout-ms 2000 2> /dev/null |
         $PY -c 'import json,sys; s=json.loads(sys.stdin.read()); print(s["store"]["rows_hot"] + s["store"]["rows_cold"])' 2> /dev/null || echo '?')"
-      echo "replica catchup round=$r rows=$rows dim=$DIM dropped=$([ "$dropped" = False ] && echo yes || echo no) live=$v seconds=$($PY -c "print('%.2f' % ($t1 - $t0))")" \
+      echo "replica catchup round=$r target=$n rows=$rows dim=$DIM dropped=$([ "$dropped" = False ] && echo yes || echo no) live=$v seconds=$($PY -c "print('%.2f' % ($t1 - $t0))")" \
         "restarted_replica_rows=$got load=$(load | tr ' ' ,)"
       cluster_stop
     done
   done | tee "$out/catchup.txt"
-  $PY - "$out/catchup.txt" <<'PY'
-import statistics as st, sys
-runs = {}
-for ln in open(sys.argv[1]):
-    f = dict(kv.split("=", 1) for kv in ln.split()[2:])
-    runs.setdefault(f["rows"].split()[0], []).append(f)
-for rows, v in runs.items():
-    ok = [float(f["seconds"]) for f in v if f["live"] == "True" and f["dropped"] == "yes"]
-    if ok:
-        m = st.median(ok)
-        print(f"replica catchup median rows={rows}: {m:.2f} s ({float(rows) / m / 1e6:.2f} M rows/s; "
-              f"runs {','.join('%.2f' % x for x in ok)}; {len(v) - len(ok)} not counted: never "
-              f"dropped by the primary before the restart, or never live after it)")
-    else:
-        print(f"replica catchup rows={rows}: no run counted ({len(v)} run(s): never dropped by "
-              f"the primary before the restart, or never live after it)")
-PY
+  summarize catchup
 }
 
 for p in $parts; do
