@@ -26,7 +26,8 @@
 # Environment: BIN (default <src>/build/bin), ROUNDS (3), DIM (64), KEYS (4096 per request),
 #   KEY_SPACE (200000), INFLIGHT (8), DURATION (4 s), RATE (200), FRATE (500), FDURATION (8 s),
 #   FTIMEOUT_MS (30000: ps-bench's bound per push in the failover part), FAILOVER_MS (1000:
-#   every server's --failover-ms), ROWS ("100000 1000000"), LIVE_EXPR.
+#   every server's --failover-ms), ROWS ("100000 1000000"), CATCHUP_S (300: how long a restarted
+#   replica may take to be live again), LIVE_EXPR.
 # Exits 2 with one line when ps-server has no --replicas.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,7 +36,7 @@ parts="${2:-cost failover catchup}"
 BIN="${BIN:-$src/build/bin}"
 ROUNDS="${ROUNDS:-3}" DIM="${DIM:-64}" KEYS="${KEYS:-4096}" KEY_SPACE="${KEY_SPACE:-200000}"
 INFLIGHT="${INFLIGHT:-8}" DURATION="${DURATION:-4}" RATE="${RATE:-200}" FRATE="${FRATE:-500}"
-FDURATION="${FDURATION:-8}" FTIMEOUT_MS="${FTIMEOUT_MS:-30000}" FAILOVER_MS="${FAILOVER_MS:-1000}" ROWS="${ROWS:-100000 1000000}"
+FDURATION="${FDURATION:-8}" FTIMEOUT_MS="${FTIMEOUT_MS:-30000}" FAILOVER_MS="${FAILOVER_MS:-1000}" ROWS="${ROWS:-100000 1000000}" CATCHUP_S="${CATCHUP_S:-300}"
 LIVE_EXPR="${LIVE_EXPR:-bool(s[\"replication\"][\"live\"] >> r & 1)}"
 # shellcheck source=../common/cluster.sh
 . "$src/bench/common/cluster.sh"
@@ -200,9 +201,10 @@ part_catchup() {
       t0=$(date +%s.%N)
       cluster_restart 1
       v=False
-      for _ in $(seq 1 6000); do # 5 minutes at most
+      while :; do
         v="$(stats_py "$LIVE_EXPR" 1)"
         [ "$v" = True ] && break
+        $PY -c "import sys, time; sys.exit(time.time() - $t0 > $CATCHUP_S)" || break
         sleep 0.05
       done
       t1=$(date +%s.%N)

@@ -26,7 +26,8 @@ STUB = """#!/usr/bin/env bash
 # ps-worker stand-in: records its arguments, waits (bounded) for DIR/go, exits 0.
 rank=""; prev=""
 for a in "$@"; do [ "$prev" = --rank ] && rank="$a"; prev="$a"; done
-printf '%s\\n' "$@" > "{d}/worker-$rank.args"
+printf '%s\\n' "$@" > "{d}/worker-$rank.args.tmp"  # renamed whole: the test never reads half of it
+mv "{d}/worker-$rank.args.tmp" "{d}/worker-$rank.args"
 for _ in $(seq 1 300); do [ -e "{d}/go" ] && exit 0; sleep 0.1; done
 exit 3
 """
