@@ -11,7 +11,7 @@
 #   cluster_kill P               kill -9 process P (no wait for its port)
 #   cluster_restart P            start process P again with its arguments, wait for its port
 #   cluster_stop                 SIGTERM every process (they flush), bounded wait, then -9
-#   cluster_pid P / cluster_cpu_s  process P's PID / CPU seconds of every live process
+#   cluster_cpu_s                CPU seconds of every live server process (utime + stime)
 #   free_ports N, load           N free loopback ports; the 1/5/15-minute load average
 # Safe under set -e (the scripts use it): no kill of a gone process fails the caller.
 # Why a library: the replication and shard-scaling scripts start the same clusters, and a
@@ -79,7 +79,6 @@ cluster_restart() {
   return 1
 }
 
-cluster_pid() { echo "${CLUSTER_PIDS[$1]}"; }
 cluster_kill() { kill -9 "${CLUSTER_PIDS[$1]}" 2>/dev/null || true; wait "${CLUSTER_PIDS[$1]}" 2>/dev/null || true; }
 
 cluster_cpu_s() { # utime + stime of every live server process, in seconds
