@@ -185,15 +185,21 @@ def base_port():
     raise AssertionError("no free base port")
 
 
+def stub_bin(d):
+    """D/bin: the real ps-server (a link) and the ps-worker stand-in."""
+    stubs = os.path.join(d, "bin")
+    os.makedirs(stubs)
+    os.symlink(os.path.abspath(os.path.join(BIN, "ps-server")), os.path.join(stubs, "ps-server"))
+    with open(os.path.join(stubs, "ps-worker"), "w") as f:
+        f.write(STUB.replace("{d}", d))
+    os.chmod(os.path.join(stubs, "ps-worker"), 0o755)
+    return stubs
+
+
 def run_cluster(label, opts, nserv=2, nrep=1):
     with tempfile.TemporaryDirectory() as d:
-        stubs = os.path.join(d, "bin")
+        stubs = stub_bin(d)
         data = os.path.join(d, "data")
-        os.makedirs(stubs)
-        os.symlink(os.path.abspath(os.path.join(BIN, "ps-server")), os.path.join(stubs, "ps-server"))
-        with open(os.path.join(stubs, "ps-worker"), "w") as f:
-            f.write(STUB.replace("{d}", d))
-        os.chmod(os.path.join(stubs, "ps-worker"), 0o755)
         cmd = [LOCAL, "--bin", stubs, "--servers", str(nserv), "--workers", "2", "--data-dir", data] + \
             opts + ["--", "--train", "none.tsv"]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -254,8 +260,9 @@ def main():
     else:
         print("SKIPPED --replicas 2: this ps-server has no --replicas (ps-server --help), the replicated "
               "shards of issue 23 are not built in")
-        p = subprocess.run([LOCAL, "--bin", BIN, "--replicas", "2", "--", "x"], capture_output=True,
-                           text=True, timeout=30)
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([LOCAL, "--bin", stub_bin(d), "--replicas", "2", "--", "x"],
+                               capture_output=True, text=True, timeout=30)
         check("--replicas 2 without a replicating ps-server exits 2 with one line",
               p.returncode == 2 and p.stderr.count("\n") == 1 and "has no --replicas" in p.stderr, p.stderr)
         p = subprocess.run([os.path.join(SRC, "bench", "replica", "run.sh"), tempfile.gettempdir()],
