@@ -52,6 +52,10 @@ mkdir -p "$out"
 trap cluster_stop EXIT
 PY=/usr/bin/python3
 
+# The loops run in this shell (no pipe: a subshell's servers would outlive an error in it,
+# beyond the EXIT trap's reach); each result line goes to the terminal and OUT/PART.txt.
+emit() { local part="$1"; shift; echo "$*" | tee -a "$out/$part.txt"; }
+
 bench() { # NAME [ps-bench flags]: runs ps-bench on the cluster, JSON in OUT/NAME.json
   local name="$1"; shift
   "$BIN/ps-bench" --servers "$CLUSTER_SERVERS" --dim "$DIM" --keys "$KEYS" \
@@ -123,6 +127,7 @@ PY
 }
 
 part_cost() {
+  : > "$out/cost.txt"
   local r k op
   for r in $(seq "$ROUNDS"); do
     for k in 1 2; do
@@ -132,18 +137,19 @@ part_cost() {
       for op in pull push; do
         bench "cost-r$r-k$k-$op-closed" --op "$op" --key-space "$KEY_SPACE" --closed-loop \
           --inflight "$INFLIGHT" --duration "$DURATION" --warmup 1 || true
-        echo "replica cost round=$r K=$k op=$op mode=closed $(point "cost-r$r-k$k-$op-closed") load=$(load | tr ' ' ,)"
+        emit cost "replica cost round=$r K=$k op=$op mode=closed $(point "cost-r$r-k$k-$op-closed") load=$(load | tr ' ' ,)"
         bench "cost-r$r-k$k-$op-open" --op "$op" --key-space "$KEY_SPACE" --rate "$RATE" \
           --duration "$DURATION" --warmup 1 || true
-        echo "replica cost round=$r K=$k op=$op mode=open rate=$RATE $(point "cost-r$r-k$k-$op-open") load=$(load | tr ' ' ,)"
+        emit cost "replica cost round=$r K=$k op=$op mode=open rate=$RATE $(point "cost-r$r-k$k-$op-open") load=$(load | tr ' ' ,)"
       done
       cluster_stop
     done
-  done | tee "$out/cost.txt"
+  done
   summarize cost
 }
 
 part_failover() {
+  : > "$out/failover.txt"
   local r kill bp says cms ferr
   CLUSTER_FLAGS+=(--failover-ms "$FAILOVER_MS")
   for r in $(seq "$ROUNDS"); do
@@ -160,11 +166,11 @@ part_failover() {
       says="$(grep -m 1 'failover: shard' "$out/fo-r$r-kill$kill.log" | cut -c1-240 || true)"
       cms="$(echo "$says" | sed -n 's/.* \([0-9][0-9]*\) ms after .*/\1/p')"
       ferr="$(sed -n 's/^ *first error: //p' "$out/fo-r$r-kill$kill.log" | head -n 1 | cut -c1-200)"
-      echo "replica failover round=$r kill=$kill rate=$FRATE failover_ms=$FAILOVER_MS $(point "fo-r$r-kill$kill")" \
+      emit failover "replica failover round=$r kill=$kill rate=$FRATE failover_ms=$FAILOVER_MS $(point "fo-r$r-kill$kill")" \
         "client_ms=${cms:-none} load=$(load | tr ' ' ,) client_says='${says:-nothing}' first_error='${ferr:-none}'"
       cluster_stop
     done
-  done | tee "$out/failover.txt"
+  done
   summarize failover
 }
 
@@ -179,6 +185,7 @@ except (KeyError, TypeError, IndexError, ValueError) as e:
 }
 
 part_catchup() {
+  : > "$out/catchup.txt"
   local n r rows t0 t1 v
   for n in $ROWS; do
     for r in $(seq "$ROUNDS"); do
@@ -213,11 +220,11 @@ part_catchup() {
       local got
       got="$("$BIN/ps-stats" --servers "tcp://127.0.0.1:${CLUSTER_PORTS[1]}" --timeout-ms 2000 2> /dev/null |
         $PY -c 'import json,sys; s=json.loads(sys.stdin.read()); print(s["store"]["rows_hot"] + s["store"]["rows_cold"])' 2> /dev/null || echo '?')"
-      echo "replica catchup round=$r target=$n rows=$rows dim=$DIM dropped=$([ "$dropped" = False ] && echo yes || echo no) live=$v seconds=$($PY -c "print('%.2f' % ($t1 - $t0))")" \
+      emit catchup "replica catchup round=$r target=$n rows=$rows dim=$DIM dropped=$([ "$dropped" = False ] && echo yes || echo no) live=$v seconds=$($PY -c "print('%.2f' % ($t1 - $t0))")" \
         "restarted_replica_rows=$got load=$(load | tr ' ' ,)"
       cluster_stop
     done
-  done | tee "$out/catchup.txt"
+  done
   summarize catchup
 }
 

@@ -31,6 +31,7 @@ done
 mkdir -p "$out"
 trap cluster_stop EXIT
 
+: > "$out/scale.txt"
 for r in $(seq "$ROUNDS"); do
   for n in $SHARDS; do
     cluster_start "$out/cluster" "$n" 1
@@ -44,7 +45,7 @@ for r in $(seq "$ROUNDS"); do
           --key-space "$KEY_SPACE" --closed-loop --inflight "$((INFLIGHT * THREADS))" \
           --threads "$THREADS" --duration "$DURATION" --warmup 1 --json "$j" > "$j.log" 2>&1 ; } 2> "$j.time"
       c1=$(cluster_cpu_s) t1=$(date +%s.%N) m1="$(head -n 1 /proc/stat)"
-      /usr/bin/python3 - "$j" "$r" "$n" "$op" "$c0" "$c1" "$t0" "$t1" "$(cat "$j.time")" "$(load)" "$m0" "$m1" "$(nproc)" <<'PY'
+      /usr/bin/python3 - "$j" "$r" "$n" "$op" "$c0" "$c1" "$t0" "$t1" "$(cat "$j.time")" "$(load)" "$m0" "$m1" "$(nproc)" <<'PY' | tee -a "$out/scale.txt"
 import json, sys
 j, r, n, op, c0, c1, t0, t1, tm, ld, m0, m1, ncpu = sys.argv[1:]
 a, b = [list(map(int, m.split()[1:])) for m in (m0, m1)]
@@ -61,7 +62,7 @@ PY
     done
     cluster_stop
   done
-done | tee "$out/scale.txt"
+done
 
 /usr/bin/python3 - "$out/scale.txt" <<'PY'
 import re, statistics as st, sys
