@@ -140,6 +140,9 @@ static void handle_push(ps_server *s, srv_req *r) {
    * (no threads) appends it as it came. */
   const bool use_batch = t->spec.consistency != PS_CONS_SYNC || s->nthreads > 1;
   if (check_worker(s, r) != PS_OK || check_keys(s, r, use_batch) != PS_OK) return;
+  /* The sender's word that its keys are distinct spares the store its sum of duplicates; the
+   * store checks it as it gathers the keys (ps_store_batch_set_unique). */
+  if (r->batch && h->keys_unique) ps_store_batch_set_unique(r->batch, true);
   size_t bad = first_nonfinite(r->msg.values, r->msg.nvalues, r->msg.value_size);
   if (bad < r->msg.nvalues) {
     srv_reply_error(s, r, PS_ERR_INVALID, "gradient of key %" PRIu64 " is not finite (value %zu)",
