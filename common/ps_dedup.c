@@ -61,7 +61,9 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
   for (size_t i = 0; i < n; i++) {
     const size_t p = pos ? pos[i] : i;
     const uint64_t k = keys[p];
-    size_t j = ps_mix64(hashes ? hashes[i] : k) & mask;
+    /* A given hash is well mixed already (ps_key_hash; a store partition's keys share only
+     * high bits of it): its low bits index the table as they index the store's own. */
+    size_t j = (hashes ? hashes[i] : ps_mix64(k)) & mask;
     for (;;) {
       const uint32_t x = tab[j];
       if (x == DD_EMPTY) {
