@@ -5,6 +5,7 @@
  * 11-12 for 16-byte stamped slots at load 1/2, 4096 keys from 2^18). */
 #include "ps_dedup.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,15 +34,15 @@ void ps_dedup_destroy(ps_dedup **d) {
 /* The one de-duplication loop, inlined into each entry point so that the tests of its optional
  * arguments fold away (ps_dedup_keys pays nothing for the other forms): pos is NULL (keys in
  * order) or a position list; hashes NULL (hash the key) or given; inverse, or (in, sums) for
- * ps_dedup_sum_at, NULL; both NULL for ps_dedup_gather_unique_at, which stops at the first
- * repeat (*nunique = its position). Summing in the same pass, probing with a hash already at hand (not
+ * ps_dedup_sum_at, NULL; gather (ps_dedup_gather_unique_at, neither) stops at the first repeat
+ * (*nunique = its position). Summing in the same pass, probing with a hash already at hand (not
  * one computed from the gathered key) and no second pass for the hashes of the unique keys
  * together keep the store's push as fast as its former private copy (measured 0.5-1 ns per
  * key slower for 1,024 keys with a separate sum pass). */
 static inline __attribute__((always_inline)) ps_status
 dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *hashes, size_t n,
       uint64_t *unique, uint64_t *unique_hashes, uint32_t *inverse, const float *in, size_t dim,
-      float *sums, size_t *nunique) {
+      float *sums, size_t *nunique, const bool gather) {
   *nunique = 0;
   if (n == 0) return PS_OK;
   if (n >= UINT32_MAX || !keys || !unique) return PS_ERR_INVALID;
@@ -76,7 +77,7 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
         break;
       }
       if (unique[x] == k) {
-        if (!inverse && !sums) { /* the gather: the first repeat ends it */
+        if (gather) { /* the first repeat ends it */
           *nunique = i;
           return PS_OK;
         }
@@ -97,7 +98,7 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
 
 ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
                         uint32_t *inverse, size_t *nunique) {
-  return dedup(d, keys, NULL, NULL, n, unique, NULL, inverse, NULL, 0, NULL, nunique);
+  return dedup(d, keys, NULL, NULL, n, unique, NULL, inverse, NULL, 0, NULL, nunique, false);
 }
 
 ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
@@ -108,7 +109,8 @@ ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos
     *nunique = 0;
     return PS_ERR_INVALID;
   }
-  return dedup(d, keys, pos, hashes, n, unique, unique_hashes, NULL, in, dim, sums, nunique);
+  return dedup(d, keys, pos, hashes, n, unique, unique_hashes, NULL, in, dim, sums, nunique,
+               false);
 }
 
 ps_status ps_dedup_gather_unique_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
@@ -118,7 +120,7 @@ ps_status ps_dedup_gather_unique_at(ps_dedup *d, const uint64_t *keys, const uin
     *ngathered = 0;
     return PS_ERR_INVALID;
   }
-  return dedup(d, keys, pos, hashes, n, unique, NULL, NULL, NULL, 0, NULL, ngathered);
+  return dedup(d, keys, pos, hashes, n, unique, NULL, NULL, NULL, 0, NULL, ngathered, true);
 }
 
 void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,
