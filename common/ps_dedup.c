@@ -45,7 +45,8 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
       float *sums, size_t *nunique, const bool gather) {
   *nunique = 0;
   if (n == 0) return PS_OK;
-  if (n >= UINT32_MAX || !keys || !unique) return PS_ERR_INVALID;
+  if (n >= UINT32_MAX || !keys || !unique || (!gather && !inverse && !sums))
+    return PS_ERR_INVALID; /* (which also tells the compiler ps_dedup_keys has its inverse) */
   size_t need = 16;
   while (need < 4 * n) need <<= 1;
   if (need > d->cap) {
