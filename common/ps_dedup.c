@@ -5,6 +5,7 @@
  * 11-12 for 16-byte stamped slots at load 1/2, 4096 keys from 2^18). */
 #include "ps_dedup.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,19 +32,21 @@ void ps_dedup_destroy(ps_dedup **d) {
 }
 
 /* The one de-duplication loop, inlined into each entry point so that the tests of its optional
- * arguments fold away (ps_dedup_keys pays nothing for the other form): pos is NULL (keys in
+ * arguments fold away (ps_dedup_keys pays nothing for the other forms): pos is NULL (keys in
  * order) or a position list; hashes NULL (hash the key) or given; inverse, or (in, sums) for
- * ps_dedup_sum_at, NULL. Summing in the same pass, probing with a hash already at hand (not
+ * ps_dedup_sum_at, NULL; gather (ps_dedup_gather_unique_at, neither) stops at the first repeat
+ * (*nunique = its position). Summing in the same pass, probing with a hash already at hand (not
  * one computed from the gathered key) and no second pass for the hashes of the unique keys
  * together keep the store's push as fast as its former private copy (measured 0.5-1 ns per
  * key slower for 1,024 keys with a separate sum pass). */
 static inline __attribute__((always_inline)) ps_status
 dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *hashes, size_t n,
       uint64_t *unique, uint64_t *unique_hashes, uint32_t *inverse, const float *in, size_t dim,
-      float *sums, size_t *nunique) {
+      float *sums, size_t *nunique, const bool gather) {
   *nunique = 0;
   if (n == 0) return PS_OK;
-  if (n >= UINT32_MAX || !keys || !unique || (!inverse && !sums)) return PS_ERR_INVALID;
+  if (n >= UINT32_MAX || !keys || !unique || (!gather && !inverse && !sums))
+    return PS_ERR_INVALID; /* (which also tells the compiler ps_dedup_keys has its inverse) */
   size_t need = 16;
   while (need < 4 * n) need <<= 1;
   if (need > d->cap) {
@@ -60,7 +63,9 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
   for (size_t i = 0; i < n; i++) {
     const size_t p = pos ? pos[i] : i;
     const uint64_t k = keys[p];
-    size_t j = ps_mix64(hashes ? hashes[i] : k) & mask;
+    /* A given hash is well mixed already (ps_key_hash; a store partition's keys share only
+     * high bits of it): its low bits index the table as they index the store's own. */
+    size_t j = (hashes ? hashes[i] : ps_mix64(k)) & mask;
     for (;;) {
       const uint32_t x = tab[j];
       if (x == DD_EMPTY) {
@@ -73,6 +78,10 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
         break;
       }
       if (unique[x] == k) {
+        if (gather) { /* the first repeat ends it */
+          *nunique = i;
+          return PS_OK;
+        }
         if (inverse) inverse[i] = x;
         if (sums) {
           float *dst = sums + (size_t)x * dim;
@@ -90,7 +99,7 @@ dedup(ps_dedup *d, const uint64_t *keys, const uint32_t *pos, const uint64_t *ha
 
 ps_status ps_dedup_keys(ps_dedup *d, const uint64_t *keys, size_t n, uint64_t *unique,
                         uint32_t *inverse, size_t *nunique) {
-  return dedup(d, keys, NULL, NULL, n, unique, NULL, inverse, NULL, 0, NULL, nunique);
+  return dedup(d, keys, NULL, NULL, n, unique, NULL, inverse, NULL, 0, NULL, nunique, false);
 }
 
 ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
@@ -101,7 +110,18 @@ ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos
     *nunique = 0;
     return PS_ERR_INVALID;
   }
-  return dedup(d, keys, pos, hashes, n, unique, unique_hashes, NULL, in, dim, sums, nunique);
+  return dedup(d, keys, pos, hashes, n, unique, unique_hashes, NULL, in, dim, sums, nunique,
+               false);
+}
+
+ps_status ps_dedup_gather_unique_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
+                                    const uint64_t *hashes, size_t n, uint64_t *unique,
+                                    size_t *ngathered) {
+  if (n && (!pos || !hashes)) {
+    *ngathered = 0;
+    return PS_ERR_INVALID;
+  }
+  return dedup(d, keys, pos, hashes, n, unique, NULL, NULL, NULL, 0, NULL, ngathered, true);
 }
 
 void ps_dedup_gather_rows(const uint32_t *inverse, size_t n, const float *rows, size_t dim,

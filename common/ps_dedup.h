@@ -2,7 +2,8 @@
  * and the two row operations that go with it (gather rows per original position, sum rows per
  * unique key). The PS client uses it for every pull and push; ps-worker uses it directly, since
  * its embedding-bag kernels want the unique keys and the inverse index too; the embedding store
- * sums the gradients of a push with it (ps_dedup_sum_at).
+ * sums the gradients of a push with it (ps_dedup_sum_at), or checks that a push said to be
+ * unique is (ps_dedup_gather_unique_at).
  *
  * Unique keys come out in order of first occurrence, so results are deterministic and do not
  * depend on hash-table layout. The workspace is an open-addressing table of indices kept
@@ -43,5 +44,16 @@ ps_status ps_dedup_sum_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos
                           const uint64_t *hashes, size_t n, const float *in, size_t dim,
                           uint64_t *unique, uint64_t *unique_hashes, float *sums,
                           size_t *nunique);
+
+/* For a caller told that the keys keys[pos[i]] (i < n) are distinct, which must not trust it
+ * (the store's push of a request flagged keys_unique): gathers them, unique[i] = keys[pos[i]],
+ * checking as it goes. *ngathered = n when they are distinct; else the position of the first
+ * key seen before (unique then holds the keys up to it; the caller de-duplicates, e.g. with
+ * ps_dedup_sum_at). hashes as for ps_dedup_sum_at. The same probe as the other calls, without
+ * writing sums: 30 instructions a key against ps_dedup_sum_at's 74 at dim 16
+ * (bench/RESULTS-net.md). */
+ps_status ps_dedup_gather_unique_at(ps_dedup *d, const uint64_t *keys, const uint32_t *pos,
+                                    const uint64_t *hashes, size_t n, uint64_t *unique,
+                                    size_t *ngathered);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 uint64_t ps_hash64(const void *data, size_t len, uint64_t seed);
 
@@ -17,8 +18,13 @@ uint64_t ps_hash64(const void *data, size_t len, uint64_t seed);
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 static inline uint64_t ps_hash_u64(uint64_t v, uint64_t seed) {
+  /* The value's little-endian bytes, stored whole: a byte loop here stayed a loop of 8 stores
+   * at -O2 (48 of the hash's ~70 instructions; bench/RESULTS-net.md, issue 22). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
   unsigned char b[8];
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  memcpy(b, &v, sizeof b);
   return XXH3_64bits_withSeed(b, 8, seed);
 }
 

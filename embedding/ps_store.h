@@ -119,6 +119,11 @@ void ps_store_batch_destroy(ps_store_batch **b);
  * into keys) of a key that does not. */
 ps_status ps_store_batch_check_shard(const ps_store_batch *b, uint32_t shard, uint32_t nshards,
                                      size_t *pos);
+/* Says the batch's keys are distinct (a sender's word: ps-server passes on a push's
+ * keys_unique). A push over it then skips summing duplicate keys, gathering each partition's
+ * keys with a check instead (ps_dedup_gather_unique_at); a partition where the word was wrong
+ * is summed as usual, so the rows are the same bits either way, only the time differs. */
+void ps_store_batch_set_unique(ps_store_batch *b, bool unique);
 /* Positions (indices into keys) of the batch's keys in store partition part; returns count. */
 size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_t **pos);
 /* ps_store_pull / ps_store_push restricted to the partitions p with p % stride == first;

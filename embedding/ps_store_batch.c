@@ -9,7 +9,12 @@
  *   in one MultiGet per partition.
  * - Push: a partition's keys are de-duplicated and their gradients summed first (ps_dedup, in
  *   order of position, so a result does not depend on hash layout), then each row gets one
- *   optimizer step in the same pipeline; a never-stored key passes admission first.
+ *   optimizer step in the same pipeline; a never-stored key passes admission first. A batch
+ *   said to be unique (ps_store_batch_set_unique: ps_client sums duplicates before sending)
+ *   skips the sum: its keys are gathered through the same probe, which stops at a repeat, and
+ *   the gradients are read in place. The word is checked, not trusted: a partition with a
+ *   repeat is summed as usual, since two optimizer steps are not one step of the sum (Adagrad)
+ *   and two misses of one key would insert it twice.
  * - Warm (a prefetch): a pull's miss path without the copy out, so a batch's cold rows are in
  *   the hot tier before its pull; counted as prefetched, never as hits or misses. */
 #include <string.h>
@@ -25,6 +30,7 @@ struct ps_store_batch {
   uint32_t *order; /* key indices grouped by partition */
   uint64_t *hash;  /* hash of keys[order[i]] */
   size_t *start;   /* nparts + 1 offsets */
+  bool unique;     /* the sender's word that keys are distinct (checked by the push) */
 };
 
 ps_status ps_store_batch_create(const ps_store *s, const uint64_t *keys, size_t n,
@@ -95,6 +101,10 @@ void ps_store_batch_destroy(ps_store_batch **bp) {
   free((*bp)->order); /* the head of the one allocation */
   free(*bp);
   *bp = NULL;
+}
+
+void ps_store_batch_set_unique(ps_store_batch *b, bool unique) {
+  if (b) b->unique = unique;
 }
 
 size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_t **pos) {
@@ -307,9 +317,11 @@ ps_status ps_store_warm(ps_store *s, uint32_t table_id, const uint64_t *keys, si
   return st;
 }
 
+/* One optimizer step for each of the u distinct keys uk (hashes uh) of partition pa; key i's
+ * gradient is row gpos[i] of ug (row i when gpos is NULL: sums made by ps_dedup_sum_at). */
 static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t *uk,
-                           const uint64_t *uh, const float *ug, size_t u, size_t *miss_i,
-                           hentry **ents) {
+                           const uint64_t *uh, const float *ug, const uint32_t *gpos, size_t u,
+                           size_t *miss_i, hentry **ents) {
   const uint64_t step = atomic_load_explicit(&s->step, memory_order_relaxed);
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
@@ -340,7 +352,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         }
         e->p |= F_REF;
         mark_dirty(pa, t->alloc_bytes, e);
-        store_apply_grad(t, ent_row(e), ug + j * dim, step);
+        store_apply_grad(t, ent_row(e), ug + (gpos ? gpos[j] : j) * dim, step);
       }
     }
   } else {
@@ -366,6 +378,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
       continue;
     }
     const size_t i = miss_i[j];
+    const float *g = ug + (gpos ? gpos[i] : i) * dim;
     if (!vals[j]) {
       /* Not stored anywhere: feature admission decides whether it gets a row. */
       if (t->spec.admit_threshold > 1 && pt->cms &&
@@ -379,14 +392,14 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         continue;
       }
       store_init_full_row(t, uk[i], row, step);
-      store_apply_grad(t, row, ug + i * dim, step);
+      store_apply_grad(t, row, g, step);
       pa->admitted++;
       continue;
     }
     size_t len;
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
     void *row = store_hot_load(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY, v, len, &st);
-    if (row) store_apply_grad(t, row, ug + i * dim, step);
+    if (row) store_apply_grad(t, row, g, step);
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:
@@ -419,16 +432,24 @@ ps_status ps_store_push_batch(ps_store *s, uint32_t table_id, const ps_store_bat
   if (ps_dedup_create(&dd) != PS_OK || !uk || !uh || !ug || !mi || !ents)
     st = PS_ERR_NOMEM;
   for (uint32_t p = first; st == PS_OK && p < s->nparts; p += stride) {
-    size_t lo = b->start[p], hi = b->start[p + 1], u;
+    size_t lo = b->start[p], hi = b->start[p + 1], u = 0;
     if (lo == hi) continue;
-    /* The partition's unique keys (first-appearance order), their hashes, and their gradients
-     * summed in float in order of position. */
-    st = ps_dedup_sum_at(dd, b->keys, b->order + lo, b->hash + lo, hi - lo, grads, dim, uk, uh,
-                         ug, &u);
-    if (st != PS_OK) break;
+    const uint32_t *ord = b->order + lo;
+    const uint64_t *hs = b->hash + lo;
+    /* Said unique and found so: the keys gathered, hashes and gradients used where they are. */
+    if (b->unique &&
+        (st = ps_dedup_gather_unique_at(dd, b->keys, ord, hs, hi - lo, uk, &u)) != PS_OK)
+      break;
+    const bool gathered = b->unique && u == hi - lo;
+    /* Else the partition's unique keys (first-appearance order), their hashes, and their
+     * gradients summed in float in order of position. */
+    if (!gathered &&
+        (st = ps_dedup_sum_at(dd, b->keys, ord, hs, hi - lo, grads, dim, uk, uh, ug, &u)) != PS_OK)
+      break;
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
-    st = push_part(s, pa, ti, uk, uh, ug, u, mi, ents);
+    st = gathered ? push_part(s, pa, ti, uk, hs, grads, ord, u, mi, ents)
+                  : push_part(s, pa, ti, uk, uh, ug, NULL, u, mi, ents);
     pthread_mutex_unlock(&pa->mu);
   }
   free(ents);

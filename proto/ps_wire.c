@@ -115,6 +115,9 @@ static ps_status check_header(const Ember__Header *h, size_t nframes, wire_layou
                         h->is_reply ? "reply" : "request");
   if (h->warm && op != EMBER__OP__OP_PULL)
     return ps_error_set(err, PS_ERR_PROTO, "warm on op %d (a PULL flag)", op);
+  if (h->keys_unique && (op != EMBER__OP__OP_PUSH || h->is_reply))
+    return ps_error_set(err, PS_ERR_PROTO, "keys_unique on %s %s (a PUSH request flag)",
+                        ps_wire_op_name(op), h->is_reply ? "reply" : "request");
   ps_wire_layout((Ember__Op)op, h->is_reply, &lay->has_keys, &lay->has_values);
   size_t want = 1 + (lay->has_keys ? 1 : 0) + (lay->has_values ? 1 : 0);
   if (nframes != want)

@@ -19,13 +19,15 @@
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
  * threads), the keys go into it (hashed and grouped by partition) and its hashes answer
- * ownership; srv_dispatch and part_run reuse it. Otherwise (f16, a sync push buffered on the
- * socket thread, a batch that cannot be allocated) keys are checked one by one, and only
- * when there are several shards. */
+ * ownership; srv_dispatch and part_run reuse it. An f16 request split over partition threads
+ * gets one too, so that each thread finds its keys there rather than hashing every key of the
+ * request (the store then hashes its share once more). Otherwise (f16 on the socket thread,
+ * a sync push buffered there, a batch that cannot be allocated) keys are checked one by one,
+ * and only when there are several shards. */
 static ps_status check_keys(ps_server *s, srv_req *r, bool use_batch) {
   const uint64_t *k = r->msg.keys;
   size_t bad = SIZE_MAX;
-  if (use_batch && !r->f16 && !r->batch &&
+  if (use_batch && (!r->f16 || s->nthreads > 1) && !r->batch &&
       ps_store_batch_create(s->store, k, r->msg.nkeys, &r->batch) != PS_OK)
     r->batch = NULL;
   if (s->opt.shards <= 1) return PS_OK;
@@ -140,6 +142,9 @@ static void handle_push(ps_server *s, srv_req *r) {
    * (no threads) appends it as it came. */
   const bool use_batch = t->spec.consistency != PS_CONS_SYNC || s->nthreads > 1;
   if (check_worker(s, r) != PS_OK || check_keys(s, r, use_batch) != PS_OK) return;
+  /* The sender's word that its keys are distinct spares the store its sum of duplicates; the
+   * store checks it as it gathers the keys (ps_store_batch_set_unique). */
+  if (r->batch && h->keys_unique) ps_store_batch_set_unique(r->batch, true);
   size_t bad = first_nonfinite(r->msg.values, r->msg.nvalues, r->msg.value_size);
   if (bad < r->msg.nvalues) {
     srv_reply_error(s, r, PS_ERR_INVALID, "gradient of key %" PRIu64 " is not finite (value %zu)",

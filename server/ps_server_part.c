@@ -124,13 +124,14 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * between the store and the request/reply frames, each thread on its own partitions (the
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
-  if (r->batch && r->task_kind == TK_PULL)
+  const bool f32b = r->batch && !r->f16; /* an f16 request's batch only names its keys */
+  if (f32b && r->task_kind == TK_PULL)
     return ps_store_pull_batch(store, id, r->batch, p->idx, stride, r->outp);
   if (r->batch && r->task_kind == TK_WARM)
     return ps_store_warm_batch(store, id, r->batch, p->idx, stride);
-  if (r->batch && r->task_kind == TK_PUSH)
+  if (f32b && r->task_kind == TK_PUSH)
     return ps_store_push_batch(store, id, r->batch, p->idx, stride, r->msg.values);
-  if (r->batch && split && r->task_kind == TK_BUFFER) {
+  if (f32b && split && r->task_kind == TK_BUFFER) {
     st = part_batch_keys(p, r, &m);
     if (st != PS_OK || m == 0) return st;
     sync_slot *sl = sync_slot_of(p, id, dim, r->step);
@@ -138,7 +139,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
     return sync_append(sl, dim, p->kbuf, r->msg.values, p->pbuf, m);
   }
   if (r->task_kind != TK_APPLY && split) {
-    st = part_filter(p, store, keys, n, &m);
+    st = r->batch ? part_batch_keys(p, r, &m) : part_filter(p, store, keys, n, &m);
     if (st != PS_OK) return st;
     keys = p->kbuf;
     pos = p->pbuf;

@@ -28,6 +28,13 @@ static void test_hash_stable_and_spread(void **st) {
   assert_true(ps_hash_u64(1, 0) != ps_hash_u64(1, 1));
   uint8_t b[8] = {1, 0, 0, 0, 0, 0, 0, 0};
   assert_true(ps_hash_u64(1, 9) == ps_hash64(b, 8, 9)); /* little-endian bytes of the value */
+  /* The same for values whose 8 bytes all differ (a byte order or a dropped byte shows),
+   * under both seeds the code uses and others. */
+  for (uint64_t i = 0; i < 20000; i++) {
+    uint64_t v = ps_mix64(i), seed = i % 3 == 0 ? PS_HASH_SEED_SHARD : ps_mix64(~i);
+    for (int j = 0; j < 8; j++) b[j] = (uint8_t)(v >> (8 * j));
+    assert_true(ps_hash_u64(v, seed) == ps_hash64(b, 8, seed));
+  }
   /* shard spread: 3 shards over 300k sequential keys within 2% of a third each */
   uint64_t counts[3] = {0};
   for (uint64_t k = 0; k < 300000; k++) counts[ps_shard_of(k, 3)]++;

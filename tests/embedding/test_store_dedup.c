@@ -2,7 +2,8 @@
  * (keys, hashes and rows read through a position list, as a batch groups the keys of one
  * partition): the same unique keys and float sums, bit for bit, as ps_dedup_keys +
  * ps_dedup_sum_rows over a gathered copy, each unique key's own hash, and missing arguments
- * refused. */
+ * refused; ps_dedup_gather_unique_at, the check of keys said to be distinct, stopping at the
+ * first repeat. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,5 +64,39 @@ static void test_dedup_sum_at(void **state) {
   assert_null(d);
 }
 
+/* ps_dedup_gather_unique_at: distinct keys gathered through the positions (all n); a repeat
+ * stops it at the repeat's position, whether the first copy is one key back or far back. */
+static void test_gather_unique_at(void **state) {
+  (void)state;
+  ps_dedup *d = NULL;
+  assert_int_equal(ps_dedup_create(&d), PS_OK);
+  static uint64_t keys[N], hs[M], got[M];
+  static uint32_t pos[M];
+  for (size_t i = 0; i < N; i++) keys[i] = ps_mix64(i) | 1; /* distinct */
+  for (size_t i = 0, p = 0; i < M; i++, p += 1 + (ps_mix64(i) & 1)) pos[i] = (uint32_t)p;
+  for (size_t i = 0; i < M; i++) hs[i] = ps_hash_u64(keys[pos[i]], 12345);
+  size_t g = 0;
+  assert_int_equal(ps_dedup_gather_unique_at(d, keys, pos, hs, M, got, &g), PS_OK);
+  assert_int_equal(g, M);
+  for (size_t i = 0; i < M; i++) assert_true(got[i] == keys[pos[i]]);
+  const size_t at[][2] = {{1000, 999}, {1500, 3}, {M - 1, 0}}; /* {repeat, first copy} */
+  for (size_t c = 0; c < 3; c++) {
+    const uint32_t keep = pos[at[c][0]];
+    const uint64_t keeph = hs[at[c][0]];
+    pos[at[c][0]] = pos[at[c][1]];
+    hs[at[c][0]] = hs[at[c][1]];
+    assert_int_equal(ps_dedup_gather_unique_at(d, keys, pos, hs, M, got, &g), PS_OK);
+    assert_int_equal(g, at[c][0]);
+    pos[at[c][0]] = keep;
+    hs[at[c][0]] = keeph;
+  }
+  assert_int_equal(ps_dedup_gather_unique_at(d, keys, pos, hs, 0, got, &g), PS_OK);
+  assert_int_equal(g, 0);
+  assert_int_equal(ps_dedup_gather_unique_at(d, keys, NULL, hs, M, got, &g), PS_ERR_INVALID);
+  assert_int_equal(ps_dedup_gather_unique_at(d, keys, pos, NULL, M, got, &g), PS_ERR_INVALID);
+  ps_dedup_destroy(&d);
+}
+
 PS_TEST_MAIN("store_dedup", NULL, NULL,
-    cmocka_unit_test(test_dedup_sum_at))
+    cmocka_unit_test(test_dedup_sum_at),
+    cmocka_unit_test(test_gather_unique_at))

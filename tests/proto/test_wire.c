@@ -286,6 +286,20 @@ static void test_rejections(void **st) {
   ps_wire_header_init(&h, EMBER__OP__OP_STEP);
   h.warm = true;
   assert_int_equal(decode_with(&h, NULL, 0), PS_ERR_PROTO);
+
+  /* keys_unique is a PUSH request flag: accepted there (push[1] holds f16 values by now),
+   * refused on the same header as a PULL. */
+  h.op = EMBER__OP__OP_PUSH;
+  h.warm = false;
+  h.count = 4;
+  h.dim = 16;
+  h.value_type = EMBER__VALUE_TYPE__VT_F16;
+  h.keys_unique = true;
+  assert_int_equal(decode_with(&h, push, 2), PS_OK);
+  h.op = EMBER__OP__OP_PULL;
+  assert_int_equal(decode_with(&h, push, 1), PS_ERR_PROTO);
+  h.keys_unique = false;
+  assert_int_equal(decode_with(&h, push, 1), PS_OK);
 }
 
 /* Packs a reply header, parses it back as a client does and checks it with the given bulk

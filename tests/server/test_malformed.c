@@ -3,8 +3,9 @@
  * frame-count and size mismatches, bad table specs, bad coordinator requests, replies sent as
  * requests, keys of another shard). The server must keep running (the test is also run on the ASan build), count
  * what it could not decode, and then answer a valid pull and push correctly. A message of 4
- * frames whose header parses gets an error reply naming its request id, and a push with a NaN
- * or infinite gradient is refused without touching the rows. */
+ * frames whose header parses gets an error reply naming its request id, a push with a NaN
+ * or infinite gradient is refused without touching the rows, and a push whose keys_unique
+ * flag lies is applied as the sum of its duplicate keys. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -300,6 +301,36 @@ static void test_malformed(void **state) {
   }
   assert_int_equal(ps_client_pull(c, 1, 0, keys, 16, got, NULL), PS_OK);
   assert_memory_equal(got, before, sizeof got);
+  /* keys_unique that lies (ps_client_push_unique sends the caller's keys as they are, flagged
+   * unique): a key twice is still one Adagrad step of its summed gradient, never two steps,
+   * as a never-stored key (the first push) and as a stored one (the second). By hand, in
+   * double, from the keys' initial rows. */
+  ps_table_spec ta;
+  ps_table_spec_default(&ta, 3, "adagrad", 8);
+  ta.optimizer = PS_OPT_ADAGRAD;
+  ta.lr = 0.1f;
+  ta.initial_accumulator = 0.1f;
+  assert_int_equal(ps_client_declare(c, &ta, NULL), PS_OK);
+  const uint64_t lk[3] = {keys[0], keys[1], keys[0]}, lk2[2] = {keys[1], keys[1]};
+  float lg[3 * 8], w0[2 * 8], lw[2 * 8];
+  for (int i = 0; i < 3 * 8; i++) lg[i] = 0.25f * (float)(1 + i % 5);
+  assert_int_equal(ps_client_pull(c, 3, 0, keys, 2, w0, NULL), PS_OK);
+  assert_int_equal(ps_client_push_unique(c, 3, 0, lk, 3, lg, NULL), PS_OK);
+  assert_int_equal(ps_client_push_unique(c, 3, 0, lk2, 2, lg, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(c, 3, 0, keys, 2, lw, NULL), PS_OK);
+  for (int j = 0; j < 8; j++) {
+    double acc = 0.1, w = w0[j], gs = (double)lg[j] + lg[16 + j]; /* key 0: one step of the sum */
+    acc += gs * gs;
+    w -= 0.1 * gs / (sqrt(acc) + ta.eps);
+    assert_true(fabs(w - lw[j]) < 1e-6);
+    acc = 0.1, w = w0[8 + j], gs = lg[8 + j]; /* key 1: its own step, then one of the sum */
+    acc += gs * gs;
+    w -= 0.1 * gs / (sqrt(acc) + ta.eps);
+    gs = (double)lg[j] + lg[8 + j];
+    acc += gs * gs;
+    w -= 0.1 * gs / (sqrt(acc) + ta.eps);
+    assert_true(fabs(w - lw[8 + j]) < 1e-6);
+  }
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 20000), 0);
   pt_rmrf(dir);

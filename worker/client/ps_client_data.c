@@ -201,6 +201,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     h.count = s->nkeys;
     h.dim = dim;
     h.warm = warm;
+    h.keys_unique = op == EMBER__OP__OP_PUSH; /* summed above, or unique by the caller's word */
     if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
     cl_sub_start(c, s, &h, s->nparts - 1);
   }
