@@ -21,7 +21,7 @@ start() { # run shards: starts them, sets urls (not in a subshell: pids must rea
       --data-dir "$tmp/r$r-s$n-$i" --log-level warn "${server_args[@]}" > "$tmp/r$r-s$n-$i.log" 2>&1 &
     pids+=($!)
     list+=("tcp://127.0.0.1:$port")
-    for _ in $(seq 100); do grep -q listening "$tmp/r$r-s$n-$i.log" && break; sleep 0.1; done
+    for _ in $(seq 100); do grep -qs listening "$tmp/r$r-s$n-$i.log" && break; sleep 0.1; done
   done
   urls=$(IFS=,; echo "${list[*]}")
 }
