@@ -25,7 +25,8 @@
 #
 # Environment: BIN (default <src>/build/bin), CRITEO (default /work/shared/data/criteo_real.tsv),
 # OLD (the defaults before issue 19, as flags), SETS (which data sets), RUNS ("new old torch
-# torch-old lr"), SEEDS (default "1"). One compute thread everywhere (the dev box has 2 shared
+# torch-old lr"), SEEDS (default "1"), NEW_EXTRA (flags added to the "new" runs and their
+# PyTorch yardstick: a candidate default, tried on every set). One compute thread everywhere (the dev box has 2 shared
 # cores). Results are cached in OUTDIR by name (<set>-<run>-s<seed>.json; lr has no seed):
 # delete a file to run it again.
 #
@@ -43,6 +44,7 @@ OLD="${OLD:---batch 2048 --lr 0.001 --sparse-lr 0.1 --emb-init 0.01 --shuffle-bu
 SETS="${SETS:-cv0 cv1 cv2 cv3 cv4 s7 s13v s5v m4}"
 RUNS="${RUNS:-new old torch torch-old lr}"
 SEEDS="${SEEDS:-1}"
+NEW_EXTRA="${NEW_EXTRA:-}"
 PY=/usr/bin/python3
 mkdir -p "$out"
 
@@ -95,12 +97,12 @@ run() { # set run seed
   [ -s "$out/$d.schema.json" ] && sch="--schema $out/$d.schema.json"
   case "$r" in
     new|old)
-      local extra=""; [ "$r" = old ] && extra="$OLD"
+      local extra="$NEW_EXTRA"; [ "$r" = old ] && extra="$OLD"
       "$src/deploy/ember-local" --servers 1 --workers 1 --bin "$BIN" -- --train "$out/$d.tsv" \
         --test "$out/${d}_test.tsv" --threads 1 --progress-every 100 --seed "$sd" --summary "$res" \
         $extra $sch > "$log" 2>&1 || { echo "generalise: $d $r seed $sd failed, see $log" >&2; return 1; } ;;
     torch|torch-old)
-      local f; if [ "$r" = torch ]; then f="$(torch_flags)"; else f="$(torch_flags $OLD)"; fi
+      local f; if [ "$r" = torch ]; then f="$(torch_flags $NEW_EXTRA)"; else f="$(torch_flags $OLD)"; fi
       OMP_NUM_THREADS=1 OPENBLAS_CORETYPE="$core" $PY "$src/bench/e2e/torch_dlrm.py" \
         --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 --hash-buckets 0 --shuffle \
         --seed "$sd" $f $sch --json "$res" > "$log" 2>&1 ;;
