@@ -20,8 +20,8 @@
 #   bench/e2e/generalise.sh [--prepare-only] [OUTDIR]      (default /tmp/ember-generalise)
 #
 # --prepare-only writes the data of SETS into OUTDIR and stops (bench/e2e/wire.sh uses it). A set
-# is cv0..cv4 (the Criteo folds), s7, s13v, s5v, m4 (above) or s<N> (ps-datagen --seed N, 100k /
-# 20k rows, no other flag).
+# is cv0..cv4 (the Criteo folds), s7, s13v, s5v, m4 (above), s<N> (ps-datagen --seed N, 100k /
+# 20k rows, no other flag) or m<M> (m4 with bags of 1..M ids).
 #
 # Environment: BIN (default <src>/build/bin), CRITEO (default /work/shared/data/criteo_real.tsv),
 # OLD (the defaults before issue 19, as flags), SETS (which data sets), RUNS ("new old torch
@@ -64,10 +64,11 @@ for d in $SETS; do
       awk -v k="$k" 'int((NR-1)/2000)!=(4-k)' "$CRITEO" > "$out/$d.tsv" ;;
     s13v) gen s13v --seed 13 --vocab-scale 10 --zipf-shift -0.05 ;;
     s5v) gen s5v --seed 5 --vocab-scale 0.1 --zipf-shift 0.2 ;;
-    m4) gen m4 --seed 7 --multi-hot 4 --schema-out "$out/m4.schema.json" ;;
+    m[0-9]*) [[ "${d#m}" =~ ^[0-9]+$ ]] || { echo "generalise: unknown set $d" >&2; exit 2; }
+      gen "$d" --seed 7 --multi-hot "${d#m}" --schema-out "$out/$d.schema.json" ;;
     s[0-9]*) [[ "${d#s}" =~ ^[0-9]+$ ]] || { echo "generalise: unknown set $d" >&2; exit 2; }
       gen "$d" --seed "${d#s}" ;;
-    *) echo "generalise: unknown set $d (cv0..cv4, s13v, s5v, m4 or s<seed>)" >&2; exit 2 ;;
+    *) echo "generalise: unknown set $d (cv0..cv4, s13v, s5v, s<seed> or m<bag size>)" >&2; exit 2 ;;
   esac
 done
 [ "$prepare_only" = 1 ] && exit 0
