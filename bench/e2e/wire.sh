@@ -11,9 +11,9 @@
 #   bench/e2e/wire.sh [OUTDIR]      (default /tmp/ember-wire)
 #
 # Environment: BIN (default <src>/build/bin), CRITEO (default /work/shared/data/criteo_real.tsv),
-# SETS (default "s7 cv0 cv1 cv2 cv3 cv4"), SEEDS (default "1 2 3"), THREADS (ps-worker
-# --threads, default 1: the dev box has 2 shared cores), SERVERS, WORKERS. Results are cached in
-# OUTDIR by name (<set>-<wire>-s<seed>-<S>x<W>.json): delete a file to run it again.
+# SETS (default "s7 cv0 cv1 cv2 cv3 cv4"; any set generalise.sh --prepare-only makes), SEEDS
+# (default "1 2 3"), THREADS (ps-worker --threads, default 1: the dev box has 2 shared cores),
+# SERVERS, WORKERS. Results are cached in OUTDIR by name (<set>-<wire>-s<seed>-<S>x<W>.json): delete a file to run it again.
 set -euo pipefail
 
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -29,21 +29,8 @@ topo="${SERVERS}x${WORKERS}"
 PY=/usr/bin/python3
 mkdir -p "$out"
 
-# --- data (the same files as generalise.sh)
-for d in $SETS; do
-  case "$d" in
-    cv[0-4])
-      k="${d#cv}"
-      [ -s "$out/${d}_test.tsv" ] && continue
-      awk -v k="$k" 'int((NR-1)/2000)==(4-k)' "$CRITEO" > "$out/${d}_test.tsv"
-      awk -v k="$k" 'int((NR-1)/2000)!=(4-k)' "$CRITEO" > "$out/$d.tsv" ;;
-    s*)
-      [ -s "$out/$d.json" ] && continue
-      "$BIN/ps-datagen" --rows 100000 --test-rows 20000 --seed "${d#s}" --out "$out/$d.tsv" \
-        --test-out "$out/${d}_test.tsv" --json "$out/$d.json" --log-level warn > /dev/null ;;
-    *) echo "wire.sh: unknown set $d (s<seed> or cv0..cv4)" >&2; exit 2 ;;
-  esac
-done
+# --- data: generalise.sh makes them (the same files, the same fold split)
+SETS="$SETS" BIN="$BIN" CRITEO="$CRITEO" "$src/bench/e2e/generalise.sh" --prepare-only "$out"
 
 run() { # set wire seed
   local res="$out/$1-$2-s$3-$topo.json" log="$out/$1-$2-s$3-$topo.log"

@@ -1,6 +1,7 @@
 /* ps_bench_flags: ps-bench's command line — the flag table (its --help), the defaults, and
  * the checks across flags (open loop needs a rate, --sweep takes the rates itself, the closed
- * loop needs a window of at least one request per thread, a request stays under 256 MiB).
+ * loop needs a window of at least one request per thread, a request stays under 256 MiB, a
+ * --bag-size range is LO..HI with 1 <= LO <= HI).
  * Every refusal is one line on stderr and exit code 2, before anything connects. */
 
 #include <inttypes.h>
@@ -90,6 +91,10 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
       {"knee-p99-ms", 0, PS_CLI_DOUBLE, &c->knee_p99_ms, "MS",
        "--sweep's knee: its p99 bound in ms (0 = 5x the lightest point's p99)", false, 0, 1e9},
       {"seed", 0, PS_CLI_I64, &c->seed, "S", "random seed", false, 0, 0},
+      {"bag-size", 0, PS_CLI_STRING, &c->bag_s, "LO..HI",
+       "multi-hot requests: --keys bags of LO..HI ids each (uniform), de-duplicated as ps-worker "
+       "does; rows/s counts the unique rows sent",
+       false, 0, 0},
       {"log-level", 0, PS_CLI_STRING, &c->level, "L", "debug|info|warn|error|off", false, 0, 0},
       {"curve-secret", 0, PS_CLI_STRING, &c->curve_secret_file, "FILE",
        "CURVE: this client's secret key (ps-keygen); with --curve-server", false, 0, 0},
@@ -181,8 +186,27 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
   }
   if (!c->inflight) c->inflight = 1000;
   if (c->inflight < c->threads) c->inflight = c->threads;
-  if ((double)c->keys * (double)c->dim * 4.0 > 256.0 * 1048576.0) {
-    fprintf(stderr, "ps-bench: --keys x --dim is over 256 MiB per request\n");
+  if (c->bag_s) {
+    char tail;
+    long long lo, hi;
+    if (sscanf(c->bag_s, "%lld..%lld%c", &lo, &hi, &tail) != 2 || lo < 1 || hi < lo ||
+        hi > 65536) {
+      fprintf(stderr, "ps-bench: --bag-size: '%s' is not LO..HI with 1 <= LO <= HI <= 65536\n",
+              c->bag_s);
+      return 2;
+    }
+    c->bag_lo = lo, c->bag_hi = hi;
+    if ((double)c->keys * (double)hi > 2147483647.0) {
+      fprintf(stderr, "ps-bench: --keys x the longest bag is over 2^31 ids per request\n");
+      return 2;
+    }
+  }
+  /* The rows of a request: --keys, or with bags at most its ids and at most the key space. */
+  double rows = (double)ps_bench_max_ids(c);
+  if (c->bag_hi && rows > (double)c->key_space) rows = (double)c->key_space;
+  if (rows * (double)c->dim * 4.0 > 256.0 * 1048576.0) {
+    fprintf(stderr, "ps-bench: the rows of a request (--keys%s) x --dim are over 256 MiB\n",
+            c->bag_hi ? " x the longest bag, at most --key-space" : "");
     return 2;
   }
   ps_error err;

@@ -38,7 +38,17 @@ typedef struct ps_bench_cfg {
   uint64_t *pool;
   const char *curve_secret_file, *curve_server_file; /* --curve-secret, --curve-server */
   char curve_secret[41], curve_server[41];           /* their keys ("": no CURVE) */
+  /* --bag-size LO..HI: multi-hot requests. --keys is then the bags of a request, each of
+   * LO..HI ids (uniform), and the request's ids are de-duplicated as ps-worker does (ps_dedup)
+   * before its unique rows are sent. bag_hi == 0: off (a request is --keys keys). */
+  const char *bag_s;
+  int64_t bag_lo, bag_hi;
 } ps_bench_cfg;
+
+/* The most ids one request can hold: --keys, or --keys x the longest bag. */
+static inline int64_t ps_bench_max_ids(const ps_bench_cfg *c) {
+  return c->bag_hi ? c->keys * c->bag_hi : c->keys;
+}
 
 /* The parts of a server's time, as STATS names them (ops.<op>.<part>_us and _buckets): the
  * total (receipt -> reply) and its split at the start of the store work. */
@@ -48,14 +58,15 @@ extern const char *const ps_bench_sp_field[PS_BENCH_SP_N];
 /* One op's share of a point (--op mixed reports pulls and pushes apart). */
 typedef struct ps_bench_op_figs {
   uint64_t requests, errors, timeouts, keys;
+  uint64_t rows; /* rows sent: the unique ids of --bag-size requests, else = keys */
   ps_hist *lat; /* intended -> reply, as the point's lat */
 } ps_bench_op_figs;
 
 /* One measured point (a rate, or the closed loop). */
 typedef struct ps_bench_result {
   double target_rate; /* < 0: closed loop */
-  double achieved_rate, keys_per_s, elapsed_s;
-  uint64_t requests, errors, timeouts, keys, late;
+  double achieved_rate, keys_per_s, rows_per_s, elapsed_s;
+  uint64_t requests, errors, timeouts, keys, rows, late; /* rows: see ps_bench_op_figs */
   ps_hist *lat, *cq, *rtt;
   ps_bench_op_figs op[PS_BENCH_OPS]; /* pulls and pushes apart (lat above: together) */
   char first_error[256];

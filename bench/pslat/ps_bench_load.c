@@ -7,7 +7,13 @@
  * Latency is charged from a request's intended time (open loop), so a sender that falls behind
  * still charges the delay to the requests it should have sent: no coordinated omission. The
  * thread sleeps to ~60 us before a send and spins the rest, and reaps replies by polling
- * (ps_client_ready), so a reply is seen within tens of microseconds. */
+ * (ps_client_ready), so a reply is seen within tens of microseconds.
+ *
+ * --bag-size makes a request the embedding lookups of a multi-hot batch: --keys bags of
+ * LO..HI ids, drawn like any keys, then de-duplicated with ps_dedup and sent as unique rows,
+ * which is what ps-worker does with a batch (its pull and push carry the unique keys). The
+ * de-duplication is the sender's work before the send, so it sits in the client queue time
+ * like ps-worker's own. keys/s counts the ids (the lookups), rows/s the unique rows sent. */
 
 #include <inttypes.h>
 #include <math.h>
@@ -16,6 +22,7 @@
 #include <string.h>
 
 #include "ps_bench_int.h"
+#include "ps_dedup.h"
 #include "ps_hash.h"
 #include "ps_keydist.h"
 #include "ps_log.h"
@@ -27,6 +34,7 @@
 typedef struct slot {
   ps_client_req *r;
   uint64_t intended, sent;
+  uint64_t ids, rows;  /* keys drawn, rows sent (de-duplicated with --bag-size) */
   bool measured, push; /* push: its figures go to the push side of --op mixed */
 } slot;
 
@@ -43,10 +51,13 @@ typedef struct worker {
   slot *slots;
   int nin;
   uint64_t *keybuf;
+  uint64_t *uniq;   /* --bag-size: a request's unique ids, and the inverse index ps_dedup */
+  uint32_t *inv;    /* gives (unused here: the bench has no per-id rows to gather) */
+  ps_dedup *dd;
   float *out, *grads;
   /* results */
   ps_hist *lat, *cq, *rtt;
-  uint64_t requests, errors, timeouts, keys, last_done, late;
+  uint64_t requests, errors, timeouts, keys, rows, last_done, late;
   ps_bench_op_figs op[PS_BENCH_OPS]; /* the same, per op (pull, push) */
   char first_error[256];
   ps_error err;  /* the last failed request's message */
@@ -82,16 +93,32 @@ static void issue(worker *w, uint64_t intended) {
   uint32_t table = (uint32_t)c->table_id +
                    (c->tables > 1 ? (uint32_t)(ps_rng_next(&w->rng) % (uint64_t)c->tables) : 0);
   size_t n = (size_t)c->keys;
+  if (c->bag_hi) {
+    uint64_t span = (uint64_t)(c->bag_hi - c->bag_lo + 1);
+    n = 0;
+    for (int64_t b = 0; b < c->keys; b++)
+      n += (size_t)c->bag_lo + (size_t)(ps_rng_next(&w->rng) % span);
+  }
   fill_keys(w, n);
   slot *s = &w->slots[w->nin];
   s->intended = intended;
   s->measured = intended >= w->t_measure;
   s->push = !pull;
+  s->ids = s->rows = n;
+  const uint64_t *send = w->keybuf;
+  bool unique = c->unique;
+  ps_status st = PS_OK;
+  if (c->bag_hi) {
+    size_t nu = 0;
+    st = ps_dedup_keys(w->dd, w->keybuf, n, w->uniq, w->inv, &nu);
+    send = w->uniq, unique = true, s->rows = nu;
+  }
   s->sent = ps_now_ns();
-  ps_status st = pull ? ps_client_pull_start(w->cl, table, 0, w->keybuf, n, c->unique, w->out,
-                                             &s->r, &w->err)
-                      : ps_client_push_start(w->cl, table, 0, w->keybuf, n, c->unique,
-                                             w->grads, &s->r, &w->err);
+  if (st == PS_OK)
+    st = pull ? ps_client_pull_start(w->cl, table, 0, send, (size_t)s->rows, unique, w->out,
+                                      &s->r, &w->err)
+              : ps_client_push_start(w->cl, table, 0, send, (size_t)s->rows, unique, w->grads,
+                                     &s->r, &w->err);
   if (st != PS_OK) {
     s->r = NULL;
     if (s->measured) {
@@ -122,9 +149,11 @@ static int reap(worker *w) {
     if (s->measured) {
       ps_bench_op_figs *o = &w->op[s->push];
       w->requests++;
-      w->keys += (uint64_t)w->c->keys;
+      w->keys += s->ids;
+      w->rows += s->rows;
       o->requests++;
-      o->keys += (uint64_t)w->c->keys;
+      o->keys += s->ids;
+      o->rows += s->rows;
       if (st == PS_ERR_TIMEOUT) w->timeouts++, o->timeouts++;
       else if (st != PS_OK) w->errors++, o->errors++;
       if (st != PS_OK) note_error(w, st);
@@ -287,10 +316,21 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
     w->t_measure = meas;
     w->t_end = end;
     w->finished = &finished;
+    /* With bags a request sends at most its ids and at most the key space as rows. */
+    size_t ids = (size_t)ps_bench_max_ids(c), rows = ids;
+    if (c->bag_hi && rows > (size_t)c->key_space) rows = (size_t)c->key_space;
     w->slots = calloc((size_t)w->cap, sizeof *w->slots);
-    w->keybuf = malloc((size_t)c->keys * sizeof *w->keybuf);
-    w->out = malloc((size_t)c->keys * (size_t)c->dim * sizeof(float));
-    w->grads = malloc((size_t)c->keys * (size_t)c->dim * sizeof(float));
+    w->keybuf = malloc(ids * sizeof *w->keybuf);
+    w->out = malloc(rows * (size_t)c->dim * sizeof(float));
+    w->grads = malloc(rows * (size_t)c->dim * sizeof(float));
+    if (c->bag_hi) {
+      w->uniq = malloc(ids * sizeof *w->uniq);
+      w->inv = malloc(ids * sizeof *w->inv);
+      if (!w->uniq || !w->inv || ps_dedup_create(&w->dd) != PS_OK) {
+        st = PS_ERR_NOMEM;
+        break;
+      }
+    }
     w->lat = ps_hist_create();
     w->cq = ps_hist_create();
     w->rtt = ps_hist_create();
@@ -300,7 +340,7 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
       st = PS_ERR_NOMEM;
       break;
     }
-    for (size_t j = 0; j < (size_t)c->keys * (size_t)c->dim; j++) w->grads[j] = 1e-4f;
+    for (size_t j = 0; j < rows * (size_t)c->dim; j++) w->grads[j] = 1e-4f;
   }
   if (st == PS_OK) {
     for (; started < T; started++)
@@ -334,11 +374,13 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
         res->op[o].errors += w->op[o].errors;
         res->op[o].timeouts += w->op[o].timeouts;
         res->op[o].keys += w->op[o].keys;
+        res->op[o].rows += w->op[o].rows;
       }
       res->requests += w->requests;
       res->errors += w->errors;
       res->timeouts += w->timeouts;
       res->keys += w->keys;
+      res->rows += w->rows;
       res->late += w->late;
       if (w->last_done > last) last = w->last_done;
       if (!res->first_error[0] && w->first_error[0])
@@ -346,6 +388,9 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
     }
     free(w->slots);
     free(w->keybuf);
+    free(w->uniq);
+    free(w->inv);
+    ps_dedup_destroy(&w->dd);
     free(w->out);
     free(w->grads);
     ps_hist_destroy(&w->lat);
@@ -363,6 +408,7 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
   if (end && !c->closed && res->elapsed_s < c->duration) res->elapsed_s = c->duration;
   res->achieved_rate = res->elapsed_s > 0 ? (double)res->requests / res->elapsed_s : 0.0;
   res->keys_per_s = res->elapsed_s > 0 ? (double)res->keys / res->elapsed_s : 0.0;
+  res->rows_per_s = res->elapsed_s > 0 ? (double)res->rows / res->elapsed_s : 0.0;
   return PS_OK;
 }
 
@@ -371,7 +417,7 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
 /* --key-pool: N keys drawn once from the distribution (see fill_keys); -1 without memory. */
 int ps_bench_key_pool(ps_bench_cfg *c) {
   if (!c->pool_n) return 0;
-  if (c->pool_n < 4 * c->keys) c->pool_n = 4 * c->keys;
+  if (c->pool_n < 4 * ps_bench_max_ids(c)) c->pool_n = 4 * ps_bench_max_ids(c);
   c->pool = malloc((size_t)c->pool_n * sizeof *c->pool);
   ps_keydist kd;
   ps_rng rng = {ps_mix64((uint64_t)c->seed ^ 0x706f6f6cull)};

@@ -53,17 +53,19 @@ json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
                       r->target_rate >= 0 ? json_real(r->target_rate) : json_null());
   json_object_set_new(j, "elapsed_s", json_real(r->elapsed_s));
   json_object_set_new(j, "late_sends", json_integer((json_int_t)r->late));
+  json_object_set_new(j, "rows_per_s", json_real(r->rows_per_s));
   /* Pulls and pushes apart (--op mixed has both; the figures above are both together). */
   json_t *by = json_object();
   for (int o = 0; o < PS_BENCH_OPS; o++) {
     if (!op_runs(c, o)) continue;
     const ps_bench_op_figs *f = &r->op[o];
     double kps = r->elapsed_s > 0 ? (double)f->keys / r->elapsed_s : 0.0;
+    double rps = r->elapsed_s > 0 ? (double)f->rows / r->elapsed_s : 0.0;
     json_object_set_new(by, ps_bench_op_name[o],
-                        json_pack("{s:I, s:I, s:I, s:f, s:o}", "requests", (json_int_t)f->requests,
-                                  "errors", (json_int_t)f->errors, "timeouts",
-                                  (json_int_t)f->timeouts, "keys_per_s", kps, "latency_us",
-                                  lat_json(f->lat)));
+                        json_pack("{s:I, s:I, s:I, s:f, s:f, s:o}", "requests",
+                                  (json_int_t)f->requests, "errors", (json_int_t)f->errors,
+                                  "timeouts", (json_int_t)f->timeouts, "keys_per_s", kps,
+                                  "rows_per_s", rps, "latency_us", lat_json(f->lat)));
   }
   json_object_set_new(j, "by_op", by);
   json_t *bd = json_object();
@@ -124,6 +126,12 @@ static void print_part(const char *name, const ps_hist *h, double mean_us) {
 
 void ps_bench_print_breakdown(const ps_bench_cfg *c, const ps_bench_result *r, size_t nsrv) {
   print_ops(stdout, c, r);
+  if (c->bag_hi && r->requests)
+    printf("  bags: %" PRId64 " of %s ids a request, %.0f ids -> %.0f unique rows (%.1f%%) on "
+           "average; %.0f rows/s\n",
+           c->keys, c->bag_s, (double)r->keys / (double)r->requests,
+           (double)r->rows / (double)r->requests,
+           r->keys ? 100.0 * (double)r->rows / (double)r->keys : 0.0, r->rows_per_s);
   printf("  where time went: ");
   print_part("client queue (intended -> sent)", r->cq, ps_hist_mean(r->cq) / 1e3);
   printf("; ");
@@ -270,6 +278,7 @@ static json_t *workload_json(const ps_bench_cfg *c, const ps_bench_result *rs, i
   json_object_set_new(w, "curve", json_boolean(c->curve_secret[0] != '\0'));
   json_object_set_new(w, "seed", json_integer((json_int_t)c->seed));
   json_object_set_new(w, "queue_sample_ms", json_integer(c->queue_sample_ms));
+  json_object_set_new(w, "bag_size", c->bag_hi ? json_string(c->bag_s) : json_null());
   return w;
 }
 

@@ -18,28 +18,7 @@ secs="${SECS:-2}" warm="${WARMUP:-0.5}" runs="${RUNS:-3}"
 read -r -a server_args <<< "${SERVER_ARGS:-}"
 read -r -a bench_args <<< "${BENCH_ARGS:-}"
 mkdir -p "$out"
-tmp="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start() { # run shards: starts them, sets urls (not in a subshell: pids must reach cleanup)
-  local r="$1" n="$2" i port list=()
-  for i in $(seq 0 $((n - 1))); do
-    port=$(free_port)
-    "$bin/ps-server" --listen "tcp://127.0.0.1:$port" --shard "$i" --shards "$n" \
-      --data-dir "$tmp/r$r-s$n-$i" --log-level warn "${server_args[@]}" > "$tmp/r$r-s$n-$i.log" 2>&1 &
-    pids+=($!)
-    list+=("tcp://127.0.0.1:$port")
-    for _ in $(seq 100); do grep -q listening "$tmp/r$r-s$n-$i.log" && break; sleep 0.1; done
-  done
-  urls=$(IFS=,; echo "${list[*]}")
-}
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+. "$(dirname "${BASH_SOURCE[0]}")/servers.sh"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$runs"); do
   mkdir -p "$out/run$r"
