@@ -15,6 +15,7 @@
 #include "ps_log.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
+#include "ps_server_repl_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -344,6 +345,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     return;
   }
   if (s->serving && srv_serve_refuse(s, r, op)) return;
+  if (s->repl && srv_repl_intake(s, r)) return; /* forwarded first, held, or refused */
   if (s->excl_active && store_op(op)) {
     srv_list_push(&s->held_head, &s->held_tail, r);
     s->held++;

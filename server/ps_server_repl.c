@@ -1,0 +1,614 @@
+/* ps_server_repl: replicated shards -- primary-backup replication of one shard over K replicas
+ * (ps-server --replica R --replicas K --peers 'URL|URL|...' --failover-ms N).
+ *
+ * Design decisions (docs/DESIGN.md, "Replicated shards", says why at more length):
+ * - Primary-backup, not chain replication: the primary already orders every request of the
+ *   shard on its main thread, so that order is the replication order for free, and a client
+ *   talks to one replica per shard whatever K is. The lowest-numbered live replica is the
+ *   primary; epochs (a counter raised by each promotion) let a replica that was primary once
+ *   learn that it is not any more.
+ * - Forward, then apply: the primary hands a state-changing request (DECLARE, PUSH, STEP) to
+ *   every live backup first, and handles it itself only once all of them acknowledged it, in
+ *   the order it took the requests (a FIFO; requests after one waiting for acks wait behind
+ *   it, pulls and checkpoints included, so every connection keeps read-your-writes). Each
+ *   backup gets the same requests in the same order over one DEALER channel and runs them
+ *   through the same code, so partition threads, sync buffers and the exactly-once records see
+ *   the same sequence and rows stay bit-identical. Forwarding first keeps the reply path of
+ *   the server untouched (the primary's reply is its own, as with K = 1) and gives the property
+ *   failover needs: a backup is never behind what the primary applied, so a push a dead primary
+ *   took but never forwarded was applied nowhere, and applying its re-send is right. The price
+ *   is latency: a write costs a backup round trip before its own store work.
+ * - Liveness by heartbeats on the same channel: the primary PINGs every backup each
+ *   failover-ms / 4 (with its epoch and live set); a backup that leaves a forward or a beat
+ *   unanswered for failover-ms, or refuses one, is dropped from the live set (logged, counted)
+ *   and is stale from then on. A backup that hears nothing from its primary for failover-ms
+ *   promotes itself when it is the lowest live backup (the next one waits one more period per
+ *   place). A replica only promotes after it has heard its primary once: one started while
+ *   the primary is down waits rather than start a second history.
+ * - A replica that is not the primary holds a client's request for up to failover-ms before it
+ *   refuses it (PS_ERR_UNAVAILABLE naming the primary it knows, in repl_primary): a client
+ *   that lost its primary comes here at once, and the hold lets the promotion happen under the
+ *   request instead of sending the client back to a dead primary. STATS and PING are answered.
+ * - Start: a replica first asks its peers (PING with repl_from, repl_epoch 0) whether a primary
+ *   lives; one that does makes the newcomer stale (it lost the history in between). When none
+ *   answers as primary within failover-ms, replica 0 becomes primary with every backup live
+ *   (a fresh shard: every data dir as the last clean stop of all of them left it).
+ * - The coordinator (shard 0) is not replicated: a promoted shard-0 replica refuses JOIN, KV
+ *   and BARRIER with a clear error (the job must restart, --resume) instead of hanging.
+ * - CHECKPOINT and RESTORE run on the primary only; a RESTORE makes every backup stale. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_cli.h"
+#include "ps_log.h"
+#include "ps_server_repl_int.h"
+#include "ps_time.h"
+
+typedef struct repl_peer {
+  char url[256];
+  void *sock;       /* DEALER to the peer (NULL for this replica) */
+  bool live;        /* primary: in the live set */
+  bool heard;       /* primary: it answered once */
+  uint64_t heard_ns; /* its last answer */
+} repl_peer;
+
+typedef struct srv_repl {
+  uint32_t self, n;
+  int role;
+  uint32_t primary;     /* the replica known as primary (n = none) */
+  uint64_t epoch;
+  uint32_t live_mask;   /* the last live set the primary announced (backups) */
+  repl_peer peer[SRV_REPL_MAX];
+  uint64_t failover_ns, beat_ns, next_beat, started, probe_end;
+  uint64_t primary_heard; /* backups: last word from the primary (0 = never) */
+  uint64_t fseq;          /* forwards and beats sent (their request ids) */
+  srv_req *q_head, *q_tail; /* primary: taken requests, in order, waiting for acks */
+  srv_req *h_head, *h_tail; /* not primary: clients' requests held for a promotion */
+  bool complete;          /* saw every push of the shard's history (backup, then primary) */
+  uint64_t forwarded, dropped, promotions, refused, held_ns_max;
+} srv_repl;
+
+static const char *role_name(int role) {
+  static const char *n[] = {"probing", "primary", "backup", "stale"};
+  return role >= 0 && role < 4 ? n[role] : "?";
+}
+
+static void open_peer(ps_server *s, repl_peer *p) {
+  p->sock = zmq_socket(s->ctx, ZMQ_DEALER);
+  if (!p->sock) return;
+  int zero = 0, hwm = 100000, ivl = 100, ivl_max = 500;
+  zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(p->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+  if (zmq_connect(p->sock, p->url) != 0) {
+    zmq_close(p->sock);
+    p->sock = NULL;
+  }
+}
+
+ps_status srv_repl_start(ps_server *s, const char *listen, ps_error *err) {
+  const ps_server_options *o = &s->opt;
+  if (o->replicas <= 1) return PS_OK;
+  if (o->replicas > SRV_REPL_MAX || o->replica >= o->replicas || !o->peers)
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--replicas %u --replica %u: need replica < replicas <= %d and --peers",
+                        o->replicas, o->replica, SRV_REPL_MAX);
+  char *items[SRV_REPL_MAX + 1];
+  int n = ps_split_list(o->peers, '|', items, SRV_REPL_MAX + 1);
+  if (n != (int)o->replicas) {
+    if (n > 0) free(items[0]);
+    return ps_error_set(err, PS_ERR_INVALID, "--peers '%s' must list exactly %u URLs (one per "
+                        "replica, separated by |)", o->peers, o->replicas);
+  }
+  srv_repl *x = calloc(1, sizeof *x);
+  if (!x) {
+    free(items[0]);
+    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  }
+  x->self = o->replica;
+  x->n = o->replicas;
+  x->primary = x->n;
+  x->failover_ns = (uint64_t)(o->failover_ms ? o->failover_ms : 1000) * 1000000ull;
+  x->beat_ns = x->failover_ns / 4;
+  x->started = ps_now_ns();
+  x->probe_end = x->started + x->failover_ns;
+  s->repl = x;
+  ps_status st = PS_OK;
+  for (uint32_t i = 0; i < x->n && st == PS_OK; i++) {
+    repl_peer *p = &x->peer[i];
+    snprintf(p->url, sizeof p->url, "%s", items[i]);
+    if (i == x->self) {
+      if (strcmp(items[i], listen ? listen : "") != 0)
+        st = ps_error_set(err, PS_ERR_INVALID, "--peers '%s': entry %u is '%s', not this "
+                          "replica's --listen '%s'", o->peers, i, items[i], listen ? listen : "");
+      continue;
+    }
+    open_peer(s, p);
+    if (!p->sock) st = ps_error_set(err, PS_ERR_INVALID, "--peers: cannot connect to '%s': %s",
+                                    p->url, zmq_strerror(errno));
+  }
+  free(items[0]);
+  if (st == PS_OK)
+    PS_INFO("replica %u of %u of shard %u: asking %u peer(s) for a primary (failover %" PRIu64
+            " ms)", x->self, x->n, o->shard, x->n - 1, x->failover_ns / 1000000);
+  return st;
+}
+
+void srv_repl_stop(ps_server *s) {
+  srv_repl *x = s->repl;
+  if (!x) return;
+  for (uint32_t i = 0; i < x->n; i++)
+    if (x->peer[i].sock) zmq_close(x->peer[i].sock);
+  free(x);
+  s->repl = NULL;
+}
+
+bool srv_repl_records_complete(const ps_server *s) { return s->repl && s->repl->complete; }
+
+/* ---------------------------------------------------------------- sending to peers */
+
+/* Sends header h (and r's bulk frames, shared, when r) to peer i; false when it cannot go. */
+static bool send_peer(srv_repl *x, uint32_t i, Ember__Header *h, srv_req *r) {
+  void *sock = x->peer[i].sock;
+  if (!sock) return false;
+  size_t hs = ember__header__get_packed_size(h);
+  zmq_msg_t m;
+  if (zmq_msg_init_size(&m, hs) != 0) return false;
+  ember__header__pack(h, zmq_msg_data(&m));
+  size_t nb = r ? r->nfr - 1 : 0;
+  if (zmq_msg_send(&m, sock, (nb ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+    zmq_msg_close(&m);
+    return false;
+  }
+  for (size_t f = 1; f <= nb; f++) { /* a message is queued whole once its first frame is */
+    zmq_msg_t c;
+    zmq_msg_init(&c);
+    zmq_msg_copy(&c, &r->fr[f]);
+    if (zmq_msg_send(&c, sock, f < nb ? ZMQ_SNDMORE : 0) < 0) zmq_msg_close(&c);
+  }
+  return true;
+}
+
+static void release_heads(ps_server *s) {
+  srv_repl *x = s->repl;
+  while (x->q_head && x->q_head->repl_wait == 0) {
+    srv_req *r = x->q_head;
+    x->q_head = r->next;
+    if (!x->q_head) x->q_tail = NULL;
+    r->repl_done = true;
+    srv_list_push(&s->ready_head, &s->ready_tail, r);
+  }
+}
+
+/* Takes backup i out of the live set: it is stale until it catches up; its socket is opened
+ * afresh, so nothing queued for it is delivered late. */
+static void drop_backup(ps_server *s, uint32_t i, const char *why) {
+  srv_repl *x = s->repl;
+  repl_peer *p = &x->peer[i];
+  if (!p->live) return;
+  p->live = false;
+  x->dropped++;
+  PS_WARN("replica %u (%s) of shard %u dropped from the live set: %s; it must catch up before "
+          "it counts again", i, p->url, s->opt.shard, why);
+  for (srv_req *r = x->q_head; r; r = r->next) r->repl_wait &= ~(1u << i);
+  if (p->sock) zmq_close(p->sock);
+  p->sock = NULL;
+  open_peer(s, p);
+  release_heads(s);
+}
+
+static uint32_t live_mask(const srv_repl *x) {
+  uint32_t m = 1u << x->self;
+  for (uint32_t i = 0; i < x->n; i++)
+    if (x->peer[i].live) m |= 1u << i;
+  return m;
+}
+
+/* Forwards r to every live backup and queues it until they acked. */
+static void forward(ps_server *s, srv_req *r) {
+  srv_repl *x = s->repl;
+  Ember__Header *h = r->h;
+  uint64_t rid = h->request_id;
+  r->repl_seq = ++x->fseq;
+  r->repl_wait = 0;
+  r->repl_sent = ps_now_ns();
+  h->request_id = r->repl_seq;
+  h->repl_epoch = x->epoch;
+  h->repl_from = x->self + 1;
+  for (uint32_t i = 0; i < x->n; i++) {
+    if (!x->peer[i].live) continue;
+    if (send_peer(x, i, h, r)) r->repl_wait |= 1u << i;
+    else drop_backup(s, i, "its channel does not take messages");
+  }
+  h->request_id = rid;
+  h->repl_epoch = 0;
+  h->repl_from = 0;
+  if (r->repl_wait) x->forwarded++;
+  srv_list_push(&x->q_head, &x->q_tail, r);
+  release_heads(s);
+}
+
+static void beat(ps_server *s, uint64_t now) {
+  srv_repl *x = s->repl;
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_PING);
+  h.version = PS_WIRE_VERSION;
+  h.repl_epoch = x->role == SRV_REPL_PRIMARY ? x->epoch : 0;
+  h.repl_from = x->self + 1;
+  h.repl_live = live_mask(x);
+  for (uint32_t i = 0; i < x->n; i++) {
+    if (i == x->self) continue;
+    if (x->role == SRV_REPL_PRIMARY && !x->peer[i].live) continue;
+    h.request_id = ++x->fseq;
+    send_peer(x, i, &h, NULL);
+  }
+  x->next_beat = now + x->beat_ns;
+}
+
+/* ---------------------------------------------------------------- roles */
+
+static void hold(srv_repl *x, srv_req *r) {
+  r->repl_sent = ps_now_ns(); /* held since */
+  srv_list_push(&x->h_head, &x->h_tail, r);
+}
+
+/* The role is known: what was held while probing is judged again, in order. */
+static void unhold(ps_server *s) {
+  srv_repl *x = s->repl;
+  while (x->h_head) {
+    srv_req *r = x->h_head;
+    x->h_head = r->next;
+    srv_list_push(&s->ready_head, &s->ready_tail, r);
+  }
+  x->h_tail = NULL;
+}
+
+static void become_primary(ps_server *s, const char *how) {
+  srv_repl *x = s->repl;
+  x->role = SRV_REPL_PRIMARY;
+  x->primary = x->self;
+  unhold(s); /* held client requests run now, in the order they came */
+  PS_INFO("replica %u of shard %u is primary (epoch %" PRIu64 ", %s); live set 0x%x",
+          x->self, s->opt.shard, x->epoch, how, live_mask(x));
+  beat(s, ps_now_ns());
+}
+
+static void become_stale(ps_server *s, uint32_t primary, uint64_t epoch) {
+  srv_repl *x = s->repl;
+  if (x->role != SRV_REPL_STALE)
+    PS_WARN("replica %u of shard %u is stale: replica %u is primary (epoch %" PRIu64 ") and "
+            "this one does not have its history; it serves nothing until it catches up",
+            x->self, s->opt.shard, primary, epoch);
+  x->role = SRV_REPL_STALE;
+  x->primary = primary;
+  if (epoch > x->epoch) x->epoch = epoch;
+  x->complete = false;
+  for (uint32_t i = 0; i < x->n; i++) x->peer[i].live = false;
+  unhold(s); /* judged again: refused */
+}
+
+/* ---------------------------------------------------------------- intake */
+
+static bool coord_op(int op) {
+  return op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_KV_GET ||
+         op == EMBER__OP__OP_BARRIER;
+}
+
+static bool forwarded_op(int op) {
+  return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP;
+}
+
+static void refuse(ps_server *s, srv_req *r, const char *what) {
+  srv_repl *x = s->repl;
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_ERROR);
+  char msg[512];
+  if (x->primary < x->n)
+    snprintf(msg, sizeof msg, "replica %u of shard %u is %s, not the primary: %s goes to "
+             "replica %u (%s)", x->self, s->opt.shard, role_name(x->role), what, x->primary,
+             x->peer[x->primary].url);
+  else
+    snprintf(msg, sizeof msg, "replica %u of shard %u is %s and knows no primary", x->self,
+             s->opt.shard, role_name(x->role));
+  rh.status = PS_ERR_UNAVAILABLE;
+  rh.message = msg;
+  rh.repl_primary = x->primary < x->n ? x->primary + 1 : 0;
+  rh.repl_epoch = x->epoch;
+  rh.repl_from = x->self + 1; /* a refusal (a reply to a forward has none) */
+  x->refused++;
+  srv_reply(s, r, &rh, NULL);
+}
+
+/* A PING from a peer: a primary's heartbeat (epoch > 0) or a newcomer's question. */
+static void peer_ping(ps_server *s, srv_req *r) {
+  srv_repl *x = s->repl;
+  const Ember__Header *h = r->h;
+  uint32_t from = h->repl_from - 1;
+  if (h->repl_epoch && from < x->n && from != x->self) {
+    const bool newer = h->repl_epoch > x->epoch;
+    if (x->role == SRV_REPL_PRIMARY && newer) {
+      become_stale(s, from, h->repl_epoch);
+    } else if (x->role == SRV_REPL_PROBING) {
+      srv_req_free(s, r); /* not yet known whether it missed anything: no answer either way */
+      return;
+    } else if (x->role == SRV_REPL_BACKUP &&
+               (newer || (h->repl_epoch == x->epoch && from == x->primary) ||
+                x->primary == x->n)) {
+      if (x->primary != from)
+        PS_INFO("replica %u of shard %u: backup of replica %u (epoch %" PRIu64 ")", x->self,
+                s->opt.shard, from, h->repl_epoch);
+      x->primary = from;
+      x->epoch = h->repl_epoch;
+      x->live_mask = h->repl_live;
+      x->primary_heard = ps_now_ns();
+    }
+    if (x->role != SRV_REPL_BACKUP || x->primary != from) {
+      refuse(s, r, "a heartbeat");
+      return;
+    }
+  }
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_PING);
+  rh.repl_epoch = x->epoch;
+  rh.repl_primary = x->role == SRV_REPL_PRIMARY ? x->self + 1
+                    : x->primary < x->n && x->role != SRV_REPL_PROBING ? x->primary + 1
+                                                                       : 0;
+  /* A newcomer this primary counts live but never heard from: a replica of the fresh shard
+   * that started late, not one that lost history. */
+  if (x->role == SRV_REPL_PRIMARY && from < x->n && x->peer[from].live && !x->peer[from].heard)
+    rh.repl_live = 1u << from;
+  srv_reply(s, r, &rh, NULL);
+}
+
+bool srv_repl_intake(ps_server *s, srv_req *r) {
+  srv_repl *x = s->repl;
+  if (!x || r->repl_done) return false;
+  const Ember__Header *h = r->h;
+  const int op = (int)h->op;
+  if (op == EMBER__OP__OP_PING && h->repl_from) {
+    peer_ping(s, r);
+    return true;
+  }
+  if (op == EMBER__OP__OP_STATS || (op == EMBER__OP__OP_PING && !h->repl_epoch)) return false;
+  if (x->role == SRV_REPL_PROBING) { /* forwards too: taken or refused once it knows */
+    hold(x, r);
+    return true;
+  }
+  if (h->repl_epoch) { /* a forward from a primary */
+    const uint32_t from = h->repl_from - 1;
+    if (x->role == SRV_REPL_BACKUP && from < x->n && from != x->self &&
+        (h->repl_epoch > x->epoch || x->primary == x->n ||
+         (from == x->primary && h->repl_epoch == x->epoch))) {
+      if (x->primary != from)
+        PS_INFO("replica %u of shard %u: backup of replica %u (epoch %" PRIu64 ")", x->self,
+                s->opt.shard, from, h->repl_epoch);
+      x->primary = from;
+      x->epoch = h->repl_epoch;
+      x->primary_heard = ps_now_ns();
+      return false;
+    }
+    refuse(s, r, "a forward");
+    return true;
+  }
+  if (x->role != SRV_REPL_PRIMARY) {
+    hold(x, r);
+    return true;
+  }
+  if (coord_op(op)) {
+    if (x->promotions && s->coord) {
+      srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
+                      "the coordinator's state (ranks, keys, barriers) was lost with shard 0's "
+                      "first primary; replica %u took over the rows only: restart the job "
+                      "(ps-worker --resume)", x->self);
+      return true;
+    }
+    return false;
+  }
+  if (op == EMBER__OP__OP_RESTORE) {
+    for (uint32_t i = 0; i < x->n; i++)
+      if (x->peer[i].live) drop_backup(s, i, "a RESTORE on the primary rolls back only its rows");
+  }
+  if (forwarded_op(op) && live_mask(x) != (1u << x->self)) {
+    forward(s, r);
+    return true;
+  }
+  if (x->q_head) { /* behind a request that waits for acks */
+    r->repl_wait = 0;
+    srv_list_push(&x->q_head, &x->q_tail, r);
+    return true;
+  }
+  return false;
+}
+
+/* ---------------------------------------------------------------- answers from peers */
+
+static void ack(ps_server *s, uint32_t i, const Ember__Header *h) {
+  srv_repl *x = s->repl;
+  repl_peer *p = &x->peer[i];
+  const uint64_t now = ps_now_ns();
+  if (x->role == SRV_REPL_PROBING || x->role == SRV_REPL_BACKUP) {
+    /* A peer's answer to the question at start: it names the primary it knows. */
+    uint32_t pr = h->repl_primary;
+    if (x->role != SRV_REPL_PROBING || !pr || pr - 1 == x->self || pr - 1 >= x->n ||
+        h->op != EMBER__OP__OP_PING || h->status != 0)
+      return;
+    if (h->repl_live >> x->self & 1u) { /* the fresh shard's late starter */
+      x->role = SRV_REPL_BACKUP;
+      x->complete = true;
+      x->primary = pr - 1;
+      x->epoch = h->repl_epoch;
+      x->primary_heard = now;
+      PS_INFO("replica %u of shard %u: backup of replica %u (epoch %" PRIu64 ")", x->self,
+              s->opt.shard, pr - 1, h->repl_epoch);
+      unhold(s);
+    } else {
+      become_stale(s, pr - 1, h->repl_epoch);
+    }
+    return;
+  }
+  if (x->role != SRV_REPL_PRIMARY) return;
+  p->heard = true;
+  p->heard_ns = now;
+  if (h->status == PS_ERR_UNAVAILABLE && h->repl_from) {
+    if (h->repl_epoch > x->epoch) {
+      become_stale(s, h->repl_primary - 1, h->repl_epoch);
+      return;
+    }
+    drop_backup(s, i, "it refused a forward (it does not take this primary's history)");
+    return;
+  }
+  for (srv_req *r = x->q_head; r; r = r->next)
+    if (r->repl_seq == h->request_id) {
+      r->repl_wait &= ~(1u << i);
+      break;
+    }
+  release_heads(s);
+}
+
+int srv_repl_poll_items(ps_server *s, zmq_pollitem_t *items) {
+  srv_repl *x = s->repl;
+  if (!x) return 0;
+  int n = 0;
+  for (uint32_t i = 0; i < x->n; i++)
+    if (x->peer[i].sock) items[n++] = (zmq_pollitem_t){.socket = x->peer[i].sock, .events = ZMQ_POLLIN};
+  return n;
+}
+
+static void drain_peer(ps_server *s, uint32_t i) {
+  for (int k = 0; k < 1024 && s->repl->peer[i].sock; k++) {
+    void *sock = s->repl->peer[i].sock;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      return;
+    }
+    Ember__Header *h = ember__header__unpack(NULL, zmq_msg_size(&m), zmq_msg_data(&m));
+    bool more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    while (more) { /* a reply carries no bulk to a forwarder, but skip any */
+      zmq_msg_init(&m);
+      if (zmq_msg_recv(&m, sock, 0) < 0) more = false;
+      else more = zmq_msg_more(&m);
+      zmq_msg_close(&m);
+    }
+    if (h) {
+      if (h->is_reply) ack(s, i, h);
+      ember__header__free_unpacked(h, NULL);
+    }
+  }
+}
+
+void srv_repl_poll(ps_server *s, const zmq_pollitem_t *items, int n) {
+  srv_repl *x = s->repl;
+  if (!x) return;
+  for (int k = 0; k < n; k++) {
+    if (!(items[k].revents & ZMQ_POLLIN)) continue;
+    for (uint32_t i = 0; i < x->n; i++)
+      if (x->peer[i].sock == items[k].socket) drain_peer(s, i);
+  }
+  srv_run_ready(s);
+}
+
+/* ---------------------------------------------------------------- time */
+
+/* Backups: the primary silent for failover-ms (one more period per live backup below this
+ * one, so that the lowest promotes first): take over. */
+static void watch_primary(ps_server *s, uint64_t now) {
+  srv_repl *x = s->repl;
+  if (x->role != SRV_REPL_BACKUP || !x->primary_heard) return;
+  uint32_t place = 0;
+  for (uint32_t i = 0; i < x->self; i++)
+    if (i != x->primary && (x->live_mask >> i & 1u)) place++;
+  uint64_t silent = now - x->primary_heard;
+  if (silent <= x->failover_ns * (1 + place)) return;
+  uint32_t old = x->primary;
+  x->epoch++;
+  x->promotions++;
+  for (uint32_t i = 0; i < x->n; i++) {
+    repl_peer *p = &x->peer[i];
+    p->live = i != x->self && i != old && (x->live_mask >> i & 1u);
+    p->heard = false;
+    p->heard_ns = now;
+  }
+  char how[128];
+  snprintf(how, sizeof how, "promoted: replica %u silent for %" PRIu64 " ms", old,
+           silent / 1000000);
+  become_primary(s, how);
+}
+
+long srv_repl_tick(ps_server *s) {
+  srv_repl *x = s->repl;
+  if (!x) return 100;
+  const uint64_t now = ps_now_ns();
+  const bool probing = x->role == SRV_REPL_PROBING;
+  if (x->role == SRV_REPL_PROBING && now >= x->probe_end) {
+    if (x->self == 0) {
+      x->epoch = 1;
+      x->complete = true;
+      for (uint32_t i = 1; i < x->n; i++) {
+        x->peer[i].live = true;
+        x->peer[i].heard_ns = now;
+      }
+      become_primary(s, "no other primary answered at start");
+    } else {
+      x->role = SRV_REPL_BACKUP; /* waits for replica 0's heartbeat */
+      x->complete = true;        /* nobody was primary: the shard starts here */
+    }
+  }
+  if (x->role == SRV_REPL_PROBING && now >= x->next_beat) beat(s, now); /* the question */
+  if (x->role == SRV_REPL_PRIMARY) {
+    if (now >= x->next_beat) beat(s, now);
+    for (uint32_t i = 0; i < x->n; i++) {
+      repl_peer *p = &x->peer[i];
+      if (!p->live) continue;
+      bool late = false;
+      for (srv_req *r = x->q_head; r && !late; r = r->next)
+        late = (r->repl_wait >> i & 1u) && now - r->repl_sent > x->failover_ns;
+      if (late) drop_backup(s, i, "a forward went unanswered for --failover-ms");
+      else if (p->heard && now - p->heard_ns > x->failover_ns)
+        drop_backup(s, i, "its heartbeats went unanswered for --failover-ms");
+    }
+  }
+  watch_primary(s, now);
+  if (probing && x->role != SRV_REPL_PROBING) unhold(s);
+  /* Held client requests: refused once failover-ms passed without a promotion. */
+  while (x->h_head && x->role != SRV_REPL_PROBING &&
+         (x->role == SRV_REPL_STALE || now - x->h_head->repl_sent > x->failover_ns)) {
+    srv_req *r = x->h_head;
+    x->h_head = r->next;
+    if (!x->h_head) x->h_tail = NULL;
+    refuse(s, r, ps_server_op_name((int)r->h->op));
+  }
+  srv_run_ready(s);
+  uint64_t next = x->next_beat > now ? x->next_beat - now : 0;
+  long ms = (long)(next / 1000000) + 1;
+  return ms < 100 ? ms : 100;
+}
+
+void srv_repl_drain(ps_server *s) {
+  srv_repl *x = s->repl;
+  if (!x) return;
+  srv_reply_unavailable_all(s, &x->q_head, &x->q_tail);
+  srv_reply_unavailable_all(s, &x->h_head, &x->h_tail);
+}
+
+void srv_repl_stats(const ps_server *s, ps_server_stats *out) {
+  const srv_repl *x = s->repl;
+  if (!x) return;
+  out->replicas = x->n;
+  out->replica = x->self;
+  out->repl_role = role_name(x->role);
+  out->repl_primary = x->primary;
+  out->repl_epoch = x->epoch;
+  out->repl_live = x->role == SRV_REPL_PRIMARY ? live_mask(x) : x->live_mask;
+  out->repl_forwarded = x->forwarded;
+  out->repl_dropped = x->dropped;
+  out->repl_promotions = x->promotions;
+  out->repl_refused = x->refused;
+}
