@@ -198,6 +198,7 @@ ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_op
   else ps_client_options_default(&c->opt);
   if (!c->opt.timeout_ms) c->opt.timeout_ms = 30000;
   if (!c->opt.ckpt_timeout_ms) c->opt.ckpt_timeout_ms = 600000;
+  if (!c->opt.failover_ms) c->opt.failover_ms = 1000;
   c->next_rid = 1;
   c->id = c->opt.client_id ? c->opt.client_id : random_id(c);
   c->nsrv = n;

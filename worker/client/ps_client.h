@@ -49,6 +49,9 @@ typedef struct ps_client_options {
                                A server refuses larger ones (its --max-request-mb) */
   uint64_t client_id;       /* exactly-once pushes: the id this client's pushes carry, with a
                                sequence number per shard; 0 (the default) = a random one */
+  uint32_t failover_ms;     /* replicated shards: a replica the client moved to that has not
+                               completed a connection this long is left for the next one
+                               (0 = 1000; the servers' --failover-ms) */
 } ps_client_options;
 
 /* 64 MiB: the smallest request cap a ps-server has by default (ps_server_request_cap). */

@@ -84,6 +84,7 @@ typedef struct cl_server {
   char rep[CL_MAX_REPLICAS][256];
   uint32_t nrep, cur, lost_from;
   uint64_t lost_ns; /* failing over since (0 = not): logged with the first answer after */
+  uint64_t moved_ns; /* the last move to another replica; 0 once its connection is up */
   void *sock;
   void *mon;
   bool down;
@@ -132,6 +133,8 @@ void cl_reqs_free(ps_client *c);
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
 /* Shard srv moves to replica `to`: reconnects there and re-sends what was outstanding. */
 void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why);
+/* Replicas moved to that did not connect within failover_ms: on to the next (waits call it). */
+void cl_failover_check(ps_client *c);
 /* Waits for r and, for a pull, scatters its rows; leaves r in use (the caller reads its
  * replies and releases it). On failure err says why (the server URL and shard first). */
 ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err);

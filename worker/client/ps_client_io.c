@@ -427,6 +427,7 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
       S->refused = event;
     } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       S->refused = 0;
+      S->moved_ns = 0;
       if (!S->answered && !S->warned) c->nunsure--;
       S->answered = true;
       if (!S->down) continue;
@@ -453,6 +454,7 @@ void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
           why, S->rep[to], to);
   zmq_disconnect(S->sock, S->url); /* drops what was queued for it: re-sent below */
   S->cur = to;
+  S->moved_ns = ps_now_ns();
   memcpy(S->url, S->rep[to], sizeof S->url);
   zmq_connect(S->sock, S->url);
   S->down = false;
@@ -468,8 +470,24 @@ void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
   }
 }
 
-/* Handles whatever arrives within timeout_ms (0 = just what is there). */
+void cl_failover_check(ps_client *c) {
+  if (!c->replicated) return;
+  const uint64_t now = ps_now_ns(), bound = (uint64_t)c->opt.failover_ms * 1000000ull;
+  for (uint32_t i = 0; i < c->nsrv; i++) {
+    cl_server *S = &c->srv[i];
+    if (!S->moved_ns || now - S->moved_ns < bound) continue;
+    for (size_t k = 0; k < c->npend; k++)
+      if (c->pend[k]->srv == i && c->pend[k]->req->keep) c->pend[k]->lost = true;
+    cl_failover(c, i, (S->cur + 1) % S->nrep, "no connection within --failover-ms");
+  }
+}
+
+/* Handles whatever arrives within timeout_ms (0 = just what is there); with replicas, at most
+ * a tenth of failover_ms, so that a replica that never connects is left in time. */
 static void pump(ps_client *c, long timeout_ms) {
+  cl_failover_check(c);
+  if (c->replicated && timeout_ms > (long)c->opt.failover_ms / 10 + 1)
+    timeout_ms = (long)c->opt.failover_ms / 10 + 1;
   int rc = zmq_poll(c->items, (int)(2 * c->nsrv), timeout_ms);
   if (rc <= 0) return;
   for (size_t i = 0; i < c->nsrv; i++) {
