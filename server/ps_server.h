@@ -151,6 +151,7 @@ typedef struct ps_server_stats {
   uint32_t replica, replicas, repl_primary, repl_live;
   const char *repl_role;
   uint64_t repl_epoch, repl_forwarded, repl_dropped, repl_promotions, repl_refused;
+  uint64_t repl_catchups; /* replicas this one caught up */
 } ps_server_stats;
 
 /* An empty snapshot (with its histograms): PS_ERR_NOMEM without memory. */

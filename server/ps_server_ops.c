@@ -319,6 +319,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
+    if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);

@@ -47,33 +47,9 @@
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 
-typedef struct repl_peer {
-  char url[256];
-  void *sock;       /* DEALER to the peer (NULL for this replica) */
-  bool live;        /* primary: in the live set */
-  bool heard;       /* primary: it answered once */
-  uint64_t heard_ns; /* its last answer */
-} repl_peer;
-
-typedef struct srv_repl {
-  uint32_t self, n;
-  int role;
-  uint32_t primary;     /* the replica known as primary (n = none) */
-  uint64_t epoch;
-  uint32_t live_mask;   /* the last live set the primary announced (backups) */
-  repl_peer peer[SRV_REPL_MAX];
-  uint64_t failover_ns, beat_ns, next_beat, started, probe_end;
-  uint64_t primary_heard; /* backups: last word from the primary (0 = never) */
-  uint64_t fseq;          /* forwards and beats sent (their request ids) */
-  srv_req *q_head, *q_tail; /* primary: taken requests, in order, waiting for acks */
-  srv_req *h_head, *h_tail; /* not primary: clients' requests held for a promotion */
-  bool complete;          /* saw every push of the shard's history (backup, then primary) */
-  uint64_t forwarded, dropped, promotions, refused, held_ns_max;
-} srv_repl;
-
 static const char *role_name(int role) {
-  static const char *n[] = {"probing", "primary", "backup", "stale"};
-  return role >= 0 && role < 4 ? n[role] : "?";
+  static const char *n[] = {"probing", "primary", "backup", "stale", "catching"};
+  return role >= 0 && role < 5 ? n[role] : "?";
 }
 
 static void open_peer(ps_server *s, repl_peer *p) {
@@ -142,34 +118,39 @@ ps_status srv_repl_start(ps_server *s, const char *listen, ps_error *err) {
 void srv_repl_stop(ps_server *s) {
   srv_repl *x = s->repl;
   if (!x) return;
-  for (uint32_t i = 0; i < x->n; i++)
+  for (uint32_t i = 0; i < x->n; i++) {
     if (x->peer[i].sock) zmq_close(x->peer[i].sock);
+    srv_repl_sync_stop(&x->peer[i]);
+  }
+  srv_repl_log_free(x);
   free(x);
   s->repl = NULL;
 }
 
 bool srv_repl_records_complete(const ps_server *s) { return s->repl && s->repl->complete; }
 
+void srv_repl_restored(ps_server *s, uint64_t step) {
+  if (s->repl && s->repl->role == SRV_REPL_PRIMARY) srv_repl_base_take(s, step);
+}
+
 /* ---------------------------------------------------------------- sending to peers */
 
-/* Sends header h (and r's bulk frames, shared, when r) to peer i; false when it cannot go. */
-static bool send_peer(srv_repl *x, uint32_t i, Ember__Header *h, srv_req *r) {
+bool srv_repl_send(srv_repl *x, uint32_t i, Ember__Header *h, zmq_msg_t *bulk, size_t nb) {
   void *sock = x->peer[i].sock;
   if (!sock) return false;
   size_t hs = ember__header__get_packed_size(h);
   zmq_msg_t m;
   if (zmq_msg_init_size(&m, hs) != 0) return false;
   ember__header__pack(h, zmq_msg_data(&m));
-  size_t nb = r ? r->nfr - 1 : 0;
   if (zmq_msg_send(&m, sock, (nb ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
     zmq_msg_close(&m);
     return false;
   }
-  for (size_t f = 1; f <= nb; f++) { /* a message is queued whole once its first frame is */
+  for (size_t f = 0; f < nb; f++) { /* a message is queued whole once its first frame is */
     zmq_msg_t c;
     zmq_msg_init(&c);
-    zmq_msg_copy(&c, &r->fr[f]);
-    if (zmq_msg_send(&c, sock, f < nb ? ZMQ_SNDMORE : 0) < 0) zmq_msg_close(&c);
+    zmq_msg_copy(&c, &bulk[f]);
+    if (zmq_msg_send(&c, sock, f + 1 < nb ? ZMQ_SNDMORE : 0) < 0) zmq_msg_close(&c);
   }
   return true;
 }
@@ -222,7 +203,7 @@ static void forward(ps_server *s, srv_req *r) {
   h->repl_from = x->self + 1;
   for (uint32_t i = 0; i < x->n; i++) {
     if (!x->peer[i].live) continue;
-    if (send_peer(x, i, h, r)) r->repl_wait |= 1u << i;
+    if (srv_repl_send(x, i, h, r->fr + 1, r->nfr - 1)) r->repl_wait |= 1u << i;
     else drop_backup(s, i, "its channel does not take messages");
   }
   h->request_id = rid;
@@ -243,9 +224,8 @@ static void beat(ps_server *s, uint64_t now) {
   h.repl_live = live_mask(x);
   for (uint32_t i = 0; i < x->n; i++) {
     if (i == x->self) continue;
-    if (x->role == SRV_REPL_PRIMARY && !x->peer[i].live) continue;
-    h.request_id = ++x->fseq;
-    send_peer(x, i, &h, NULL);
+    h.request_id = ++x->fseq; /* a dropped backup too: the live set tells it it is stale */
+    srv_repl_send(x, i, &h, NULL, 0);
   }
   x->next_beat = now + x->beat_ns;
 }
@@ -288,8 +268,20 @@ static void become_stale(ps_server *s, uint32_t primary, uint64_t epoch) {
   x->primary = primary;
   if (epoch > x->epoch) x->epoch = epoch;
   x->complete = false;
-  for (uint32_t i = 0; i < x->n; i++) x->peer[i].live = false;
+  for (uint32_t i = 0; i < x->n; i++) {
+    x->peer[i].live = false;
+    srv_repl_sync_stop(&x->peer[i]);
+  }
+  /* A primary that learns it is not one: what waited for acks was applied nowhere (the new
+   * primary refused it), so it is refused too and its client sends it to the new primary. */
+  while (x->q_head) {
+    srv_req *r = x->q_head;
+    x->q_head = r->next;
+    srv_repl_refuse(s, r, ps_server_op_name((int)r->h->op));
+  }
+  x->q_tail = NULL;
   unhold(s); /* judged again: refused */
+  srv_repl_sync_ask(s);
 }
 
 /* ---------------------------------------------------------------- intake */
@@ -303,7 +295,7 @@ static bool forwarded_op(int op) {
   return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP;
 }
 
-static void refuse(ps_server *s, srv_req *r, const char *what) {
+void srv_repl_refuse(ps_server *s, srv_req *r, const char *what) {
   srv_repl *x = s->repl;
   Ember__Header rh;
   ps_wire_header_init(&rh, EMBER__OP__OP_ERROR);
@@ -336,6 +328,18 @@ static void peer_ping(ps_server *s, srv_req *r) {
     } else if (x->role == SRV_REPL_PROBING) {
       srv_req_free(s, r); /* not yet known whether it missed anything: no answer either way */
       return;
+    } else if (from == x->primary && h->repl_epoch == x->epoch &&
+               (x->role == SRV_REPL_STALE || x->role == SRV_REPL_CATCHING ||
+                !(h->repl_live >> x->self & 1u))) {
+      x->primary_heard = ps_now_ns();
+      if (x->role == SRV_REPL_CATCHING && (h->repl_live >> x->self & 1u)) {
+        x->role = SRV_REPL_BACKUP;
+        x->live_mask = h->repl_live;
+        PS_INFO("replica %u of shard %u is backup of replica %u again (caught up)", x->self,
+                s->opt.shard, from);
+      } else if (x->role == SRV_REPL_BACKUP) {
+        become_stale(s, from, h->repl_epoch); /* the primary dropped it */
+      }
     } else if (x->role == SRV_REPL_BACKUP &&
                (newer || (h->repl_epoch == x->epoch && from == x->primary) ||
                 x->primary == x->n)) {
@@ -347,8 +351,8 @@ static void peer_ping(ps_server *s, srv_req *r) {
       x->live_mask = h->repl_live;
       x->primary_heard = ps_now_ns();
     }
-    if (x->role != SRV_REPL_BACKUP || x->primary != from) {
-      refuse(s, r, "a heartbeat");
+    if (x->role == SRV_REPL_PRIMARY || x->primary != from) {
+      srv_repl_refuse(s, r, "a heartbeat");
       return;
     }
   }
@@ -375,24 +379,35 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     return true;
   }
   if (op == EMBER__OP__OP_STATS || (op == EMBER__OP__OP_PING && !h->repl_epoch)) return false;
+  if (op == EMBER__OP__OP_REPL_CATCHUP) {
+    if (h->repl_from && h->repl_from - 1 < x->n && h->repl_from - 1 != x->self)
+      srv_repl_sync_start(s, r, h->repl_from - 1);
+    else
+      srv_reply_error(s, r, PS_ERR_INVALID, "a catch-up request from replica %u", h->repl_from);
+    return true;
+  }
+  if (srv_repl_sync_intake(s, r)) return true; /* the base, on a catching replica */
   if (x->role == SRV_REPL_PROBING) { /* forwards too: taken or refused once it knows */
     hold(x, r);
     return true;
   }
   if (h->repl_epoch) { /* a forward from a primary */
     const uint32_t from = h->repl_from - 1;
-    if (x->role == SRV_REPL_BACKUP && from < x->n && from != x->self &&
-        (h->repl_epoch > x->epoch || x->primary == x->n ||
-         (from == x->primary && h->repl_epoch == x->epoch))) {
+    const bool catching = x->role == SRV_REPL_CATCHING && from == x->primary &&
+                          h->repl_epoch == x->epoch;
+    if (catching || (x->role == SRV_REPL_BACKUP && from < x->n && from != x->self &&
+                     (h->repl_epoch > x->epoch || x->primary == x->n ||
+                      (from == x->primary && h->repl_epoch == x->epoch)))) {
       if (x->primary != from)
         PS_INFO("replica %u of shard %u: backup of replica %u (epoch %" PRIu64 ")", x->self,
                 s->opt.shard, from, h->repl_epoch);
       x->primary = from;
       x->epoch = h->repl_epoch;
-      x->primary_heard = ps_now_ns();
+      x->primary_heard = x->sync_heard = ps_now_ns();
+      srv_repl_log_add(s, r); /* the shard's history, for a catch-up from this replica */
       return false;
     }
-    refuse(s, r, "a forward");
+    srv_repl_refuse(s, r, "a forward");
     return true;
   }
   if (x->role != SRV_REPL_PRIMARY) {
@@ -413,9 +428,12 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     for (uint32_t i = 0; i < x->n; i++)
       if (x->peer[i].live) drop_backup(s, i, "a RESTORE on the primary rolls back only its rows");
   }
-  if (forwarded_op(op) && live_mask(x) != (1u << x->self)) {
-    forward(s, r);
-    return true;
+  if (forwarded_op(op)) {
+    srv_repl_log_add(s, r);
+    if (live_mask(x) != (1u << x->self)) {
+      forward(s, r);
+      return true;
+    }
   }
   if (x->q_head) { /* behind a request that waits for acks */
     r->repl_wait = 0;
@@ -445,13 +463,15 @@ static void ack(ps_server *s, uint32_t i, const Ember__Header *h) {
       x->primary_heard = now;
       PS_INFO("replica %u of shard %u: backup of replica %u (epoch %" PRIu64 ")", x->self,
               s->opt.shard, pr - 1, h->repl_epoch);
+      srv_repl_base_take(s, 0);
       unhold(s);
     } else {
       become_stale(s, pr - 1, h->repl_epoch);
     }
     return;
   }
-  if (x->role != SRV_REPL_PRIMARY) return;
+  if (x->role != SRV_REPL_PRIMARY || srv_repl_sync_ack(s, i, h)) return;
+  if (!p->live) return; /* a dropped backup's answer to a heartbeat */
   p->heard = true;
   p->heard_ns = now;
   if (h->status == PS_ERR_UNAVAILABLE && h->repl_from) {
@@ -548,6 +568,7 @@ long srv_repl_tick(ps_server *s) {
   const uint64_t now = ps_now_ns();
   const bool probing = x->role == SRV_REPL_PROBING;
   if (x->role == SRV_REPL_PROBING && now >= x->probe_end) {
+    srv_repl_base_take(s, 0); /* the shard's history starts here */
     if (x->self == 0) {
       x->epoch = 1;
       x->complete = true;
@@ -577,13 +598,19 @@ long srv_repl_tick(ps_server *s) {
   }
   watch_primary(s, now);
   if (probing && x->role != SRV_REPL_PROBING) unhold(s);
+  if (x->role == SRV_REPL_CATCHING && now - x->sync_heard > 4 * x->failover_ns)
+    x->role = SRV_REPL_STALE; /* the primary went quiet: ask again */
+  if (x->role == SRV_REPL_STALE && now - x->sync_asked > 2 * x->failover_ns)
+    srv_repl_sync_ask(s);
+  if (x->role == SRV_REPL_PRIMARY) srv_repl_sync_pump(s);
   /* Held client requests: refused once failover-ms passed without a promotion. */
   while (x->h_head && x->role != SRV_REPL_PROBING &&
-         (x->role == SRV_REPL_STALE || now - x->h_head->repl_sent > x->failover_ns)) {
+         (x->role == SRV_REPL_STALE || x->role == SRV_REPL_CATCHING ||
+          now - x->h_head->repl_sent > x->failover_ns)) {
     srv_req *r = x->h_head;
     x->h_head = r->next;
     if (!x->h_head) x->h_tail = NULL;
-    refuse(s, r, ps_server_op_name((int)r->h->op));
+    srv_repl_refuse(s, r, ps_server_op_name((int)r->h->op));
   }
   srv_run_ready(s);
   uint64_t next = x->next_beat > now ? x->next_beat - now : 0;
@@ -611,4 +638,5 @@ void srv_repl_stats(const ps_server *s, ps_server_stats *out) {
   out->repl_dropped = x->dropped;
   out->repl_promotions = x->promotions;
   out->repl_refused = x->refused;
+  out->repl_catchups = x->catchups;
 }

@@ -323,13 +323,14 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
   if (st->replicas > 1)
     json_object_set_new(
         j, "replication",
-        json_pack("{s:i, s:i, s:s, s:i, s:I, s:i, s:I, s:I, s:I, s:I}", "replica",
+        json_pack("{s:i, s:i, s:s, s:i, s:I, s:i, s:I, s:I, s:I, s:I, s:I}", "replica",
                   (int)st->replica, "replicas", (int)st->replicas, "role",
                   st->repl_role ? st->repl_role : "?", "primary", (int)st->repl_primary,
                   "epoch", (json_int_t)st->repl_epoch, "live", (int)st->repl_live,
                   "forwarded", (json_int_t)st->repl_forwarded, "dropped",
                   (json_int_t)st->repl_dropped, "promotions", (json_int_t)st->repl_promotions,
-                  "refused", (json_int_t)st->repl_refused));
+                  "refused", (json_int_t)st->repl_refused, "catchups",
+                  (json_int_t)st->repl_catchups));
   char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);
   return out;

@@ -54,7 +54,7 @@ static void start_pair(pair *p, const char *tag) {
     char rs[8];
     snprintf(rs, sizeof rs, "%d", r);
     const char *extra[] = {"--replica", rs, "--replicas", "2", "--peers", p->peers,
-                           "--failover-ms", "500", NULL};
+                           "--failover-ms", "1000", NULL};
     assert_true(pt_start_args(&p->s[r], 0, 1, p->dir[r], port[r], 2, extra));
   }
 }
@@ -280,7 +280,7 @@ static void test_failover(void **st) {
   uint64_t fo = 0, ms = 0;
   ps_client_failovers(c, &fo, &ms);
   assert_int_equal(fo, 1);
-  print_message("failover took %llu ms (--failover-ms 500)\n", (unsigned long long)ms);
+  print_message("failover took %llu ms (--failover-ms 1000)\n", (unsigned long long)ms);
   json_t *d = stats(c);
   assert_string_equal(repl_str(d, "role"), "primary");
   assert_int_equal(repl_int(d, "promotions"), 1);

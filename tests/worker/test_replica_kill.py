@@ -27,8 +27,8 @@ import harness as h
 CMP = sys.argv[1]
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
          "--batch", "256", "--consistency", "sync", "--progress-every", "0.2",
-         "--failover-ms", "500"]
-FAILOVER = "500"
+         "--failover-ms", "1000"]
+FAILOVER = "1000"
 
 
 def free_ports(n):
@@ -165,6 +165,7 @@ def same_rows(c, i):
 
 r = h.Results()
 with tempfile.TemporaryDirectory() as d:
+    d = os.environ.get("EMBER_KEEP_DIR", d)  # debugging: logs and data dirs left there
     train, test, _ = h.datagen(d, 12000, 4000, seed=11)
     base_dir = os.path.join(d, "base")
     os.makedirs(base_dir)
