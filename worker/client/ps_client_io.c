@@ -360,6 +360,18 @@ static void mark_retry(ps_client *c, cl_sub *s) {
   ember__header__free_unpacked(h, NULL);
 }
 
+/* Re-sends the sub-requests of shard srv whose connection was lost (pushes marked retry). */
+static void resend_lost(ps_client *c, uint32_t srv) {
+  for (size_t i = 0; i < c->npend; i++) {
+    cl_sub *s = c->pend[i];
+    if (s->srv != srv || !s->lost) continue;
+    s->lost = false;
+    c->resent++;
+    if (s->seq) mark_retry(c, s);
+    sub_send(c, s, true);
+  }
+}
+
 static void handle_monitor(ps_client *c, uint32_t srv) {
   cl_server *S = &c->srv[srv];
   for (;;) {
@@ -432,14 +444,7 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
       S->answered = true;
       if (!S->down) continue;
       S->down = false;
-      for (size_t i = 0; i < c->npend; i++) {
-        cl_sub *s = c->pend[i];
-        if (s->srv != srv || !s->lost) continue;
-        s->lost = false;
-        c->resent++;
-        if (s->seq) mark_retry(c, s);
-        sub_send(c, s, true);
-      }
+      resend_lost(c, srv);
     }
   }
 }
@@ -460,14 +465,7 @@ void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
   S->down = false;
   /* Re-sent at once, so that they go before any request started from now on (a push before
    * the STEP that follows it). */
-  for (size_t i = 0; i < c->npend; i++) {
-    cl_sub *s = c->pend[i];
-    if (s->srv != srv || !s->lost) continue;
-    s->lost = false;
-    c->resent++;
-    if (s->seq) mark_retry(c, s);
-    sub_send(c, s, true);
-  }
+  resend_lost(c, srv);
 }
 
 void cl_failover_check(ps_client *c) {
