@@ -15,7 +15,8 @@
  *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
  *   ps_server_exo.c    exactly-once pushes: the (client, seq) records (ps_server_exo_int.h)
  *   ps_server_follow.c --follow: the watcher of `latest`, the versions of the served snapshot
- *   ps_server_repl.c   replicated shards: forwarding, heartbeats, failover (ps_server_repl_int.h)
+ *   ps_server_repl.c   replicated shards: forwarding, heartbeats, failover (ps_server_repl_int.h),
+ *                      with ps_server_repl_setup.c (peers) and ps_server_repl_sync.c (catch-up)
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H

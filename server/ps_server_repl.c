@@ -42,92 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_cli.h"
 #include "ps_log.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
-
-static const char *role_name(int role) {
-  static const char *n[] = {"probing", "primary", "backup", "stale", "catching"};
-  return role >= 0 && role < 5 ? n[role] : "?";
-}
-
-static void open_peer(ps_server *s, repl_peer *p) {
-  p->sock = zmq_socket(s->ctx, ZMQ_DEALER);
-  if (!p->sock) return;
-  int zero = 0, hwm = 100000, ivl = 100, ivl_max = 500;
-  zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(p->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
-  if (zmq_connect(p->sock, p->url) != 0) {
-    zmq_close(p->sock);
-    p->sock = NULL;
-  }
-}
-
-ps_status srv_repl_start(ps_server *s, const char *listen, ps_error *err) {
-  const ps_server_options *o = &s->opt;
-  if (o->replicas <= 1) return PS_OK;
-  if (o->replicas > SRV_REPL_MAX || o->replica >= o->replicas || !o->peers)
-    return ps_error_set(err, PS_ERR_INVALID,
-                        "--replicas %u --replica %u: need replica < replicas <= %d and --peers",
-                        o->replicas, o->replica, SRV_REPL_MAX);
-  char *items[SRV_REPL_MAX + 1];
-  int n = ps_split_list(o->peers, '|', items, SRV_REPL_MAX + 1);
-  if (n != (int)o->replicas) {
-    if (n > 0) free(items[0]);
-    return ps_error_set(err, PS_ERR_INVALID, "--peers '%s' must list exactly %u URLs (one per "
-                        "replica, separated by |)", o->peers, o->replicas);
-  }
-  srv_repl *x = calloc(1, sizeof *x);
-  if (!x) {
-    free(items[0]);
-    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  }
-  x->self = o->replica;
-  x->n = o->replicas;
-  x->primary = x->n;
-  x->failover_ns = (uint64_t)(o->failover_ms ? o->failover_ms : 1000) * 1000000ull;
-  x->beat_ns = x->failover_ns / 4;
-  x->started = ps_now_ns();
-  x->probe_end = x->started + x->failover_ns;
-  s->repl = x;
-  ps_status st = PS_OK;
-  for (uint32_t i = 0; i < x->n && st == PS_OK; i++) {
-    repl_peer *p = &x->peer[i];
-    snprintf(p->url, sizeof p->url, "%s", items[i]);
-    if (i == x->self) {
-      if (strcmp(items[i], listen ? listen : "") != 0)
-        st = ps_error_set(err, PS_ERR_INVALID, "--peers '%s': entry %u is '%s', not this "
-                          "replica's --listen '%s'", o->peers, i, items[i], listen ? listen : "");
-      continue;
-    }
-    open_peer(s, p);
-    if (!p->sock) st = ps_error_set(err, PS_ERR_INVALID, "--peers: cannot connect to '%s': %s",
-                                    p->url, zmq_strerror(errno));
-  }
-  free(items[0]);
-  if (st == PS_OK)
-    PS_INFO("replica %u of %u of shard %u: asking %u peer(s) for a primary (failover %" PRIu64
-            " ms)", x->self, x->n, o->shard, x->n - 1, x->failover_ns / 1000000);
-  return st;
-}
-
-void srv_repl_stop(ps_server *s) {
-  srv_repl *x = s->repl;
-  if (!x) return;
-  for (uint32_t i = 0; i < x->n; i++) {
-    if (x->peer[i].sock) zmq_close(x->peer[i].sock);
-    srv_repl_sync_stop(&x->peer[i]);
-  }
-  srv_repl_log_free(x);
-  free(x);
-  s->repl = NULL;
-}
-
-bool srv_repl_records_complete(const ps_server *s) { return s->repl && s->repl->complete; }
 
 void srv_repl_restored(ps_server *s, uint64_t step) {
   if (s->repl && s->repl->role == SRV_REPL_PRIMARY) srv_repl_base_take(s, step);
@@ -179,11 +96,11 @@ static void drop_backup(ps_server *s, uint32_t i, const char *why) {
   for (srv_req *r = x->q_head; r; r = r->next) r->repl_wait &= ~(1u << i);
   if (p->sock) zmq_close(p->sock);
   p->sock = NULL;
-  open_peer(s, p);
+  srv_repl_open_peer(s, p);
   release_heads(s);
 }
 
-static uint32_t live_mask(const srv_repl *x) {
+uint32_t srv_repl_live_mask(const srv_repl *x) {
   uint32_t m = 1u << x->self;
   for (uint32_t i = 0; i < x->n; i++)
     if (x->peer[i].live) m |= 1u << i;
@@ -221,7 +138,7 @@ static void beat(ps_server *s, uint64_t now) {
   h.version = PS_WIRE_VERSION;
   h.repl_epoch = x->role == SRV_REPL_PRIMARY ? x->epoch : 0;
   h.repl_from = x->self + 1;
-  h.repl_live = live_mask(x);
+  h.repl_live = srv_repl_live_mask(x);
   for (uint32_t i = 0; i < x->n; i++) {
     if (i == x->self) continue;
     h.request_id = ++x->fseq; /* a dropped backup too: the live set tells it it is stale */
@@ -254,7 +171,7 @@ static void become_primary(ps_server *s, const char *how) {
   x->primary = x->self;
   unhold(s); /* held client requests run now, in the order they came */
   PS_INFO("replica %u of shard %u is primary (epoch %" PRIu64 ", %s); live set 0x%x",
-          x->self, s->opt.shard, x->epoch, how, live_mask(x));
+          x->self, s->opt.shard, x->epoch, how, srv_repl_live_mask(x));
   beat(s, ps_now_ns());
 }
 
@@ -302,11 +219,11 @@ void srv_repl_refuse(ps_server *s, srv_req *r, const char *what) {
   char msg[512];
   if (x->primary < x->n)
     snprintf(msg, sizeof msg, "replica %u of shard %u is %s, not the primary: %s goes to "
-             "replica %u (%s)", x->self, s->opt.shard, role_name(x->role), what, x->primary,
+             "replica %u (%s)", x->self, s->opt.shard, srv_repl_role_name(x->role), what, x->primary,
              x->peer[x->primary].url);
   else
     snprintf(msg, sizeof msg, "replica %u of shard %u is %s and knows no primary", x->self,
-             s->opt.shard, role_name(x->role));
+             s->opt.shard, srv_repl_role_name(x->role));
   rh.status = PS_ERR_UNAVAILABLE;
   rh.message = msg;
   rh.repl_primary = x->primary < x->n ? x->primary + 1 : 0;
@@ -430,7 +347,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
   }
   if (forwarded_op(op)) {
     srv_repl_log_add(s, r);
-    if (live_mask(x) != (1u << x->self)) {
+    if (srv_repl_live_mask(x) != (1u << x->self)) {
       forward(s, r);
       return true;
     }
@@ -588,9 +505,10 @@ long srv_repl_tick(ps_server *s) {
     for (uint32_t i = 0; i < x->n; i++) {
       repl_peer *p = &x->peer[i];
       if (!p->live) continue;
-      bool late = false;
-      for (srv_req *r = x->q_head; r && !late; r = r->next)
-        late = (r->repl_wait >> i & 1u) && now - r->repl_sent > x->failover_ns;
+      bool late = false; /* the queue is in sending order: only its old head can be late */
+      for (srv_req *r = x->q_head; r && !late && now - r->repl_sent > x->failover_ns;
+           r = r->next)
+        late = r->repl_wait >> i & 1u;
       if (late) drop_backup(s, i, "a forward went unanswered for --failover-ms");
       else if (p->heard && now - p->heard_ns > x->failover_ns)
         drop_backup(s, i, "its heartbeats went unanswered for --failover-ms");
@@ -623,20 +541,4 @@ void srv_repl_drain(ps_server *s) {
   if (!x) return;
   srv_reply_unavailable_all(s, &x->q_head, &x->q_tail);
   srv_reply_unavailable_all(s, &x->h_head, &x->h_tail);
-}
-
-void srv_repl_stats(const ps_server *s, ps_server_stats *out) {
-  const srv_repl *x = s->repl;
-  if (!x) return;
-  out->replicas = x->n;
-  out->replica = x->self;
-  out->repl_role = role_name(x->role);
-  out->repl_primary = x->primary;
-  out->repl_epoch = x->epoch;
-  out->repl_live = x->role == SRV_REPL_PRIMARY ? live_mask(x) : x->live_mask;
-  out->repl_forwarded = x->forwarded;
-  out->repl_dropped = x->dropped;
-  out->repl_promotions = x->promotions;
-  out->repl_refused = x->refused;
-  out->repl_catchups = x->catchups;
 }

@@ -92,7 +92,13 @@ void srv_repl_stats(const ps_server *s, ps_server_stats *out);
 /* After a RESTORE (no store work in flight): the primary's history starts again there. */
 void srv_repl_restored(ps_server *s, uint64_t step);
 
-/* Between ps_server_repl.c and ps_server_repl_sync.c. */
+/* Between ps_server_repl.c, ps_server_repl_setup.c and ps_server_repl_sync.c. */
+/* "primary", "backup", ... (STATS, messages). */
+const char *srv_repl_role_name(int role);
+/* This replica and the live backups (bit per replica): the primary's live set. */
+uint32_t srv_repl_live_mask(const srv_repl *x);
+/* A DEALER to peer p's URL into p->sock (NULL when it cannot be opened). */
+void srv_repl_open_peer(ps_server *s, repl_peer *p);
 /* Header h (and nb bulk frames, shared) to peer i; false when its channel does not take it. */
 bool srv_repl_send(srv_repl *x, uint32_t i, Ember__Header *h, zmq_msg_t *bulk, size_t nb);
 /* Answers r PS_ERR_UNAVAILABLE naming the primary known (repl_primary), as a refusal

@@ -8,7 +8,10 @@
  *   - a client that talks to the backup alone is refused, naming the primary;
  *   - failover: a client pushes to an async Adagrad table, replica 0 (the primary) is killed
  *     with SIGKILL half-way; every push succeeds, the client moved to replica 1 once, replica 1
- *     promoted itself, and the rows equal Adagrad by hand (no push lost or applied twice). */
+ *     promoted itself, and the rows equal Adagrad by hand (no push lost or applied twice);
+ *   - catch-up: replica 0 restarted on its data dir catches up while pushes go on, is a backup
+ *     again (replica 1 counts the catch-up, both live), and after more pushes both replicas'
+ *     rows and accumulators are identical. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -160,26 +163,35 @@ static void check_reference(const float *got, int T) {
 /* Replica r's data dir served alone (no replication): its rows of both tables, then again
  * after one push of g = 1 (which moves each weight by -lr / (sqrt(a + 1) + eps): the
  * accumulators compared through the rows). */
-static void rows_alone(pair *p, int r, int T, float *out) {
+static void rows_alone(pair *p, int r, int T, float *out, bool with_sync) {
   pt_server s;
   assert_true(pt_start(&s, 0, 1, p->dir[r], 0, 2));
   ps_client *c = client_of(s.url, 0);
-  declare(c, 1, PS_CONS_SYNC, NW);
+  if (with_sync) declare(c, 1, PS_CONS_SYNC, NW);
   declare(c, 2, PS_CONS_ASYNC, 1);
   const size_t n = NKEYS * DIM;
-  pull(c, 1, (uint64_t)T, out);
+  memset(out, 0, 4 * n * sizeof *out);
+  if (with_sync) pull(c, 1, (uint64_t)T, out);
   pull(c, 2, 0, out + n);
   ps_error e;
-  if (push(c, 1, 0, T, 1.0, &e) != PS_OK || push(c, 2, 0, 0, 1.0, &e) != PS_OK)
+  if ((with_sync && push(c, 1, 0, T, 1.0, &e) != PS_OK) || push(c, 2, 0, 0, 1.0, &e) != PS_OK)
     fail_msg("probe push: %s", e.msg);
-  for (uint32_t w = 0; w < NW; w++) {
+  for (uint32_t w = 0; with_sync && w < NW; w++) {
     ps_client_set_rank(c, w);
     if (ps_client_step(c, 1, (uint64_t)T, &e) != PS_OK) fail_msg("probe step: %s", e.msg);
   }
-  pull(c, 1, (uint64_t)T + 1, out + 2 * n);
+  if (with_sync) pull(c, 1, (uint64_t)T + 1, out + 2 * n);
   pull(c, 2, 0, out + 3 * n);
   ps_client_destroy(&c);
   assert_int_equal(pt_stop(&s, SIGTERM, 10000), 0);
+}
+
+/* Every value of both replicas' rows_alone equal, bit for bit. */
+static void same_rows(const float *x, const float *y, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(&x[i], &y[i], sizeof *x) != 0)
+      fail_msg("row value %zu (table %zu, key %zu): replica 0 %.9g, replica 1 %.9g", i,
+               i / (NKEYS * DIM) % 2 + 1, i % (NKEYS * DIM) / DIM, x[i], y[i]);
 }
 
 static void test_forward(void **st) {
@@ -231,13 +243,10 @@ static void test_forward(void **st) {
 
   const size_t n = 4 * NKEYS * DIM;
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-  rows_alone(&p, 0, T, x);
-  rows_alone(&p, 1, T, y);
+  rows_alone(&p, 0, T, x, true);
+  rows_alone(&p, 1, T, y, true);
   assert_memory_equal(x, rows, sizeof rows); /* what the primary served is what it kept */
-  for (size_t i = 0; i < n; i++)
-    if (memcmp(&x[i], &y[i], sizeof *x) != 0)
-      fail_msg("row value %zu (table %zu, key %zu): replica 0 %.9g, replica 1 %.9g", i,
-               i / (NKEYS * DIM) % 2 + 1, i % (NKEYS * DIM) / DIM, x[i], y[i]);
+  same_rows(x, y, n);
   check_reference(x + NKEYS * DIM, T);
   free(x);
   free(y);
@@ -286,7 +295,39 @@ static void test_failover(void **st) {
   assert_int_equal(repl_int(d, "promotions"), 1);
   assert_int_equal(repl_int(d, "primary"), 1);
   json_decref(d);
+
+  /* Replica 0 restarted on its data dir: stale, it catches up from replica 1 (base and history)
+   * and is a backup again (bounded wait); pushes go on meanwhile and after. */
+  char r0[8] = "0";
+  const char *extra[] = {"--replica", r0, "--replicas", "2", "--peers", p.peers,
+                         "--failover-ms", "1000", NULL};
+  assert_true(pt_start_args(&p.s[0], 0, 1, p.dir[0], p.s[0].port, 2, extra));
+  ps_client *a = client_of(p.s[0].url, 0);
+  bool backup = false;
+  for (int i = 0; i < 300 && !backup; i++) {
+    if (push(c, 2, 0, T + i, 0, &e) != PS_OK) fail_msg("push during the catch-up: %s", e.msg);
+    json_t *da = stats(a);
+    backup = strcmp(repl_str(da, "role"), "backup") == 0;
+    json_decref(da);
+    if (!backup) usleep(50000);
+  }
+  assert_true(backup);
+  for (int t = 0; t < 5; t++)
+    if (push(c, 2, 0, t, 0, &e) != PS_OK) fail_msg("push after the catch-up: %s", e.msg);
+  d = stats(c);
+  assert_int_equal(repl_int(d, "catchups"), 1);
+  assert_int_equal(repl_int(d, "live"), 3);
+  json_decref(d);
+  ps_client_destroy(&a);
   ps_client_destroy(&c);
+  for (int r = 0; r < 2; r++) assert_int_equal(pt_stop(&p.s[r], SIGTERM, 10000), 0);
+  const size_t n = 4 * NKEYS * DIM;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  rows_alone(&p, 0, 0, x, false);
+  rows_alone(&p, 1, 0, y, false);
+  same_rows(x, y, n);
+  free(x);
+  free(y);
   finish_pair(&p);
 }
 
