@@ -9,6 +9,7 @@
  *   - failover: a client pushes to an async Adagrad table, replica 0 (the primary) is killed
  *     with SIGKILL half-way; every push succeeds, the client moved to replica 1 once, replica 1
  *     promoted itself, and the rows equal Adagrad by hand (no push lost or applied twice);
+ *   - the promoted replica refuses coordinator ops (shard 0's state is not replicated);
  *   - catch-up: replica 0 restarted on its data dir catches up while pushes go on, is a backup
  *     again (replica 1 counts the catch-up, both live), and after more pushes both replicas'
  *     rows and accumulators are identical. */
@@ -295,6 +296,9 @@ static void test_failover(void **st) {
   assert_int_equal(repl_int(d, "promotions"), 1);
   assert_int_equal(repl_int(d, "primary"), 1);
   json_decref(d);
+  /* The coordinator's state went with the first primary: a clear refusal, no hang. */
+  assert_int_equal(ps_client_kv_set(c, "k", "v", 1, &e), PS_ERR_UNAVAILABLE);
+  if (!strstr(e.msg, "coordinator's state")) fail_msg("kv_set: %s", e.msg);
 
   /* Replica 0 restarted on its data dir: stale, it catches up from replica 1 (base and history)
    * and is a backup again (bounded wait); pushes go on meanwhile and after. */
