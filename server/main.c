@@ -161,6 +161,17 @@ int main(int argc, char **argv) {
                                : "--replicas K > 1 needs --peers 'URL|URL|...' (K URLs)");
     return 2;
   }
+  if (replicas > 1) { /* --peers: K URLs, this replica's --listen at index R */
+    char *items[9];
+    int n = ps_split_list(peers, '|', items, 9);
+    bool own = n == replicas && strcmp(items[replica], listen) == 0;
+    if (n > 0) free(items[0]);
+    if (!own) {
+      fprintf(stderr, "ps-server: --peers '%s' must list exactly %d URLs separated by |, entry "
+              "%d (--replica) being --listen %s\n", peers, replicas, replica, listen);
+      return 2;
+    }
+  }
   if (follow && !serve_dir) {
     fprintf(stderr, "ps-server: --follow follows the checkpoints of --serve DIR (and needs it)\n");
     return 2;
