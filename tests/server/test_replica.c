@@ -85,16 +85,7 @@ static ps_client *client_of(const char *urls, uint32_t rank) {
 }
 
 static ps_table_spec spec_of(uint32_t id, ps_consistency cons, uint32_t workers) {
-  ps_table_spec t;
-  ps_table_spec_default(&t, id, id == 1 ? "sync" : "async", DIM);
-  t.optimizer = PS_OPT_ADAGRAD;
-  t.lr = (float)LR;
-  t.eps = (float)EPS;
-  t.initial_accumulator = (float)A0;
-  t.init = PS_INIT_ZERO;
-  t.consistency = cons;
-  t.num_workers = workers;
-  return t;
+  return pt_adagrad_spec(id, id == 1 ? "sync" : "async", DIM, LR, EPS, A0, cons, workers);
 }
 
 static void declare(ps_client *c, uint32_t id, ps_consistency cons, uint32_t workers) {
