@@ -322,6 +322,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
       x->epoch = h->repl_epoch;
       x->primary_heard = x->sync_heard = ps_now_ns();
       srv_repl_log_add(s, r); /* the shard's history, for a catch-up from this replica */
+      r->repl_done = true;    /* judged once: a request held meanwhile is not logged twice */
       return false;
     }
     srv_repl_refuse(s, r, "a forward");
@@ -339,6 +340,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
                       "(ps-worker --resume)", x->self);
       return true;
     }
+    r->repl_done = true;
     return false;
   }
   if (op == EMBER__OP__OP_RESTORE) {
@@ -357,6 +359,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     srv_list_push(&x->q_head, &x->q_tail, r);
     return true;
   }
+  r->repl_done = true; /* judged once: a request held meanwhile is not logged twice */
   return false;
 }
 

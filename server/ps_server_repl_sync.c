@@ -88,6 +88,7 @@ void srv_repl_base_take(ps_server *s, uint64_t step) {
   base_path(s, "repl-base", dir, sizeof dir);
   ps_error err;
   log_clear(x);
+  for (uint32_t i = 0; i < x->n; i++) srv_repl_sync_stop(&x->peer[i]); /* they ask again */
   x->have_base = ps_store_snapshot_remove(dir, &err) == PS_OK &&
                  ps_store_snapshot(s->store, dir, &err) == PS_OK;
   x->base_step = step;
