@@ -360,16 +360,31 @@ static void mark_retry(ps_client *c, cl_sub *s) {
   ember__header__free_unpacked(h, NULL);
 }
 
-/* Re-sends the sub-requests of shard srv whose connection was lost (pushes marked retry). */
+static int by_rid(const void *a, const void *b) {
+  uint64_t x = (*(cl_sub *const *)a)->rid, y = (*(cl_sub *const *)b)->rid;
+  return x < y ? -1 : x > y;
+}
+
+/* Re-sends the sub-requests of shard srv whose connection was lost (pushes marked retry), in
+ * the order they were first sent (request ids grow): a push goes again before the STEP that
+ * followed it, which a new primary must not apply first. */
 static void resend_lost(ps_client *c, uint32_t srv) {
-  for (size_t i = 0; i < c->npend; i++) {
-    cl_sub *s = c->pend[i];
+  size_t n = 0;
+  for (size_t i = 0; i < c->npend; i++) n += c->pend[i]->srv == srv && c->pend[i]->lost;
+  cl_sub **lost = n ? malloc(n * sizeof *lost) : NULL;
+  size_t k = 0;
+  for (size_t i = 0; lost && i < c->npend; i++)
+    if (c->pend[i]->srv == srv && c->pend[i]->lost) lost[k++] = c->pend[i];
+  if (lost) qsort(lost, k, sizeof *lost, by_rid); /* without memory: the table's order */
+  for (size_t i = 0; i < (lost ? k : c->npend); i++) {
+    cl_sub *s = lost ? lost[i] : c->pend[i];
     if (s->srv != srv || !s->lost) continue;
     s->lost = false;
     c->resent++;
     if (s->seq) mark_retry(c, s);
     sub_send(c, s, true);
   }
+  free(lost);
 }
 
 static void handle_monitor(ps_client *c, uint32_t srv) {
