@@ -68,7 +68,10 @@ class Cluster:
         cmd = [f"{h.BIN}/ps-server", "--listen", self.url[(i, r)], "--shard", str(i), "--shards",
                "2", "--data-dir", self.ddir(i, r), "--threads", "0", "--cache-mb", "64",
                "--replica", str(r), "--replicas", "2", "--peers", self.peers(i),
-               "--failover-ms", FAILOVER]
+               "--failover-ms", FAILOVER,
+               # Every pull/push reply held 20 ms: a run long enough (about 3 s) for the kill to
+               # fall mid-training on any machine, however fast.
+               "--inject-delay-us", "20000"]
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[(i, r)] = p
         port = int(self.url[(i, r)].rsplit(":", 1)[1])
@@ -124,7 +127,7 @@ def run_job(root, train, test, kill):
             for line in workers[rank].stdout:
                 outs[rank] += line
                 m = re.search(r"INFO .*step (\d+)/", line)
-                if kill and rank == 0 and m and int(m.group(1)) >= 8 and not killed.is_set():
+                if kill and rank == 0 and m and int(m.group(1)) >= 6 and not killed.is_set():
                     c.procs[(1, 0)].kill()  # the primary of shard 1
                     killed.set()
                 if "failover: shard 1" in line:
@@ -134,7 +137,7 @@ def run_job(root, train, test, kill):
         for t in threads:
             t.start()
         if kill:
-            assert killed.wait(240), "training never reached step 8:\n" + outs[0][-3000:]
+            assert killed.wait(240), "training never reached step 6:\n" + outs[0][-3000:]
             c.procs[(1, 0)].wait(timeout=5)
             assert moved.wait(60), "no failover line:\n" + outs[0][-3000:] + outs[1][-3000:]
             c.start(1, 0)  # the same data dir: it must catch up from replica 1
@@ -166,7 +169,7 @@ def same_rows(c, i):
 r = h.Results()
 with tempfile.TemporaryDirectory() as d:
     d = os.environ.get("EMBER_KEEP_DIR", d)  # debugging: logs and data dirs left there
-    train, test, _ = h.datagen(d, 12000, 4000, seed=11)
+    train, test, _ = h.datagen(d, 24000, 4000, seed=11)
     base_dir = os.path.join(d, "base")
     os.makedirs(base_dir)
     base, _, fo0, c0 = run_job(base_dir, train, test, kill=False)
