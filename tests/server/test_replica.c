@@ -12,7 +12,9 @@
  *   - the promoted replica refuses coordinator ops (shard 0's state is not replicated);
  *   - catch-up: replica 0 restarted on its data dir catches up while pushes go on, is a backup
  *     again (replica 1 counts the catch-up, both live), and after more pushes both replicas'
- *     rows and accumulators are identical. */
+ *     rows and accumulators are identical;
+ *   - the backup killed: the primary drops it and goes on (no push fails, the client stays),
+ *     and the backup restarted catches up from the primary the same way. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -262,6 +264,8 @@ static void test_backup_refuses(void **st) {
   finish_pair(&p);
 }
 
+static void rejoin(pair *p, int r, ps_client *c);
+
 static void test_failover(void **st) {
   (void)st;
   pair p;
@@ -291,16 +295,27 @@ static void test_failover(void **st) {
   assert_int_equal(ps_client_kv_set(c, "k", "v", 1, &e), PS_ERR_UNAVAILABLE);
   if (!strstr(e.msg, "coordinator's state")) fail_msg("kv_set: %s", e.msg);
 
-  /* Replica 0 restarted on its data dir: stale, it catches up from replica 1 (base and history)
-   * and is a backup again (bounded wait); pushes go on meanwhile and after. */
-  char r0[8] = "0";
-  const char *extra[] = {"--replica", r0, "--replicas", "2", "--peers", p.peers,
+  /* Replica 0 restarted on its data dir: stale, it catches up from replica 1 (base and
+   * history) and is a backup again; then both hold the same rows. */
+  rejoin(&p, 0, c);
+  ps_client_destroy(&c);
+  finish_pair(&p);
+}
+
+/* Replica r restarted on its data dir while client c pushes: it must be a backup again within a
+ * bounded wait (the primary counting one catch-up, both live); after more pushes both replicas
+ * are stopped and their rows and accumulators compared (rows_alone). */
+static void rejoin(pair *p, int r, ps_client *c) {
+  char rs[8];
+  snprintf(rs, sizeof rs, "%d", r);
+  const char *extra[] = {"--replica", rs, "--replicas", "2", "--peers", p->peers,
                          "--failover-ms", "1000", NULL};
-  assert_true(pt_start_args(&p.s[0], 0, 1, p.dir[0], p.s[0].port, 2, extra));
-  ps_client *a = client_of(p.s[0].url, 0);
+  assert_true(pt_start_args(&p->s[r], 0, 1, p->dir[r], p->s[r].port, 2, extra));
+  ps_client *a = client_of(p->s[r].url, 0);
+  ps_error e;
   bool backup = false;
   for (int i = 0; i < 300 && !backup; i++) {
-    if (push(c, 2, 0, T + i, 0, &e) != PS_OK) fail_msg("push during the catch-up: %s", e.msg);
+    if (push(c, 2, 0, 100 + i, 0, &e) != PS_OK) fail_msg("push during the catch-up: %s", e.msg);
     json_t *da = stats(a);
     backup = strcmp(repl_str(da, "role"), "backup") == 0;
     json_decref(da);
@@ -309,20 +324,49 @@ static void test_failover(void **st) {
   assert_true(backup);
   for (int t = 0; t < 5; t++)
     if (push(c, 2, 0, t, 0, &e) != PS_OK) fail_msg("push after the catch-up: %s", e.msg);
-  d = stats(c);
+  json_t *d = stats(c);
   assert_int_equal(repl_int(d, "catchups"), 1);
   assert_int_equal(repl_int(d, "live"), 3);
   json_decref(d);
   ps_client_destroy(&a);
-  ps_client_destroy(&c);
-  for (int r = 0; r < 2; r++) assert_int_equal(pt_stop(&p.s[r], SIGTERM, 10000), 0);
+  for (int k = 0; k < 2; k++) assert_int_equal(pt_stop(&p->s[k], SIGTERM, 10000), 0);
   const size_t n = 4 * NKEYS * DIM;
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-  rows_alone(&p, 0, 0, x, false);
-  rows_alone(&p, 1, 0, y, false);
+  rows_alone(p, 0, 0, x, false);
+  rows_alone(p, 1, 0, y, false);
   same_rows(x, y, n);
   free(x);
   free(y);
+}
+
+/* The backup killed mid-way: the primary drops it after --failover-ms (pushes wait that long,
+ * then go on without it: nothing fails); restarted, it catches up from the primary. */
+static void test_backup_lost(void **st) {
+  (void)st;
+  pair p;
+  start_pair(&p, "repl-bk");
+  enum { T = 30 };
+  ps_client *c = client_of(p.peers, 0);
+  declare(c, 2, PS_CONS_ASYNC, 1);
+  ps_error e;
+  for (int t = 0; t < T; t++) {
+    if (t == T / 2) pt_stop(&p.s[1], SIGKILL, 5000); /* the backup */
+    if (push(c, 2, 0, t, 0, &e) != PS_OK) fail_msg("push %d: %s", t, e.msg);
+  }
+  p.s[1].pid = 0;
+  float rows[NKEYS * DIM];
+  pull(c, 2, 0, rows);
+  check_reference(rows, T);
+  uint64_t fo = 0;
+  ps_client_failovers(c, &fo, NULL);
+  assert_int_equal(fo, 0); /* the client never left the primary */
+  json_t *d = stats(c);
+  assert_string_equal(repl_str(d, "role"), "primary");
+  assert_int_equal(repl_int(d, "dropped"), 1);
+  assert_int_equal(repl_int(d, "live"), 1);
+  json_decref(d);
+  rejoin(&p, 1, c);
+  ps_client_destroy(&c);
   finish_pair(&p);
 }
 
@@ -331,6 +375,7 @@ int main(void) {
       cmocka_unit_test(test_forward),
       cmocka_unit_test(test_backup_refuses),
       cmocka_unit_test(test_failover),
+      cmocka_unit_test(test_backup_lost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
