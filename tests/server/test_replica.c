@@ -266,22 +266,29 @@ static void test_backup_refuses(void **st) {
 
 static void rejoin(pair *p, int r, ps_client *c);
 
-static void test_failover(void **st) {
-  (void)st;
-  pair p;
-  start_pair(&p, "repl-fo");
-  enum { T = 40 };
-  ps_client *c = client_of(p.peers, 0);
+/* A pair started, T pushes to an async Adagrad table with replica `victim` killed (SIGKILL)
+ * half-way: every push succeeds and the rows are Adagrad by hand. The client, for more. */
+static ps_client *push_killing(pair *p, const char *tag, int T, int victim) {
+  start_pair(p, tag);
+  ps_client *c = client_of(p->peers, 0);
   declare(c, 2, PS_CONS_ASYNC, 1);
   ps_error e;
   for (int t = 0; t < T; t++) {
-    if (t == T / 2) pt_stop(&p.s[0], SIGKILL, 5000); /* the primary, mid-way */
+    if (t == T / 2) pt_stop(&p->s[victim], SIGKILL, 5000);
     if (push(c, 2, 0, t, 0, &e) != PS_OK) fail_msg("push %d: %s", t, e.msg);
   }
-  p.s[0].pid = 0;
+  p->s[victim].pid = 0;
   float rows[NKEYS * DIM];
   pull(c, 2, 0, rows);
   check_reference(rows, T);
+  return c;
+}
+
+static void test_failover(void **st) {
+  (void)st;
+  pair p;
+  ps_client *c = push_killing(&p, "repl-fo", 40, 0); /* the primary */
+  ps_error e;
   uint64_t fo = 0, ms = 0;
   ps_client_failovers(c, &fo, &ms);
   assert_int_equal(fo, 1);
@@ -344,19 +351,7 @@ static void rejoin(pair *p, int r, ps_client *c) {
 static void test_backup_lost(void **st) {
   (void)st;
   pair p;
-  start_pair(&p, "repl-bk");
-  enum { T = 30 };
-  ps_client *c = client_of(p.peers, 0);
-  declare(c, 2, PS_CONS_ASYNC, 1);
-  ps_error e;
-  for (int t = 0; t < T; t++) {
-    if (t == T / 2) pt_stop(&p.s[1], SIGKILL, 5000); /* the backup */
-    if (push(c, 2, 0, t, 0, &e) != PS_OK) fail_msg("push %d: %s", t, e.msg);
-  }
-  p.s[1].pid = 0;
-  float rows[NKEYS * DIM];
-  pull(c, 2, 0, rows);
-  check_reference(rows, T);
+  ps_client *c = push_killing(&p, "repl-bk", 30, 1); /* the backup */
   uint64_t fo = 0;
   ps_client_failovers(c, &fo, NULL);
   assert_int_equal(fo, 0); /* the client never left the primary */
