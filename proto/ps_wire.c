@@ -32,12 +32,16 @@ size_t ps_wire_value_size(Ember__ValueType vt) {
 const char *ps_wire_op_name(int op) {
   static const char *n[] = {"NONE", "DECLARE", "PULL", "PUSH", "STEP", "CHECKPOINT", "STATS",
                             "ERROR", "JOIN", "KV_SET", "KV_GET", "BARRIER", "RESTORE", "PING"};
+  static const char *repl[] = {"REPL_CATCHUP", "REPL_FILE", "REPL_BASE"};
+  if (op >= EMBER__OP__OP_REPL_CATCHUP && op <= EMBER__OP__OP_REPL_BASE)
+    return repl[op - EMBER__OP__OP_REPL_CATCHUP];
   return op >= 0 && op < (int)(sizeof n / sizeof n[0]) ? n[op] : "?";
 }
 
 /* ERROR is a reply-only op; every other known op may travel both ways. */
 static bool op_known(int op) {
-  return op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING && op != EMBER__OP__OP_ERROR;
+  return (op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING && op != EMBER__OP__OP_ERROR) ||
+         (op >= EMBER__OP__OP_REPL_CATCHUP && op <= EMBER__OP__OP_REPL_BASE);
 }
 
 void ps_msg_clear(ps_msg *m) {

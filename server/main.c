@@ -76,6 +76,8 @@ int main(int argc, char **argv) {
   int64_t cache_mb = 1024, inject_delay_us = 0;
   int64_t max_request_mb = 0;
   const char *metrics_bind = "127.0.0.1";
+  int replica = 0, replicas = 1, failover_ms = 1000;
+  const char *peers = NULL;
   ps_cli_opt opts[] = {
       {"listen", 'l', PS_CLI_STRING, &listen, "URL", "ZeroMQ endpoint to bind, tcp://HOST:PORT",
        true, 0, 0},
@@ -124,6 +126,16 @@ int main(int argc, char **argv) {
        "--follow: warm a new checkpoint's hot tier with the last N keys pulled before switching "
        "to it (12 bytes each; 0 = no warm-up)",
        false, 0, 1 << 28},
+      {"replica", 0, PS_CLI_INT, &replica, "R",
+       "replicated shards: this replica's index (0-based, below --replicas)", false, 0, 7},
+      {"replicas", 0, PS_CLI_INT, &replicas, "K",
+       "replicas of this shard (1 = not replicated; with K > 1, --peers)", false, 1, 8},
+      {"peers", 0, PS_CLI_STRING, &peers, "URLS",
+       "with --replicas K: 'URL|URL|...', the K replicas' URLs in replica order, --listen at "
+       "index --replica (the shard's entry of the clients' --servers)",
+       false, 0, 0},
+      {"failover-ms", 0, PS_CLI_INT, &failover_ms, "N",
+       "replicated shards: a primary or backup silent this long is dead", false, 50, 600000},
   };
   ps_cli cli = {"ps-server", "One shard of the Ember parameter server.", NULL, opts,
                 sizeof opts / sizeof *opts};
@@ -140,6 +152,25 @@ int main(int argc, char **argv) {
             serve_dir ? "--serve DIR serves a checkpoint read-only and takes no --data-dir"
                       : "--data-dir DIR is required (or --serve DIR)");
     return 2;
+  }
+  if (replica >= replicas || (replicas > 1) != (peers != NULL) || (replicas > 1 && serve_dir)) {
+    fprintf(stderr, "ps-server: %s\n",
+            replica >= replicas ? "--replica R must be below --replicas K"
+            : serve_dir        ? "--replicas K > 1 replicates a training shard, not --serve"
+            : peers            ? "--peers goes with --replicas K > 1"
+                               : "--replicas K > 1 needs --peers 'URL|URL|...' (K URLs)");
+    return 2;
+  }
+  if (replicas > 1) { /* --peers: K URLs, this replica's --listen at index R */
+    char *items[9];
+    int n = ps_split_list(peers, '|', items, 9);
+    bool own = n == replicas && strcmp(items[replica], listen) == 0;
+    if (n > 0) free(items[0]);
+    if (!own) {
+      fprintf(stderr, "ps-server: --peers '%s' must list exactly %d URLs separated by |, entry "
+              "%d (--replica) being --listen %s\n", peers, replicas, replica, listen);
+      return 2;
+    }
   }
   if (follow && !serve_dir) {
     fprintf(stderr, "ps-server: --follow follows the checkpoints of --serve DIR (and needs it)\n");
@@ -189,13 +220,18 @@ int main(int argc, char **argv) {
                          .max_request_bytes = (size_t)max_request_mb << 20,
                          .serve_dir = serve_dir,
                          .follow = follow,
-                         .follow_warm_keys = (size_t)follow_warm_keys};
+                         .follow_warm_keys = (size_t)follow_warm_keys,
+                         .replica = (uint32_t)replica,
+                         .replicas = (uint32_t)replicas,
+                         .peers = peers,
+                         .failover_ms = (uint32_t)failover_ms};
   ps_error err;
   ps_status st = ps_server_create(&o, &g_server, &err);
   if (st != PS_OK) {
     fprintf(stderr, "ps-server: cannot start: %s\n", err.msg);
     ps_curve_keyset_destroy(&clients);
-    return serve_dir && st == PS_ERR_INVALID ? 2 : 1; /* --serve: not a checkpoint, --shards */
+    /* --serve: not a checkpoint, --shards; --peers that do not name this replica */
+    return (serve_dir || replicas > 1) && st == PS_ERR_INVALID ? 2 : 1;
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

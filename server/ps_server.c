@@ -26,6 +26,7 @@
 #include "ps_server_auth_int.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
+#include "ps_server_repl_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- message intake */
@@ -274,6 +275,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
     size_t len = sizeof s->endpoint;
     zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len);
     if ((st = monitor_start(s, err)) != PS_OK) goto fail;
+    if ((st = srv_repl_start(s, opt->listen, err)) != PS_OK) goto fail;
   }
   PS_INFO("shard %u of %u: %s %s, %u partition threads, request cap %zu MiB%s%s",
           opt->shard, opt->shards, s->serving ? "serving" : "data dir",
@@ -297,6 +299,7 @@ static void drain_waiters(ps_server *s) {
   s->deferred_now = 0;
   srv_mem_drop_parked(s, true);
   if (s->coord) srv_coord_drain(s->coord);
+  srv_repl_drain(s);
   /* Exclusive ops not started yet and held requests are refused too. */
   if (!s->excl_active) srv_reply_unavailable_all(s, &s->excl_head, &s->excl_tail);
 }
@@ -332,6 +335,8 @@ ps_status ps_server_run(ps_server *s) {
       long ms = next > now ? (long)((next - now) / 1000000 + 1) : 0;
       if (ms < timeout_ms) timeout_ms = ms;
     }
+    long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
+    if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     if (!stopping && atomic_load(&s->stop)) {
       stopping = true;
       s->stopping = true;
@@ -345,7 +350,7 @@ ps_status ps_server_run(ps_server *s) {
       srv_run_ready(s);
       if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
     }
-    zmq_pollitem_t items[4] = {
+    zmq_pollitem_t items[4 + SRV_REPL_MAX] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
         {.socket = s->done, .events = ZMQ_POLLIN},
         {.fd = s->sigpipe[0], .events = ZMQ_POLLIN},
@@ -357,7 +362,8 @@ ps_status ps_server_run(ps_server *s) {
       ni = 2;
     }
     if (s->mon) items[ni++] = items[3];
-    int rc = zmq_poll(items, ni, stopping ? 10 : timeout_ms);
+    int nr = srv_repl_poll_items(s, items + ni);
+    int rc = zmq_poll(items, ni + nr, stopping ? 10 : timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == ETERM) break;
@@ -365,6 +371,7 @@ ps_status ps_server_run(ps_server *s) {
       break;
     }
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
+    srv_repl_poll(s, items + ni, nr);
     if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];
       while (read(s->sigpipe[0], buf, sizeof buf) > 0) {
@@ -441,6 +448,7 @@ void ps_server_destroy(ps_server **sp) {
     s->router = NULL;
   }
   srv_auth_stop(&s->auth);
+  srv_repl_stop(s);
   srv_parts_stop(s);
   srv_follow_stop(s); /* closes every version, s->store too */
   /* Requests still parked (held, ready, or an exclusive op that never ran) are freed

@@ -48,6 +48,11 @@ typedef struct ps_server_options {
                           * (ps_server_follow.c) */
   size_t follow_warm_keys; /* with follow: a new snapshot's hot tier is warmed with the keys of
                             * the last this many pulled keys before the switch (0 = not) */
+  uint32_t replica;      /* replicated shards: this replica's index, < replicas */
+  uint32_t replicas;     /* replicas of this shard (0 or 1 = not replicated) */
+  const char *peers;     /* with replicas > 1: 'URL|URL|...', every replica's URL in replica
+                          * order, listen at index replica */
+  uint32_t failover_ms;  /* a peer silent this long is dead (0 = 1000) */
 } ps_server_options;
 
 typedef struct ps_server ps_server;
@@ -140,6 +145,13 @@ typedef struct ps_server_stats {
   /* Exactly-once pushes: clients on record, copies of pushes answered without being applied,
    * re-sends refused because the shard had no record of them (restarted, client forgotten). */
   uint64_t exo_clients, exo_duplicates, exo_unknown;
+  /* Replicated shards (replicas > 1): this replica's role ("primary", "backup", "probing",
+   * "stale"), the primary it knows (replicas = none), the epoch, the live set (bit per replica),
+   * requests forwarded to backups, backups dropped, promotions, client requests refused. */
+  uint32_t replica, replicas, repl_primary, repl_live;
+  const char *repl_role;
+  uint64_t repl_epoch, repl_forwarded, repl_dropped, repl_promotions, repl_refused;
+  uint64_t repl_catchups; /* replicas this one caught up */
 } ps_server_stats;
 
 /* An empty snapshot (with its histograms): PS_ERR_NOMEM without memory. */

@@ -27,6 +27,7 @@
 #include "ps_log.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
+#include "ps_server_repl_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- the table */
@@ -286,7 +287,10 @@ bool srv_exo_intake(ps_server *s, srv_req *r) {
   char why[200] = "";
   ps_status st = PS_ERR_UNAVAILABLE;
   srv_exo_verdict v =
-      srv_exo_check(s->exo, h->client_id, h->seq, h->seq_floor, h->retry, ps_now_ns(), r, &orig);
+      /* A replica that saw every push of its shard knows that a re-send it has no record of was
+       * applied nowhere (a dead primary forwarded it first or not at all): new, not unknown. */
+      srv_exo_check(s->exo, h->client_id, h->seq, h->seq_floor,
+                    h->retry && !srv_repl_records_complete(s), ps_now_ns(), r, &orig);
   switch (v) {
     case SRV_EXO_APPLY:
       r->exo_reg = true;

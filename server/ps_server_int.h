@@ -15,6 +15,8 @@
  *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
  *   ps_server_exo.c    exactly-once pushes: the (client, seq) records (ps_server_exo_int.h)
  *   ps_server_follow.c --follow: the watcher of `latest`, the versions of the served snapshot
+ *   ps_server_repl.c   replicated shards: forwarding, heartbeats, failover (ps_server_repl_int.h),
+ *                      with ps_server_repl_setup.c (peers) and ps_server_repl_sync.c (catch-up)
  *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
@@ -125,6 +127,11 @@ struct srv_req {
   srv_req *exo_dups;   /* copies of this push that arrived before its reply (via next) */
   ps_store *store;     /* the store its store work uses (set at dispatch) */
   struct srv_version *ver; /* --follow: the served version it holds while its store work runs */
+  /* replicated shards (ps_server_repl.c) */
+  uint64_t repl_seq;   /* primary: the id of its forward to the backups */
+  uint64_t repl_sent;  /* when it was forwarded (or held, on a replica that is not primary) */
+  uint32_t repl_wait;  /* primary: backups whose ack it waits for (bit per replica) */
+  bool repl_done;      /* replication is done with it: handle it as usual */
 };
 
 typedef struct sync_slot {
@@ -246,6 +253,7 @@ struct ps_server {
   uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
   uint64_t exo_taken;      /* pushes taken, for the above */
   struct srv_follow *follow; /* --follow: the watcher and the served versions, or NULL */
+  struct srv_repl *repl;     /* --replicas K > 1: replication (ps_server_repl_int.h), or NULL */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */

@@ -92,6 +92,10 @@ static const scalar_def scalars[] = {
     {PS_METRIC_COUNTER, "ember_store_write_failures_total", "Writes to RocksDB that failed.", STORE(write_failures)},
     {PS_METRIC_COUNTER, "ember_server_push_duplicates_total", "Copies of pushes answered without being applied again (exactly-once).", SRC_SRV, offsetof(ps_server_stats, exo_duplicates)},
     {PS_METRIC_COUNTER, "ember_server_push_resends_unknown_total", "Re-sent pushes refused: the shard had no record of them (it restarted, or forgot the client).", SRC_SRV, offsetof(ps_server_stats, exo_unknown)},
+    {PS_METRIC_COUNTER, "ember_server_repl_forwarded_total", "Replicated shards: requests this primary forwarded to its backups.", SRC_SRV, offsetof(ps_server_stats, repl_forwarded)},
+    {PS_METRIC_COUNTER, "ember_server_repl_dropped_total", "Replicated shards: backups dropped from the live set (silent or refusing).", SRC_SRV, offsetof(ps_server_stats, repl_dropped)},
+    {PS_METRIC_COUNTER, "ember_server_repl_promotions_total", "Replicated shards: times this replica promoted itself to primary.", SRC_SRV, offsetof(ps_server_stats, repl_promotions)},
+    {PS_METRIC_COUNTER, "ember_server_repl_catchups_total", "Replicated shards: stale replicas this primary caught up.", SRC_SRV, offsetof(ps_server_stats, repl_catchups)},
 };
 #undef SRV
 #undef STORE

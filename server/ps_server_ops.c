@@ -15,6 +15,7 @@
 #include "ps_log.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
+#include "ps_server_repl_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -323,6 +324,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
+    if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
@@ -349,6 +351,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     return;
   }
   if (s->serving && srv_serve_refuse(s, r, op)) return;
+  if (s->repl && srv_repl_intake(s, r)) return; /* forwarded first, held, or refused */
   if (s->excl_active && store_op(op)) {
     srv_list_push(&s->held_head, &s->held_tail, r);
     s->held++;

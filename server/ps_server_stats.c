@@ -29,6 +29,7 @@
 
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
+#include "ps_server_repl_int.h"
 #include "ps_time.h"
 
 const char *ps_server_op_name(int op) {
@@ -136,6 +137,7 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->parked = s->parked;
   out->bytes_in_flight = atomic_load(&s->inflight_bytes);
   srv_exo_counts(s->exo, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
+  srv_repl_stats(s, out);
   out->ntables = 0;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     const srv_table *t = s->tables[id];
@@ -318,6 +320,17 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
                         json_pack("{s:I, s:I, s:I}", "clients", (json_int_t)st->exo_clients,
                                   "duplicates", (json_int_t)st->exo_duplicates, "unknown",
                                   (json_int_t)st->exo_unknown));
+  if (st->replicas > 1)
+    json_object_set_new(
+        j, "replication",
+        json_pack("{s:i, s:i, s:s, s:i, s:I, s:i, s:I, s:I, s:I, s:I, s:I}", "replica",
+                  (int)st->replica, "replicas", (int)st->replicas, "role",
+                  st->repl_role ? st->repl_role : "?", "primary", (int)st->repl_primary,
+                  "epoch", (json_int_t)st->repl_epoch, "live", (int)st->repl_live,
+                  "forwarded", (json_int_t)st->repl_forwarded, "dropped",
+                  (json_int_t)st->repl_dropped, "promotions", (json_int_t)st->repl_promotions,
+                  "refused", (json_int_t)st->repl_refused, "catchups",
+                  (json_int_t)st->repl_catchups));
   char *out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);
   return out;

@@ -45,6 +45,7 @@ void ps_train_config_default(ps_train_config *c) {
       .shuffle_buffer = 32768};
   c->interaction = "dot";
   c->checkpoint_full_every = 8;
+  c->failover_ms = 1000;
   c->interaction_kind = m.interaction;
   c->dcn_layers = m.dcn_layers;
   c->dcn_rank = m.dcn_rank;
@@ -439,6 +440,7 @@ static ps_status setup(ps_trainer *t) {
   ps_client_options_default(&co);
   co.timeout_ms = c->timeout_ms;
   co.wire_f16 = c->wire_f16;
+  co.failover_ms = (uint32_t)c->failover_ms;
   memcpy(co.curve_secret, c->curve_secret, sizeof co.curve_secret);
   memcpy(co.curve_server, c->curve_server, sizeof co.curve_server);
   if ((st = ps_client_create_list(c->servers, &co, &t->cl, &t->cerr)) != PS_OK) {

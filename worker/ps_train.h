@@ -86,6 +86,7 @@ typedef struct ps_train_config {
   ps_schema *schema_obj;           /* loaded by ps_train_config_check; ps_train_config_free */
   char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
   int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
+  int failover_ms;                 /* replicated shards: the client's --failover-ms */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

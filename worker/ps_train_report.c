@@ -97,6 +97,10 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   json_object_set_new(j, "batch", json_integer(c->batch));
   json_object_set_new(j, "interaction", json_string(c->interaction));
   json_object_set_new(j, "wire", json_string(c->wire));
+  uint64_t fo = 0, fo_ms = 0;
+  ps_client_failovers(t->cl, &fo, &fo_ms); /* replicated shards: this rank's moves */
+  json_object_set_new(j, "failovers", json_integer((json_int_t)fo));
+  json_object_set_new(j, "failover_ms", json_integer((json_int_t)fo_ms));
   char hx[17];
   snprintf(hx, sizeof hx, "%016" PRIx64, hash);
   json_object_set_new(j, "dense_hash", json_string(hx));

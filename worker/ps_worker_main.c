@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
       {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
       {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
+      {"failover-ms", 0, PS_CLI_INT, &c.failover_ms, "N", "replicated shards (--servers 'U0|U1,...'): a replica moved to that does not connect within N ms is left for the next (docs/OPERATIONS.md, Replicated shards)", false, 50, 600000},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",
                 NULL, opts, sizeof opts / sizeof opts[0]};

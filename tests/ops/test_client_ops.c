@@ -23,10 +23,25 @@
 
 #include "ps_client.h"
 
+/* A replicated shard's 'URL|URL|...': each URL checked, the bad one named; an empty replica or
+ * more than 8 refused. */
+static void test_url_check_replicas(void **state) {
+  (void)state;
+  ps_error e;
+  assert_int_equal(ps_client_check_url("tcp://a:1|tcp://b:99999", &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "'tcp://b:99999'"));
+  assert_int_equal(ps_client_check_url("tcp://a:1|", &e), PS_ERR_INVALID);
+  assert_non_null(strstr(e.msg, "URL|URL"));
+  assert_int_equal(ps_client_check_url("tcp://a:1|tcp://a:2|tcp://a:3|tcp://a:4|tcp://a:5|"
+                                       "tcp://a:6|tcp://a:7|tcp://a:8|tcp://a:9", &e),
+                   PS_ERR_INVALID);
+}
+
 static void test_url_check(void **state) {
   (void)state;
   const char *good[] = {"tcp://127.0.0.1:5555", "tcp://host:1", "tcp://h:65535",
-                        "tcp://[::1]:7000", "ipc:///tmp/ember.sock"};
+                        "tcp://[::1]:7000", "ipc:///tmp/ember.sock",
+                        "tcp://a:1|tcp://b:2" /* a replicated shard */};
   for (size_t i = 0; i < sizeof good / sizeof *good; i++)
     assert_int_equal(ps_client_check_url(good[i], NULL), PS_OK);
   const char *bad[] = {"127.0.0.1:5555", "tcp://127.0.0.1", "tcp://127.0.0.1:0",
@@ -169,6 +184,7 @@ static void test_silent_server(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_url_check),
+      cmocka_unit_test(test_url_check_replicas),
       cmocka_unit_test(test_silent_server),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -41,6 +41,15 @@ check_bad2 --checkpoint-root "" --listen tcp://127.0.0.1:1 --data-dir /tmp/ember
 check_bad2 --checkpoint-root /tmp/a/../b --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 check_bad2 --metrics-bind 10.0.0.x --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 check_bad2 --max-request-mb -1 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+# Replicated shards: --peers with K URLs, this replica's --listen at index --replica.
+check_bad2 --replicas 2 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+check_bad2 --replica 2 --replicas 2 --peers 'tcp://127.0.0.1:1|tcp://127.0.0.1:2' \
+  --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
+check_bad2 --peers 'tcp://127.0.0.1:1' --replicas 2 --listen tcp://127.0.0.1:1 \
+  --data-dir /tmp/ember-cli-never
+check_bad2 --peers 'tcp://127.0.0.1:2|tcp://127.0.0.1:1' --replicas 2 --listen tcp://127.0.0.1:1 \
+  --data-dir /tmp/ember-cli-never
+check_bad2 --failover-ms 10 --listen tcp://127.0.0.1:1 --data-dir /tmp/ember-cli-never
 [ -e /tmp/ember-cli-never ] && fail "a refused start created its data dir"
 dir=$(mktemp -d /tmp/ember-cli-XXXXXX)
 # A port free a moment ago (bind to port 0); another test may still take it first, so a

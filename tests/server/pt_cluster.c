@@ -308,3 +308,17 @@ ps_client *pt_group_client(const pt_group *g, uint32_t rank) {
   }
   return c;
 }
+
+ps_table_spec pt_adagrad_spec(uint32_t id, const char *name, uint32_t dim, double lr, double eps,
+                              double a0, ps_consistency cons, uint32_t workers) {
+  ps_table_spec t;
+  ps_table_spec_default(&t, id, name, dim);
+  t.optimizer = PS_OPT_ADAGRAD;
+  t.lr = (float)lr;
+  t.eps = (float)eps;
+  t.initial_accumulator = (float)a0;
+  t.init = PS_INIT_ZERO;
+  t.consistency = cons;
+  t.num_workers = workers;
+  return t;
+}

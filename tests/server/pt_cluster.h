@@ -65,6 +65,10 @@ ps_client *pt_group_client(const pt_group *g, uint32_t rank);
  * cannot be opened or t declared. */
 ps_store *pt_ref_store(const char *dir, const char *name, size_t cache_bytes,
                        const ps_table_spec *t);
+/* An Adagrad table of zero rows (the exactly-once and replication tests' hand reference):
+ * id, name, dim, lr, eps, initial accumulator, stepping. */
+ps_table_spec pt_adagrad_spec(uint32_t id, const char *name, uint32_t dim, double lr, double eps,
+                              double a0, ps_consistency cons, uint32_t workers);
 /* The path of a binary in EMBER_BIN. */
 const char *pt_bin(const char *name);
 

@@ -71,15 +71,7 @@ static ps_client *client(const pt_server *s, ps_consistency cons) {
   const char *url = s->url;
   ps_client *c = NULL;
   assert_int_equal(ps_client_create(&url, 1, &o, &c, NULL), PS_OK);
-  ps_table_spec t;
-  ps_table_spec_default(&t, 1, "ada", DIM);
-  t.optimizer = PS_OPT_ADAGRAD;
-  t.lr = (float)LR;
-  t.eps = (float)EPS;
-  t.initial_accumulator = (float)A0;
-  t.init = PS_INIT_ZERO;
-  t.consistency = cons;
-  t.num_workers = 1;
+  ps_table_spec t = pt_adagrad_spec(1, "ada", DIM, LR, EPS, A0, cons, 1);
   ps_error e;
   if (ps_client_declare(c, &t, &e) != PS_OK) fail_msg("declare: %s", e.msg);
   return c;

@@ -53,11 +53,27 @@ static const char *url_flaw(const char *url) {
   return port >= 1 && port <= 65535 ? NULL : "the port is not in 1..65535";
 }
 
+/* Splits a shard's 'URL|URL|...' into its replicas; -1 when empty, too many or one is empty. */
+static int split_replicas(const char *url, char **items) {
+  return url ? ps_split_list(url, '|', items, CL_MAX_REPLICAS) : -1;
+}
+
 ps_status ps_client_check_url(const char *url, ps_error *err) {
-  const char *flaw = url_flaw(url);
-  if (!flaw) return PS_OK;
-  return ps_error_set(err, PS_ERR_INVALID, "server URL '%s' is not tcp://HOST:PORT or ipc://PATH (%s)",
-                      url ? url : "", flaw);
+  char *items[CL_MAX_REPLICAS];
+  int n = url && strchr(url, '|') ? split_replicas(url, items) : 0;
+  if (n < 0)
+    return ps_error_set(err, PS_ERR_INVALID, "server URL '%s' is not 'URL|URL|...' (1..%d "
+                        "replicas, none empty)", url, CL_MAX_REPLICAS);
+  const char *flaw = NULL, *bad = url;
+  for (int i = 0; i < n && !flaw; i++) flaw = url_flaw(bad = items[i]);
+  if (n == 0) flaw = url_flaw(url);
+  ps_status st = PS_OK;
+  if (flaw)
+    st = ps_error_set(err, PS_ERR_INVALID,
+                      "server URL '%s' is not tcp://HOST:PORT or ipc://PATH (%s)",
+                      bad ? bad : "", flaw);
+  if (n > 0) free(items[0]);
+  return st;
 }
 
 /* Allocates the per-shard arrays of n servers in one zeroed block (all 8-byte aligned). */
@@ -80,9 +96,18 @@ static ps_status shard_open_fail(size_t i, ps_error *err) {
 /* Opens shard i's socket and monitor and starts connecting to url. */
 static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *err) {
   cl_server *s = &c->srv[i];
-  if (!url || strlen(url) >= sizeof s->url)
+  char *items[CL_MAX_REPLICAS];
+  int n = split_replicas(url, items);
+  for (int k = 0; k < n; k++) {
+    if (strlen(items[k]) >= sizeof s->url) n = -1;
+    else snprintf(s->rep[k], sizeof s->rep[k], "%s", items[k]);
+  }
+  if (n > 0) free(items[0]);
+  if (n <= 0)
     return ps_error_set(err, PS_ERR_INVALID, "server URL %zu is missing or too long", i);
-  snprintf(s->url, sizeof s->url, "%s", url);
+  s->nrep = (uint32_t)n;
+  if (n > 1) c->replicated = true;
+  snprintf(s->url, sizeof s->url, "%s", s->rep[0]);
   s->sock = zmq_socket(c->ctx, ZMQ_DEALER);
   if (!s->sock) return shard_open_fail(i, err);
   int zero = 0, hwm = 100000, ivl = 100, ivl_max = 1000;
@@ -173,6 +198,7 @@ ps_status ps_client_create(const char *const *urls, size_t n, const ps_client_op
   else ps_client_options_default(&c->opt);
   if (!c->opt.timeout_ms) c->opt.timeout_ms = 30000;
   if (!c->opt.ckpt_timeout_ms) c->opt.ckpt_timeout_ms = 600000;
+  if (!c->opt.failover_ms) c->opt.failover_ms = 1000;
   c->next_rid = 1;
   c->id = c->opt.client_id ? c->opt.client_id : random_id(c);
   c->nsrv = n;
@@ -238,4 +264,8 @@ void ps_client_set_rank(ps_client *c, uint32_t rank) { c->opt.rank = rank; }
 void ps_client_counters(const ps_client *c, uint64_t *disconnects, uint64_t *resent) {
   if (disconnects) *disconnects = c->disconnects;
   if (resent) *resent = c->resent;
+}
+void ps_client_failovers(const ps_client *c, uint64_t *failovers, uint64_t *last_ms) {
+  if (failovers) *failovers = c->failovers;
+  if (last_ms) *last_ms = c->failover_ms_last;
 }

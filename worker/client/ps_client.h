@@ -49,6 +49,9 @@ typedef struct ps_client_options {
                                A server refuses larger ones (its --max-request-mb) */
   uint64_t client_id;       /* exactly-once pushes: the id this client's pushes carry, with a
                                sequence number per shard; 0 (the default) = a random one */
+  uint32_t failover_ms;     /* replicated shards: a replica the client moved to that has not
+                               completed a connection this long is left for the next one
+                               (0 = 1000; the servers' --failover-ms) */
 } ps_client_options;
 
 /* 64 MiB: the smallest request cap a ps-server has by default (ps_server_request_cap). */
@@ -60,7 +63,10 @@ typedef struct ps_client ps_client;
 typedef struct ps_client_req ps_client_req;
 
 /* Whether url is a server URL the client can use: tcp://HOST:PORT (PORT 1..65535) or
- * ipc://PATH. On failure err (when not NULL) names the URL:
+ * ipc://PATH, or a replicated shard's 'URL|URL|...' (at most 8 replicas: the client talks to
+ * the primary and moves to another replica when its connection drops or a replica says it is
+ * not the primary, re-sending what was outstanding; docs/PROTOCOL.md, "Replication"). On
+ * failure err (when not NULL) names the URL:
  * "server URL 'X' is not tcp://HOST:PORT or ipc://PATH (...)". */
 ps_status ps_client_check_url(const char *url, ps_error *err);
 
@@ -82,6 +88,9 @@ const char *ps_client_url(const ps_client *c, size_t shard);
 void ps_client_set_rank(ps_client *c, uint32_t rank);
 /* How many times a server connection dropped, and how many requests were re-sent. */
 void ps_client_counters(const ps_client *c, uint64_t *disconnects, uint64_t *resent);
+/* Replicated shards: how many times a shard moved to another replica, and how long the last
+ * move took (ms from losing the replica to the first answer of the next one). */
+void ps_client_failovers(const ps_client *c, uint64_t *failovers, uint64_t *last_ms);
 
 /* Declares on every shard (idempotent). A different spec or consistency contract under the
  * same id is PS_ERR_CONFLICT, with the server's explanation in err. Pulls and

@@ -32,6 +32,7 @@
 #include "ps_wire.h"
 
 #define CL_MAX_SERVERS 4096
+#define CL_MAX_REPLICAS 8 /* URLs of one shard ('U0|U1|...') */
 
 /* One request's part for one shard. */
 typedef struct cl_sub {
@@ -59,6 +60,7 @@ struct ps_client_req {
   bool unique;
   bool warm;      /* a prefetch: a pull answered with no rows (ps_client_prefetch_start) */
   bool idempotent;
+  bool keep;      /* its frames are kept for a re-send (idempotent, or any with replicas) */
   bool in_use;
   /* Key scratch of pulls and pushes, cap entries each, in one block (scratch): the unique
    * keys, each key's unique index, and each unique key's shard and index in that shard. */
@@ -76,7 +78,13 @@ struct ps_client_req {
 };
 
 typedef struct cl_server {
-  char url[256];
+  char url[256];   /* the replica the client talks to now (rep[cur]) */
+  /* replicated shards: the shard's URLs in replica order; a disconnect or a replica's
+   * not-primary answer moves the client to another (cl_failover) */
+  char rep[CL_MAX_REPLICAS][256];
+  uint32_t nrep, cur, lost_from;
+  uint64_t lost_ns; /* failing over since (0 = not): logged with the first answer after */
+  uint64_t moved_ns; /* the last move to another replica; 0 once its connection is up */
   void *sock;
   void *mon;
   bool down;
@@ -109,6 +117,8 @@ struct ps_client {
   float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
   size_t acc_cap;
   uint64_t id; /* exactly-once pushes: this client's id (options.client_id or random) */
+  bool replicated; /* some shard has replicas: STEP is re-sent too, every request kept */
+  uint64_t failovers, failover_ms_last;
 };
 
 /* ps_client_io.c */
@@ -121,6 +131,10 @@ void cl_reqs_free(ps_client *c);
 /* Packs h (with a fresh request id) as part 0 of s and sends s, whose further nbulk parts are
  * already in s->part[1..]; a failure fails s (the request reports it when waited for). */
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
+/* Shard srv moves to replica `to`: reconnects there and re-sends what was outstanding. */
+void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why);
+/* Replicas moved to that did not connect within failover_ms: on to the next (waits call it). */
+void cl_failover_check(ps_client *c);
 /* Waits for r and, for a pull, scatters its rows; leaves r in use (the caller reads its
  * replies and releases it). On failure err says why (the server URL and shard first). */
 ps_status cl_req_wait(ps_client *c, struct ps_client_req *r, ps_error *err);

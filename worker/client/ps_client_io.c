@@ -105,6 +105,11 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
   r->idempotent = op != EMBER__OP__OP_STEP &&
                   op != EMBER__OP__OP_CHECKPOINT && op != EMBER__OP__OP_RESTORE &&
                   op != EMBER__OP__OP_KV_SET;
+  /* With replicas a STEP is re-sent too (a worker's clock only moves up, so a copy changes
+   * nothing), and every request keeps its frames: a replica's not-primary answer means it
+   * was not applied, so it goes to the primary whatever its op. */
+  if (c->replicated && op == EMBER__OP__OP_STEP) r->idempotent = true;
+  r->keep = r->idempotent || c->replicated;
   r->deadline = ps_now_ns() + timeout_ms * 1000000ull;
   r->timeout_ms = timeout_ms;
   for (size_t i = 0; i < c->nsrv; i++) {
@@ -221,7 +226,7 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
     sub_fail(s, PS_ERR_NOMEM, "out of memory");
     return;
   }
-  int rc = sub_send_flags(c, s, r->idempotent, ZMQ_DONTWAIT);
+  int rc = sub_send_flags(c, s, r->keep, ZMQ_DONTWAIT);
   if (rc != 0 && errno == EAGAIN) {
     if (!writable(c, s)) {
       handle_monitor(c, s->srv); /* for the reason */
@@ -230,7 +235,7 @@ void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk) {
                *refusal(c, &c->srv[s->srv]) ? refusal(c, &c->srv[s->srv]) : " (no connection)");
       return;
     }
-    rc = sub_send(c, s, r->idempotent);
+    rc = sub_send(c, s, r->keep);
   }
   if (rc != 0) sub_fail(s, PS_ERR_UNAVAILABLE, "send failed: %s", zmq_strerror(errno));
 }
@@ -261,6 +266,25 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
     return;
   }
   struct ps_client_req *r = s->req;
+  cl_server *S = &c->srv[srv];
+  if (S->nrep > 1 && h->status == PS_ERR_UNAVAILABLE && h->repl_primary && r->keep) {
+    /* A replica that is not the primary: nothing was applied; on to the one it names, or the
+     * next when it names itself or none it can reach. */
+    uint32_t to = h->repl_primary - 1;
+    if (to >= S->nrep || to == S->cur) to = (S->cur + 1) % S->nrep;
+    s->lost = true;
+    ember__header__free_unpacked(h, NULL);
+    cl_failover(c, srv, to, "it is not the primary");
+    return;
+  }
+  if (S->lost_ns && h->status == 0) {
+    uint64_t ms = (ps_now_ns() - S->lost_ns) / 1000000ull;
+    c->failovers++;
+    c->failover_ms_last = ms;
+    S->lost_ns = 0;
+    PS_INFO("failover: shard %u answered by %s (replica %u) %" PRIu64 " ms after %s (replica %u)"
+            " was lost", srv, S->url, S->cur, ms, S->rep[S->lost_from], S->lost_from);
+  }
   ps_wire_expect want = {r->op, r->table, r->warm ? 0 : s->nkeys, r->dim,
                          c->opt.wire_f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32};
   ps_error e;
@@ -336,6 +360,33 @@ static void mark_retry(ps_client *c, cl_sub *s) {
   ember__header__free_unpacked(h, NULL);
 }
 
+static int by_rid(const void *a, const void *b) {
+  uint64_t x = (*(cl_sub *const *)a)->rid, y = (*(cl_sub *const *)b)->rid;
+  return x < y ? -1 : x > y;
+}
+
+/* Re-sends the sub-requests of shard srv whose connection was lost (pushes marked retry), in
+ * the order they were first sent (request ids grow): a push goes again before the STEP that
+ * followed it, which a new primary must not apply first. */
+static void resend_lost(ps_client *c, uint32_t srv) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->npend; i++) n += c->pend[i]->srv == srv && c->pend[i]->lost;
+  cl_sub **lost = n ? malloc(n * sizeof *lost) : NULL;
+  size_t k = 0;
+  for (size_t i = 0; lost && i < c->npend; i++)
+    if (c->pend[i]->srv == srv && c->pend[i]->lost) lost[k++] = c->pend[i];
+  if (lost) qsort(lost, k, sizeof *lost, by_rid); /* without memory: the table's order */
+  for (size_t i = 0; i < (lost ? k : c->npend); i++) {
+    cl_sub *s = lost ? lost[i] : c->pend[i];
+    if (s->srv != srv || !s->lost) continue;
+    s->lost = false;
+    c->resent++;
+    if (s->seq) mark_retry(c, s);
+    sub_send(c, s, true);
+  }
+  free(lost);
+}
+
 static void handle_monitor(ps_client *c, uint32_t srv) {
   cl_server *S = &c->srv[srv];
   for (;;) {
@@ -349,6 +400,7 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
     if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
     bool more = zmq_msg_more(&ev);
     zmq_msg_close(&ev);
+    char ep[256] = "";
     while (more) {
       zmq_msg_init(&addr);
       if (zmq_msg_recv(&addr, S->mon, 0) < 0) {
@@ -356,9 +408,28 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
         break;
       }
       more = zmq_msg_more(&addr);
+      size_t n = zmq_msg_size(&addr) < sizeof ep - 1 ? zmq_msg_size(&addr) : sizeof ep - 1;
+      memcpy(ep, zmq_msg_data(&addr), n);
+      ep[n] = '\0';
       zmq_msg_close(&addr);
     }
-    if (event == ZMQ_EVENT_DISCONNECTED) {
+    /* A replica the client left: what its old connection does is no news. */
+    if (S->nrep > 1 && ep[0] && strcmp(ep, S->url) != 0) continue;
+    if (event == ZMQ_EVENT_DISCONNECTED && S->nrep > 1) {
+      c->disconnects++;
+      for (size_t i = 0; i < c->npend;) {
+        cl_sub *s = c->pend[i];
+        if (s->srv == srv && !s->req->idempotent) {
+          sub_fail(s, PS_ERR_UNAVAILABLE,
+                   "connection lost while a %s request was outstanding; it may or may not have "
+                   "been applied", ps_wire_op_name(s->req->op));
+          continue;
+        }
+        if (s->srv == srv) s->lost = true;
+        i++;
+      }
+      cl_failover(c, srv, (S->cur + 1) % S->nrep, "its connection dropped");
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
       S->down = true;
       c->disconnects++;
       /* Walk a snapshot: sub_fail edits the pending array. */
@@ -383,24 +454,53 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
       S->refused = event;
     } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       S->refused = 0;
+      S->moved_ns = 0;
       if (!S->answered && !S->warned) c->nunsure--;
       S->answered = true;
       if (!S->down) continue;
       S->down = false;
-      for (size_t i = 0; i < c->npend; i++) {
-        cl_sub *s = c->pend[i];
-        if (s->srv != srv || !s->lost) continue;
-        s->lost = false;
-        c->resent++;
-        if (s->seq) mark_retry(c, s);
-        sub_send(c, s, true);
-      }
+      resend_lost(c, srv);
     }
   }
 }
 
-/* Handles whatever arrives within timeout_ms (0 = just what is there). */
+void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
+  cl_server *S = &c->srv[srv];
+  if (!S->lost_ns) {
+    S->lost_ns = ps_now_ns();
+    S->lost_from = S->cur;
+  }
+  PS_WARN("shard %u: leaving %s (replica %u): %s; trying %s (replica %u)", srv, S->url, S->cur,
+          why, S->rep[to], to);
+  zmq_disconnect(S->sock, S->url); /* drops what was queued for it: re-sent below */
+  S->cur = to;
+  S->moved_ns = ps_now_ns();
+  memcpy(S->url, S->rep[to], sizeof S->url);
+  zmq_connect(S->sock, S->url);
+  S->down = false;
+  /* Re-sent at once, so that they go before any request started from now on (a push before
+   * the STEP that follows it). */
+  resend_lost(c, srv);
+}
+
+void cl_failover_check(ps_client *c) {
+  if (!c->replicated) return;
+  const uint64_t now = ps_now_ns(), bound = (uint64_t)c->opt.failover_ms * 1000000ull;
+  for (uint32_t i = 0; i < c->nsrv; i++) {
+    cl_server *S = &c->srv[i];
+    if (!S->moved_ns || now - S->moved_ns < bound) continue;
+    for (size_t k = 0; k < c->npend; k++)
+      if (c->pend[k]->srv == i && c->pend[k]->req->keep) c->pend[k]->lost = true;
+    cl_failover(c, i, (S->cur + 1) % S->nrep, "no connection within --failover-ms");
+  }
+}
+
+/* Handles whatever arrives within timeout_ms (0 = just what is there); with replicas, at most
+ * a tenth of failover_ms, so that a replica that never connects is left in time. */
 static void pump(ps_client *c, long timeout_ms) {
+  cl_failover_check(c);
+  if (c->replicated && timeout_ms > (long)c->opt.failover_ms / 10 + 1)
+    timeout_ms = (long)c->opt.failover_ms / 10 + 1;
   int rc = zmq_poll(c->items, (int)(2 * c->nsrv), timeout_ms);
   if (rc <= 0) return;
   for (size_t i = 0; i < c->nsrv; i++) {
