@@ -25,8 +25,7 @@
 #define ROUNDS 40
 #define MAXK 6000
 
-static pt_server g_srv;
-static char g_dir[512];
+static pt_group g_cl = {.n = 1, .tag = "reuse", .threads = {2}, .timeout_ms = 60000};
 static ps_table_spec g_spec;
 
 typedef struct worker {
@@ -41,16 +40,11 @@ static uint64_t key_of(int client, int round, size_t i) {
 
 static void *run(void *arg) {
   worker *w = arg;
-  ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 60000;
-  const char *url = g_srv.url;
-  ps_client *c = NULL;
+  ps_client *c = pt_group_client(&g_cl, (uint32_t)w->id);
   uint64_t *keys = malloc(MAXK * sizeof *keys);
   float *got = malloc((size_t)MAXK * DIM * sizeof *got), *want = malloc((size_t)MAXK * DIM * 4);
   float *g = malloc(64 * DIM * sizeof *g);
-  if (!keys || !got || !want || !g || ps_client_create(&url, 1, &o, &c, NULL) != PS_OK ||
-      ps_client_declare(c, &g_spec, NULL) != PS_OK) {
+  if (!keys || !got || !want || !g || ps_client_declare(c, &g_spec, NULL) != PS_OK) {
     w->bad = -1;
     goto out;
   }
@@ -80,19 +74,12 @@ out:
 
 static void test_concurrent_pulls(void **st) {
   (void)st;
-  ps_client_options o;
-  ps_client_options_default(&o);
-  const char *url = g_srv.url;
-  ps_client *c = NULL;
-  assert_int_equal(ps_client_create(&url, 1, &o, &c, NULL), PS_OK);
-  assert_int_equal(ps_client_declare(c, &g_spec, NULL), PS_OK);
-  ps_client_destroy(&c);
   worker w[CLIENTS];
   pthread_t th[CLIENTS];
   for (int i = 0; i < CLIENTS; i++) {
     char name[16];
     snprintf(name, sizeof name, "ref%d", i);
-    w[i] = (worker){.id = i, .ref = pt_ref_store(g_dir, name, (size_t)256 << 20, &g_spec)};
+    w[i] = (worker){.id = i, .ref = pt_ref_store(g_cl.dir, name, (size_t)256 << 20, &g_spec)};
     assert_non_null(w[i].ref);
   }
   for (int i = 0; i < CLIENTS; i++) assert_int_equal(pthread_create(&th[i], NULL, run, &w[i]), 0);
@@ -104,24 +91,11 @@ static void test_concurrent_pulls(void **st) {
   }
 }
 
-static int setup(void **st) {
-  (void)st;
-  pt_tmpdir("reuse", g_dir);
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
   ps_table_spec_default(&g_spec, 1, "reuse", DIM);
   g_spec.optimizer = PS_OPT_ADAGRAD;
   g_spec.lr = 0.05f;
-  return pt_start(&g_srv, 0, 1, g_dir, 0, 2) ? 0 : -1;
-}
-
-static int teardown(void **st) {
-  (void)st;
-  pt_stop(&g_srv, SIGKILL, 5000);
-  pt_rmrf(g_dir);
-  return 0;
-}
-
-int main(void) {
-  signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_concurrent_pulls)};
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return pt_group_run(&g_cl, tests, 1);
 }
