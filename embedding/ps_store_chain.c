@@ -320,6 +320,7 @@ static ps_status apply_delta(ps_store *s, const link_t *l, ps_error *err) {
     rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
     rocksdb_ingestexternalfileoptions_set_move_files(io, 0);
     const char *files[1] = {file};
+    store_cold_mark(t);
     rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &rerr);
     rocksdb_ingestexternalfileoptions_destroy(io);
     if (rerr) {

@@ -56,6 +56,10 @@ ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t 
 /* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
 ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
                               rocksdb_pinnableslice_t **vals) {
+  if (!atomic_load_explicit(&t->on_disk, memory_order_acquire)) {
+    for (size_t i = 0; i < n; i++) vals[i] = NULL; /* stored nowhere: no lookup finds them */
+    return PS_OK;
+  }
   char *kbuf = malloc(n * 8 + 1);
   const char **kl = calloc(n + 1, sizeof(char *));
   size_t *ks = calloc(n + 1, sizeof(size_t));
@@ -94,7 +98,14 @@ ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err) {
   return rerr ? store_rdb_error(err, "write", rerr) : PS_OK;
 }
 
+/* The one field written through the shared (const) view of a table: a monotonic flag, atomic,
+ * so partition threads under the store's read lock may set it. */
+void store_cold_mark(const table *t) {
+  atomic_store_explicit((atomic_bool *)&t->on_disk, true, memory_order_release);
+}
+
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row) {
+  store_cold_mark(t);
   char kb[8];
   key_be(key, kb);
   const char *kl[1] = {kb};
@@ -148,6 +159,7 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
     rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
     const char *files[1] = {file};
     err = NULL;
+    store_cold_mark(t);
     rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &err);
     rocksdb_ingestexternalfileoptions_destroy(io);
     if (err) st = store_rdb_log("ingesting dirty rows", err);

@@ -135,6 +135,11 @@ typedef struct table {
   size_t alloc_bytes; /* jemalloc size class of row_bytes */
   rocksdb_column_family_handle_t *cf;
   char hdr[REC_HDR];
+  /* false while RocksDB can hold no row of this table (declared here, nothing written back,
+   * imported or ingested since): a miss is then a key stored nowhere, and its MultiGet --
+   * most of a first-touch pull's server time -- is skipped. Set (never cleared) before any
+   * row can reach the column family; true for a table found at open. See store_cold_mark. */
+  atomic_bool on_disk;
 } table;
 
 struct ps_store {
@@ -321,6 +326,8 @@ ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys,
                               rocksdb_pinnableslice_t **vals);
 /* Appends a row's record to a write batch. */
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row);
+/* Records that rows of t may be in RocksDB from now on (before they are written there). */
+void store_cold_mark(const table *t);
 /* Writes (and clears) a partition's write batch; a failure is said in err. */
 ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err);
 /* The row inside a stored record of table t, or NULL when the record does not have its length

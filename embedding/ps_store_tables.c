@@ -12,7 +12,8 @@
 #include "ps_store_int.h"
 
 /* Adds a table to the in-memory arrays (store write-locked or opening). */
-static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_family_handle_t *cf) {
+static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_family_handle_t *cf,
+                           bool on_disk) {
   if (s->ntables >= PS_STORE_MAX_TABLES) return PS_ERR_NOMEM;
   table *nt = realloc(s->tables, (s->ntables + 1) * sizeof(table));
   if (!nt) return PS_ERR_NOMEM;
@@ -32,6 +33,7 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   t->row_bytes = ROW_META + 4 * ((size_t)sp->dim + t->state_floats);
   t->alloc_bytes = row_class(t->row_bytes);
   t->cf = cf;
+  atomic_init(&t->on_disk, on_disk);
   t->hdr[0] = REC_MAGIC;
   t->hdr[1] = REC_VERSION;
   t->hdr[2] = (char)sp->optimizer;
@@ -49,7 +51,7 @@ ps_status store_tables_open(ps_store *s, ps_error *err) {
   if (st != PS_OK) return st;
   size_t i = 0;
   for (; i < n; i++) {
-    st = add_table(s, &found[i].spec, found[i].cf);
+    st = add_table(s, &found[i].spec, found[i].cf, true);
     if (st != PS_OK) {
       ps_error_set(err, st, "%s: table %u (%s) could not be added", s->path, found[i].spec.id,
                    found[i].spec.name);
@@ -88,7 +90,7 @@ ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec, ps_error *err
   rocksdb_column_family_handle_t *cf = NULL;
   st = store_cold_table_create(s, spec, &cf, err);
   if (st != PS_OK) goto done;
-  st = add_table(s, spec, cf);
+  st = add_table(s, spec, cf, false); /* a new, empty column family */
   if (st != PS_OK)
     ps_error_set(err, st, "table %u (%s): out of memory or room (%zu tables, at most %u)",
                  spec->id, spec->name, s->ntables, PS_STORE_MAX_TABLES);

@@ -45,6 +45,9 @@
 #define SRV_CONN_SLOTS 4096u
 /* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
 #define SRV_PARK_MAX 1024u
+/* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
+#define SRV_SPARE_MIN ((size_t)1 << 20)
+#define SRV_SPARE_MAX ((size_t)64 << 20)
 /* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
 #define SRV_REQ_COST ((size_t)1024)
 enum { PARK_HANDLE = 100 };
@@ -244,6 +247,7 @@ struct ps_server {
   srv_req *park_head, *park_tail;    /* waiting for bytes, FIFO */
   uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
+  _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;

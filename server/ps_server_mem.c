@@ -22,7 +22,15 @@
  * Connections are told apart by a hash of their routing id into SRV_CONN_SLOTS slots (two
  * connections sharing a slot share its cap: a fairness cost, never a memory one). A slot with
  * parked requests parks its later ones behind them, and srv_mem_unpark starts them in order
- * per slot, so the order of a connection's requests is kept. */
+ * per slot, so the order of a connection's requests is kept.
+ *
+ * One released reply buffer of SRV_SPARE_MIN..min(R, SRV_SPARE_MAX) bytes is kept (the spare,
+ * an atomic pointer: released on ZeroMQ's I/O thread, taken on the main thread) and reused by
+ * the next pull it fits. A fresh buffer of that size comes from mmap and is freed back to the
+ * kernel: a 25 MB multi-hot reply's ~6,000 page faults (zeroing, memcg charge, unmap) were a
+ * third of the server's CPU on such pulls (bench/RESULTS-net.md, issue 22). Every byte of a
+ * reply sent is written by its pull (an error sends no rows), so reuse shows no old rows. The
+ * spare adds at most SRV_SPARE_MAX to the shard's memory (docs/OPERATIONS.md). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +43,9 @@
 typedef struct mem_hdr {
   ps_server *s;
   uint64_t bytes;
+  uint64_t cap; /* allocated bytes after the header (a reused spare may exceed `bytes`) */
   uint32_t slot;
-  char pad[64 - sizeof(void *) - sizeof(uint64_t) - sizeof(uint32_t)];
+  char pad[64 - sizeof(void *) - 2 * sizeof(uint64_t) - sizeof(uint32_t)];
 } mem_hdr;
 _Static_assert(sizeof(mem_hdr) == 64, "reply header keeps rows aligned");
 
@@ -59,6 +68,7 @@ ps_status srv_mem_init(ps_server *s) {
 }
 
 void srv_mem_free(ps_server *s) {
+  free(atomic_exchange(&s->reply_spare, NULL));
   free((void *)s->conn_bytes);
   free(s->conn_parked);
   s->conn_bytes = NULL;
@@ -83,6 +93,22 @@ static void release(ps_server *s, uint32_t slot, uint64_t bytes) {
   atomic_fetch_sub(&s->inflight_bytes, bytes);
 }
 
+/* The largest reply buffer kept as the spare: at most R, and SRV_SPARE_MAX. */
+static size_t spare_max(const ps_server *s) {
+  return s->req_cap < SRV_SPARE_MAX ? s->req_cap : SRV_SPARE_MAX;
+}
+
+/* A buffer for a reply of rb bytes: the spare when it is large enough (its pages are mapped
+ * already), else a new one. */
+static mem_hdr *reply_buf(ps_server *s, size_t rb) {
+  mem_hdr *h = rb >= SRV_SPARE_MIN ? atomic_exchange(&s->reply_spare, NULL) : NULL;
+  if (h && h->cap >= rb) return h;
+  free(h);
+  h = malloc(sizeof *h + rb);
+  if (h) h->cap = rb;
+  return h;
+}
+
 /* ZeroMQ is done with a reply (any thread): its bytes are free again; the main loop is woken
  * once if requests wait for them. */
 static void reply_free(void *data, void *hint) {
@@ -90,7 +116,8 @@ static void reply_free(void *data, void *hint) {
   mem_hdr *h = (mem_hdr *)data - 1;
   ps_server *s = h->s;
   release(s, h->slot, h->bytes);
-  free(h);
+  if (h->cap >= SRV_SPARE_MIN && h->cap <= spare_max(s)) h = atomic_exchange(&s->reply_spare, h);
+  free(h); /* the spare it replaced, or itself */
   if (atomic_exchange(&s->park_wake, false) && s->sigpipe[1] >= 0) {
     char c = 0;
     ssize_t w = write(s->sigpipe[1], &c, 1);
@@ -155,7 +182,7 @@ static bool take_reply(ps_server *s, srv_req *r, bool *nomem) {
   size_t rb = pull_bytes(r, r->tab);
   *nomem = false;
   if (rb > r->reserved && !fits(s, r->slot, rb, r->charged)) return false;
-  mem_hdr *h = rb ? malloc(sizeof *h + rb) : NULL;
+  mem_hdr *h = rb ? reply_buf(s, rb) : NULL;
   if (rb && (!h || zmq_msg_init_data(&r->out, h + 1, rb, reply_free, NULL) != 0)) {
     free(h);
     *nomem = true;
@@ -165,7 +192,7 @@ static bool take_reply(ps_server *s, srv_req *r, bool *nomem) {
   if (rb > r->reserved) charge(s, r->slot, rb);
   else r->charged -= rb; /* the reservation moves to the reply */
   r->reserved = 0;
-  if (h) *h = (mem_hdr){.s = s, .bytes = rb, .slot = r->slot};
+  if (h) *h = (mem_hdr){.s = s, .bytes = rb, .cap = h->cap, .slot = r->slot};
   r->has_out = true;
   r->outp = zmq_msg_data(&r->out);
   return true;
