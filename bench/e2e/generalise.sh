@@ -26,7 +26,9 @@
 # Environment: BIN (default <src>/build/bin), CRITEO (default /work/shared/data/criteo_real.tsv),
 # OLD (the defaults before issue 19, as flags), SETS (which data sets), RUNS ("new old torch
 # torch-old lr"), SEEDS (default "1"), NEW_EXTRA (flags added to the "new" runs and their
-# PyTorch yardstick: a candidate default, tried on every set). One compute thread everywhere (the dev box has 2 shared
+# PyTorch yardstick: a candidate default, tried on every set; its --hash-buckets N reaches the
+# yardstick too, and its --shuffle-buffer 0 makes the yardstick read in file order as well
+# (torch-old always shuffles, as before)). One compute thread everywhere (the dev box has 2 shared
 # cores). Results are cached in OUTDIR by name (<set>-<run>-s<seed>.json; lr has no seed):
 # delete a file to run it again.
 #
@@ -76,17 +78,18 @@ done
 # --- settings: ps-worker's defaults, and OLD on top of them for the torch-old run
 default_of() { "$BIN/ps-worker" --help | sed -n "s/^ *--$1 [^ ]* .*(default: \([^)]*\)).*/\1/p"; }
 torch_flags() { # ps-worker flags... -> torch_dlrm.py flags for the same settings
-  local b lr slr ei dim bot top
+  local b lr slr ei dim bot top hb=0 shuf=--shuffle
   b="$(default_of batch)" lr="$(default_of lr)" slr="$(default_of sparse-lr)"
   ei="$(default_of emb-init)" dim="$(default_of emb-dim)" bot="$(default_of mlp-bot)" top="$(default_of mlp-top)"
   while [ $# -gt 0 ]; do
     case "$1" in
       --batch) b="$2" ;; --lr) lr="$2" ;; --sparse-lr) slr="$2" ;; --emb-init) ei="$2" ;;
       --emb-dim) dim="$2" ;; --mlp-bot) bot="$2" ;; --mlp-top) top="$2" ;;
+      --hash-buckets) hb="$2" ;; --shuffle-buffer) [ "$2" = 0 ] && shuf="" ;;
     esac
     shift 2
   done
-  echo "--batch $b --lr $lr --sparse-lr $slr --emb-init $ei --emb-dim $dim --mlp-bot $bot --mlp-top $top"
+  echo "--batch $b --lr $lr --sparse-lr $slr --emb-init $ei --emb-dim $dim --mlp-bot $bot --mlp-top $top --hash-buckets $hb $shuf"
 }
 core=""
 if grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; fi
@@ -103,9 +106,9 @@ run() { # set run seed
         --test "$out/${d}_test.tsv" --threads 1 --progress-every 100 --seed "$sd" --summary "$res" \
         $extra $sch > "$log" 2>&1 || { echo "generalise: $d $r seed $sd failed, see $log" >&2; return 1; } ;;
     torch|torch-old)
-      local f; if [ "$r" = torch ]; then f="$(torch_flags $NEW_EXTRA)"; else f="$(torch_flags $OLD)"; fi
+      local f; if [ "$r" = torch ]; then f="$(torch_flags $NEW_EXTRA)"; else f="$(torch_flags $OLD) --shuffle"; fi
       OMP_NUM_THREADS=1 OPENBLAS_CORETYPE="$core" $PY "$src/bench/e2e/torch_dlrm.py" \
-        --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 --hash-buckets 0 --shuffle \
+        --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 \
         --seed "$sd" $f $sch --json "$res" > "$log" 2>&1 ;;
     lr)
       $PY "$src/bench/datagen/lr_baseline.py" "$out/$d.tsv" "$out/${d}_test.tsv" > "$log"
