@@ -25,8 +25,12 @@
 #
 # Environment: BIN (default <src>/build/bin), CRITEO (default /work/shared/data/criteo_real.tsv),
 # OLD (the defaults before issue 19, as flags), SETS (which data sets), RUNS ("new old torch
-# torch-old lr"), SEEDS (default "1"), NEW_EXTRA (flags added to the "new" runs and their
-# PyTorch yardstick: a candidate default, tried on every set). One compute thread everywhere (the dev box has 2 shared
+# torch-old lr", and torch-buf: the PyTorch yardstick trained in the "new" run's own row order,
+# ps-worker's shuffle buffer replayed by bench/e2e/ember_order.py, so only the initial weights
+# differ between the two), SEEDS (default "1"), NEW_EXTRA (flags added to the "new" runs and their
+# PyTorch yardstick: a candidate default, tried on every set; its --hash-buckets N reaches the
+# yardstick too, and its --shuffle-buffer 0 makes the yardstick read in file order as well
+# (torch-old always shuffles, as before)). One compute thread everywhere (the dev box has 2 shared
 # cores). Results are cached in OUTDIR by name (<set>-<run>-s<seed>.json; lr has no seed):
 # delete a file to run it again.
 #
@@ -76,17 +80,23 @@ done
 # --- settings: ps-worker's defaults, and OLD on top of them for the torch-old run
 default_of() { "$BIN/ps-worker" --help | sed -n "s/^ *--$1 [^ ]* .*(default: \([^)]*\)).*/\1/p"; }
 torch_flags() { # ps-worker flags... -> torch_dlrm.py flags for the same settings
-  local b lr slr ei dim bot top
+  local b lr slr ei dim bot top hb=0 shuf=--shuffle
   b="$(default_of batch)" lr="$(default_of lr)" slr="$(default_of sparse-lr)"
   ei="$(default_of emb-init)" dim="$(default_of emb-dim)" bot="$(default_of mlp-bot)" top="$(default_of mlp-top)"
   while [ $# -gt 0 ]; do
     case "$1" in
       --batch) b="$2" ;; --lr) lr="$2" ;; --sparse-lr) slr="$2" ;; --emb-init) ei="$2" ;;
       --emb-dim) dim="$2" ;; --mlp-bot) bot="$2" ;; --mlp-top) top="$2" ;;
+      --hash-buckets) hb="$2" ;; --shuffle-buffer) [ "$2" = 0 ] && shuf="" ;;
     esac
     shift 2
   done
-  echo "--batch $b --lr $lr --sparse-lr $slr --emb-init $ei --emb-dim $dim --mlp-bot $bot --mlp-top $top"
+  echo "--batch $b --lr $lr --sparse-lr $slr --emb-init $ei --emb-dim $dim --mlp-bot $bot --mlp-top $top --hash-buckets $hb $shuf"
+}
+buffer_of() { # ps-worker flags... -> the --shuffle-buffer they train with
+  local n; n="$(default_of shuffle-buffer)"
+  while [ $# -gt 0 ]; do [ "$1" = --shuffle-buffer ] && n="$2"; shift 2; done
+  echo "$n"
 }
 core=""
 if grep -q avx512bw /proc/cpuinfo; then core=SkylakeX; fi
@@ -102,10 +112,12 @@ run() { # set run seed
       "$src/deploy/ember-local" --servers 1 --workers 1 --bin "$BIN" -- --train "$out/$d.tsv" \
         --test "$out/${d}_test.tsv" --threads 1 --progress-every 100 --seed "$sd" --summary "$res" \
         $extra $sch > "$log" 2>&1 || { echo "generalise: $d $r seed $sd failed, see $log" >&2; return 1; } ;;
-    torch|torch-old)
-      local f; if [ "$r" = torch ]; then f="$(torch_flags $NEW_EXTRA)"; else f="$(torch_flags $OLD)"; fi
+    torch|torch-old|torch-buf)
+      local f; if [ "$r" = torch-old ]; then f="$(torch_flags $OLD) --shuffle"; else f="$(torch_flags $NEW_EXTRA)"; fi
+      # torch-buf: the rows in the order of the "new" run of the same seed (ember_order.py)
+      [ "$r" = torch-buf ] && f="$f --shuffle-buffer $(buffer_of $NEW_EXTRA)"
       OMP_NUM_THREADS=1 OPENBLAS_CORETYPE="$core" $PY "$src/bench/e2e/torch_dlrm.py" \
-        --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 --hash-buckets 0 --shuffle \
+        --train "$out/$d.tsv" --test "$out/${d}_test.tsv" --threads 1 \
         --seed "$sd" $f $sch --json "$res" > "$log" 2>&1 ;;
     lr)
       $PY "$src/bench/datagen/lr_baseline.py" "$out/$d.tsv" "$out/${d}_test.tsv" > "$log"
@@ -143,12 +155,6 @@ for d in names:
     planted = f"{json.load(open(pj))['test_auc']:.4f}" if os.path.exists(pj) else ""
     gap = f"{m['new'] - m['torch']:+.4f}" if m.get("new") is not None and m.get("torch") is not None else ""
     print(f"| {d} | " + " | ".join(f4(m[r]) for r in runs) + f" | {gap} | {planted} |")
-if len(seeds) < 2 or "new" not in runs or "torch" not in runs:
-    sys.exit(0)
-print("\nPaired new - torch, one pair per seed (same data, same --seed):\n")
-print("| data | pairs | mean new | mean torch | mean gap ± its standard error | paired t (p, two-sided) "
-      "| Wilcoxon p | new >= torch |")
-print("|---|---|---|---|---|---|---|---|")
 def paired(label, a, b):
     g = [x - y for x, y in zip(a, b)]
     t = stats.ttest_rel(a, b)
@@ -156,11 +162,18 @@ def paired(label, a, b):
     print(f"| {label} | {len(g)} | {st.mean(a):.4f} | {st.mean(b):.4f} | {st.mean(g):+.4f} ± "
           f"{st.stdev(g) / len(g) ** 0.5:.4f} | {t.statistic:+.2f} ({t.pvalue:.3f}) | {w:.3f} | "
           f"{sum(x >= 0 for x in g)} of {len(g)} |")
-for d in names:
-    a, b = per[d]["new"], per[d]["torch"]
-    if all(x is not None for x in a + b):
-        paired(d, a, b)
-if cv and all(per[d][r][i] is not None for d in cv for r in ("new", "torch") for i in range(len(seeds))):
-    paired("criteo, every fold x seed", [per[d]["new"][i] for d in cv for i in range(len(seeds))],
-           [per[d]["torch"][i] for d in cv for i in range(len(seeds))])
+for y in ("torch", "torch-buf"):
+    if len(seeds) < 2 or "new" not in runs or y not in runs:
+        continue
+    print(f"\nPaired new - {y}, one pair per seed (same data, same --seed):\n")
+    print(f"| data | pairs | mean new | mean {y} | mean gap ± its standard error | paired t (p, two-sided) "
+          f"| Wilcoxon p | new >= {y} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for d in names:
+        a, b = per[d]["new"], per[d][y]
+        if all(x is not None for x in a + b):
+            paired(d, a, b)
+    if cv and all(per[d][r][i] is not None for d in cv for r in ("new", y) for i in range(len(seeds))):
+        paired("criteo, every fold x seed", [per[d]["new"][i] for d in cv for i in range(len(seeds))],
+               [per[d][y][i] for d in cv for i in range(len(seeds))])
 PY

@@ -14,7 +14,9 @@ W ~ N(0, sqrt(2/(in+out))), b ~ N(0, sqrt(1/out)). One epoch in file order, no s
 --hash-buckets 0 is ps-worker's open vocabulary (its default): every distinct (feature, token)
 gets its own row, missing its own per feature, as ps_criteo_key does (a 64-bit hash there, a
 dictionary built over train and test here: the same rows up to hash collisions). --shuffle
-draws a seeded permutation of the training rows each epoch (ps-worker: --shuffle-buffer).
+draws a seeded permutation of the training rows each epoch (ps-worker: --shuffle-buffer);
+--shuffle-buffer N instead trains in exactly the order ps-worker --shuffle-buffer N --seed S
+--batch B does (one rank; bench/e2e/ember_order.py), so the two see the same batches.
 
 --schema FILE reads the data as ps-worker --schema FILE does (worker/data/ps_schema.h: tsv or
 csv, header, label / dense / categorical / skip columns, log1p or no transform, multi-hot
@@ -41,6 +43,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 from sklearn.metrics import log_loss, roc_auc_score
+
+import ember_order
 
 NDENSE, NCAT = 13, 26
 
@@ -195,6 +199,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--shuffle", action="store_true", help="a seeded permutation of the rows per epoch")
     ap.add_argument("--schema", help="read the data as ps-worker --schema FILE (JSON) does")
+    ap.add_argument("--shuffle-buffer", type=int, default=0,
+                    help="train in ps-worker --shuffle-buffer N's order (bench/e2e/ember_order.py)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -228,8 +234,11 @@ def main():
     t1 = time.time()
     model.train()
     gen = torch.Generator().manual_seed(a.seed)
-    for _ in range(a.epochs):
-        order = torch.randperm(n, generator=gen) if a.shuffle else torch.arange(n)
+    for ep in range(a.epochs):
+        if a.shuffle_buffer:
+            order = torch.tensor(ember_order.shuffle_order(n, a.batch, a.seed, a.shuffle_buffer, epoch=ep))
+        else:
+            order = torch.randperm(n, generator=gen) if a.shuffle else torch.arange(n)
         for i in range(0, n, a.batch):
             o = order[i:i + a.batch]
             logits = model(xtr[o], batch_keys(ktr, o))
@@ -251,7 +260,7 @@ def main():
         "trainer": "torch", "torch": torch.__version__, "blas": blas_loaded(),
         "threads": a.threads, "batch": a.batch, "hash_buckets": a.hash_buckets,
         "lr": a.lr, "sparse_lr": a.sparse_lr, "emb_init": a.emb_init, "epochs": a.epochs,
-        "shuffle": a.shuffle, "schema": a.schema,
+        "shuffle": a.shuffle, "shuffle_buffer": a.shuffle_buffer, "schema": a.schema,
         "samples": n, "train_seconds": train_s, "samples_per_s": n / train_s,
         "parse_seconds": parse_s, "eval_samples": len(y),
         "auc": float(roc_auc_score(y, p)),
