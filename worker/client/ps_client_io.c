@@ -473,11 +473,8 @@ void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
   PS_WARN("shard %u: leaving %s (replica %u): %s; trying %s (replica %u)", srv, S->url, S->cur,
           why, S->rep[to], to);
   zmq_disconnect(S->sock, S->url); /* drops what was queued for it: re-sent below */
-  /* Every request still outstanding on the replica left goes again, not only the ones the
-   * caller marked: the disconnect also drops the answers that replica would still send, so
-   * one left waiting would wait out its whole bound (a not-primary refusal marks only the
-   * request it answers, and the others it holds were orphaned so). Every request of a
-   * replicated client keeps its frames (cl_req_get). */
+  /* Every request outstanding there goes again (frames kept: cl_req_get), not only the refused
+   * one: the disconnect drops the others' answers too, and they would wait out their bound. */
   for (size_t k = 0; k < c->npend; k++)
     if (c->pend[k]->srv == srv && c->pend[k]->req->keep) c->pend[k]->lost = true;
   S->cur = to;
