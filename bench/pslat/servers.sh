@@ -1,28 +1,23 @@
 # bench/pslat/servers.sh: sourced by the ps-bench scripts of bench/pslat (sweep.sh, multihot.sh):
 # fresh ps-server shards on loopback for a run and their cleanup by PID. The sourcing script
 # sets `bin` (the ps-server's directory) and `server_args` (extra ps-server flags, an array)
-# first; this file makes `tmp` (data dirs and logs, removed on exit) and `pids`.
-# Design decision: shared so that every script starts and stops servers the same way (a free
-# port each, a bounded wait for the "listening" line, kill by PID on exit), not once per script.
+# first; this file makes `tmp` (data dirs and logs, removed on exit) and `urls` (by start).
+# Design decision: a thin adapter over bench/common/cluster.sh, the one place benchmark scripts
+# start and stop servers (a free port each, a bounded wait for the port, SIGTERM by PID with a
+# bounded wait, then -9), so that the pslat scripts keep their start/stop_all words without a
+# second copy of that code.
 tmp="$(mktemp -d)"
-pids=()
+BIN="$bin"
+# shellcheck source=../common/cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/cluster.sh"
+CLUSTER_FLAGS=("${server_args[@]}")
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  cluster_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-start() { # run shards: starts them, sets urls (not in a subshell: pids must reach cleanup)
-  local r="$1" n="$2" i port list=()
-  for i in $(seq 0 $((n - 1))); do
-    port=$(free_port)
-    "$bin/ps-server" --listen "tcp://127.0.0.1:$port" --shard "$i" --shards "$n" \
-      --data-dir "$tmp/r$r-s$n-$i" --log-level warn "${server_args[@]}" > "$tmp/r$r-s$n-$i.log" 2>&1 &
-    pids+=($!)
-    list+=("tcp://127.0.0.1:$port")
-    for _ in $(seq 100); do grep -qs listening "$tmp/r$r-s$n-$i.log" && break; sleep 0.1; done
-  done
-  urls=$(IFS=,; echo "${list[*]}")
+start() { # run shards: starts them, sets urls (not in a subshell: the PIDs must reach cleanup)
+  cluster_start "$tmp/r$1-s$2" "$2" 1
+  urls="$CLUSTER_SERVERS"
 }
-stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+stop_all() { cluster_stop; }

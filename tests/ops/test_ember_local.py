@@ -56,7 +56,8 @@ def test_help():
                        text=True, timeout=30)
     check("--metrics-base-port out of range exits 2 with one line",
           p.returncode == 2 and "--metrics-base-port 70000" in p.stderr, p.stderr)
-    for bad in (["0"], ["-1"], ["two"], ["101"], ["1" + "0" * 30], [""], []):
+    # 9: above ps-server's limit (8 replicas of a shard); refused before anything starts.
+    for bad in (["0"], ["-1"], ["two"], ["9"], ["101"], ["1" + "0" * 30], [""], []):
         p = subprocess.run([LOCAL, "--bin", BIN, "--replicas"] + bad + ["--", "x"],
                            capture_output=True, text=True, timeout=30)
         lines = p.stderr.strip().split("\n")

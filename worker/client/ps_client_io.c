@@ -473,6 +473,10 @@ void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why) {
   PS_WARN("shard %u: leaving %s (replica %u): %s; trying %s (replica %u)", srv, S->url, S->cur,
           why, S->rep[to], to);
   zmq_disconnect(S->sock, S->url); /* drops what was queued for it: re-sent below */
+  /* Every request outstanding there goes again (frames kept: cl_req_get), not only the refused
+   * one: the disconnect drops the others' answers too, and they would wait out their bound. */
+  for (size_t k = 0; k < c->npend; k++)
+    if (c->pend[k]->srv == srv && c->pend[k]->req->keep) c->pend[k]->lost = true;
   S->cur = to;
   S->moved_ns = ps_now_ns();
   memcpy(S->url, S->rep[to], sizeof S->url);
@@ -489,8 +493,6 @@ void cl_failover_check(ps_client *c) {
   for (uint32_t i = 0; i < c->nsrv; i++) {
     cl_server *S = &c->srv[i];
     if (!S->moved_ns || now - S->moved_ns < bound) continue;
-    for (size_t k = 0; k < c->npend; k++)
-      if (c->pend[k]->srv == i && c->pend[k]->req->keep) c->pend[k]->lost = true;
     cl_failover(c, i, (S->cur + 1) % S->nrep, "no connection within --failover-ms");
   }
 }
