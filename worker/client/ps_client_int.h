@@ -131,6 +131,10 @@ void cl_reqs_free(ps_client *c);
 /* Packs h (with a fresh request id) as part 0 of s and sends s, whose further nbulk parts are
  * already in s->part[1..]; a failure fails s (the request reports it when waited for). */
 void cl_sub_start(ps_client *c, cl_sub *s, Ember__Header *h, int nbulk);
+/* ps_client_io.c: sends sub-request s on its shard's socket (keep: keep its frames). */
+int cl_sub_send(ps_client *c, cl_sub *s, bool keep);
+/* ps_client_resend.c: re-sends shard srv's lost sub-requests in their first-sent order. */
+void cl_resend_lost(ps_client *c, uint32_t srv);
 /* Shard srv moves to replica `to`: reconnects there and re-sends what was outstanding. */
 void cl_failover(ps_client *c, uint32_t srv, uint32_t to, const char *why);
 /* Replicas moved to that did not connect within failover_ms: on to the next (waits call it). */
