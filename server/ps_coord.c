@@ -26,7 +26,14 @@
  * first, so one JOIN before the job made every worker fail). A worker started with the wrong
  * --world therefore waits alone; its barrier's timeout says that another world waits under the
  * same name. STATS shows the world with the most members. A world is forgotten once its last
- * member left. */
+ * member left.
+ *
+ * Replicated shard 0 (srv_coord_apply): a backup applies the JOIN, KV_SET and BARRIER its
+ * primary forwarded with no requester (COORD_NOREQ: answers go nowhere) and no connection, so
+ * the ranks it records are held by nobody (any JOIN of that rank takes it, as in-process) until
+ * a worker re-joins it after a failover; a forwarded barrier arrival waits as a placeholder the
+ * worker's re-sent BARRIER supersedes. Disconnects are not forwarded: a rank the primary freed
+ * stays taken, by nobody, on its backups. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -97,7 +104,9 @@ srv_coord *srv_coord_create(const srv_coord_reply *io) {
   return c;
 }
 
-static void reply(srv_coord *c, void *req, Ember__Header *rh) { c->io.reply(c->io.ctx, req, rh); }
+static void reply(srv_coord *c, void *req, Ember__Header *rh) {
+  if (req != COORD_NOREQ) c->io.reply(c->io.ctx, req, rh);
+}
 
 #define fail(c, ...) coord_fail(&(c)->io, __VA_ARGS__)
 
@@ -344,7 +353,7 @@ static void handle_barrier(srv_coord *c, void *r, const Ember__Header *h,
     b->arrived++;
   }
   slot->req = r;
-  slot->h = h;
+  slot->h = r == COORD_NOREQ ? NULL : h; /* a forward's header is freed once acked */
   slot->deadline = coord_deadline(h->timeout_ms);
   slot->known = p != NULL;
   if (p) slot->peer = *p;
@@ -369,6 +378,15 @@ void srv_coord_handle_from(srv_coord *c, void *r, const Ember__Header *h,
     case EMBER__OP__OP_KV_GET: coord_kvs_get(c->kvs, r, h, p); return;
     case EMBER__OP__OP_BARRIER: handle_barrier(c, r, h, p); return;
     default: fail(c, r, PS_ERR_UNKNOWN_OP, "not a coordinator op"); return;
+  }
+}
+
+void srv_coord_apply(srv_coord *c, const Ember__Header *h) {
+  switch (h->op) {
+    case EMBER__OP__OP_JOIN: handle_join(c, COORD_NOREQ, h, NULL); return;
+    case EMBER__OP__OP_KV_SET: coord_kvs_set(c->kvs, COORD_NOREQ, h, NULL, true); return;
+    case EMBER__OP__OP_BARRIER: handle_barrier(c, COORD_NOREQ, h, NULL); return;
+    default: return;
   }
 }
 
@@ -437,6 +455,7 @@ uint64_t srv_coord_expire(srv_coord *c, uint64_t now) {
         void *req = w->req;
         w->req = NULL;
         b->arrived--;
+        if (req == COORD_NOREQ) continue; /* a forwarded arrival: its primary answers it */
         char hint[96] = "";
         uint32_t ow = other_world(c, b);
         if (ow)

@@ -51,6 +51,10 @@ void srv_coord_handle(srv_coord *c, void *req, const Ember__Header *h);
  * the ranks and waits of a connection. */
 void srv_coord_handle_from(srv_coord *c, void *req, const Ember__Header *h,
                            const srv_coord_peer *peer);
+/* A backup of shard 0: applies the state change of a JOIN, KV_SET or BARRIER its primary
+ * forwarded (the primary already checked who sent it); nothing is answered, a barrier arrival
+ * is recorded without waiting for the barrier. Other ops are ignored. */
+void srv_coord_apply(srv_coord *c, const Ember__Header *h);
 /* The connection on file descriptor fd closed: its ranks are free again, its parked requests
  * are dropped (answered PS_ERR_UNAVAILABLE, which goes nowhere), and once no rank is taken the
  * cluster forgets its world. */

@@ -54,7 +54,10 @@ struct coord_kvs {
   kv_wait *wait;
 };
 
+char coord_noreq;
+
 void coord_fail(const srv_coord_reply *io, void *req, ps_status st, const char *fmt, ...) {
+  if (req == COORD_NOREQ) return;
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -218,7 +221,7 @@ void coord_kvs_set(coord_kvs *k, void *r, const Ember__Header *h, const srv_coor
   }
   Ember__Header rh;
   ps_wire_header_init(&rh, h->op);
-  k->io.reply(k->io.ctx, r, &rh);
+  if (r != COORD_NOREQ) k->io.reply(k->io.ctx, r, &rh);
 }
 
 void coord_kvs_get(coord_kvs *k, void *r, const Ember__Header *h, const srv_coord_peer *p) {

@@ -13,7 +13,12 @@
 
 #define COORD_MAX_NAME 1024u
 
-/* Answers req with an error built from fmt. */
+/* The handle of a request a primary forwarded (srv_coord_apply): its state change is kept,
+ * its answers go nowhere (the backup acked the forward already). */
+extern char coord_noreq;
+#define COORD_NOREQ ((void *)&coord_noreq)
+
+/* Answers req with an error built from fmt (nothing for COORD_NOREQ). */
 void coord_fail(const srv_coord_reply *io, void *req, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -33,8 +33,12 @@
  *   lives; one that does makes the newcomer stale (it lost the history in between). When none
  *   answers as primary within failover-ms, replica 0 becomes primary with every backup live
  *   (a fresh shard: every data dir as the last clean stop of all of them left it).
- * - The coordinator (shard 0) is not replicated: a promoted shard-0 replica refuses JOIN, KV
- *   and BARRIER with a clear error (the job must restart, --resume) instead of hanging.
+ * - The coordinator (shard 0) is replicated the same way: JOIN, KV_SET and BARRIER go through
+ *   the FIFO like a PUSH (and into the history), and a backup applies them to its own
+ *   coordinator with no requester (srv_coord_apply) and acks at once -- a forwarded BARRIER
+ *   records the arrival and never waits for the barrier, which would stall the FIFO behind it.
+ *   A promoted shard-0 replica serves JOIN, KV and BARRIER; clients re-send what was
+ *   outstanding. Disconnects are not forwarded (a rank is held by nobody on a backup).
  * - CHECKPOINT and RESTORE run on the primary only; a RESTORE makes every backup stale. */
 #include <errno.h>
 #include <inttypes.h>
@@ -209,7 +213,8 @@ static bool coord_op(int op) {
 }
 
 static bool forwarded_op(int op) {
-  return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP;
+  return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP ||
+         op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_BARRIER;
 }
 
 void srv_repl_refuse(ps_server *s, srv_req *r, const char *what) {
@@ -323,7 +328,10 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
       x->primary_heard = x->sync_heard = ps_now_ns();
       srv_repl_log_add(s, r); /* the shard's history, for a catch-up from this replica */
       r->repl_done = true;    /* judged once: a request held meanwhile is not logged twice */
-      return false;
+      if (!coord_op(op) || !s->coord) return false;
+      srv_coord_apply(s->coord, h); /* acked now: a barrier must not hold the FIFO */
+      srv_reply_ok(s, r);
+      return true;
     }
     srv_repl_refuse(s, r, "a forward");
     return true;
@@ -332,14 +340,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     hold(x, r);
     return true;
   }
-  if (coord_op(op)) {
-    if (x->promotions && s->coord) {
-      srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
-                      "the coordinator's state (ranks, keys, barriers) was lost with shard 0's "
-                      "first primary; replica %u took over the rows only: restart the job "
-                      "(ps-worker --resume)", x->self);
-      return true;
-    }
+  if (coord_op(op) && !s->coord) { /* not shard 0: refused as with K = 1 */
     r->repl_done = true;
     return false;
   }

@@ -9,7 +9,10 @@
  *   - failover: a client pushes to an async Adagrad table, replica 0 (the primary) is killed
  *     with SIGKILL half-way; every push succeeds, the client moved to replica 1 once, replica 1
  *     promoted itself, and the rows equal Adagrad by hand (no push lost or applied twice);
- *   - the promoted replica refuses coordinator ops (shard 0's state is not replicated);
+ *   - the coordinator replicated: two ranks JOIN and a key is set through the primary, which
+ *     is killed (SIGKILL); through the client's failover the promoted replica returns the key,
+ *     a 2-member BARRIER completes (one rank arrived before the kill), and a JOIN of an existing
+ *     rank gets the answer it got before;
  *   - catch-up: replica 0 restarted on its data dir catches up while pushes go on, is a backup
  *     again (replica 1 counts the catch-up, both live), and after more pushes both replicas'
  *     rows and accumulators are identical;
@@ -17,6 +20,7 @@
  *     and the backup restarted catches up from the primary the same way. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -298,14 +302,80 @@ static void test_failover(void **st) {
   assert_int_equal(repl_int(d, "promotions"), 1);
   assert_int_equal(repl_int(d, "primary"), 1);
   json_decref(d);
-  /* The coordinator's state went with the first primary: a clear refusal, no hang. */
-  assert_int_equal(ps_client_kv_set(c, "k", "v", 1, &e), PS_ERR_UNAVAILABLE);
-  if (!strstr(e.msg, "coordinator's state")) fail_msg("kv_set: %s", e.msg);
+  if (ps_client_kv_set(c, "k", "v", 1, &e) != PS_OK) fail_msg("kv_set: %s", e.msg);
 
   /* Replica 0 restarted on its data dir: stale, it catches up from replica 1 (base and
    * history) and is a backup again; then both hold the same rows. */
   rejoin(&p, 0, c);
   ps_client_destroy(&c);
+  finish_pair(&p);
+}
+
+typedef struct barrier_arg {
+  ps_client *c;
+  ps_status st;
+  ps_error e;
+} barrier_arg;
+
+static void *barrier_thread(void *a) {
+  barrier_arg *b = a;
+  b->st = ps_client_barrier(b->c, "after-kill", 2, 20000, &b->e);
+  return NULL;
+}
+
+/* The coordinator's state (ranks, keys, a barrier arrival) survives the primary's death. */
+static void test_coord_failover(void **st) {
+  (void)st;
+  pair p;
+  start_pair(&p, "repl-coord");
+  ps_client *c[2] = {client_of(p.peers, 0), client_of(p.peers, 1)};
+  ps_error e;
+  int rank[2] = {-1, -1};
+  for (int r = 0; r < 2; r++)
+    if (ps_client_join(c[r], 2, r, r ? "w1" : "w0", &rank[r], &e) != PS_OK)
+      fail_msg("join %d: %s", r, e.msg);
+  assert_int_equal(rank[0], 0);
+  assert_int_equal(rank[1], 1);
+  if (ps_client_kv_set(c[0], "addr", "v17", 3, &e) != PS_OK) fail_msg("kv_set: %s", e.msg);
+  /* Rank 1 waits at the barrier while the primary dies: its arrival is on the backup (and
+   * its client re-sends it there once it fails over). */
+  ps_client *bk = client_of(p.s[1].url, 0); /* the backup has heard its primary (bounded) */
+  bool heard = false;
+  for (int i = 0; i < 100 && !heard; i++) {
+    json_t *d = stats(bk);
+    heard = repl_int(d, "primary") == 0 && strcmp(repl_str(d, "role"), "backup") == 0;
+    json_decref(d);
+    if (!heard) usleep(50000);
+  }
+  ps_client_destroy(&bk);
+  assert_true(heard);
+  barrier_arg b = {.c = c[1], .st = PS_ERR_INTERNAL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, barrier_thread, &b), 0);
+  usleep(200000);
+  pt_stop(&p.s[0], SIGKILL, 5000);
+  p.s[0].pid = 0;
+  void *val = NULL;
+  size_t len = 0;
+  if (ps_client_kv_get(c[0], "addr", &val, &len, 10000, &e) != PS_OK)
+    fail_msg("kv_get after the failover: %s", e.msg);
+  assert_int_equal(len, 3);
+  assert_memory_equal(val, "v17", 3);
+  free(val);
+  if (ps_client_barrier(c[0], "after-kill", 2, 20000, &e) != PS_OK)
+    fail_msg("barrier after the failover: %s", e.msg);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  if (b.st != PS_OK) fail_msg("rank 1's barrier: %s", b.e.msg);
+  int again = -1;
+  if (ps_client_join(c[1], 2, 1, "w1", &again, &e) != PS_OK)
+    fail_msg("join again after the failover: %s", e.msg);
+  assert_int_equal(again, 1);
+  json_t *d = stats(c[0]);
+  assert_int_equal(repl_int(d, "promotions"), 1);
+  json_t *co = json_object_get(d, "coordinator");
+  assert_int_equal(json_integer_value(json_object_get(co, "members")), 2);
+  json_decref(d);
+  for (int r = 0; r < 2; r++) ps_client_destroy(&c[r]);
   finish_pair(&p);
 }
 
@@ -371,6 +441,7 @@ int main(void) {
       cmocka_unit_test(test_backup_refuses),
       cmocka_unit_test(test_failover),
       cmocka_unit_test(test_backup_lost),
+      cmocka_unit_test(test_coord_failover),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
