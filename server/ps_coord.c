@@ -223,7 +223,9 @@ static coord_world *join_world(srv_coord *c, void *r, uint32_t size, const char 
 
 static void handle_join(srv_coord *c, void *r, const Ember__Header *h, const srv_coord_peer *p) {
   const char *name = h->name ? h->name : "";
-  const char *addr = p && p->addr[0] ? p->addr : "an in-process caller";
+  const char *addr = p && p->addr[0]   ? p->addr
+                     : r == COORD_NOREQ ? "the primary (a forward)"
+                                        : "an in-process caller";
   if (h->world == 0 || h->world > COORD_MAX_WORKERS || strlen(name) > COORD_MAX_NAME) {
     fail(c, r, PS_ERR_INVALID, "JOIN needs a world in 1..%u and a name of at most %u "
                     "bytes", COORD_MAX_WORKERS, COORD_MAX_NAME);
