@@ -344,6 +344,24 @@ static void drain_socket(ps_client *c, uint32_t srv) {
   }
 }
 
+/* Shard srv's connection dropped: what it had outstanding fails when it may or may not have
+ * been applied, and waits to be re-sent (lost) when it is idempotent. */
+static void fail_or_mark_lost(ps_client *c, uint32_t srv) {
+  /* Walk in place: sub_fail removes the failed one from the pending array. */
+  for (size_t i = 0; i < c->npend;) {
+    cl_sub *s = c->pend[i];
+    if (s->srv == srv && !s->req->idempotent) {
+      sub_fail(s, PS_ERR_UNAVAILABLE,
+               "connection lost while a %s request was outstanding; it may or may not have "
+               "been applied",
+               ps_wire_op_name(s->req->op));
+      continue;
+    }
+    if (s->srv == srv) s->lost = true;
+    i++;
+  }
+}
+
 static void handle_monitor(ps_client *c, uint32_t srv) {
   cl_server *S = &c->srv[srv];
   for (;;) {
@@ -372,40 +390,11 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
     }
     /* A replica the client left: what its old connection does is no news. */
     if (S->nrep > 1 && ep[0] && strcmp(ep, S->url) != 0) continue;
-    if (event == ZMQ_EVENT_DISCONNECTED && S->nrep > 1) {
+    if (event == ZMQ_EVENT_DISCONNECTED) {
       c->disconnects++;
-      for (size_t i = 0; i < c->npend;) {
-        cl_sub *s = c->pend[i];
-        if (s->srv == srv && !s->req->idempotent) {
-          sub_fail(s, PS_ERR_UNAVAILABLE,
-                   "connection lost while a %s request was outstanding; it may or may not have "
-                   "been applied", ps_wire_op_name(s->req->op));
-          continue;
-        }
-        if (s->srv == srv) s->lost = true;
-        i++;
-      }
-      cl_failover(c, srv, (S->cur + 1) % S->nrep, "its connection dropped");
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      S->down = true;
-      c->disconnects++;
-      /* Walk a snapshot: sub_fail edits the pending array. */
-      for (size_t i = 0; i < c->npend;) {
-        cl_sub *s = c->pend[i];
-        if (s->srv != srv) {
-          i++;
-          continue;
-        }
-        if (s->req->idempotent) {
-          s->lost = true;
-          i++;
-        } else {
-          sub_fail(s, PS_ERR_UNAVAILABLE,
-                   "connection lost while a %s request was outstanding; it may or may not have "
-                   "been applied",
-                   ps_wire_op_name(s->req->op));
-        }
-      }
+      fail_or_mark_lost(c, srv);
+      if (S->nrep > 1) cl_failover(c, srv, (S->cur + 1) % S->nrep, "its connection dropped");
+      else S->down = true;
     } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
                event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
       S->refused = event;
