@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
         memset(t->ns, 0, sizeof(t->ns));
         memset(t->calls, 0, sizeof(t->calls));
         /* the fastest of 10 profiled steps (least disturbed by other load) */
-        uint64_t best_ns[OP_N];
+        uint64_t best_ns[OP_N] = {0};
         double tot = 1e30;
         for (int j = 0; j < 10; j++) {
           memset(t->ns, 0, sizeof(t->ns));
