@@ -446,19 +446,23 @@ int ps_bench_declare_tables(const ps_bench_cfg *c, ps_client *cl) {
   return 0;
 }
 
-/* Pulls every key of the key space once, so rows exist before the measurement (a first pull
- * of a key creates it). Eight requests in flight. */
+/* Creates the row of every key of the key space before the measurement, so pulls measure the
+ * rows-exist path and not the cold one (a pull of a key that has no row returns its initial
+ * values without creating it: every pulled key would be a miss, served by the initializer).
+ * How: one push of zero gradients per key, which inserts the row with its initial values and
+ * leaves them unchanged (Adagrad and Adam both step by 0 for a zero gradient and SGD does), so
+ * the values pulled afterwards are those a cold pull returns. Eight requests in flight. */
 int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl) {
   uint64_t K = (uint64_t)c->key_space, B = (uint64_t)c->keys;
   if (K > 50000000ull)
     PS_WARN("--prepopulate of %" PRIu64 " keys per table will take a while", K);
   enum { DEPTH = 8 };
   uint64_t *keys = malloc(B * sizeof *keys);
-  float *out = malloc(B * (size_t)c->dim * sizeof(float));
+  float *zero = calloc(B * (size_t)c->dim, sizeof(float));
   ps_client_req *rq[DEPTH] = {0};
-  if (!keys || !out) {
+  if (!keys || !zero) {
     free(keys);
-    free(out);
+    free(zero);
     return -1;
   }
   uint64_t t0 = ps_now_ns();
@@ -478,7 +482,7 @@ int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl) {
       uint64_t n = K - pos < B ? K - pos : B;
       for (uint64_t i = 0; i < n; i++) keys[i] = ps_keydist_key(pos + i);
       pos += n;
-      if (ps_client_pull_start(cl, table, 0, keys, n, true, out, slot, &err) != PS_OK) {
+      if (ps_client_push_start(cl, table, 0, keys, n, true, zero, slot, &err) != PS_OK) {
         fprintf(stderr, "ps-bench: --prepopulate: %s\n", err.msg);
         rc = -1;
       }
@@ -490,6 +494,6 @@ int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl) {
     PS_INFO("prepopulated %" PRIu64 " keys x %d tables in %.1f s", K, c->tables,
             ps_ns_to_s(ps_now_ns() - t0));
   free(keys);
-  free(out);
+  free(zero);
   return rc;
 }
