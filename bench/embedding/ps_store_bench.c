@@ -10,7 +10,16 @@
  * and 2 threads each owning half of the partitions (how ps-server's partition threads run).
  * Keys are ps_mix64(rank) so hot Zipf ranks spread over partitions; key lists are generated
  * before timing (Zipf by rejection-inversion, O(1) per sample). Prints a table, and JSON
- * with --json. */
+ * with --json.
+ *
+ * --tail-calls N replaces the throughput cases with the latency of single calls: for each dim,
+ * N pulls of --batch Zipf keys timed one by one, on a table whose rows exist (pushed once, as a
+ * trained table's are: "warm"), on one that has none (each pull answered from the
+ * initializer: "cold"), and as a plain gather of the same keys' rows from a flat array of the
+ * same bytes ("gather": the memory work alone), interleaved in blocks of 100 calls so the
+ * machine's moments hit all three; prints p50/p90/p99/p99.9/max and the calls over 1 ms. Why: ps-server's pull service time
+ * has a tail that a request-level view cannot place; this shows what the store alone does with
+ * no ZeroMQ, no server and no other thread (bench/RESULTS-pslat.md, session 8). */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -329,11 +338,85 @@ static int run_regime(const cfg *c, uint32_t dim, int over, float *g, float *out
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* --tail-calls: per-call pull latency, rows existing vs not (see the header). */
+static int run_tail(const cfg *c, uint32_t dim, size_t calls, uint64_t space, float *out) {
+  enum { WARM, COLD, GATHER, NCASE, BLOCK = 100 };
+  const char *name[NCASE] = {"warm", "cold", "gather"};
+  char path[2][700];
+  ps_store *st[2] = {NULL, NULL};
+  for (int w = 0; w < 2; w++) {
+    snprintf(path[w], sizeof path[w], "%s/tail-%s-%u", c->dir, name[w], dim);
+    if (open_table(c, path[w], c->cache_mb, dim, &st[w])) return 1;
+  }
+  /* Zero gradients: the rows keep their initial values, so both tables answer alike. */
+  float *zg = calloc(c->batch * dim, sizeof(float));
+  if (!zg || preload(st[WARM], dim, space, c->batch, zg)) return 1;
+  free(zg);
+  /* The plain gather's table: as many bytes a row as the store's (values, Adagrad state and
+   * its 16-byte header), rows at rank * stride, touched once before timing as the warm rows
+   * were: the same memory work with no store code around it. */
+  const size_t stride = 2 * (size_t)dim + 4;
+  float *flat = malloc(space * stride * sizeof(float));
+  if (!flat) return 1;
+  for (size_t i = 0; i < space * stride; i++) flat[i] = (float)(i & 1023) * 1e-4f;
+  uint64_t *ranks = gen_ranks(space, calls * c->batch, 1, c->zipf_s, 11);
+  uint64_t *keys = malloc(c->batch * sizeof(uint64_t));
+  double *t[NCASE];
+  for (int w = 0; w < NCASE; w++) t[w] = malloc(calls * sizeof(double));
+  if (!ranks || !keys || !t[0] || !t[1] || !t[2]) return 1;
+  size_t done[NCASE] = {0, 0, 0};
+  /* Interleaved in blocks so a moment of the machine's hits every case alike. */
+  while (done[WARM] < calls) {
+    for (int w = 0; w < NCASE; w++) {
+      for (size_t b = 0; b < BLOCK && done[w] < calls; b++, done[w]++) {
+        const uint64_t *r = ranks + done[w] * c->batch;
+        for (size_t i = 0; i < c->batch; i++) keys[i] = ps_mix64(r[i]);
+        uint64_t t0 = ps_now_ns();
+        if (w == GATHER) {
+          for (size_t i = 0; i < c->batch; i++)
+            memcpy(out + i * dim, flat + r[i] * stride + 4, dim * sizeof(float));
+        } else if (ps_store_pull(st[w], 1, keys, c->batch, out) != PS_OK) {
+          return 1;
+        }
+        t[w][done[w]] = (double)(ps_now_ns() - t0) * 1e-3;
+      }
+    }
+  }
+  for (int w = 0; w < NCASE; w++) {
+    qsort(t[w], calls, sizeof(double), cmp_double);
+    size_t slow = 0;
+    for (size_t i = 0; i < calls; i++) slow += t[w][i] > 1000.0;
+    double p50 = t[w][calls / 2], p90 = t[w][calls * 9 / 10], p99 = t[w][calls * 99 / 100],
+           p999 = t[w][calls * 999 / 1000], mx = t[w][calls - 1];
+    printf("tail  %-6s dim %4u  %zu calls of %zu keys: p50 %7.1f  p90 %7.1f  p99 %7.1f  "
+           "p99.9 %8.1f  max %8.1f us  p99/p50 %5.2f  over 1 ms: %zu\n",
+           name[w], dim, calls, c->batch, p50, p90, p99, p999, mx, p99 / p50, slow);
+    json_array_append_new(
+        g_results, json_pack("{s:s, s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:I}", "case",
+                             "tail", "rows", name[w], "dim", (int)dim, "calls", (json_int_t)calls,
+                             "key_space", (json_int_t)space, "p50_us", p50, "p90_us", p90,
+                             "p99_us", p99, "p999_us", p999, "max_us", mx, "over_1ms",
+                             (json_int_t)slow));
+    free(t[w]);
+  }
+  for (int w = 0; w < 2; w++) ps_store_close(&st[w]);
+  free(flat);
+  free(ranks);
+  free(keys);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *regimes = "hot,over", *dims_s = "16,64", *json_path = NULL, *dir = NULL, *opt = "adagrad";
   int64_t batch = 4096, cache_mb = 64, over_cache_mb = 8;
   int partitions = 4;
   double seconds = 0.5, zipf_s = 1.1, over = 10;
+  int64_t tail_calls = 0, tail_space = 100000;
   ps_cli_opt opts[] = {
       {"dims", 0, PS_CLI_STRING, &dims_s, "D,D", "row dimensions", false, 0, 0},
       {"regimes", 0, PS_CLI_STRING, &regimes, "R,R", "hot and/or over (budget)", false, 0, 0},
@@ -347,6 +430,8 @@ int main(int argc, char **argv) {
       {"opt", 0, PS_CLI_STRING, &opt, "NAME", "sgd|adagrad|rowwise|adam|ftrl", false, 0, 0},
       {"dir", 0, PS_CLI_STRING, &dir, "DIR", "scratch directory (default /tmp/ps-store-bench-PID)", false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
+      {"tail-calls", 0, PS_CLI_I64, &tail_calls, "N", "instead: latency of N single Zipf pulls per dim, rows existing vs not (0: off)", false, 0, 10000000},
+      {"tail-keys", 0, PS_CLI_I64, &tail_space, "K", "key space of --tail-calls (all pushed once in the warm table)", false, 1, 100000000},
   };
   ps_cli cli = {"ps-store-bench", "Embedding store pull/push throughput beside a plain gather.",
                 NULL, opts, sizeof opts / sizeof *opts};
@@ -382,7 +467,8 @@ int main(int argc, char **argv) {
   cfg c = {(size_t)batch, (size_t)cache_mb, (size_t)over_cache_mb, partitions, seconds, zipf_s,
            over, dir, opt};
   g_results = json_array();
-  printf("%-9s %-8s %-10s %4s %7s %14s %8s %10s\n", "regime", "dist", "op", "dim", "threads",
+  if (!tail_calls)
+    printf("%-9s %-8s %-10s %4s %7s %14s %8s %10s\n", "regime", "dist", "op", "dim", "threads",
          "rows/s", "hit", "vs gather");
   float *g = malloc((size_t)batch * 4096 * sizeof(float));
   float *out = malloc((size_t)batch * 4096 * sizeof(float));
@@ -393,9 +479,14 @@ int main(int argc, char **argv) {
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
   if (system(cmd) != 0) return 1;
-  for (int i = 0; i < nd && !err; i++)
+  for (int i = 0; i < nd && !err; i++) {
+    if (tail_calls) {
+      err = run_tail(&c, dims[i], (size_t)tail_calls, (uint64_t)tail_space, out);
+      continue;
+    }
     for (int over_i = 0; over_i < 2 && !err; over_i++)
       if (strstr(regimes, over_i ? "over" : "hot")) err = run_regime(&c, dims[i], over_i, g, out);
+  }
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
   if (system(cmd) != 0) err = 1;
   if (json_path) {
