@@ -1,7 +1,6 @@
 /* ps-server: one shard of the Ember parameter server (a thin main over ps_server.h).
  * SIGTERM/SIGINT: graceful shutdown (finish in-flight work, flush, mark the data dir clean);
  * a second signal exits at once. */
-#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +16,18 @@
 #include "ps_metrics.h"
 #include "ps_server.h"
 #include "ps_server_metrics.h"
+
+/* ps-server's malloc is jemalloc (the store's rows need its size classes), read by jemalloc at
+ * start-up; MALLOC_CONF in the environment is read after it and overrides it. Request and reply
+ * frames of a multi-hot batch are tens of MB, allocated per request; jemalloc purges freed pages
+ * back to the kernel, and each 4 KB page touched again costs a fault (on this project's VMs
+ * several microseconds each). With its memory in 2 MB pages (the kernel's THP setting permits
+ * it on Debian's default, madvise) a 25 MB frame is 13 faults instead of 6,400 and random row
+ * reads miss the TLB less: a DLRMv2-like push of 49k rows x dim 128 ran 5.3x faster and its
+ * pull 1.8x, the in-process pull p50 of 1M rows halved; small requests unchanged
+ * (bench/RESULTS-pslat.md, session 8). It replaces glibc mallopt() calls that never applied:
+ * glibc's malloc is not the one in use. */
+const char *malloc_conf = "thp:always,metadata_thp:always";
 
 static ps_server *g_server;
 static volatile sig_atomic_t g_signals;
@@ -191,10 +202,6 @@ int main(int argc, char **argv) {
             metrics_bind);
     return 2;
   }
-  /* Reply frames are 64 KB to 16 MB and allocated per request: keep glibc from serving them with
-   * fresh mmaps (a page fault per 4 KB on every reply) and from trimming the heap back. */
-  mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   if (threads < 0) {
     /* A hand-off to partition threads costs two wake-ups per request; it pays only when
      * they get cores of their own beside the socket thread and ZeroMQ's I/O thread. On 2

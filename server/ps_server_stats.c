@@ -23,6 +23,7 @@
  * included, and split at the start of its store work into queue (deferral, held, waiting for
  * a partition thread) and service. The JSON keys and number formats are what
  * clients parse (bench/pslat, tests): change them only with those. */
+#include <jemalloc/jemalloc.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,16 @@ static json_t *tables_json(const ps_server_stats *st) {
   return tabs;
 }
 
+/* The allocator's huge-page mode as jemalloc applies it (opt.thp: "always" from ps-server's
+ * malloc_conf unless MALLOC_CONF says otherwise; "default", "never" or "disabled" where the
+ * build or the environment has no THP), so an operator sees what the process runs with. */
+static json_t *allocator_json(void) {
+  const char *thp = NULL;
+  size_t sz = sizeof thp;
+  if (mallctl("opt.thp", &thp, &sz, NULL, 0) != 0 || !thp) thp = "unknown";
+  return json_pack("{s:s, s:s}", "name", "jemalloc", "thp", thp);
+}
+
 static json_t *store_json(const ps_store_stats *st) {
   json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows_hot",
                    (json_int_t)st->rows_hot, "rows_cold", (json_int_t)st->rows_cold, "hits",
@@ -309,7 +320,10 @@ char *ps_server_stats_to_json(const ps_server_stats *st) {
                         (json_int_t)st->bytes_in_flight);
   json_object_set_new(j, "queue", q);
   json_object_set_new(j, "tables", tables_json(st));
-  if (st->has_store) json_object_set_new(j, "store", store_json(&st->store));
+  if (st->has_store) { /* the allocator beside the rows it holds */
+    json_object_set_new(j, "store", store_json(&st->store));
+    json_object_set_new(j, "allocator", allocator_json());
+  }
   if (st->last_ckpt.have)
     json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&st->last_ckpt));
   if (st->prepared_ckpt.have)
