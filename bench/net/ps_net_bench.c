@@ -11,7 +11,9 @@
  *   {"impl", "op", "dim", "servers", "inflight", "batch", "requests", "keys_per_s",
  *    "mb_per_s", "p50_us", "p99_us"}. MB/s counts the bytes on the wire (8 per key plus 4, or 2
  * with --f16, per value). --curve runs Ember's servers and client with CURVE (fresh key pairs in
- * the temporary directory). */
+ * the temporary directory). --mem-floor adds a third row, "zmq+mem" (ps_net_floor.c): the raw
+ * echo plus the table's memory work any server must do, so Ember can be read against both floors
+ * (docs/BENCH.md); --mem-only prints single-core gather figures and nothing else. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
