@@ -11,7 +11,9 @@
  *   {"impl", "op", "dim", "servers", "inflight", "batch", "requests", "keys_per_s",
  *    "mb_per_s", "p50_us", "p99_us"}. MB/s counts the bytes on the wire (8 per key plus 4, or 2
  * with --f16, per value). --curve runs Ember's servers and client with CURVE (fresh key pairs in
- * the temporary directory). */
+ * the temporary directory). --mem-floor adds a third row, "zmq+mem" (ps_net_floor.c): the raw
+ * echo plus the table's memory work any server must do, so Ember can be read against both floors
+ * (docs/BENCH.md); --mem-only prints single-core gather figures and nothing else. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -31,6 +33,7 @@
 #include "ps_hash.h"
 #include "ps_hist.h"
 #include "ps_log.h"
+#include "ps_net_floor.h"
 #include "ps_time.h"
 
 #define MAXS 8
@@ -45,6 +48,7 @@ typedef struct cfg {
   const char *tmp;
   bool f16;
   bool curve; /* --curve: the servers and the client use the key pairs made in tmp */
+  bool verify; /* --verify: every zmq+mem pull reply is checked against a local gather */
 } cfg;
 
 typedef struct result {
@@ -237,7 +241,12 @@ static int run_ember(const cfg *c, int op_push, int dim, int ns, int q, result *
 
 /* ------------------------------------------------------------------ raw ZeroMQ floor */
 
-static void echo_main(const char *url, size_t reply_bytes) {
+static size_t fl_keys(zmq_msg_t *m, const ps_floor *fl, int op_push);
+
+/* The echo. With fl (the memory floor) the request's payload is [keys][gradients if push]
+ * and the echo does the table's work: a pull's reply is the gathered rows, a push applies
+ * Adagrad to every row. Without fl it answers with an untouched buffer. */
+static void echo_main(const char *url, size_t reply_bytes, ps_floor *fl, int op_push) {
   void *ctx = zmq_ctx_new();
   void *s = zmq_socket(ctx, ZMQ_ROUTER);
   if (zmq_bind(s, url) != 0) _exit(1);
@@ -260,7 +269,14 @@ static void echo_main(const char *url, size_t reply_bytes) {
     zmq_msg_t out;
     /* Zero-copy reply of a fixed buffer, like ps-server's reply frame. */
     zmq_msg_init_size(&out, reply_bytes);
-    memcpy(zmq_msg_data(&out), reply, reply_bytes > 64 ? 64 : reply_bytes);
+    if (fl) {
+      size_t n = fl_keys(&m, fl, op_push);
+      const uint64_t *k = zmq_msg_data(&m);
+      if (op_push) ps_floor_push(fl, k, n, (const float *)(k + n));
+      else ps_floor_pull(fl, k, n, zmq_msg_data(&out));
+    } else {
+      memcpy(zmq_msg_data(&out), reply, reply_bytes > 64 ? 64 : reply_bytes);
+    }
     zmq_msg_send(&hdr, s, reply_bytes ? ZMQ_SNDMORE : 0);
     if (reply_bytes) zmq_msg_send(&out, s, 0);
     else zmq_msg_close(&out);
@@ -268,7 +284,14 @@ static void echo_main(const char *url, size_t reply_bytes) {
   }
 }
 
-static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *res) {
+/* Keys in a floor request: the payload is n keys, then n rows of gradients for a push (zmq's
+ * message buffers are malloc'd, so the keys and floats are aligned). */
+static size_t fl_keys(zmq_msg_t *m, const ps_floor *fl, int op_push) {
+  size_t per = 8 + (op_push ? (size_t)ps_floor_dim(fl) * 4 : 0);
+  return zmq_msg_size(m) / per;
+}
+
+static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, bool mem, result *res) {
   int B = c->batch;
   size_t per = (size_t)(B / ns);
   size_t vb = c->f16 ? 2 : 4;
@@ -280,10 +303,35 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
     snprintf(urls[i], sizeof urls[i], "tcp://127.0.0.1:%d", free_port());
     pid[i] = fork();
     if (pid[i] == 0) {
-      echo_main(urls[i], rep_bytes);
+      /* Each echo holds the whole key space's rows (its shard would hold 1/ns of them, but the
+       * misses per key are what count: every key is a DRAM miss either way). */
+      ps_floor *fl = mem ? ps_floor_create(c->key_space, dim) : NULL;
+      if (mem && !fl) _exit(1);
+      echo_main(urls[i], rep_bytes, fl, op_push);
       _exit(0);
     }
   }
+  /* The floor's requests carry real keys drawn as Ember's run draws them (NBATCH batches
+   * reused in turn), server s getting the s-th slice of each batch, gradients after them. */
+  char *fpay = NULL;
+  float *fout = NULL;
+  if (mem) {
+    fpay = calloc((size_t)NBATCH * ns, req_bytes);
+    fout = malloc((size_t)B * dim * sizeof *fout * MAXQ);
+    uint64_t *kb = malloc((size_t)B * sizeof *kb), x = 99;
+    for (int b = 0; b < NBATCH; b++) {
+      make_keys(kb, B, c->key_space, &x);
+      for (int s = 0; s < ns; s++) {
+        char *p = fpay + ((size_t)b * ns + s) * req_bytes;
+        memcpy(p, kb + (size_t)s * per, per * 8);
+        float *g = (float *)(p + per * 8);
+        for (size_t j = 0; op_push && j < per * dim; j++) g[j] = 1e-3f;
+      }
+    }
+    free(kb);
+  }
+  uint64_t next = 0, bat[MAXQ] = {0};
+  int bad = 0;
   void *ctx = zmq_ctx_new();
   void *sock[MAXS];
   for (int i = 0; i < ns; i++) {
@@ -302,10 +350,11 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
   for (int i = 0; i < q; i++) {
     t0[i] = ps_now_ns();
     got[i] = 0;
+    bat[i] = next++ % NBATCH;
     for (int s = 0; s < ns; s++) {
       uint64_t id = (uint64_t)i;
       zmq_send(sock[s], &id, 8, ZMQ_SNDMORE);
-      zmq_send(sock[s], payload, req_bytes, 0);
+      zmq_send(sock[s], mem ? fpay + (bat[i] * ns + s) * req_bytes : payload, req_bytes, 0);
     }
   }
   zmq_pollitem_t items[MAXS];
@@ -314,7 +363,7 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
   for (;;) {
     zmq_poll(items, ns, 1000);
     now = ps_now_ns();
-    if (now >= end) break;
+    if (now >= end || bad) break;
     for (int s = 0; s < ns; s++) {
       if (!(items[s].revents & ZMQ_POLLIN)) continue;
       for (;;) {
@@ -331,6 +380,22 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
           zmq_msg_init(&m);
           zmq_msg_recv(&m, sock[s], 0);
         }
+        if (mem && !op_push && id < (uint64_t)q && zmq_msg_size(&m) == rep_bytes) {
+          /* The caller's buffer, as ps_client_pull fills it: server s's rows at its slice. */
+          float *dst = fout + ((size_t)id * B + (size_t)s * per) * dim;
+          memcpy(dst, zmq_msg_data(&m), rep_bytes);
+          if (c->verify) {
+            const uint64_t *k = (const uint64_t *)(fpay + (bat[id] * ns + s) * req_bytes);
+            for (size_t i = 0; i < per && !bad; i++)
+              for (int j = 0; j < dim; j++)
+                if (dst[i * dim + j] != ps_floor_init_value(k[i] % (uint64_t)c->key_space, j)) {
+                  fprintf(stderr, "ps-net-bench: --verify: key %" PRIu64 " value %d: %g\n", k[i],
+                          j, (double)dst[i * dim + j]);
+                  bad = 1;
+                  break;
+                }
+          }
+        }
         zmq_msg_close(&m);
         if (id >= (uint64_t)q || ++got[id] < ns) continue;
         now = ps_now_ns();
@@ -340,9 +405,10 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
         }
         got[id] = 0;
         t0[id] = ps_now_ns();
+        bat[id] = next++ % NBATCH;
         for (int k = 0; k < ns; k++) {
           zmq_send(sock[k], &id, 8, ZMQ_SNDMORE);
-          zmq_send(sock[k], payload, req_bytes, 0);
+          zmq_send(sock[k], mem ? fpay + (bat[id] * ns + k) * req_bytes : payload, req_bytes, 0);
         }
       }
     }
@@ -352,8 +418,10 @@ static int run_raw(const cfg *c, int op_push, int dim, int ns, int q, result *re
   for (int i = 0; i < ns; i++) zmq_close(sock[i]);
   zmq_ctx_term(ctx);
   free(payload);
+  free(fpay);
+  free(fout);
   stop(pid, ns);
-  return 0;
+  return bad ? -1 : 0;
 }
 
 static int parse_ints(const char *s, int *out, int max) {
@@ -376,7 +444,7 @@ int main(int argc, char **argv) {
   cfg c = {.batch = 4096, .threads = -1, .key_space = 1 << 18, .duration = 3, .warmup = 0.5};
   const char *dims_s = "16,64", *servers_s = "1,2", *inflight_s = "1,8", *ops_s = "pull,push",
              *json_path = NULL, *bin = NULL;
-  bool no_raw = false, no_ember = false;
+  bool no_raw = false, no_ember = false, mem_floor = false, mem_only = false;
   ps_cli_opt opts[] = {
       {"dims", 0, PS_CLI_STRING, &dims_s, "D,D", "embedding dims", false, 0, 0},
       {"servers", 0, PS_CLI_STRING, &servers_s, "N,N", "server counts", false, 0, 0},
@@ -394,6 +462,19 @@ int main(int argc, char **argv) {
       {"f16", 0, PS_CLI_FLAG, &c.f16, NULL, "rows and gradients as f16 on the wire", false, 0, 0},
       {"no-raw", 0, PS_CLI_FLAG, &no_raw, NULL, "skip the raw ZeroMQ floor", false, 0, 0},
       {"no-ember", 0, PS_CLI_FLAG, &no_ember, NULL, "only the raw ZeroMQ floor", false, 0, 0},
+      {"mem-floor", 0, PS_CLI_FLAG, &mem_floor, NULL,
+       "add the zmq+mem row: the raw echo plus the table's memory work (pull: gather each "
+       "row from a store-sized array; push: Adagrad on it; the client copies the rows out). "
+       "Opt-in: it adds a third of the run time and the default rows stay comparable with "
+       "earlier results",
+       false, 0, 0},
+      {"verify", 0, PS_CLI_FLAG, &c.verify, NULL,
+       "check every zmq+mem pull reply against a local gather (exit 1 on a mismatch)", false, 0,
+       0},
+      {"mem-only", 0, PS_CLI_FLAG, &mem_only, NULL,
+       "only the single-core gather figures: 4096 random rows of 64/256 B from a 42/170 MB "
+       "array, with and without prefetch, ns per key",
+       false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write the results as JSON", false, 0, 0},
       {"curve", 0, PS_CLI_FLAG, &c.curve, NULL,
        "Ember with CURVE: fresh key pairs for the servers and the client (the raw floor stays "
@@ -404,6 +485,14 @@ int main(int argc, char **argv) {
                 NULL, opts, sizeof opts / sizeof *opts};
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
+  if (mem_only) {
+    ps_floor_gather_bench();
+    return 0;
+  }
+  if (mem_floor && c.f16) {
+    fprintf(stderr, "ps-net-bench: --mem-floor gathers f32 rows; it does not combine with --f16\n");
+    return 2;
+  }
   int dims[16], servers[16], inflight[16];
   int nd = parse_ints(dims_s, dims, 16), nsv = parse_ints(servers_s, servers, 16),
       nq = parse_ints(inflight_s, inflight, 16);
@@ -448,7 +537,8 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   json_t *all = json_array();
-  printf("%-6s %-5s %4s %4s %4s %12s %10s %10s %10s\n", "impl", "op", "dim", "srv", "q",
+  int failed = 0;
+  printf("%-7s %-5s %4s %4s %4s %12s %10s %10s %10s\n", "impl", "op", "dim", "srv", "q",
          "Mkeys/s", "MB/s", "p50_us", "p99_us");
   for (int oi = 0; oi < 2; oi++) {
     int push = oi == 1;
@@ -456,14 +546,19 @@ int main(int argc, char **argv) {
     for (int di = 0; di < nd; di++)
       for (int si = 0; si < nsv; si++)
         for (int qi = 0; qi < nq; qi++) {
-          for (int impl = 0; impl < 2; impl++) {
-            if ((impl == 0 && no_ember) || (impl == 1 && no_raw)) continue;
+          for (int impl = 0; impl < 3; impl++) {
+            if ((impl == 0 && no_ember) || (impl == 1 && no_raw) || (impl == 2 && !mem_floor))
+              continue;
             result r = {0};
-            int ok = impl == 0 ? run_ember(&c, push, dims[di], servers[si], inflight[qi], &r)
-                               : run_raw(&c, push, dims[di], servers[si], inflight[qi], &r);
-            if (ok != 0) continue;
-            const char *name = impl == 0 ? "ember" : "zmq";
-            printf("%-6s %-5s %4d %4d %4d %12.3f %10.1f %10.1f %10.1f\n", name,
+            int ok = impl == 0
+                         ? run_ember(&c, push, dims[di], servers[si], inflight[qi], &r)
+                         : run_raw(&c, push, dims[di], servers[si], inflight[qi], impl == 2, &r);
+            if (ok != 0) {
+              failed = 1;
+              continue;
+            }
+            const char *name = impl == 0 ? "ember" : impl == 1 ? "zmq" : "zmq+mem";
+            printf("%-7s %-5s %4d %4d %4d %12.3f %10.1f %10.1f %10.1f\n", name,
                    push ? "push" : "pull", dims[di], servers[si], inflight[qi],
                    r.keys_per_s / 1e6, r.mb_per_s, r.p50_us, r.p99_us);
             fflush(stdout);
@@ -482,5 +577,6 @@ int main(int argc, char **argv) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "ps-net-bench: could not remove %s\n", tmp);
-  return 0;
+  /* A failed run (--verify's mismatch among them) is a run-time failure. */
+  return failed ? 1 : 0;
 }
