@@ -538,7 +538,7 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   json_t *all = json_array();
   int failed = 0;
-  printf("%-7s %-5s %4s %4s %4s %12s %10s %10s %10s\n", "impl", "op", "dim", "srv", "q",
+  printf("%-6s %-5s %4s %4s %4s %12s %10s %10s %10s\n", "impl", "op", "dim", "srv", "q",
          "Mkeys/s", "MB/s", "p50_us", "p99_us");
   for (int oi = 0; oi < 2; oi++) {
     int push = oi == 1;
@@ -558,7 +558,7 @@ int main(int argc, char **argv) {
               continue;
             }
             const char *name = impl == 0 ? "ember" : impl == 1 ? "zmq" : "zmq+mem";
-            printf("%-7s %-5s %4d %4d %4d %12.3f %10.1f %10.1f %10.1f\n", name,
+            printf("%-6s %-5s %4d %4d %4d %12.3f %10.1f %10.1f %10.1f\n", name,
                    push ? "push" : "pull", dims[di], servers[si], inflight[qi],
                    r.keys_per_s / 1e6, r.mb_per_s, r.p50_us, r.p99_us);
             fflush(stdout);
