@@ -23,8 +23,8 @@
  * back to the kernel, and each 4 KB page touched again costs a fault (on this project's VMs
  * several microseconds each). With its memory in 2 MB pages (the kernel's THP setting permits
  * it on Debian's default, madvise) a 25 MB frame is 13 faults instead of 6,400 and random row
- * reads miss the TLB less: a DLRMv2-like push of 49k rows x dim 128 ran 5.3x faster and its
- * pull 1.8x, the in-process pull p50 of 1M rows halved; small requests unchanged
+ * reads miss the TLB less: a DLRMv2-like push of 49k rows x dim 128 ran 5.3-7x faster and its
+ * pull 1.1-2.7x, the in-process pull p50 of 1M rows halved; small requests unchanged
  * (bench/RESULTS-pslat.md, session 8). It replaces glibc mallopt() calls that never applied:
  * glibc's malloc is not the one in use. */
 const char *malloc_conf = "thp:always,metadata_thp:always";
