@@ -122,7 +122,7 @@ ps_status store_write_dirty(ps_store *s, ps_error *err) {
       for (size_t i = 0; st == PS_OK && i < pt->cap; i++) {
         hentry *e = &pt->slots[i];
         if (!(e->p & F_DIRTY)) continue;
-        store_cold_put_row(pa->wb, &s->tables[t], e->key, ent_row(e));
+        store_cold_put_row(pa->wb, &s->tables[t], e->key, &e->m, ent_row(e));
         done[nb] = e;
         alloc[nb++] = s->tables[t].alloc_bytes;
         if (nb < WB_ROWS) continue;
@@ -230,7 +230,7 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
     ps_error_set(err, st, "export row: table %u: %s", table_id, ps_status_str(st));
     goto done;
   }
-  const size_t need = REC_HDR + t->row_bytes;
+  const size_t need = t->rec_bytes;
   if (len) *len = need;
   if (cap < need) {
     st = ps_error_set(err, PS_ERR_INVALID, "export row: table %u: a record needs %zu bytes, "
@@ -243,7 +243,7 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
   hentry *e = idx_find(&pa->tabs[ti], key, h);
   if (e) {
     memcpy(buf, t->hdr, REC_HDR);
-    memcpy((char *)buf + REC_HDR, ent_row(e), t->row_bytes);
+    rec_fill(t, e, buf);
   } else {
     char kb[8], *rerr = NULL;
     size_t vl = 0;
@@ -256,7 +256,8 @@ ps_status ps_store_export_row(ps_store *s, uint32_t table_id, uint64_t key, void
       st = ps_error_set(err, PS_ERR_NOT_FOUND, "export row: table %u key %llu: no stored row",
                         table_id, (unsigned long long)key);
     } else {
-      st = store_cold_decode(t, key, v, vl, (char *)buf + REC_HDR, err ? err : &local);
+      st = store_cold_decode(t, key, v, vl, (char *)buf + REC_HDR,
+                             (char *)buf + REC_HDR + ROW_META, err ? err : &local);
       if (st == PS_OK) memcpy(buf, t->hdr, REC_HDR);
     }
     free(v);
@@ -278,7 +279,7 @@ ps_status ps_store_import_rows(ps_store *s, uint32_t table_id, const uint64_t *k
   const table *t = find_table(s, table_id, &ti);
   ps_status st = t ? PS_OK : ps_error_set(err, PS_ERR_UNKNOWN_TABLE, "import rows: table %u: %s",
                                           table_id, ps_status_str(PS_ERR_UNKNOWN_TABLE));
-  const size_t rb = t ? REC_HDR + t->row_bytes : 0;
+  const size_t rb = t ? t->rec_bytes : 0;
   const char *r = recs;
   /* Every header first: a record of another table (its optimizer or dim) writes nothing. */
   for (size_t i = 0; st == PS_OK && i < n; i++)
@@ -293,7 +294,7 @@ ps_status ps_store_import_rows(ps_store *s, uint32_t table_id, const uint64_t *k
     partition *pa = &s->parts[part_of_hash(h, s->nparts)];
     hentry *e = idx_find(&pa->tabs[ti], keys[i], h);
     if (e) store_hot_remove(s, pa, ti, e);
-    store_cold_put_row(wb, t, keys[i], r + i * rb + REC_HDR);
+    store_cold_put_row(wb, t, keys[i], r + i * rb + REC_HDR, r + i * rb + REC_HDR + ROW_META);
   }
   if (wb) {
     char *rerr = NULL;
@@ -333,8 +334,7 @@ ps_status ps_store_scan(ps_store *s, uint32_t table_id, ps_store_row_fn fn, void
       break;
     }
     uint64_t key = be_key(k);
-    if ((st = store_cold_decode(t, key, v, vl, row, err)) == PS_OK)
-      st = fn(ctx, key, row_vals(row));
+    if ((st = store_cold_decode(t, key, v, vl, NULL, row, err)) == PS_OK) st = fn(ctx, key, row);
   }
   char *rerr = NULL;
   if (it && st == PS_OK) rocksdb_iter_get_error(it, &rerr);

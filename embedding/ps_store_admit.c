@@ -70,7 +70,7 @@ uint64_t ps_store_expire(ps_store *s) {
       size_t kl, vl;
       const char *k = rocksdb_iter_key(it, &kl);
       const char *v = rocksdb_iter_value(it, &vl);
-      if (kl != 8 || vl != REC_HDR + t->row_bytes) continue; /* corrupt: left for pull to report */
+      if (kl != 8 || vl != t->rec_bytes) continue; /* corrupt: left for pull to report */
       row_meta m;
       memcpy(&m, v + REC_HDR, sizeof(m));
       if (step <= m.last_step || step - m.last_step <= ttl) continue;

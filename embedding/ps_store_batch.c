@@ -151,9 +151,9 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         hentry *e = idx_find(pt, keys[ord[i]], hs[i]);
         ents[i] = e;
         if (e) {
-          const char *r = (const char *)ent_row(e) + ROW_META;
+          const char *r = ent_row(e);
           __builtin_prefetch(r);
-          __builtin_prefetch(r + vb - 1); /* values may straddle two lines */
+          __builtin_prefetch(r + vb - 1); /* values longer than a line, or not line-aligned */
         } else {
           nmiss++;
         }
@@ -162,7 +162,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         hentry *e = ents[i - D];
         if (!e) continue;
         if (!(e->p & F_REF)) e->p |= F_REF;
-        ps_row_copy(out + (size_t)ord[i - D] * dim, row_vals(ent_row(e)), vb);
+        ps_row_copy(out + (size_t)ord[i - D] * dim, ent_row(e), vb);
       }
     }
   } else {
@@ -206,13 +206,13 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
     hentry *e = idx_find(pt, mk[j], hs[i]); /* a duplicate key inserted just before */
     if (e) {
-      memcpy(dst, row_vals(ent_row(e)), vb);
+      memcpy(dst, ent_row(e), vb);
     } else {
       ps_status ls = PS_OK;
-      void *row = store_hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
-      const char *rec = row ? NULL : store_cold_row_of(t, v, len);
-      if (row) {
-        memcpy(dst, row_vals(row), vb);
+      hentry *le = store_hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
+      const char *rec = le ? NULL : store_cold_row_of(t, v, len);
+      if (le) {
+        memcpy(dst, ent_row(le), vb);
       } else if (ls != PS_ERR_CORRUPT && rec) {
         memcpy(dst, rec + ROW_META, vb); /* no room to cache it: served as read */
       } else {
@@ -352,7 +352,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         }
         e->p |= F_REF;
         mark_dirty(pa, t->alloc_bytes, e);
-        store_apply_grad(t, ent_row(e), ug + (gpos ? gpos[j] : j) * dim, step);
+        store_apply_grad(t, &e->m, ent_row(e), ug + (gpos ? gpos[j] : j) * dim, step);
       }
     }
   } else {
@@ -386,20 +386,20 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         pa->pending++;
         continue;
       }
-      void *row = store_hot_insert(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY);
-      if (!row) {
+      hentry *e = store_hot_insert(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY);
+      if (!e) {
         st = PS_ERR_NOMEM;
         continue;
       }
-      store_init_full_row(t, uk[i], row, step);
-      store_apply_grad(t, row, g, step);
+      store_init_full_row(t, uk[i], &e->m, ent_row(e), step);
+      store_apply_grad(t, &e->m, ent_row(e), g, step);
       pa->admitted++;
       continue;
     }
     size_t len;
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
-    void *row = store_hot_load(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY, v, len, &st);
-    if (row) store_apply_grad(t, row, g, step);
+    hentry *e = store_hot_load(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY, v, len, &st);
+    if (e) store_apply_grad(t, &e->m, ent_row(e), g, step);
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:

@@ -34,12 +34,12 @@ ps_status store_rdb_log(const char *what, char *rerr) {
 /* ------------------------------------------------------------- records */
 
 const char *store_cold_row_of(const table *t, const char *v, size_t len) {
-  return len == REC_HDR + t->row_bytes && memcmp(v, t->hdr, REC_HDR) == 0 ? v + REC_HDR : NULL;
+  return len == t->rec_bytes && memcmp(v, t->hdr, REC_HDR) == 0 ? v + REC_HDR : NULL;
 }
 
-ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row,
-                            ps_error *err) {
-  const size_t want = REC_HDR + t->row_bytes;
+ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *meta,
+                            void *row, ps_error *err) {
+  const size_t want = t->rec_bytes;
   if (!store_cold_row_of(t, v, len)) {
     ps_error local; /* the data path passes no err: the line goes to the log */
     ps_error_set(err ? err : &local, PS_ERR_CORRUPT,
@@ -49,7 +49,8 @@ ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t 
     if (!err) PS_ERROR_RL("%s", local.msg);
     return PS_ERR_CORRUPT;
   }
-  memcpy(row, v + REC_HDR, t->row_bytes);
+  if (meta) memcpy(meta, v + REC_HDR, ROW_META);
+  memcpy(row, v + REC_HDR + ROW_META, t->row_bytes);
   return PS_OK;
 }
 
@@ -104,15 +105,16 @@ void store_cold_mark(const table *t) {
   atomic_store_explicit((atomic_bool *)&t->on_disk, true, memory_order_release);
 }
 
-void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row) {
+void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *meta,
+                        const void *row) {
   store_cold_mark(t);
   char kb[8];
   key_be(key, kb);
   const char *kl[1] = {kb};
   size_t ks[1] = {8};
-  const char *vl[2] = {t->hdr, (const char *)row};
-  size_t vs[2] = {REC_HDR, t->row_bytes};
-  rocksdb_writebatch_putv_cf(wb, t->cf, 1, kl, ks, 2, vl, vs);
+  const char *vl[3] = {t->hdr, (const char *)meta, (const char *)row};
+  size_t vs[3] = {REC_HDR, ROW_META, t->row_bytes};
+  rocksdb_writebatch_putv_cf(wb, t->cf, 1, kl, ks, 3, vl, vs);
 }
 
 /* The bulk path of write-back: through the memtable, millions of rows cost far more than the
@@ -130,7 +132,7 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
   qsort(d, n, sizeof *d, dirty_cmp); /* big-endian keys: numeric order is RocksDB's order */
   size_t plen = strlen(s->path) + 64;
   char *file = malloc(plen);
-  char *val = malloc(REC_HDR + t->row_bytes);
+  char *val = malloc(t->rec_bytes);
   if (!file || !val) {
     free(file);
     free(val);
@@ -147,8 +149,8 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
   for (size_t i = 0; !err && i < n; i++) {
     char kb[8];
     key_be(d[i].key, kb);
-    memcpy(val + REC_HDR, ent_row(d[i].e), t->row_bytes);
-    rocksdb_sstfilewriter_put(w, kb, 8, val, REC_HDR + t->row_bytes, &err);
+    rec_fill(t, d[i].e, val);
+    rocksdb_sstfilewriter_put(w, kb, 8, val, t->rec_bytes, &err);
   }
   if (!err) rocksdb_sstfilewriter_finish(w, &err);
   if (err) st = store_rdb_log("writing an SST file of dirty rows", err);

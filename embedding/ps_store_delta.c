@@ -150,7 +150,7 @@ static ps_status write_table(ps_store *s, size_t ti, const uint64_t *keys, size_
   if (!n) return PS_OK;
   char file[4200];
   snprintf(file, sizeof file, "%s/t%u.sst", dir, t->spec.id);
-  char *val = malloc(REC_HDR + t->row_bytes), *rerr = NULL;
+  char *val = malloc(t->rec_bytes), *rerr = NULL;
   if (!val) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   memcpy(val, t->hdr, REC_HDR);
   rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
@@ -163,8 +163,8 @@ static ps_status write_table(ps_store *s, size_t ti, const uint64_t *keys, size_
     uint64_t h = key_hash(keys[i]);
     hentry *e = idx_find(&s->parts[part_of_hash(h, s->nparts)].tabs[ti], keys[i], h);
     if (e) {
-      memcpy(val + REC_HDR, ent_row(e), t->row_bytes);
-      rocksdb_sstfilewriter_put(w, kb, 8, val, REC_HDR + t->row_bytes, &rerr);
+      rec_fill(t, e, val);
+      rocksdb_sstfilewriter_put(w, kb, 8, val, t->rec_bytes, &rerr);
       mt->rows++;
       continue;
     }
@@ -174,8 +174,9 @@ static ps_status write_table(ps_store *s, size_t ti, const uint64_t *keys, size_
     if (!v) {
       rocksdb_sstfilewriter_delete(w, kb, 8, &rerr);
       mt->tombstones++;
-    } else if ((st = store_cold_decode(t, keys[i], v, vl, val + REC_HDR, err)) == PS_OK) {
-      rocksdb_sstfilewriter_put(w, kb, 8, val, REC_HDR + t->row_bytes, &rerr);
+    } else if ((st = store_cold_decode(t, keys[i], v, vl, val + REC_HDR, val + REC_HDR + ROW_META,
+                                       err)) == PS_OK) {
+      rocksdb_sstfilewriter_put(w, kb, 8, val, t->rec_bytes, &rerr);
       mt->rows++;
     }
     free(v);

@@ -91,8 +91,8 @@ static void hugepage_hint(partition *pa, const void *row) {
 #endif
 }
 
-void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
-                       uintptr_t flags) {
+hentry *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                         uintptr_t flags) {
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
   if ((pt->count + 1) * 10 > pt->cap * 7 && store_idx_grow(pa, pt) != PS_OK) return NULL;
@@ -110,19 +110,19 @@ void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint
   hugepage_hint(pa, row);
   hentry *e = store_idx_put(pt, key, h, (uintptr_t)row | (flags & F_REF));
   if (flags & F_DIRTY) mark_dirty(pa, t->alloc_bytes, e);
-  return row;
+  return e;
 }
 
-void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
-                     uintptr_t flags, const char *v, size_t len, ps_status *st) {
-  void *row = store_hot_insert(s, pa, ti, key, h, flags);
-  if (!row) {
+hentry *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                       uintptr_t flags, const char *v, size_t len, ps_status *st) {
+  hentry *e = store_hot_insert(s, pa, ti, key, h, flags);
+  if (!e) {
     *st = PS_ERR_NOMEM;
     return NULL;
   }
-  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, row, NULL);
-  if (ds == PS_OK) return row;
-  store_hot_remove(s, pa, ti, idx_find(&pa->tabs[ti], key, h));
+  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, &e->m, ent_row(e), NULL);
+  if (ds == PS_OK) return e;
+  store_hot_remove(s, pa, ti, e);
   *st = ds;
   return NULL;
 }

@@ -1,6 +1,6 @@
 /* ps_store_index: the hash index of one table in one partition — key -> row pointer.
  *
- * Linear probing over 16-byte entries {key, row pointer | REF | DIRTY}, load <= 0.7,
+ * Linear probing over 32-byte entries {key, row pointer | REF | DIRTY, row metadata}, load <= 0.7,
  * backward-shift deletion (no tombstones, so eviction churn does not degrade probes). The
  * CLOCK reference bit and the dirty bit live in the low bits of the pointer so the CLOCK sweep
  * reads only the index, never the rows. The probe itself (idx_find) is static inline in
@@ -31,12 +31,11 @@ void store_idx_delete_at(ptable *pt, size_t i) {
   pt->count--;
 }
 
-static void idx_insert_raw(hentry *slots, size_t cap, uint64_t key, uintptr_t p) {
+static void idx_insert_raw(hentry *slots, size_t cap, const hentry *e) {
   const size_t mask = cap - 1;
-  size_t i = key_hash(key) & mask;
+  size_t i = key_hash(e->key) & mask;
   while (slots[i].p) i = (i + 1) & mask;
-  slots[i].key = key;
-  slots[i].p = p;
+  slots[i] = *e;
 }
 
 hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
@@ -45,6 +44,7 @@ hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
   while (pt->slots[i].p) i = (i + 1) & mask;
   pt->slots[i].key = key;
   pt->slots[i].p = p;
+  pt->slots[i].m = (row_meta){0, 0, 0};
   pt->count++;
   return &pt->slots[i];
 }
@@ -66,7 +66,7 @@ ps_status store_idx_grow(partition *pa, ptable *pt) {
   hentry *ns = idx_alloc(ncap);
   if (!ns) return PS_ERR_NOMEM;
   for (size_t i = 0; i < pt->cap; i++)
-    if (pt->slots[i].p) idx_insert_raw(ns, ncap, pt->slots[i].key, pt->slots[i].p);
+    if (pt->slots[i].p) idx_insert_raw(ns, ncap, &pt->slots[i]);
   free(pt->slots);
   pa->used += (ncap - pt->cap) * sizeof(hentry);
   pt->slots = ns;

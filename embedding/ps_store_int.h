@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rocksdb/c.h>
 
@@ -56,7 +57,7 @@ static inline size_t row_class(size_t n) { return nallocx(n, 0); }
 #endif
 
 #define REC_HDR 8        /* stored value header */
-#define ROW_META 16      /* u64 last_step, u32 adam step, u32 reserved */
+#define ROW_META 16      /* a record's u64 last_step, u32 adam step, u32 reserved */
 #define REC_MAGIC 0x45   /* 'E' */
 #define REC_VERSION 1
 #define F_REF ((uintptr_t)1)
@@ -73,10 +74,19 @@ typedef struct row_meta {
 
 /* ----------------------------------------------------------------- state */
 
+/* An index entry carries the row's metadata, so the row itself is only its floats (values, then
+ * optimizer state): a dim-16 pull reads one line of row instead of two (the 16 bytes of
+ * metadata before the values made every 64-byte value run straddle a line), an Adagrad push
+ * three lines instead of four, and rows of 2^k floats fill their jemalloc class exactly (a
+ * dim-128 Adagrad row: 1024 bytes, where 1040 took the 1280 class). The entry grows from 16
+ * to 32 bytes (two a line); measured in bench/RESULTS-embedding.md. In a record (RocksDB, an
+ * export) the metadata stays in front of the floats: the format on disk is unchanged. */
 typedef struct hentry {
   uint64_t key;
   uintptr_t p; /* row pointer | F_REF | F_DIRTY; 0 = empty slot */
+  row_meta m;  /* last-touch step, Adam step: a record's first ROW_META bytes */
 } hentry;
+_Static_assert(sizeof(hentry) == 32 && sizeof(row_meta) == ROW_META, "index entry layout");
 
 typedef struct ptable { /* one table inside one partition */
   hentry *slots;
@@ -131,7 +141,8 @@ typedef struct partition {
 typedef struct table {
   ps_table_spec spec;
   size_t state_floats;
-  size_t row_bytes;   /* meta + values + state */
+  size_t row_bytes;   /* a hot row: values + optimizer state (its metadata is in the index) */
+  size_t rec_bytes;   /* a record: REC_HDR + ROW_META + row_bytes */
   size_t alloc_bytes; /* jemalloc size class of row_bytes */
   rocksdb_column_family_handle_t *cf;
   char hdr[REC_HDR];
@@ -196,9 +207,12 @@ static inline uint64_t be_key(const char *in) {
   for (int i = 0; i < 8; i++) k = (k << 8) | (uint8_t)in[i];
   return k;
 }
-static inline row_meta *row_m(void *row) { return (row_meta *)row; }
-static inline float *row_vals(void *row) { return (float *)((char *)row + ROW_META); }
 static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); }
+/* A hot row's record after its REC_HDR header: the entry's metadata, then the row's floats. */
+static inline void rec_fill(const table *t, const hentry *e, char *rec) {
+  memcpy(rec + REC_HDR, &e->m, ROW_META);
+  memcpy(rec + REC_HDR + ROW_META, ent_row(e), t->row_bytes);
+}
 /* Dirty-bit changes go through these two so the partition's count of unwritten rows (what
  * eviction may not drop and what ps_store_push_admit weighs) stays exact. */
 static inline void mark_dirty(partition *pa, size_t alloc_bytes, hentry *e) {
@@ -258,17 +272,18 @@ ps_status store_idx_grow(partition *pa, ptable *pt);
 
 /* ------------------------------------ ps_store_hot.c: hot tier, eviction */
 
-/* Inserts a new row for key (not present) and returns its memory; evicts to stay in budget
- * (only rows already written while writes fail). NULL when out of memory, or for a clean row
- * (no F_DIRTY in flags: a pull) when nothing can be evicted while writes fail; a dirty row
- * then goes over the budget (ps_store_push_admit bounds by how much). */
-void *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+/* Inserts a new row for key (not present) and returns its index entry (the row: ent_row; valid
+ * until the next insert or removal in the partition); evicts to stay in budget (only rows
+ * already written while writes fail). NULL when out of memory, or for a clean row (no F_DIRTY
+ * in flags: a pull) when nothing can be evicted while writes fail; a dirty row then goes over
+ * the budget (ps_store_push_admit bounds by how much). */
+hentry *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
                        uintptr_t flags);
-/* Brings key's row (absent from the hot tier) in from its cold-tier record v. Returns the row,
- * or NULL with *st set: PS_ERR_NOMEM, or PS_ERR_CORRUPT when the record does not decode (the
+/* Brings key's row (absent from the hot tier) in from its cold-tier record v. Returns its
+ * entry, or NULL with *st set: PS_ERR_NOMEM, or PS_ERR_CORRUPT when the record does not decode (the
  * row just inserted is taken out again, so the hot tier is as it was). */
-void *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
-                     uintptr_t flags, const char *v, size_t len, ps_status *st);
+hentry *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint64_t h,
+                       uintptr_t flags, const char *v, size_t len, ps_status *st);
 /* Frees the row of entry e of table ti and takes e out of the index (no write-back: a dirty
  * row's update is dropped, as expire and a failed load want). */
 void store_hot_remove(ps_store *s, partition *pa, size_t ti, hentry *e);
@@ -279,10 +294,10 @@ void store_hot_drop(ps_store *s);
 
 /* Floats of optimizer state a row of this spec carries after its values. */
 size_t store_state_floats(const ps_table_spec *sp);
-/* A new stored row: metadata, initial values, initial optimizer state. */
-void store_init_full_row(const table *t, uint64_t key, void *row, uint64_t step);
-/* Applies one (already summed) gradient to a row and stamps its last step. */
-void store_apply_grad(const table *t, void *row, const float *g, uint64_t step);
+/* A new stored row: metadata m, initial values and optimizer state in row. */
+void store_init_full_row(const table *t, uint64_t key, row_meta *m, float *row, uint64_t step);
+/* Applies one (already summed) gradient to a row and stamps its last step in m. */
+void store_apply_grad(const table *t, row_meta *m, float *row, const float *g, uint64_t step);
 
 /* -------------------------------------------- ps_store_cold.c: RocksDB */
 
@@ -317,20 +332,22 @@ size_t store_spec_encode(const ps_table_spec *sp, char *b);
 ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp);
 /* Checks the row fields of a spec (the stepping fields are the server's, ps_table.h). */
 ps_status store_spec_validate(const ps_table_spec *sp, ps_error *err);
-/* Copies a stored record's row into row; PS_ERR_CORRUPT if it does not have table t's length
- * and header, said in err, or (err NULL: the data path) in a rate-limited log line. */
-ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *row,
-                            ps_error *err);
+/* Copies a stored record's metadata into meta (ROW_META bytes; NULL: not wanted) and its floats
+ * into row (t->row_bytes); PS_ERR_CORRUPT if it does not have table t's length and header,
+ * said in err, or (err NULL: the data path) in a rate-limited log line. */
+ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *meta,
+                            void *row, ps_error *err);
 /* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
 ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
                               rocksdb_pinnableslice_t **vals);
-/* Appends a row's record to a write batch. */
-void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *row);
+/* Appends a row's record (header, the ROW_META bytes at meta, the row's floats) to a write batch. */
+void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *meta,
+                        const void *row);
 /* Records that rows of t may be in RocksDB from now on (before they are written there). */
 void store_cold_mark(const table *t);
 /* Writes (and clears) a partition's write batch; a failure is said in err. */
 ps_status store_cold_flush_wb(ps_store *s, partition *pa, ps_error *err);
-/* The row inside a stored record of table t, or NULL when the record does not have its length
+/* The payload of a stored record of table t (ROW_META bytes of metadata, then the floats), or NULL when the record does not have its length
  * and header (store_cold_decode says why). */
 const char *store_cold_row_of(const table *t, const char *v, size_t len);
 /* A dirty hot row to write back: its key and index entry. */

@@ -514,6 +514,52 @@ static void export_all(ps_store *s, uint32_t t, const uint64_t *keys, size_t n, 
   }
 }
 
+/* A hot row is its floats alone: the metadata (last step, Adam step) lives in the index entry,
+ * so a dim-128 Adagrad row is 1024 bytes (it took jemalloc's 1280 class with 16 bytes of
+ * metadata in front) and a dim-16 one 128 (160). A record keeps the layout on disk: header,
+ * metadata (the step of the last push), then values and state. */
+static void test_row_memory(void **st) {
+  (void)st;
+  char p[512];
+  mkpath(p, sizeof(p), "rowmem");
+  ps_store *s = open_store(p, 256 << 20, 2);
+  ps_table_spec big = spec_sgd(7, "big", 128, 0.1f), small = spec_sgd(8, "small", 16, 0.1f);
+  big.optimizer = small.optimizer = PS_OPT_ADAGRAD;
+  big.initial_accumulator = small.initial_accumulator = 0.1f;
+  big.eps = small.eps = 1e-10f;
+  assert_int_equal(ps_store_declare(s, &big, NULL), PS_OK);
+  assert_int_equal(ps_store_declare(s, &small, NULL), PS_OK);
+  enum { N = 300 };
+  uint64_t keys[N];
+  float *g = malloc(N * 128 * sizeof(float)), *out = malloc(N * 128 * sizeof(float));
+  for (int i = 0; i < N; i++) keys[i] = 1000 + 7 * (uint64_t)i;
+  for (int i = 0; i < N * 128; i++) g[i] = grad_of(keys[i / 128], (uint32_t)(i % 128), 0);
+  ps_store_set_step(s, 41);
+  assert_int_equal(ps_store_push(s, 7, keys, N, g), PS_OK);
+  assert_int_equal(ps_store_push(s, 8, keys, N, g), PS_OK);
+  ps_store_stats a;
+  ps_store_get_stats(s, &a);
+  assert_int_equal(a.unwritten_rows, 2 * N);
+  assert_int_equal(a.unwritten_bytes, (uint64_t)N * (128 * 2 * 4 + 16 * 2 * 4));
+  /* The record of a hot row: the same bytes ps_store_record_bytes promises, in their order. */
+  const size_t rec = ps_store_record_bytes(&big);
+  assert_int_equal(rec, 8 + 16 + 4 * 256);
+  unsigned char *buf = malloc(rec);
+  assert_int_equal(ps_store_pull(s, 7, keys, N, out), PS_OK);
+  for (int i = 0; i < N; i += 37) {
+    size_t len = 0;
+    assert_int_equal(ps_store_export_row(s, 7, keys[i], buf, rec, &len, NULL), PS_OK);
+    uint64_t last;
+    memcpy(&last, buf + 8, 8);
+    assert_int_equal(last, 41);
+    assert_memory_equal(buf + 8 + 16, out + (size_t)i * 128, 128 * sizeof(float));
+  }
+  free(buf);
+  free(g);
+  free(out);
+  ps_store_close(&s);
+}
+
 static void test_snapshot_restore(void **st) {
   (void)st;
   char p[512], snap[512];
@@ -847,6 +893,7 @@ int main(void) {
       cmocka_unit_test(test_corrupt),         cmocka_unit_test(test_concurrent),
       cmocka_unit_test(test_batch),           cmocka_unit_test(test_bulk_flush),
       cmocka_unit_test(test_errors_say_why),  cmocka_unit_test(test_warm),
+      cmocka_unit_test(test_row_memory),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rm_rf(g_root);
