@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jemalloc/jemalloc.h>
+
 #include "ps_hash.h"
 #include "ps_time.h"
 
@@ -20,14 +22,7 @@ struct ps_floor {
   int dim;
 };
 
-size_t ps_floor_row_stride(int dim) {
-  size_t n = (size_t)dim * 4 * 2 + 16;
-  if (n <= 128) return (n + 15) & ~(size_t)15;
-  size_t p = 128;
-  while (p * 2 < n) p *= 2;
-  size_t step = p / 4;
-  return (n + step - 1) / step * step;
-}
+size_t ps_floor_row_stride(int dim) { return nallocx((size_t)dim * 4 * 2, 0); }
 
 float ps_floor_init_value(uint64_t row, int j) { return (float)((row * 31 + (uint64_t)j) % 1021); }
 
@@ -48,7 +43,7 @@ ps_floor *ps_floor_create(int64_t rows, int dim) {
       v[j] = ps_floor_init_value(r, j);
       v[dim + j] = 0.1f; /* Adagrad's initial accumulator */
     }
-    memset(v + 2 * dim, 0, f->stride - (size_t)dim * 8); /* meta and the size-class tail */
+    memset(v + 2 * dim, 0, f->stride - (size_t)dim * 8); /* the size-class tail */
   }
   return f;
 }

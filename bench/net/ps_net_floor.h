@@ -9,8 +9,9 @@
 
 typedef struct ps_floor ps_floor;
 
-/* Bytes one row of dim floats occupies in Ember's store with Adagrad: values + state + the
- * 16-byte row meta, rounded up to jemalloc's size class (4 classes per power of two). */
+/* Bytes one row of dim floats occupies in Ember's store with Adagrad: values + state (the
+ * row's metadata is in the store's index entry), at the size class jemalloc itself gives
+ * (nallocx, as the store counts it), so the yardstick cannot drift from the store. */
 size_t ps_floor_row_stride(int dim);
 /* A table of rows rows of dim floats; row r's value j starts as ps_floor_init_value(r, j). */
 ps_floor *ps_floor_create(int64_t rows, int dim);
