@@ -122,7 +122,8 @@ ps_status store_write_dirty(ps_store *s, ps_error *err) {
       for (size_t i = 0; st == PS_OK && i < pt->cap; i++) {
         hentry *e = &pt->slots[i];
         if (!(e->p & F_DIRTY)) continue;
-        store_cold_put_row(pa->wb, &s->tables[t], e->key, &e->m, ent_row(e));
+        const row_meta m = ent_meta(&s->tables[t], e);
+        store_cold_put_row(pa->wb, &s->tables[t], e->key, &m, ent_row(e));
         done[nb] = e;
         alloc[nb++] = s->tables[t].alloc_bytes;
         if (nb < WB_ROWS) continue;

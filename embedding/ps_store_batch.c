@@ -352,7 +352,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         }
         e->p |= F_REF;
         mark_dirty(pa, t->alloc_bytes, e);
-        store_apply_grad(t, &e->m, ent_row(e), ug + (gpos ? gpos[j] : j) * dim, step);
+        store_apply_grad(t, e, ug + (gpos ? gpos[j] : j) * dim, step);
       }
     }
   } else {
@@ -391,15 +391,15 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         st = PS_ERR_NOMEM;
         continue;
       }
-      store_init_full_row(t, uk[i], &e->m, ent_row(e), step);
-      store_apply_grad(t, &e->m, ent_row(e), g, step);
+      store_init_full_row(t, uk[i], e, step);
+      store_apply_grad(t, e, g, step);
       pa->admitted++;
       continue;
     }
     size_t len;
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
     hentry *e = store_hot_load(s, pa, ti, uk[i], uh[i], F_REF | F_DIRTY, v, len, &st);
-    if (e) store_apply_grad(t, &e->m, ent_row(e), g, step);
+    if (e) store_apply_grad(t, e, g, step);
     rocksdb_pinnableslice_destroy(vals[j]);
   }
 out:

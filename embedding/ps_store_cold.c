@@ -50,7 +50,7 @@ ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t 
     return PS_ERR_CORRUPT;
   }
   if (meta) memcpy(meta, v + REC_HDR, ROW_META);
-  memcpy(row, v + REC_HDR + ROW_META, t->row_bytes);
+  memcpy(row, v + REC_HDR + ROW_META, t->float_bytes);
   return PS_OK;
 }
 
@@ -113,7 +113,7 @@ void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, 
   const char *kl[1] = {kb};
   size_t ks[1] = {8};
   const char *vl[3] = {t->hdr, (const char *)meta, (const char *)row};
-  size_t vs[3] = {REC_HDR, ROW_META, t->row_bytes};
+  size_t vs[3] = {REC_HDR, ROW_META, t->float_bytes};
   rocksdb_writebatch_putv_cf(wb, t->cf, 1, kl, ks, 3, vl, vs);
 }
 

@@ -1,7 +1,8 @@
 /* ps_store_hot: the hot tier — rows in DRAM under a byte budget per partition, and CLOCK
  * eviction.
  *
- * - Rows: one jemalloc allocation per row (size class from nallocx, counted in the budget), so
+ * - Rows: one jemalloc allocation per row, its floats only (the metadata is in the index
+ *   entry; size class from nallocx, counted in the budget), so
  *   tables of different row sizes share one partition budget and evicting a row of table A
  *   makes room for table B.
  * - CLOCK over all tables of a partition: approximates LRU at O(1) per hit (one bit, set only
@@ -120,8 +121,12 @@ hentry *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint
     *st = PS_ERR_NOMEM;
     return NULL;
   }
-  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, &e->m, ent_row(e), NULL);
-  if (ds == PS_OK) return e;
+  char m[ROW_META];
+  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, m, ent_row(e), NULL);
+  if (ds == PS_OK) {
+    ent_set_meta(&s->tables[ti], e, m);
+    return e;
+  }
   store_hot_remove(s, pa, ti, e);
   *st = ds;
   return NULL;

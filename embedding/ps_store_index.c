@@ -1,6 +1,6 @@
 /* ps_store_index: the hash index of one table in one partition — key -> row pointer.
  *
- * Linear probing over 32-byte entries {key, row pointer | REF | DIRTY, row metadata}, load <= 0.7,
+ * Linear probing over 24-byte entries {key, row pointer | REF | DIRTY, last step}, load <= 0.7,
  * backward-shift deletion (no tombstones, so eviction churn does not degrade probes). The
  * CLOCK reference bit and the dirty bit live in the low bits of the pointer so the CLOCK sweep
  * reads only the index, never the rows. The probe itself (idx_find) is static inline in
@@ -44,7 +44,7 @@ hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
   while (pt->slots[i].p) i = (i + 1) & mask;
   pt->slots[i].key = key;
   pt->slots[i].p = p;
-  pt->slots[i].m = (row_meta){0, 0, 0};
+  pt->slots[i].step = 0;
   pt->count++;
   return &pt->slots[i];
 }

@@ -74,19 +74,20 @@ typedef struct row_meta {
 
 /* ----------------------------------------------------------------- state */
 
-/* An index entry carries the row's metadata, so the row itself is only its floats (values, then
- * optimizer state): a dim-16 pull reads one line of row instead of two (the 16 bytes of
- * metadata before the values made every 64-byte value run straddle a line), an Adagrad push
- * three lines instead of four, and rows of 2^k floats fill their jemalloc class exactly (a
- * dim-128 Adagrad row: 1024 bytes, where 1040 took the 1280 class). The entry grows from 16
- * to 32 bytes (two a line); measured in bench/RESULTS-embedding.md. In a record (RocksDB, an
- * export) the metadata stays in front of the floats: the format on disk is unchanged. */
+/* An index entry carries the row's last-touch step, so the row itself is only its floats
+ * (values, then optimizer state; an Adam row also its step count, after them): a dim-16 pull
+ * reads one line of row instead of two (16 bytes of metadata before the values made every
+ * 64-byte value run straddle a line), an Adagrad push three lines instead of four, and rows
+ * of 2^k floats fill their jemalloc class (a dim-128 Adagrad row: 1024 bytes, where 1040 took
+ * the 1280 class). The entry grows from 16 to 24 bytes; measured in bench/RESULTS-embedding.md.
+ * A record (RocksDB, an export) keeps its row_meta in front of the floats: the format on disk
+ * did not change (ent_meta / ent_set_meta convert). */
 typedef struct hentry {
   uint64_t key;
-  uintptr_t p; /* row pointer | F_REF | F_DIRTY; 0 = empty slot */
-  row_meta m;  /* last-touch step, Adam step: a record's first ROW_META bytes */
+  uintptr_t p;   /* row pointer | F_REF | F_DIRTY; 0 = empty slot */
+  uint64_t step; /* the row's last-touch step (a record's row_meta.last_step) */
 } hentry;
-_Static_assert(sizeof(hentry) == 32 && sizeof(row_meta) == ROW_META, "index entry layout");
+_Static_assert(sizeof(hentry) == 24 && sizeof(row_meta) == ROW_META, "index entry layout");
 
 typedef struct ptable { /* one table inside one partition */
   hentry *slots;
@@ -141,8 +142,9 @@ typedef struct partition {
 typedef struct table {
   ps_table_spec spec;
   size_t state_floats;
-  size_t row_bytes;   /* a hot row: values + optimizer state (its metadata is in the index) */
-  size_t rec_bytes;   /* a record: REC_HDR + ROW_META + row_bytes */
+  size_t float_bytes; /* values + optimizer state, as a record holds them after its row_meta */
+  size_t row_bytes;   /* a hot row: float_bytes, + 4 for Adam's step count (see hentry) */
+  size_t rec_bytes;   /* a record: REC_HDR + ROW_META + float_bytes */
   size_t alloc_bytes; /* jemalloc size class of row_bytes */
   rocksdb_column_family_handle_t *cf;
   char hdr[REC_HDR];
@@ -208,10 +210,27 @@ static inline uint64_t be_key(const char *in) {
   return k;
 }
 static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); }
+/* The row_meta a record of hot entry e carries: its step from the entry, Adam's step count
+ * from the end of the row. */
+static inline row_meta ent_meta(const table *t, const hentry *e) {
+  row_meta m = {e->step, 0, 0};
+  if (t->row_bytes > t->float_bytes)
+    memcpy(&m.adam_t, (const char *)ent_row(e) + t->float_bytes, sizeof(uint32_t));
+  return m;
+}
+/* The converse, for a row read from a record (m: the record's ROW_META bytes, any alignment). */
+static inline void ent_set_meta(const table *t, hentry *e, const void *m) {
+  row_meta rm;
+  memcpy(&rm, m, sizeof rm);
+  e->step = rm.last_step;
+  if (t->row_bytes > t->float_bytes)
+    memcpy((char *)ent_row(e) + t->float_bytes, &rm.adam_t, sizeof(uint32_t));
+}
 /* A hot row's record after its REC_HDR header: the entry's metadata, then the row's floats. */
 static inline void rec_fill(const table *t, const hentry *e, char *rec) {
-  memcpy(rec + REC_HDR, &e->m, ROW_META);
-  memcpy(rec + REC_HDR + ROW_META, ent_row(e), t->row_bytes);
+  row_meta m = ent_meta(t, e);
+  memcpy(rec + REC_HDR, &m, ROW_META);
+  memcpy(rec + REC_HDR + ROW_META, ent_row(e), t->float_bytes);
 }
 /* Dirty-bit changes go through these two so the partition's count of unwritten rows (what
  * eviction may not drop and what ps_store_push_admit weighs) stays exact. */
@@ -294,10 +313,10 @@ void store_hot_drop(ps_store *s);
 
 /* Floats of optimizer state a row of this spec carries after its values. */
 size_t store_state_floats(const ps_table_spec *sp);
-/* A new stored row: metadata m, initial values and optimizer state in row. */
-void store_init_full_row(const table *t, uint64_t key, row_meta *m, float *row, uint64_t step);
-/* Applies one (already summed) gradient to a row and stamps its last step in m. */
-void store_apply_grad(const table *t, row_meta *m, float *row, const float *g, uint64_t step);
+/* A new stored row (entry e's): initial values and optimizer state, its step stamped. */
+void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step);
+/* Applies one (already summed) gradient to entry e's row and stamps its last step. */
+void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step);
 
 /* -------------------------------------------- ps_store_cold.c: RocksDB */
 
@@ -333,14 +352,14 @@ ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp);
 /* Checks the row fields of a spec (the stepping fields are the server's, ps_table.h). */
 ps_status store_spec_validate(const ps_table_spec *sp, ps_error *err);
 /* Copies a stored record's metadata into meta (ROW_META bytes; NULL: not wanted) and its floats
- * into row (t->row_bytes); PS_ERR_CORRUPT if it does not have table t's length and header,
+ * into row (t->float_bytes); PS_ERR_CORRUPT if it does not have table t's length and header,
  * said in err, or (err NULL: the data path) in a rate-limited log line. */
 ps_status store_cold_decode(const table *t, uint64_t key, const char *v, size_t len, void *meta,
                             void *row, ps_error *err);
 /* MultiGet for n keys of one table. vals[i] is NULL when absent; the caller destroys them. */
 ps_status store_cold_multiget(ps_store *s, const table *t, const uint64_t *keys, size_t n,
                               rocksdb_pinnableslice_t **vals);
-/* Appends a row's record (header, the ROW_META bytes at meta, the row's floats) to a write batch. */
+/* Appends a record (header, the ROW_META bytes at meta, t->float_bytes at row) to a write batch. */
 void store_cold_put_row(rocksdb_writebatch_t *wb, const table *t, uint64_t key, const void *meta,
                         const void *row);
 /* Records that rows of t may be in RocksDB from now on (before they are written there). */

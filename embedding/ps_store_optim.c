@@ -63,10 +63,10 @@ void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row) {
   }
 }
 
-void store_init_full_row(const table *t, uint64_t key, row_meta *m, float *w, uint64_t step) {
-  m->last_step = step;
-  m->adam_t = 0;
-  m->reserved = 0;
+void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step) {
+  float *w = ent_row(e);
+  e->step = step;
+  if (t->row_bytes > t->float_bytes) memset((char *)w + t->float_bytes, 0, sizeof(uint32_t));
   ps_store_init_row(&t->spec, key, w);
   float *st = w + t->spec.dim;
   const uint32_t d = t->spec.dim;
@@ -90,11 +90,11 @@ void store_init_full_row(const table *t, uint64_t key, row_meta *m, float *w, ui
  * float32 arithmetic operation by operation (Adam's bias corrections in double, as torch
  * computes them from Python floats); row-wise Adagrad and FTRL use double intermediates and
  * store float, the same as their numpy references in tests/embedding/. */
-void store_apply_grad(const table *t, row_meta *meta, float *w, const float *g, uint64_t step) {
+void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) {
   const ps_table_spec *sp = &t->spec;
   const uint32_t d = sp->dim;
-  float *st = w + d;
-  meta->last_step = step;
+  float *w = ent_row(e), *st = w + d;
+  e->step = step;
   switch (sp->optimizer) {
     case PS_OPT_SGD: {
       const float nlr = -sp->lr;
@@ -121,7 +121,10 @@ void store_apply_grad(const table *t, row_meta *meta, float *w, const float *g, 
     }
     case PS_OPT_ADAM: {
       float *m = st, *v = st + d;
-      uint32_t ts = ++meta->adam_t;
+      uint32_t ts; /* the row's step count, after its state (hentry says why) */
+      memcpy(&ts, st + 2 * d, sizeof ts);
+      ts++;
+      memcpy(st + 2 * d, &ts, sizeof ts);
       const double b1 = sp->beta1, b2 = sp->beta2;
       const float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), fb2 = sp->beta2;
       const double bc1 = 1.0 - pow(b1, ts), bc2 = 1.0 - pow(b2, ts);

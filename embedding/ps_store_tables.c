@@ -30,8 +30,9 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   memset(t, 0, sizeof(*t));
   t->spec = *sp;
   t->state_floats = store_state_floats(sp);
-  t->row_bytes = 4 * ((size_t)sp->dim + t->state_floats);
-  t->rec_bytes = REC_HDR + ROW_META + t->row_bytes;
+  t->float_bytes = 4 * ((size_t)sp->dim + t->state_floats);
+  t->row_bytes = t->float_bytes + (sp->optimizer == PS_OPT_ADAM ? sizeof(uint32_t) : 0);
+  t->rec_bytes = REC_HDR + ROW_META + t->float_bytes;
   t->alloc_bytes = row_class(t->row_bytes);
   t->cf = cf;
   atomic_init(&t->on_disk, on_disk);

@@ -40,7 +40,8 @@ bool store_wb_stage(ps_store *s, partition *pa, size_t ti, hentry *e) {
   }
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
-  store_cold_put_row(pa->wb, t, e->key, &e->m, ent_row(e));
+  const row_meta m = ent_meta(t, e);
+  store_cold_put_row(pa->wb, t, e->key, &m, ent_row(e));
   pa->stage[pa->nstage++] = (staged_row){ti, e->key, ent_row(e)};
   clear_dirty(pa, t->alloc_bytes, e);
   pa->used -= t->alloc_bytes;
@@ -81,7 +82,8 @@ static void retry(ps_store *s, partition *pa) {
     for (size_t i = 0; i < pt->cap && n < RETRY_ROWS; i++) {
       hentry *e = &pt->slots[i];
       if (!(e->p & F_DIRTY)) continue;
-      store_cold_put_row(pa->wb, &s->tables[t], e->key, &e->m, ent_row(e));
+      const row_meta m = ent_meta(&s->tables[t], e);
+      store_cold_put_row(pa->wb, &s->tables[t], e->key, &m, ent_row(e));
       done[n] = e;
       alloc[n++] = s->tables[t].alloc_bytes;
     }

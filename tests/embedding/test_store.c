@@ -514,8 +514,8 @@ static void export_all(ps_store *s, uint32_t t, const uint64_t *keys, size_t n, 
   }
 }
 
-/* A hot row is its floats alone: the metadata (last step, Adam step) lives in the index entry,
- * so a dim-128 Adagrad row is 1024 bytes (it took jemalloc's 1280 class with 16 bytes of
+/* A hot row is its floats alone: its last step lives in the index entry (an Adam row's step
+ * count after its floats), so a dim-128 Adagrad row is 1024 bytes (it took jemalloc's 1280 class with 16 bytes of
  * metadata in front) and a dim-16 one 128 (160). A record keeps the layout on disk: header,
  * metadata (the step of the last push), then values and state. */
 static void test_row_memory(void **st) {
