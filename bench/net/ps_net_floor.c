@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jemalloc/jemalloc.h>
-
 #include "ps_hash.h"
 #include "ps_time.h"
 
@@ -22,7 +20,15 @@ struct ps_floor {
   int dim;
 };
 
-size_t ps_floor_row_stride(int dim) { return nallocx((size_t)dim * 4 * 2, 0); }
+size_t ps_floor_row_stride(int dim) {
+  const size_t n = (size_t)dim * 4 * 2;
+  if (n <= 8) return 8; /* jemalloc's smallest classes: 8, then every 16 up to 128 */
+  if (n <= 128) return (n + 15) & ~(size_t)15;
+  size_t p = 128; /* then 4 classes per doubling: (p, 2p] in steps of p / 4 */
+  while (p * 2 < n) p *= 2;
+  const size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
 
 float ps_floor_init_value(uint64_t row, int j) { return (float)((row * 31 + (uint64_t)j) % 1021); }
 

@@ -10,8 +10,10 @@
 typedef struct ps_floor ps_floor;
 
 /* Bytes one row of dim floats occupies in Ember's store with Adagrad: values + state (the
- * row's metadata is in the store's index entry), at the size class jemalloc itself gives
- * (nallocx, as the store counts it), so the yardstick cannot drift from the store. */
+ * row's metadata is in the store's index entry), rounded up to jemalloc's size class. Computed
+ * here, not asked of jemalloc: linking jemalloc would make it this process's malloc too, and
+ * the client's replies would then pay jemalloc's purging (bench/RESULTS-pslat.md). tests/net's
+ * test_floor_stride holds it to nallocx for every dim up to 1024, so it cannot drift. */
 size_t ps_floor_row_stride(int dim);
 /* A table of rows rows of dim floats; row r's value j starts as ps_floor_init_value(r, j). */
 ps_floor *ps_floor_create(int64_t rows, int dim);
