@@ -54,9 +54,12 @@ hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
 static hentry *idx_alloc(size_t cap) {
   const size_t bytes = cap * sizeof(hentry), huge = (size_t)2 << 20;
   if (bytes < huge) return calloc(cap, sizeof(hentry));
-  hentry *p = aligned_alloc(huge, bytes);
+  /* C11's aligned_alloc wants a size that is a multiple of the alignment: 24-byte entries
+   * times a power of two are not. */
+  const size_t whole = (bytes + huge - 1) & ~(huge - 1);
+  hentry *p = aligned_alloc(huge, whole);
   if (!p) return NULL;
-  (void)madvise(p, bytes, MADV_HUGEPAGE);
+  (void)madvise(p, whole, MADV_HUGEPAGE);
   memset(p, 0, bytes);
   return p;
 }
