@@ -15,6 +15,10 @@ f * 2^32 + v: one row per distinct value, like the open vocabulary, and computab
     replay_run.py --train T --test T2 --schema S --init EXPORT --seed S --shuffle-buffer N
                   --batch B --lr LR --sparse-lr SLR [--init-parts PARTS] [--json OUT]
 
+--out-bias B sets the output layer's bias (one N(0, 1) draw in both inits, the DLRM reference's
+sqrt(1/out) with out = 1) to B after the init: the seed-to-seed spread it causes (RESULTS-e2e.md,
+session mhinit) can be taken out of a comparison of the other draws.
+
 --init-parts (issue 19, session mhinit) takes only some of the export: a comma list of emb (the
 embedding rows), bot, top (the bottom / top MLP's weights and biases), or all (the default:
 emb,bot,top, the replay above), dense (bot,top), none. What is not taken is torch_dlrm.py's own
@@ -54,6 +58,8 @@ def main():
     ap.add_argument("--sparse-lr", type=float, default=0.1)
     ap.add_argument("--mlp-bot", default="13-512-256-64-16")
     ap.add_argument("--mlp-top", default="512-256-1")
+    ap.add_argument("--out-bias", type=float,
+                    help="set the top MLP's last bias (the initial logit offset) to this after the init")
     ap.add_argument("--json")
     a = ap.parse_args()
     alias = {"all": ["emb", "bot", "top"], "dense": ["bot", "top"], "none": []}
@@ -86,6 +92,8 @@ def main():
             for i, l in enumerate(x for x in getattr(m, part) if isinstance(x, nn.Linear)):
                 l.weight.copy_(torch.from_numpy(np.load(f"{a.init}/dense/{part}.{i}.weight.npy")))
                 l.bias.copy_(torch.from_numpy(np.load(f"{a.init}/dense/{part}.{i}.bias.npy")))
+        if a.out_bias is not None:
+            [x for x in m.top if isinstance(x, nn.Linear)][-1].bias.fill_(a.out_bias)
     od = torch.optim.Adam(list(m.bot.parameters()) + list(m.top.parameters()), lr=a.lr)
     osp = torch.optim.Adagrad([m.emb.weight], lr=a.sparse_lr, eps=1e-10,
                               initial_accumulator_value=0.0)
@@ -103,7 +111,7 @@ def main():
     with torch.no_grad():
         p = torch.sigmoid(m(xte, T.bags_of(kte, torch.arange(len(yte))))).double().numpy()
     res = {"trainer": "torch-replay", "seed": a.seed, "auc": float(roc_auc_score(yte.numpy(), p)),
-           "init_parts": sorted(parts)}
+           "init_parts": sorted(parts), "out_bias": a.out_bias}
     note = "" if parts == set(alias["all"]) else f" (init parts: {','.join(sorted(parts)) or 'none'})"
     print(f"replay_run: seed {a.seed} test AUC {res['auc']:.5f}{note}")
     if a.json:
