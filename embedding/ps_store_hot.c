@@ -121,10 +121,10 @@ hentry *store_hot_load(ps_store *s, partition *pa, size_t ti, uint64_t key, uint
     *st = PS_ERR_NOMEM;
     return NULL;
   }
-  char m[ROW_META];
-  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, m, ent_row(e), NULL);
+  row_meta m;
+  ps_status ds = store_cold_decode(&s->tables[ti], key, v, len, &m, ent_row(e), NULL);
   if (ds == PS_OK) {
-    ent_set_meta(&s->tables[ti], e, m);
+    ent_set_meta(&s->tables[ti], e, &m);
     return e;
   }
   store_hot_remove(s, pa, ti, e);

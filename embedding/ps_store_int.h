@@ -210,21 +210,22 @@ static inline uint64_t be_key(const char *in) {
   return k;
 }
 static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); }
+/* An Adam row's step count: the 4 bytes after its floats (hentry says why); NULL for the
+ * other optimizers, whose rows end with their floats. */
+static inline uint32_t *row_adam_t(const table *t, void *row) {
+  return t->spec.optimizer == PS_OPT_ADAM ? (uint32_t *)((char *)row + t->float_bytes) : NULL;
+}
 /* The row_meta a record of hot entry e carries: its step from the entry, Adam's step count
  * from the end of the row. */
 static inline row_meta ent_meta(const table *t, const hentry *e) {
-  row_meta m = {e->step, 0, 0};
-  if (t->row_bytes > t->float_bytes)
-    memcpy(&m.adam_t, (const char *)ent_row(e) + t->float_bytes, sizeof(uint32_t));
-  return m;
+  const uint32_t *at = row_adam_t(t, ent_row(e));
+  return (row_meta){e->step, at ? *at : 0, 0};
 }
-/* The converse, for a row read from a record (m: the record's ROW_META bytes, any alignment). */
-static inline void ent_set_meta(const table *t, hentry *e, const void *m) {
-  row_meta rm;
-  memcpy(&rm, m, sizeof rm);
-  e->step = rm.last_step;
-  if (t->row_bytes > t->float_bytes)
-    memcpy((char *)ent_row(e) + t->float_bytes, &rm.adam_t, sizeof(uint32_t));
+/* The converse, for a row read from a record. */
+static inline void ent_set_meta(const table *t, hentry *e, const row_meta *m) {
+  uint32_t *at = row_adam_t(t, ent_row(e));
+  e->step = m->last_step;
+  if (at) *at = m->adam_t;
 }
 /* A hot row's record after its REC_HDR header: the entry's metadata, then the row's floats. */
 static inline void rec_fill(const table *t, const hentry *e, char *rec) {

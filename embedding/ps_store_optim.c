@@ -66,7 +66,8 @@ void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row) {
 void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step) {
   float *w = ent_row(e);
   e->step = step;
-  if (t->row_bytes > t->float_bytes) memset((char *)w + t->float_bytes, 0, sizeof(uint32_t));
+  uint32_t *at = row_adam_t(t, w);
+  if (at) *at = 0;
   ps_store_init_row(&t->spec, key, w);
   float *st = w + t->spec.dim;
   const uint32_t d = t->spec.dim;
@@ -121,10 +122,7 @@ void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) 
     }
     case PS_OPT_ADAM: {
       float *m = st, *v = st + d;
-      uint32_t ts; /* the row's step count, after its state (hentry says why) */
-      memcpy(&ts, st + 2 * d, sizeof ts);
-      ts++;
-      memcpy(st + 2 * d, &ts, sizeof ts);
+      const uint32_t ts = ++*row_adam_t(t, w);
       const double b1 = sp->beta1, b2 = sp->beta2;
       const float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), fb2 = sp->beta2;
       const double bc1 = 1.0 - pow(b1, ts), bc2 = 1.0 - pow(b2, ts);

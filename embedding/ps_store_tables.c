@@ -31,6 +31,7 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   t->spec = *sp;
   t->state_floats = store_state_floats(sp);
   t->float_bytes = 4 * ((size_t)sp->dim + t->state_floats);
+  /* Adam's step count after the floats: row_adam_t */
   t->row_bytes = t->float_bytes + (sp->optimizer == PS_OPT_ADAM ? sizeof(uint32_t) : 0);
   t->rec_bytes = REC_HDR + ROW_META + t->float_bytes;
   t->alloc_bytes = row_class(t->row_bytes);
