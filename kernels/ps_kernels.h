@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ps_status.h"
 
@@ -71,6 +72,10 @@ typedef struct ps_kern_i {
   ps_status (*copy)(ps_kern *k, void *dst, const void *src, size_t bytes);
   ps_status (*sync)(ps_kern *k);
   void (*destroy)(ps_kern *k);
+  /* host memory the backend copies to and from fastest (CUDA: page-locked); NULL slots:
+   * malloc and free */
+  ps_status (*host_alloc)(ps_kern *k, size_t bytes, void **out);
+  void (*host_free)(ps_kern *k, void *ptr);
 
   /* compute */
   ps_status (*sgemm)(ps_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha,
@@ -152,6 +157,27 @@ static inline ps_status ps_kern_alloc(ps_kern *k, size_t bytes, void **out) {
 /* Frees backend memory; ptr may be NULL. Waits for pending work that uses it. */
 static inline void ps_kern_free(ps_kern *k, void *ptr) {
   if (k && ptr) k->iface->free(k, ptr);
+}
+/* Host memory of `bytes` bytes (uninitialised) that ps_kern_to_host fills without an extra
+ * copy: page-locked on CUDA, where a download into ordinary memory goes through a staging
+ * buffer and a host memcpy (at batch 65536 of the Kaggle shape that memcpy was half the
+ * step, bench/RESULTS-gpu.md). Page-locked memory is scarce: use it for the large buffers a
+ * step downloads into. Ordinary malloc on backends without the slot. bytes == 0 gives NULL. */
+static inline ps_status ps_kern_host_alloc(ps_kern *k, size_t bytes, void **out) {
+  if (!k || !out) return PS_ERR_INVALID;
+  *out = NULL;
+  if (bytes == 0) return PS_OK;
+  if (k->iface->host_alloc) return k->iface->host_alloc(k, bytes, out);
+  *out = malloc(bytes);
+  return *out ? PS_OK : PS_ERR_NOMEM;
+}
+/* Frees memory from ps_kern_host_alloc (of the same backend); ptr may be NULL. */
+static inline void ps_kern_host_free(ps_kern *k, void *ptr) {
+  if (!k || !ptr) return;
+  if (k->iface->host_free)
+    k->iface->host_free(k, ptr);
+  else
+    free(ptr);
 }
 /* Sets `bytes` bytes at backend pointer dst to zero. */
 static inline ps_status ps_kern_memset0(ps_kern *k, void *dst, size_t bytes) {

@@ -104,11 +104,14 @@ static ps_status grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
     s->cap = cap;
   }
   if (s->cap > (size_t)t->nkeys_max) {
-    float *g = realloc(t->emb_grad, s->cap * d * sizeof *g);
-    if (g) t->emb_grad = g;
+    /* The row gradients are downloaded every step: the backend's host memory (page-locked on
+     * CUDA) takes them without a staging copy. Overwritten each step: nothing to keep. */
+    ps_kern_host_free(t->kern, t->emb_grad);
+    t->emb_grad = NULL;
+    TRY(ps_kern_host_alloc(t->kern, s->cap * d * sizeof(float), (void **)&t->emb_grad));
     int32_t *idx = realloc(t->idx, s->cap * sizeof *idx);
     if (idx) t->idx = idx;
-    if (!g || !idx) return PS_ERR_NOMEM;
+    if (!idx) return PS_ERR_NOMEM;
     t->nkeys_max = (int)s->cap;
   }
   return PS_OK;
@@ -134,7 +137,7 @@ static void free_trainer(ps_trainer *t) {
     free(t->slots[i].inverse);
     free(t->slots[i].rows);
   }
-  free(t->emb_grad);
+  ps_kern_host_free(t->kern, t->emb_grad);
   free(t->idx);
   free(t->offsets);
   free(t->probs);

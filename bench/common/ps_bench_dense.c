@@ -14,14 +14,18 @@ static uint64_t lcg(uint64_t *x) {
 }
 static double unit(uint64_t *x) { return (double)lcg(x) / 9007199254740992.0; }
 
-int ps_bench_synth_make(ps_bench_synth *s, int B, int S, int D, int nd, uint64_t seed) {
+int ps_bench_synth_make(ps_bench_synth *s, ps_kern *k, int B, int S, int D, int nd,
+                        uint64_t seed) {
   memset(s, 0, sizeof *s);
   s->B = B, s->S = S, s->D = D, s->nd = nd;
   size_t nnz = (size_t)B * S;
   s->dense = malloc((size_t)B * nd * sizeof(float));
   s->labels = malloc((size_t)B * sizeof(float));
   s->rows = malloc(nnz * D * sizeof(float));
-  s->drows = malloc(nnz * D * sizeof(float));
+  if (k && ps_kern_host_alloc(k, nnz * D * sizeof(float), (void **)&s->drows) == PS_OK)
+    s->k = k;
+  else if (!k)
+    s->drows = malloc(nnz * D * sizeof(float));
   s->idx = malloc(nnz * sizeof(int32_t));
   s->off = malloc((nnz + 1) * sizeof(int32_t));
   if (!s->dense || !s->labels || !s->rows || !s->drows || !s->idx || !s->off) return -1;
@@ -41,7 +45,11 @@ int ps_bench_synth_make(ps_bench_synth *s, int B, int S, int D, int nd, uint64_t
 }
 
 void ps_bench_synth_free(ps_bench_synth *s) {
-  free(s->dense), free(s->labels), free(s->rows), free(s->drows), free(s->idx), free(s->off);
+  free(s->dense), free(s->labels), free(s->rows), free(s->idx), free(s->off);
+  if (s->k)
+    ps_kern_host_free(s->k, s->drows);
+  else
+    free(s->drows);
 }
 
 ps_status ps_bench_synth_step(ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt *opt,
@@ -96,7 +104,7 @@ void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg)
 }
 
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
-                        ps_dlrm **m, ps_bench_synth *s) {
+                        bool host_grads, ps_dlrm **m, ps_bench_synth *s) {
   ps_dlrm_config cfg;
   ps_bench_dense_config(mb, B, &cfg);
   memset(s, 0, sizeof *s);
@@ -108,7 +116,7 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
     return -1;
   }
   ps_status st = ps_dlrm_create(k, &cfg, m, &err);
-  if (st == PS_OK && ps_bench_synth_make(s, B, mb->num_sparse, mb->emb_dim,
+  if (st == PS_OK && ps_bench_synth_make(s, host_grads ? k : NULL, B, mb->num_sparse, mb->emb_dim,
                                          ps_dlrm_num_dense(*m), 42) == 0)
     return 0;
   fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? err.msg : "out of memory");

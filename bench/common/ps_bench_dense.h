@@ -37,11 +37,14 @@ typedef struct ps_bench_synth {
   int B, S, D, nd; /* batch, sparse features, embedding dim, dense features */
   float *dense, *labels, *rows, *drows;
   int32_t *idx, *off;
+  ps_kern *k; /* drows from ps_kern_host_alloc on k (as ps-worker's row gradients), or NULL */
 } ps_bench_synth;
 
-/* Fills s (zeroed first, so ps_bench_synth_free is safe after a failure). 0, or -1 when out
- * of memory. */
-int ps_bench_synth_make(ps_bench_synth *s, int B, int S, int D, int nd, uint64_t seed);
+/* Fills s (zeroed first, so ps_bench_synth_free is safe after a failure). k not NULL: the
+ * row-gradient buffer comes from ps_kern_host_alloc(k) as in ps-worker (page-locked on CUDA);
+ * NULL: plain malloc. 0, or -1 when out of memory. */
+int ps_bench_synth_make(ps_bench_synth *s, ps_kern *k, int B, int S, int D, int nd,
+                        uint64_t seed);
 void ps_bench_synth_free(ps_bench_synth *s);
 
 /* Forward, backward and optimizer step of m over s; rowgrads false skips the download of
@@ -84,10 +87,11 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *batc
 /* The DLRM configuration of model mb for batches of up to B samples (defaults elsewhere). */
 void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg);
 
-/* Creates the model of mb for batch size B on k (*m) and its synthetic batch (*s, seed 42).
- * 0, or -1 after "prog: batch B: reason" on stderr, with nothing left to free. */
+/* Creates the model of mb for batch size B on k (*m) and its synthetic batch (*s, seed 42),
+ * its row-gradient buffer from ps_kern_host_alloc(k) where host_grads (as ps-worker's), plain
+ * malloc otherwise. 0, or -1 after "prog: batch B: reason" on stderr, nothing left to free. */
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
-                        ps_dlrm **m, ps_bench_synth *s);
+                        bool host_grads, ps_dlrm **m, ps_bench_synth *s);
 
 /* Adds the model's fields (mlp_bot, mlp_top, emb_dim, num_sparse, optimizer) to a report. */
 void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb);

@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
     ps_bench_dense_config(&mb, bs[i], &cfg);
     ps_dlrm *m;
     ps_bench_synth s;
-    if (ps_bench_dense_open("ps-dense-bench", k, &mb, bs[i], &m, &s) != 0) {
+    if (ps_bench_dense_open("ps-dense-bench", k, &mb, bs[i], true, &m, &s) != 0) {
       ret = 1;
       break;
     }

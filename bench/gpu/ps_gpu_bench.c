@@ -13,7 +13,8 @@
  * The batch is synthetic, Criteo-shaped and one-hot with every row unique (nrows = 26 B),
  * the most upload-heavy case, the same as bench/dense/ps-dense-bench's (bench/common/
  * ps_bench_dense.h makes it for both). Compare with bench/gpu/torch_dense_gpu.py on the same
- * GPU. Exit status 77 where no GPU is usable. */
+ * GPU. --pinned 0 downloads the row gradients into pageable memory (through the staging ring
+ * and a host memcpy), as ps-worker did before session 10. Exit status 77 where no GPU is usable. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@ static double timed(ps_kern *k, ps_dlrm *m, ps_bench_synth *s, const ps_dlrm_opt
 int main(int argc, char **argv) {
   const char *device = "cuda", *batches = "2048,16384,65536", *json_path = NULL;
   ps_bench_model mb = PS_BENCH_KAGGLE_MODEL;
-  int warmup = 5, tf32 = 0, gemm_steps = 20;
+  int warmup = 5, tf32 = 0, gemm_steps = 20, pinned = 1;
   double seconds = 2.0;
   const ps_cli_opt opts[] = {
       {"device", 0, PS_CLI_STRING, &device, "NAME", "backend: cuda or cuda:N", false, 0, 0},
@@ -65,6 +66,8 @@ int main(int argc, char **argv) {
       PS_BENCH_MODEL_OPTS(&mb),
       {"tf32", 0, PS_CLI_INT, &tf32, "0|1", "TF32 tensor-core GEMMs (default 0: plain FP32)", false,
        0, 1},
+      {"pinned", 0, PS_CLI_INT, &pinned, "0|1",
+       "row gradients into page-locked memory, as ps-worker (0: pageable, staged)", false, 0, 1},
       PS_BENCH_JSON_OPT(&json_path),
   };
   ps_cli cli = {"ps-gpu-bench",
@@ -99,13 +102,14 @@ int main(int argc, char **argv) {
   json_object_set_new(root, "device", json_string(desc));
   ps_bench_dense_json_model(root, &mb);
   json_object_set_new(root, "tf32", json_boolean(tf32));
+  json_object_set_new(root, "pinned_grads", json_boolean(pinned));
   printf("ps-gpu-bench: %s; bot %s, top %s, dim %d, %d tables, opt %s, %s GEMMs\n", desc,
          mb.mlp_bot, mb.mlp_top, mb.emb_dim, mb.num_sparse, mb.opt_name, tf32 ? "TF32" : "FP32");
   int ret = 0;
   for (int i = 0; i < nb && ret == 0; i++) {
     ps_dlrm *m;
     ps_bench_synth s;
-    if (ps_bench_dense_open("ps-gpu-bench", k, &mb, bs[i], &m, &s) != 0) {
+    if (ps_bench_dense_open("ps-gpu-bench", k, &mb, bs[i], pinned, &m, &s) != 0) {
       ret = 1;
       break;
     }

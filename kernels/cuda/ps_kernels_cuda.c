@@ -201,6 +201,20 @@ static void cu_free(ps_kern *k, void *ptr) {
   PS_CUDA_WARN(cudaFree(ptr)); /* waits for work that may use ptr */
 }
 
+/* Page-locked host memory: cu_to_host copies straight into it (is_pinned), with no staging. */
+static ps_status cu_host_alloc(ps_kern *k, size_t bytes, void **out) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaHostAlloc(out, bytes, cudaHostAllocDefault));
+  return PS_OK;
+}
+
+static void cu_host_free(ps_kern *k, void *ptr) {
+  cuda_ctx *c = ctx_of(k);
+  PS_CUDA_WARN(cudaSetDevice(c->device));
+  PS_CUDA_WARN(cudaFreeHost(ptr)); /* synchronises the device: only at teardown or growth */
+}
+
 static ps_status cu_memset0(ps_kern *k, void *dst, size_t bytes) {
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
@@ -557,6 +571,8 @@ static const ps_kern_i cuda_iface = {
     .memset0 = cu_memset0,
     .to_device = cu_to_device,
     .to_host = cu_to_host,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
     .copy = cu_copy,
     .sync = cu_sync,
     .stream = ps_kern_cuda_stream,

@@ -468,15 +468,22 @@ static void test_memory(void **st) {
   /* copy, memset0, and to_host into pinned memory */
   assert_int_equal(ps_kern_copy(GPU, dev[2], dev[1], 4099 * sizeof(float)), PS_OK);
   assert_int_equal(ps_kern_memset0(GPU, dev[1], 10 * sizeof(float)), PS_OK);
-  float *pinned = NULL;
-  assert_int_equal(cudaHostAlloc((void **)&pinned, 4099 * sizeof(float), cudaHostAllocDefault),
-                   cudaSuccess);
+  /* ps_kern_host_alloc: page-locked on CUDA (to_host copies straight into it), malloc on CPU */
+  float *pinned = NULL, *plain = NULL;
+  assert_int_equal(ps_kern_host_alloc(GPU, 4099 * sizeof(float), (void **)&pinned), PS_OK);
+  struct cudaPointerAttributes pa;
+  assert_int_equal(cudaPointerGetAttributes(&pa, pinned), cudaSuccess);
+  assert_int_equal(pa.type, cudaMemoryTypeHost);
+  assert_int_equal(ps_kern_host_alloc(CPU, 4099 * sizeof(float), (void **)&plain), PS_OK);
+  assert_int_equal(cudaPointerGetAttributes(&pa, plain), cudaSuccess);
+  assert_int_not_equal(pa.type, cudaMemoryTypeHost);
+  ps_kern_host_free(CPU, plain);
   assert_int_equal(ps_kern_to_host(GPU, pinned, dev[2], 4099 * sizeof(float)), PS_OK);
   for (size_t j = 0; j < 4099; j++) assert_true(pinned[j] == (float)(1 * 1000003 + (int)(j % 977)));
   assert_int_equal(ps_kern_to_host(GPU, pinned, dev[1], 4099 * sizeof(float)), PS_OK);
   for (size_t j = 0; j < 4099; j++)
     assert_true(pinned[j] == (j < 10 ? 0.0f : (float)(1 * 1000003 + (int)(j % 977))));
-  cudaFreeHost(pinned);
+  ps_kern_host_free(GPU, pinned);
   for (int i = 0; i < N; i++) ps_kern_free(GPU, dev[i]);
   free(src);
   free(back);

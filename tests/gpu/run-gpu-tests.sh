@@ -11,7 +11,7 @@
 #               test AUC must match its CPU twin's (a counted test, --agree)
 #   memcheck    compute-sanitizer --tool memcheck over test_cuda_ops and test_cuda_dlrm
 #   benchmarks  ps-gpu-bench (dense step samples/s at batch 2048/16384/65536, FP32 then TF32,
-#               cuBLAS share), ps-dense-bench --device cuda (per-operation breakdown, synced),
+#               cuBLAS share; FP32 again with the row gradients into pageable memory), ps-dense-bench --device cuda (per-operation breakdown, synced),
 #               bench/gpu/torch_dense_gpu.py (the same step in PyTorch on the same GPU)
 #
 # Such a machine may have no package registry. Build on a Debian 12 machine with CUDA on,
@@ -236,6 +236,9 @@ bench() { # name, command...
 if [ -x "$root/bin/ps-gpu-bench" ]; then
   bench ps-gpu-bench-fp32 "$root/bin/ps-gpu-bench" --batch "$batches" --seconds "$seconds" --json "$out/ps-gpu-bench-fp32.json"
   bench ps-gpu-bench-tf32 "$root/bin/ps-gpu-bench" --batch "$batches" --seconds "$seconds" --tf32 1 --json "$out/ps-gpu-bench-tf32.json"
+  # row gradients into pageable memory (staged), as ps-worker before session 10: the gap is
+  # what page-locked host memory (ps_kern_host_alloc) buys
+  bench ps-gpu-bench-fp32-pageable "$root/bin/ps-gpu-bench" --batch "$batches" --seconds "$seconds" --pinned 0 --json "$out/ps-gpu-bench-fp32-pageable.json"
 fi
 if [ -x "$root/bin/ps-dense-bench" ]; then
   bench ps-dense-bench-cuda "$root/bin/ps-dense-bench" --device cuda --batch "$batches" --seconds "$seconds" --json "$out/ps-dense-bench-cuda.json"
