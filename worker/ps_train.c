@@ -44,6 +44,8 @@ void ps_train_config_default(ps_train_config *c) {
       .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo",
       .shuffle_buffer = 32768};
   c->interaction = "dot";
+  c->out_bias_init = "draw";
+  c->out_bias_zero = false;
   c->checkpoint_full_every = 8;
   c->failover_ms = 1000;
   c->interaction_kind = m.interaction;
@@ -433,6 +435,7 @@ static ps_status setup(ps_trainer *t) {
   mc.interaction = c->interaction_kind;
   mc.dcn_layers = c->dcn_layers;
   mc.dcn_rank = c->dcn_rank;
+  mc.out_bias_zero = c->out_bias_zero;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
     PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,

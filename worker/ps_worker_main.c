@@ -62,6 +62,12 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
     return -1;
   }
+  if (!strcmp(c->out_bias_init, "draw")) c->out_bias_zero = false;
+  else if (!strcmp(c->out_bias_init, "zero")) c->out_bias_zero = true;
+  else {
+    fprintf(stderr, "ps-worker: --out-bias-init: '%s' is not draw or zero\n", c->out_bias_init);
+    return -1;
+  }
   if (!strcmp(c->wire, "f32")) c->wire_f16 = false;
   else if (!strcmp(c->wire, "f16")) c->wire_f16 = true;
   else {
@@ -123,6 +129,7 @@ int main(int argc, char **argv) {
       {"schema", 0, PS_CLI_STRING, &c.schema, "criteo|FILE", "what a line of --train/--test means: the built-in Criteo layout or a JSON schema (docs/SCHEMA.md)", false, 0, 0},
       {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
       {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
+      {"out-bias-init", 0, PS_CLI_STRING, &c.out_bias_init, "draw|zero", "the output layer's bias at step 0: DLRM's N(0, 1) draw, or 0", false, 0, 0},
       {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},
       {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
        "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},

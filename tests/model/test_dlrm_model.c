@@ -147,6 +147,19 @@ static void test_kaggle_layout_and_init(void **st) {
   assert_int_equal(ps_dlrm_set_params(m2, p, n), PS_OK);
   assert_int_equal(ps_dlrm_set_params(m2, p, n - 1), PS_ERR_INVALID);
   ps_dlrm_destroy(&m2);
+  /* out_bias_zero: the output layer's one bias is 0, everything else as drawn (seed 1) */
+  c.seed = 1;
+  c.out_bias_zero = true;
+  assert_int_equal(ps_dlrm_create(K, &c, &m2, NULL), PS_OK);
+  ps_dlrm_get_params(m2, p2, n);
+  ps_dlrm_layer Lo;
+  assert_int_equal(ps_dlrm_layer_info(m2, 6, &Lo), PS_OK);
+  assert_int_equal(Lo.out, 1);
+  assert_true(p[Lo.b_off] != 0.0f);
+  assert_true(p2[Lo.b_off] == 0.0f);
+  p2[Lo.b_off] = p[Lo.b_off];
+  assert_memory_equal(p, p2, n * sizeof(float));
+  ps_dlrm_destroy(&m2);
   ps_dlrm_destroy(&m);
   free(p), free(p2);
 }

@@ -133,13 +133,17 @@ static void fill_normal(float *h, size_t n, double sd, uint64_t *s) {
 
 /* MLP layers as the DLRM reference; then (DCN) the cross layers as TorchRec: xavier-normal
  * matrices, zero biases. A dot model draws exactly what it drew before DCN existed. */
-static void init_params(ps_dlrm *m, float *h, uint64_t seed) {
-  uint64_t s = seed ^ 0xD1B54A32D192ED03ull;
+static void init_params(ps_dlrm *m, float *h, const ps_dlrm_config *cfg) {
+  uint64_t s = cfg->seed ^ 0xD1B54A32D192ED03ull;
   for (int l = 0; l < m->nl; l++) {
     const ps_dlrm_layer *L = &m->L[l];
     fill_normal(h + L->w_off, (size_t)L->in * L->out, sqrt(2.0 / (L->in + L->out)), &s);
     fill_normal(h + L->b_off, (size_t)L->out, sqrt(1.0 / L->out), &s);
   }
+  /* DLRM's reference draws the output layer's single bias from N(0, sqrt(1/1)): one
+   * standard-normal offset of every sample's initial logit, worth about -0.004 test AUC per
+   * unit after training (bench/RESULTS-e2e.md, issue 19) */
+  if (cfg->out_bias_zero) h[m->L[m->nl - 1].b_off] = 0.0f;
   for (int l = 0; m->dcn_on && l < m->dcn.layers; l++) {
     ps_dlrm_cross_layer C;
     ps_dlrm_dcn_layer(&m->dcn, l, &C);
@@ -306,7 +310,7 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, p
     if (!h) st = PS_ERR_NOMEM;
   }
   if (st == PS_OK) {
-    init_params(m, h, cfg->seed);
+    init_params(m, h, cfg);
     st = ps_kern_to_device(k, m->params, h, m->nparams * sizeof(float));
   }
   free(h);

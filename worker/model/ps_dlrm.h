@@ -61,6 +61,8 @@ typedef struct ps_dlrm_config {
   int dcn_layers;       /* DCN: cross layers, 1..PS_DLRM_MAX_CROSS (default 3, as MLPerf) */
   int dcn_rank;         /* DCN: rank R of U_l V_l, 0 = full-rank W_l, PS_DLRM_RANK_AUTO
                          * (default) = D / 4 (108 for the Kaggle shape) */
+  bool out_bias_zero;   /* the output layer's one bias starts at 0, not at DLRM's N(0, 1) draw
+                         * (the draw is still taken, so every other parameter is the same) */
 } ps_dlrm_config;
 
 /* Fills cfg with the Kaggle shape: 13-512-256-64-16, 512-256-1, dim 16, 26 tables, batch 2048,
