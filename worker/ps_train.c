@@ -531,9 +531,9 @@ static ps_status run(ps_trainer *t) {
       snprintf(inter, sizeof inter, "dcn interaction (%d layers, rank %d)", c->dcn_layers,
                c->dcn_rank);
     PS_INFO("training on %s (%s, schema %s), %d worker(s) x batch %d, %s, device %s, %s, %zu "
-            "dense params", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
+            "dense params%s", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
             ps_schema_name(c->schema_obj), t->world, c->batch, c->consistency, c->device, inter,
-            t->nparams);
+            t->nparams, c->out_bias_zero ? " (output bias 0 at step 0)" : "");
   }
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
