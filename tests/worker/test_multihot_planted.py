@@ -4,7 +4,7 @@ with the default shuffle buffer) and must reach the planted ceiling within the m
 one-hot run of the same generator (same seed, rows and flags, no --multi-hot): the gap to the
 ceiling of each multi-hot run at most the one-hot run's gap + MARGIN. The ceiling is
 ps-datagen's planted model on the test rows (an independent reference: the model that drew the
-labels). 200k rows (EMBER_MH_ROWS), narrow towers and one compute thread: about 20 s here;
+labels). 200k rows (EMBER_MH_ROWS), narrow towers and one compute thread: about 35 s here;
 at this size the gap itself is 0.019 one-hot, 0.027 multi-hot (60k rows: 0.034 and 0.046,
 the margin exceeded: the bags hold more ids to learn per row), which is why the comparison is
 to the one-hot gap of the same rows and not to a fixed figure.
@@ -12,7 +12,12 @@ A third run does the same for data of a user schema (ps-datagen --schema FILE: c
 a skipped column, 3 dense and 30 categorical columns, every third a multi-hot bag): its gap too
 within the one-hot gap + MARGIN.
 Before this merge ps-datagen had no --multi-hot (main) or ps-worker no --schema (the shuffle
-branch): either way the run could not happen; ps-datagen --schema is newer still."""
+branch): either way the run could not happen; ps-datagen --schema is newer still.
+Session 10: the one-hot and the 1-worker multi-hot gaps are means over --seed 1, 2, 3. Measured
+per seed (200k rows), multi-hot gap - one-hot gap was +0.0075 / +0.0113 / +0.0109 with the
+output bias drawn and +0.0114 / +0.0098 / +0.0107 with it at 0 (ps-worker's default since):
+the old single-seed check against 0.01 passed on seed 1's draw alone, so MARGIN is 0.013 on the
+means (a broken pooling or reader moves the gap by far more: 60k rows give 0.046)."""
 import json
 import os
 import sys
@@ -22,7 +27,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import harness as h
 
 ROWS, TEST_ROWS, SEED, M = int(os.environ.get("EMBER_MH_ROWS", "200000")), 15000, 3, 4
-MARGIN = 0.01
+MARGIN = 0.013
+SEEDS = (1, 2, 3)
 SMALL = ["--mlp-bot", "13-64-16", "--mlp-top", "64-1", "--threads", "1"]
 
 
@@ -41,20 +47,27 @@ r = h.Results()
 with tempfile.TemporaryDirectory() as d:
     one, ceil1 = gen(d, "one", [])
     mh, ceilm = gen(d, "mh", ["--multi-hot", str(M)])
-    s1, _ = h.train(1, 1, ["--schema", one[".schema.json"], "--train", one[".tsv"],
-                           "--test", one["_test.tsv"]] + SMALL)
-    margin = (ceil1 - s1["auc"]) + MARGIN
-    print(f"one-hot: AUC {s1['auc']:.4f}, planted {ceil1:.4f}, gap {ceil1 - s1['auc']:.4f}")
+    gaps1 = []
+    for sd in SEEDS:
+        s1, _ = h.train(1, 1, ["--schema", one[".schema.json"], "--train", one[".tsv"],
+                               "--test", one["_test.tsv"], "--seed", str(sd)] + SMALL)
+        gaps1.append(ceil1 - s1["auc"])
+        print(f"one-hot, seed {sd}: AUC {s1['auc']:.4f}, planted {ceil1:.4f}, gap {gaps1[-1]:.4f}")
+    margin = sum(gaps1) / len(gaps1) + MARGIN
     margs = ["--schema", mh[".schema.json"], "--train", mh[".tsv"], "--test", mh["_test.tsv"]]
-    for workers, batch in ((1, 256), (2, 128)):
-        s, _ = h.train(1, workers, margs + SMALL + ["--batch", str(batch)])
-        gap = ceilm - s["auc"]
-        print(f"multi-hot M={M}, {workers} worker(s): AUC {s['auc']:.6f}, planted {ceilm:.4f}, "
-              f"gap {gap:.4f}")
-        r.check(f"multi-hot, {workers} worker(s): every row, no bad line",
-                s["samples"] == ROWS and s["bad_lines"] == 0, f"{s['samples']} {s['bad_lines']}")
-        r.check(f"multi-hot, {workers} worker(s): gap to the ceiling within the one-hot gap + "
-                f"{MARGIN}", gap <= margin, f"{gap:.4f} vs {margin:.4f}")
+    for workers, batch, seeds in ((1, 256, SEEDS), (2, 128, (1,))):
+        gaps = []
+        for sd in seeds:
+            s, _ = h.train(1, workers, margs + SMALL + ["--batch", str(batch), "--seed", str(sd)])
+            gaps.append(ceilm - s["auc"])
+            print(f"multi-hot M={M}, {workers} worker(s), seed {sd}: AUC {s['auc']:.6f}, planted "
+                  f"{ceilm:.4f}, gap {gaps[-1]:.4f}")
+            r.check(f"multi-hot, {workers} worker(s), seed {sd}: every row, no bad line",
+                    s["samples"] == ROWS and s["bad_lines"] == 0, f"{s['samples']} {s['bad_lines']}")
+        gap = sum(gaps) / len(gaps)
+        r.check(f"multi-hot, {workers} worker(s): gap to the ceiling (mean of {len(gaps)} seeds) "
+                f"within the one-hot gap (mean of {len(SEEDS)}) + {MARGIN}", gap <= margin,
+                f"{gap:.4f} vs {margin:.4f}")
     user = os.path.join(d, "user_schema.json")
     cols = ([{"name": "id", "type": "skip"}, {"name": "click", "type": "label"}] +
             [{"name": f"n{k}", "type": "dense"} for k in range(3)] +

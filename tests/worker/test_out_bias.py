@@ -2,12 +2,13 @@
 
 DLRM's reference initialisation draws the output layer's single bias from N(0, 1); session 9
 found that one draw worth about -0.004 test AUC per unit after training (bench/RESULTS-e2e.md).
---out-bias-init zero starts it at 0 and must leave every other initial value as drawn.
+--out-bias-init zero (the default since session 10) starts it at 0 and must leave every other
+initial value as drawn.
 
 How: ps-worker trains 2 steps with both learning rates 0 (so its checkpoint holds the initial
-state) from the same --seed, once per setting; ps-export gives the dense arrays. With zero, the
-last top layer's bias is 0 and every other array equals the draw's bit for bit; with draw, that
-bias is not 0. A bad value is refused with exit 2 and one line naming the flag."""
+state) from the same --seed, with draw and with the default; ps-export gives the dense arrays.
+With the default (zero), the last top layer's bias is 0 and every other array equals the draw's
+bit for bit; with draw, that bias is not 0. A bad value is refused with exit 2 and one line naming the flag."""
 import os
 import sys
 import tempfile
@@ -40,8 +41,8 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = h.run([f"{h.BIN}/ps-datagen", "--rows", "256", "--seed", "2", "--out", data,
                      "--log-level", "warn"], 120)
     assert rc == 0, out
-    draw, _ = initial_dense(d, "draw", data, [])
-    zero, _ = initial_dense(d, "zero", data, ["--out-bias-init", "zero"])
+    draw, _ = initial_dense(d, "draw", data, ["--out-bias-init", "draw"])
+    zero, _ = initial_dense(d, "zero", data, [])  # the default
     last = f"top.{len(TOP.split('-')) - 1}.bias.npy"
     r.check(f"the output bias is one value ({last})", last in draw and draw[last].shape == (1,),
             str(sorted(draw)))

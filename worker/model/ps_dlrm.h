@@ -140,7 +140,8 @@ typedef struct ps_dlrm ps_dlrm;
 
 /* Parses cfg, validates shapes, allocates parameters, gradients and workspace on backend k
  * (which the model borrows: destroy the model first), and initialises the parameters as the
- * DLRM reference: W ~ N(0, sqrt(2 / (in + out))), b ~ N(0, sqrt(1 / out)). A bad shape is
+ * DLRM reference: W ~ N(0, sqrt(2 / (in + out))), b ~ N(0, sqrt(1 / out)), except the output
+ * layer's bias where cfg->out_bias_zero (ps-worker's default). A bad shape is
  * PS_ERR_INVALID with err naming the flag's value ("mlp-top '32-2' must end in 1 ..."). */
 ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, ps_error *err);
 void ps_dlrm_destroy(ps_dlrm **m);
