@@ -5,9 +5,9 @@ The recipe (bench/RESULTS-e2e.md, "Issue 8's 0.01 gap"): the gap is the amount o
 model or the optimizer. One epoch of 200k rows leaves every DLRM recipe tried 0.018-0.03 short
 (PyTorch too); 3M rows (still one epoch, as a second epoch overfits) bring the default model to
 0.0071 on seed 1. The towers are narrowed to 13-128-16 / 128-64-1 only because they train 3x
-faster at the same AUC (gap 0.0072 / 0.0075 / 0.0070 on seeds 1 / 2 / 3); optimizers, learning
-rates and the per-worker batch 2048 are ps-worker's defaults. Also checks the summary's
-contract fields and the CLI's errors.
+faster at the same AUC (gap 0.0072 / 0.0075 / 0.0070 on seeds 1 / 2 / 3); optimizers and
+learning rates are ps-worker's defaults, the per-worker batch 2048 its default before issue 19
+(now 256). Also checks the summary's contract fields and the CLI's errors.
 
 Multi-hot (issue 19: "a multi-hot planted-data run reaching the planted ceiling within the same
 margin as the one-hot runs"): ps-datagen --multi-hot 4 data (every categorical a bag of 1..4
