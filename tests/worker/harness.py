@@ -25,12 +25,15 @@ def run(cmd, timeout, **kw):
     return p.returncode, out
 
 
-def datagen(dirname, rows, test_rows, seed=1):
+def datagen(dirname, rows, test_rows, seed=1, flags=(), timeout=120):
+    """ps-datagen into dirname's train.tsv, test.tsv, planted.json (overwriting them); flags
+    are extra ps-datagen flags (--multi-hot M --schema-out FILE)."""
     train = os.path.join(dirname, "train.tsv")
     test = os.path.join(dirname, "test.tsv")
     planted = os.path.join(dirname, "planted.json")
     rc, out = run([f"{BIN}/ps-datagen", "--rows", str(rows), "--seed", str(seed), "--out", train,
-                   "--test-rows", str(test_rows), "--test-out", test, "--json", planted], 120)
+                   "--test-rows", str(test_rows), "--test-out", test, "--json", planted] +
+                  list(flags), timeout)
     assert rc == 0, out
     return train, test, json.load(open(planted))
 
