@@ -128,10 +128,11 @@ ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *e
     return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
                         "table %u '%s' is not in the checkpoint %s this shard serves read-only",
                         spec->id, spec->name, s->last.path);
+  char diff[160];
   if (!ps_table_spec_rows_equal(&t->spec, spec))
     return ps_error_set(err, PS_ERR_CONFLICT,
-                        "table %u '%s' (dim %u) is not the checkpoint's table %u '%s' (dim %u) "
-                        "that this shard serves read-only",
-                        spec->id, spec->name, spec->dim, t->spec.id, t->spec.name, t->spec.dim);
+                        "table %u '%s' is not the checkpoint's table that this shard serves "
+                        "read-only: declared vs served %s (attach by name to read it as served)",
+                        spec->id, spec->name, ps_table_spec_diff(spec, &t->spec, diff, sizeof diff));
   return PS_OK;
 }
