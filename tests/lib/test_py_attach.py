@@ -8,7 +8,8 @@ A client declares a table (adagrad, lr 0.05, dim 6), pushes and checkpoints it. 
    read-only; an unknown name raises EMBER_EUNKNOWN_TABLE in one line; a declare with another lr
    is refused naming the field ("lr 0.05 vs 0.1"), not two identical name/dim pairs.
 2. ps-server --serve of the checkpoint: the same attach gives the checkpoint's rows; a declare of
-   the table with another optimizer is refused naming "optimizer adagrad vs sgd"."""
+   the table with another optimizer is refused naming "optimizer adagrad vs sgd"; the serving
+   server's unauthenticated WARN says anyone can read every table, not change it."""
 import os
 import subprocess
 import sys
@@ -88,6 +89,11 @@ def main():
                 check_refusal(r, "serving: a declare with another optimizer names the field",
                               lambda: c3.table(NAME, **dict(SPEC, optimizer="sgd")), 6,
                               "declared vs served optimizer sgd vs adagrad")
+            with open(os.path.join(srv.dir.name, "serve0.log")) as f:
+                warn = [l for l in f if "unauthenticated" in l]
+            r.check("serving: the unauthenticated WARN says read, not change",
+                    len(warn) == 1 and "can read (not change: --serve is read-only) every table"
+                    in warn[0], repr(warn))
         finally:
             stop_procs(procs)
     r.finish()
