@@ -237,6 +237,8 @@ static void test_schema_errors(void **st) {
        "want exactly one column of type label, found 2"},
       {"{\"columns\": [{\"name\": \"y\", \"type\": \"label\"}, {\"name\": \"d\", \"type\": "
        "\"dense\"}]}", "no categorical column"},
+      {"{\"table\": \"a b\", \"columns\": []}", "\"table\": want a name of 1 to 63"},
+      {"{\"table\": \"\", \"columns\": []}", "\"table\": want a name of 1 to 63"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ps_schema *s = (ps_schema *)1;
@@ -251,6 +253,37 @@ static void test_schema_errors(void **st) {
   ps_error err;
   assert_int_equal(ps_schema_load(tmp_path("missing.json"), &s, &err), PS_ERR_INVALID);
   assert_non_null(strstr(err.msg, "missing.json: cannot read it"));
+}
+
+/* The table's name: the built-in layout's criteo_emb, a file's "table", else its base name
+ * without .json and "_emb" (other characters as '_', cut to fit 63). */
+static void test_table_name(void **st) {
+  (void)st;
+  static const char cols[] = "\"columns\": [{\"name\": \"y\", \"type\": \"label\"}, "
+                             "{\"name\": \"c\", \"type\": \"categorical\"}]}";
+  static const struct { const char *origin, *table, *want; } cases[] = {
+      {"/data/clicks.json", NULL, "clicks_emb"},
+      {"docs/schemas/criteo.json", NULL, "criteo_emb"},
+      {"my schema+v2.JSON", NULL, "my_schema_v2.JSON_emb"},
+      {"/x/clicks.json", "ads", "ads"},
+      {"0123456789012345678901234567890123456789012345678901234567890123456789.json", NULL,
+       "01234567890123456789012345678901234567890123456789012345678_emb"},
+  };
+  char text[512];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ps_schema *s = NULL;
+    ps_error err;
+    snprintf(text, sizeof text, "{%s%s%s%s", cases[i].table ? "\"table\": \"" : "",
+             cases[i].table ? cases[i].table : "", cases[i].table ? "\", " : "", cols);
+    assert_int_equal(ps_schema_parse_json(text, cases[i].origin, &s, &err), PS_OK);
+    assert_string_equal(ps_schema_table(s), cases[i].want);
+    ps_schema_destroy(&s);
+  }
+  ps_schema *s = NULL;
+  ps_error err;
+  assert_int_equal(ps_schema_load("criteo", &s, &err), PS_OK);
+  assert_string_equal(ps_schema_table(s), "criteo_emb");
+  ps_schema_destroy(&s);
 }
 
 /* Multi-hot columns may pool differently: the model gets a mask over the features (one-value
@@ -660,6 +693,7 @@ PS_SCRATCH_FIXTURES("schema")
 PS_TEST_MAIN("schema", setup, teardown,
     cmocka_unit_test(test_every_type),
     cmocka_unit_test(test_schema_errors),
+    cmocka_unit_test(test_table_name),
     cmocka_unit_test(test_csv_quoting),
     cmocka_unit_test(test_dense_errors),
     cmocka_unit_test(test_header),

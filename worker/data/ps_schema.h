@@ -3,7 +3,7 @@
  * the default) — and the parser that turns a line into a sample record (ps_sample.h).
  *
  * FILE is JSON (docs/SCHEMA.md has the full reference and examples):
- *   {"format": "csv"|"tsv", "header": bool,
+ *   {"format": "csv"|"tsv", "header": bool, "table": "NAME" (default: from the file's name),
  *    "columns": [{"name": "...", "type": "label"|"dense"|"categorical"|"skip",
  *                 "transform": "log1p"|"none",        dense only; default log1p of max(x, 0)
  *                 "separator": "|",                   categorical only: multi-hot
@@ -68,6 +68,10 @@ ps_status ps_schema_parse_json(const char *json, const char *origin, ps_schema *
 void ps_schema_destroy(ps_schema **s);
 
 const char *ps_schema_name(const ps_schema *s); /* "criteo" or the file */
+/* The embedding table's name on the servers: "criteo_emb" for the built-in layout; a file's
+ * "table", else its base name without ".json" and "_emb" (docs/schemas/criteo.json: criteo_emb,
+ * clicks.json: clicks_emb), so tables of several schemas on one cluster are told apart. */
+const char *ps_schema_table(const ps_schema *s);
 int ps_schema_is_criteo(const ps_schema *s);    /* the built-in layout (its fast parser) */
 ps_schema_format ps_schema_fmt(const ps_schema *s);
 int ps_schema_header(const ps_schema *s);
