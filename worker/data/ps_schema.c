@@ -20,7 +20,7 @@
 struct ps_schema {
   char *name;
   char table[64]; /* the embedding table's name on the servers (ps_schema_table) */
-  int criteo, header, ncol, ndense, ncat, multi;
+  int criteo, header, ncol, ndense, nind, ncat, multi;
   ps_schema_format fmt;
   ps_schema_pool pool;
   ps_schema_column *cols;
@@ -56,6 +56,7 @@ static ps_status finish(ps_schema *s, const char *origin, ps_error *err) {
     c->index = -1;
     if (c->type == PS_COL_LABEL) labels++;
     if (c->type == PS_COL_DENSE) c->index = s->ndense++;
+    if (c->type == PS_COL_DENSE && c->missing_ind) s->ndense++, s->nind++; /* at index + 1 */
     if (c->type != PS_COL_CAT) continue;
     c->index = s->ncat;
     s->cat_col[s->ncat++] = i;
@@ -136,6 +137,12 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
         return COL_ERR("\"transform\": want log1p or none, got %s", origin, i + 1, name,
                        tr ? tr : "a non-string");
       c->log1p = !strcmp(tr, "log1p");
+    } else if (!strcmp(key, "missing") && c->type == PS_COL_DENSE) {
+      const char *m = json_string_value(v);
+      if (!m || (strcmp(m, "zero") && strcmp(m, "indicator")))
+        return COL_ERR("\"missing\": want zero or indicator, got %s", origin, i + 1, name,
+                       m ? m : "a non-string");
+      c->missing_ind = !strcmp(m, "indicator");
     } else if (!strcmp(key, "separator") && c->type == PS_COL_CAT) {
       const char *sep = json_string_value(v);
       char delim = fmt == PS_SCHEMA_CSV ? ',' : '\t';
@@ -302,6 +309,9 @@ void ps_schema_signature(const ps_schema *s, char *out, size_t n) {
     uint64_t v[4] = {(uint64_t)c->type, (uint64_t)(c->type == PS_COL_DENSE && c->log1p),
                      (uint64_t)(c->separator != 0) | (uint64_t)c->pooling << 1, c->hash_buckets};
     h = ps_hash64(v, sizeof v, h);
+    /* mixed in only when set, so every schema without it keeps its signature (and its
+     * checkpoints resume) */
+    if (c->type == PS_COL_DENSE && c->missing_ind) h = ps_hash64("missing", 7, h);
   }
   snprintf(out, n, "%d dense, %d categorical, %016llx", s->ndense, s->ncat, (unsigned long long)h);
 }
@@ -314,6 +324,7 @@ int ps_schema_header(const ps_schema *s) { return s->header; }
 int ps_schema_ncolumns(const ps_schema *s) { return s->ncol; }
 const ps_schema_column *ps_schema_column_at(const ps_schema *s, int i) { return &s->cols[i]; }
 int ps_schema_ndense(const ps_schema *s) { return s->ndense; }
+int ps_schema_nindicators(const ps_schema *s) { return s->nind; }
 int ps_schema_ncat(const ps_schema *s) { return s->ncat; }
 const ps_schema_column *ps_schema_cat(const ps_schema *s, int f) { return &s->cols[s->cat_col[f]]; }
 int ps_schema_multi_hot(const ps_schema *s) { return s->multi; }
