@@ -133,7 +133,8 @@ ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *e
     return ps_error_set(err, PS_ERR_CONFLICT,
                         "table %u '%s' is not the checkpoint's table that this shard serves "
                         "read-only: declared vs served %s (attach by name to read it as served)",
-                        spec->id, spec->name, ps_table_spec_diff(spec, &t->spec, diff, sizeof diff));
+                        spec->id, spec->name,
+                        ps_table_spec_diff(spec, &t->spec, diff, sizeof diff));
   return PS_OK;
 }
 

@@ -31,7 +31,8 @@
 extern "C" {
 #endif
 
-#define EMBER_API_VERSION 2 /* 2: ember_table_attach; raised when a call is added; the soname changes only on a break */
+/* Raised when a call is added (2: ember_table_attach); the soname changes only on a break. */
+#define EMBER_API_VERSION 2
 
 /* Error codes: Ember's ps_status values (stable; they also travel on the wire). */
 enum {
@@ -81,8 +82,8 @@ void ember_client_close(ember_client **c);
  *   l2, lr_power, initial_accumulator, init (x: rows start U(-x, x); 0.05), init_dist
  *   (uniform|normal|zero), init_a, init_b (the distribution's parameters), seed (0),
  *   admit_threshold, ttl_steps, consistency (async|sync|ssp; async), staleness, num_workers.
- * A table is pulled and pushed by id after this. ps-worker's table is id 1, named by its schema ("criteo_emb"
- * for the built-in Criteo layout). */
+ * A table is pulled and pushed by id after this. ps-worker's table is id 1, named by its
+ * schema ("criteo_emb" for the built-in Criteo layout). */
 int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t dim,
                         const char *options, ember_error *err);
 /* Attaches read-only to the table named `name` as the servers hold it (a training cluster's
