@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const k_opt[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise_adagrad", "adam",
@@ -87,6 +88,50 @@ bool ps_table_spec_stepping_equal(const ps_table_spec *a, const ps_table_spec *b
 
 static const char *name_of(const char *const *names, unsigned n, unsigned v) {
   return v < n ? names[v] : "?";
+}
+
+/* f with the fewest digits (up to 9, always enough) that read back as f: 0.01f is "0.01", and
+ * two floats that differ never print the same. */
+static const char *float_str(float f, char *buf, size_t n) {
+  for (int p = 1; p <= 9; p++) {
+    snprintf(buf, n, "%.*g", p, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  return buf;
+}
+
+const char *ps_table_spec_diff(const ps_table_spec *a, const ps_table_spec *b, char *buf,
+                               size_t n) {
+  /* In the order of the struct, each compared as rows_equal / stepping_equal do (floats bit
+   * for bit). */
+  char fa[32], fb[32];
+#define DIFF(cond, fmt, x, y)                \
+  if (cond) {                                \
+    snprintf(buf, n, fmt, x, y);             \
+    return buf;                              \
+  }
+#define DIFF_U(f) DIFF(a->f != b->f, #f " %llu vs %llu", (unsigned long long)a->f, \
+                       (unsigned long long)b->f)
+#define DIFF_F(f) DIFF(memcmp(&a->f, &b->f, sizeof a->f) != 0, #f " %s vs %s", \
+                       float_str(a->f, fa, sizeof fa), float_str(b->f, fb, sizeof fb))
+  DIFF_U(id)
+  DIFF(strncmp(a->name, b->name, sizeof a->name) != 0, "name '%s' vs '%s'", a->name, b->name)
+  DIFF_U(dim)
+  DIFF(a->optimizer != b->optimizer, "optimizer %s vs %s", ps_optimizer_name(a->optimizer),
+       ps_optimizer_name(b->optimizer))
+  DIFF_F(lr) DIFF_F(beta1) DIFF_F(beta2) DIFF_F(eps) DIFF_F(l1) DIFF_F(l2) DIFF_F(lr_power)
+  DIFF_F(initial_accumulator)
+  DIFF(a->init != b->init, "init %s vs %s", ps_init_name(a->init), ps_init_name(b->init))
+  DIFF_F(init_a) DIFF_F(init_b)
+  DIFF_U(seed) DIFF_U(admit_threshold) DIFF_U(ttl_steps)
+  DIFF(a->consistency != b->consistency, "consistency %s vs %s",
+       ps_consistency_name(a->consistency), ps_consistency_name(b->consistency))
+  DIFF_U(staleness) DIFF_U(num_workers)
+#undef DIFF_F
+#undef DIFF_U
+#undef DIFF
+  if (n) buf[0] = '\0';
+  return buf;
 }
 
 static ps_status parse_of(const char *const *names, unsigned n, const char *what, const char *s,

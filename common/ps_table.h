@@ -14,6 +14,7 @@
 #define PS_TABLE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ps_status.h"
@@ -82,6 +83,12 @@ ps_status ps_table_spec_validate(const ps_table_spec *t, ps_error *err);
 bool ps_table_spec_rows_equal(const ps_table_spec *a, const ps_table_spec *b);
 /* Whether two specs step the same way (consistency, staleness, workers). */
 bool ps_table_spec_stepping_equal(const ps_table_spec *a, const ps_table_spec *b);
+/* The first field (row fields first, then stepping) where a and b differ, as "FIELD A vs B"
+ * (e.g. "lr 0.01 vs 0.05", "optimizer sgd vs adagrad") into buf; "" when they are equal as
+ * rows_equal and stepping_equal compare them. A refusal names it: two specs that print the
+ * same name and dim may differ anywhere else. Returns buf. */
+const char *ps_table_spec_diff(const ps_table_spec *a, const ps_table_spec *b, char *buf,
+                               size_t n);
 
 /* Lower-case names ("sgd", "adagrad", "rowwise_adagrad", "adam", "ftrl"; "uniform", "normal",
  * "zero"; "sync", "async", "ssp"); "?" for a value out of range. */

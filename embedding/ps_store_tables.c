@@ -79,9 +79,12 @@ ps_status ps_store_declare(ps_store *s, const ps_table_spec *spec, ps_error *err
   table *t = find_table(s, spec->id, &ti);
   if (t) {
     store_spec_encode(&t->spec, enc2);
+    char diff[160];
     if (memcmp(enc, enc2, elen) != 0)
-      st = ps_error_set(err, PS_ERR_CONFLICT, "table %u (%s): declared again with a different spec",
-                        spec->id, spec->name);
+      st = ps_error_set(err, PS_ERR_CONFLICT,
+                        "table %u (%s): declared again with a different spec (stored vs "
+                        "declared %s)", spec->id, spec->name,
+                        ps_table_spec_diff(&t->spec, spec, diff, sizeof diff));
     goto done;
   }
   for (size_t i = 0; i < s->ntables; i++)

@@ -127,8 +127,8 @@ static ps_status monitor_start(ps_server *s, ps_error *err) {
 static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *err) {
   if (!o->curve_secret) {
     PS_WARN("unauthenticated: no --curve-secret/--curve-clients, so anyone who can reach %s "
-            "can read and change every table (docs/OPERATIONS.md, Authentication)",
-            o->listen);
+            "can %s every table (docs/OPERATIONS.md, Authentication)", o->listen,
+            o->serve_dir ? "read (not change: --serve is read-only)" : "read and change");
     return PS_OK;
   }
   if (!o->curve_clients)

@@ -102,10 +102,11 @@ static ps_status same_tables(srv_follow *f, ps_store *st, const char *dir, ps_er
     ps_table_spec sp;
     if (ps_store_get_spec(st, f->ids[i], &sp) != PS_OK)
       return ps_error_set(err, PS_ERR_CONFLICT, "%s has no table %u", dir, f->ids[i]);
+    char diff[160];
     if (!ps_table_spec_rows_equal(&sp, &f->specs[i]))
-      return ps_error_set(err, PS_ERR_CONFLICT, "%s: table %u '%s' (dim %u) is not the served "
-                          "one '%s' (dim %u)", dir, f->ids[i], sp.name, sp.dim,
-                          f->specs[i].name, f->specs[i].dim);
+      return ps_error_set(err, PS_ERR_CONFLICT, "%s: table %u '%s' is not the served one: new vs "
+                          "served %s", dir, f->ids[i], sp.name,
+                          ps_table_spec_diff(&sp, &f->specs[i], diff, sizeof diff));
   }
   return PS_OK;
 }

@@ -207,10 +207,13 @@ ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec,
                         id, mine->name, ps_consistency_name(mine->consistency), mine->staleness,
                         mine->num_workers, ps_consistency_name(spec->consistency),
                         spec->staleness, spec->num_workers);
+  char diff[160];
   if (mine && !spec_equal(mine, spec))
     return ps_error_set(err, PS_ERR_CONFLICT, "table %u '%s' conflicts with a table already "
                         "declared (another spec under this id or name): table %u (%s): "
-                        "declared again with a different spec", id, spec->name, id, spec->name);
+                        "declared again with a different spec (before vs now %s)", id,
+                        spec->name, id, spec->name, ps_table_spec_diff(mine, spec, diff,
+                                                                       sizeof diff));
   if (r->has_ident && t && t->ndecls >= GUARD_MAX_DECLS)
     return ps_error_set(err, PS_ERR_CONFLICT, "table %u: %u declarations and no use yet", id,
                         GUARD_MAX_DECLS);

@@ -440,6 +440,9 @@ ps_status srv_serve_open(ps_server *s, ps_error *err);
 bool srv_serve_refuse(ps_server *s, srv_req *r, int op);
 /* A serving shard's DECLARE: PS_OK when spec's rows are the served table's. */
 ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err);
+/* A DECLARE whose spec has dim 0 (any shard, serving or not): a lookup of the table named by
+ * the spec's name, answered with its spec; changes nothing (docs/PROTOCOL.md, "Tables"). */
+void srv_table_lookup(ps_server *s, srv_req *r);
 /* Opens this shard's snapshot of the committed checkpoint `dir` (one step-N) read-only, after
  * checking its shard count against the cluster's; its step into *step. Any thread (reads only
  * s->opt). PS_ERR_INVALID for another shard count, else the store's or the file's failure. */

@@ -211,6 +211,10 @@ static void reply_declared(ps_server *s, srv_req *r, uint32_t id) {
 static void handle_declare(ps_server *s, srv_req *r) {
   ps_table_spec spec, stored;
   ps_error err;
+  if (r->h->table && r->h->table->dim == 0) { /* no valid spec has dim 0: attach by name */
+    srv_table_lookup(s, r);
+    return;
+  }
   if (ps_wire_spec_from_pb(r->h->table, &spec, &err) != PS_OK) {
     srv_reply_error(s, r, err.code, "bad table spec: %s", err.msg);
     return;

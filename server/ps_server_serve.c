@@ -128,10 +128,37 @@ ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *e
     return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
                         "table %u '%s' is not in the checkpoint %s this shard serves read-only",
                         spec->id, spec->name, s->last.path);
+  char diff[160];
   if (!ps_table_spec_rows_equal(&t->spec, spec))
     return ps_error_set(err, PS_ERR_CONFLICT,
-                        "table %u '%s' (dim %u) is not the checkpoint's table %u '%s' (dim %u) "
-                        "that this shard serves read-only",
-                        spec->id, spec->name, spec->dim, t->spec.id, t->spec.name, t->spec.dim);
+                        "table %u '%s' is not the checkpoint's table that this shard serves "
+                        "read-only: declared vs served %s (attach by name to read it as served)",
+                        spec->id, spec->name,
+                        ps_table_spec_diff(spec, &t->spec, diff, sizeof diff));
   return PS_OK;
+}
+
+/* Attach by name: a client that only reads a table (Client.table(name), ps-bench --table) need
+ * not know the spec it was trained with; it asks any shard for it. Lives here because serving
+ * is its main use, but a training shard answers it the same way. A provisional table (declared,
+ * never used) is not in the store yet and may still change: not found. */
+void srv_table_lookup(ps_server *s, srv_req *r) {
+  const char *name = r->h->table->name ? r->h->table->name : "";
+  const srv_table *t = NULL;
+  for (uint32_t id = 1; id <= s->max_table && !t; id++)
+    if (s->tables[id] && !s->tables[id]->provisional &&
+        strncmp(s->tables[id]->spec.name, name, sizeof s->tables[id]->spec.name) == 0)
+      t = s->tables[id];
+  if (!t) {
+    srv_reply_error(s, r, PS_ERR_UNKNOWN_TABLE, "no table named '%s' on shard %u", name,
+                    s->opt.shard);
+    return;
+  }
+  Ember__TableSpec sp;
+  ps_wire_spec_to_pb(&t->spec, &sp);
+  Ember__Header rh;
+  ps_wire_header_init(&rh, EMBER__OP__OP_DECLARE);
+  rh.table_id = t->spec.id;
+  rh.table = &sp;
+  srv_reply(s, r, &rh, NULL);
 }

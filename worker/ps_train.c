@@ -69,7 +69,9 @@ ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
 static ps_status declare_table(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
   ps_table_spec tb;
-  ps_table_spec_default(&tb, PS_TRAIN_TABLE_ID, PS_TRAIN_TABLE_NAME, (uint32_t)c->emb_dim);
+  char name[PS_TABLE_NAME_MAX];
+  ps_train_table_name(c, name, sizeof name);
+  ps_table_spec_default(&tb, PS_TRAIN_TABLE_ID, name, (uint32_t)c->emb_dim);
   tb.optimizer = c->sparse_optimizer;
   tb.lr = (float)c->sparse_lr;
   bool adagrad = tb.optimizer == PS_OPT_ADAGRAD || tb.optimizer == PS_OPT_ROWWISE_ADAGRAD;

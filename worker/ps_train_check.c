@@ -102,9 +102,11 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
   int nd = ps_schema_ndense(c->schema_obj), want = ps_train_dense_inputs(nd);
   if (bot[0] != want)
     return ps_error_set(err, PS_ERR_INVALID,
-                        "--mlp-bot %s: the first width must be %d, %s (--schema %s)", c->mlp_bot,
-                        want, nd ? "the dense columns of the schema" : "a constant input, as the "
-                        "schema has no dense column", ps_schema_name(c->schema_obj));
+                        "--mlp-bot %s: the first width must be %d, %s%s (--schema %s)",
+                        c->mlp_bot, want, nd ? "the dense columns of the schema" : "a constant "
+                        "input, as the schema has no dense column",
+                        ps_schema_nindicators(c->schema_obj) ? " and their missing indicators" : "",
+                        ps_schema_name(c->schema_obj));
   if (bot[nb - 1] != c->emb_dim)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s ends in %d but --emb-dim is %d: the dot interaction needs "

@@ -182,8 +182,10 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
    * embedding table's id in the shards (the interaction is a compared flag above). Last, the checksum
    * of everything before it (ps_dense_file.h). */
   bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
-  fprintf(m, "schema-file=%s\ntable-id=%u\n",
-          builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID);
+  char table[PS_TABLE_NAME_MAX];
+  ps_train_table_name(t->cfg, table, sizeof table);
+  fprintf(m, "schema-file=%s\ntable-id=%u\ntable-name=%s\n",
+          builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID, table);
   int ok = fclose(m) == 0;
   FILE *f = ok ? fopen(path, "w") : NULL;
   if (!f) ok = 0;
@@ -214,6 +216,21 @@ static ps_status latest_dir(const char *base, char *dir, size_t n) {
   fclose(f);
   name[strcspn(name, "\r\n")] = '\0';
   return pathf(dir, n, "%s/%s", base, name);
+}
+
+void ps_train_table_name(const ps_train_config *c, char *out, size_t n) {
+  snprintf(out, n, "%s", c->resume ? PS_TRAIN_TABLE_NAME : ps_schema_table(c->schema_obj));
+  char dir[4600], path[4700], line[512];
+  FILE *f = NULL;
+  if (!c->resume || latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK ||
+      pathf(path, sizeof path, "%s/config", dir) != PS_OK || !(f = fopen(path, "r")))
+    return;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "table-name=", 11)) {
+      line[strcspn(line, "\r\n")] = '\0';
+      snprintf(out, n, "%s", line + 11);
+    }
+  fclose(f);
 }
 
 static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char *was,

@@ -27,7 +27,7 @@
 #include "ps_train.h"
 
 #define PS_TRAIN_TABLE_ID 1u
-#define PS_TRAIN_TABLE_NAME "criteo_emb"
+#define PS_TRAIN_TABLE_NAME "criteo_emb" /* every run's table before schemas named theirs */
 
 typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row buffers */
   ps_batch *b;
@@ -152,6 +152,10 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
  * them; one without the schema's line predates schemas and is not compared on it; one that
  * records no interaction was a dot model's). */
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
+/* The embedding table's name: the schema's (ps_schema_table); under --resume the checkpoint's
+ * `table-name`, or PS_TRAIN_TABLE_NAME for a checkpoint written before that line existed, so
+ * a resumed run declares the table its servers' rows were saved under. */
+void ps_train_table_name(const ps_train_config *c, char *out, size_t n);
 
 /* ps_train_report.c */
 ps_status ps_train_metrics_start(ps_trainer *t);

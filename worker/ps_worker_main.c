@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
   const char *log_level = "info";
   int64_t metrics_port = 0;
   const char *curve_secret = NULL, *curve_server = NULL;
+  bool check_only = false;
   ps_cli_opt opts[] = {
       {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
       {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
@@ -116,6 +117,7 @@ int main(int argc, char **argv) {
       {"checkpoint-every", 0, PS_CLI_I64, &c.checkpoint_every, "N", "checkpoint every N steps and at the end (0: only at the end)", false, 0, 1e15},
       {"resume", 0, PS_CLI_FLAG, &c.resume, NULL, "continue from the latest checkpoint in --checkpoint-dir (none left to train: evaluate it)", false, 0, 0},
       {"summary", 0, PS_CLI_STRING, &c.summary, "FILE", "JSON summary (rank 0)", false, 0, 0},
+      {"check", 0, PS_CLI_FLAG, &check_only, NULL, "check the arguments, --schema, the data's paths and headers and the checkpoint as a run would, then exit 0 without connecting", false, 0, 0},
       {"eval-every", 0, PS_CLI_I64, &c.eval_every, "N", "also evaluate every N steps", false, 0, 1e15},
       {"max-steps", 0, PS_CLI_I64, &c.max_steps, "N", "stop after N steps (0: no limit)", false, 0, 1e15},
       {"progress-every", 0, PS_CLI_DOUBLE, &c.progress_every, "S", "seconds between progress lines", false, 0.01, 1e6},
@@ -169,6 +171,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
     ps_train_config_free(&c);
     return 2;
+  }
+  if (check_only) { /* deploy/ember-local: once, before any server starts */
+    printf("ps-worker: --check: the arguments are fine\n");
+    ps_train_config_free(&c);
+    return 0;
   }
   c.metrics_port = (int)metrics_port;
   rc = ps_train_run(&c) == PS_OK ? 0 : 1;

@@ -34,8 +34,9 @@
 
 /* Connects threads + 1 clients (the last one is the control connection: declare, prepopulate,
  * STATS), declares the tables on every one (idempotent; a client learns a table's dim from its
- * declaration) and prepopulates. Returns 0 or main's exit code. */
-static int build(const ps_bench_cfg *c, ps_client **clients) {
+ * declaration) or attaches to --table by name (its id and dim into c), and prepopulates.
+ * Returns 0 or main's exit code. */
+static int build(ps_bench_cfg *c, ps_client **clients) {
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = (uint32_t)c->timeout_ms;
@@ -51,7 +52,9 @@ static int build(const ps_bench_cfg *c, ps_client **clients) {
     }
   }
   for (int i = 0; i <= c->threads; i++)
-    if (ps_bench_declare_tables(c, clients[i]) != 0) return 1;
+    if (c->table_name ? ps_bench_attach_table(c, clients[i], i == 0) != 0
+                      : ps_bench_declare_tables(c, clients[i]) != 0)
+      return 1;
   if (c->prepopulate && ps_bench_prepopulate(c, clients[c->threads]) != 0) return 1;
   return 0;
 }

@@ -14,6 +14,8 @@
 #include "ps_curve.h"
 #include "ps_log.h"
 
+#define PS_BENCH_DIM 16 /* --dim's default (with --table: the table's own) */
+
 int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, int *nrates) {
   *c = (ps_bench_cfg){.servers = NULL,
                        .op_s = "pull",
@@ -25,7 +27,7 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
                        .duration = 10,
                        .warmup = 1,
                        .keys = 512,
-                       .dim = 16,
+                       .dim = PS_BENCH_DIM,
                        .key_space = 1000000,
                        .requests = 0,
                        .seed = 1,
@@ -68,6 +70,9 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
        0, 0},
       {"tables", 0, PS_CLI_INT, &c->tables, "N", "tables, requests spread uniformly", false, 1, 1024},
       {"table-id", 0, PS_CLI_INT, &c->table_id, "ID", "first table id", false, 1, 65535},
+      {"table", 0, PS_CLI_STRING, &c->table_name, "NAME",
+       "pull an existing table (e.g. ps-server --serve's) by name, its id and dim the servers'",
+       false, 0, 0},
       {"threads", 't', PS_CLI_INT, &c->threads, "T", "sender threads, one connection set each",
        false, 1, 256},
       {"connections", 'c', PS_CLI_INT, &c->connections, "C", "same as --threads", false, 0, 256},
@@ -136,6 +141,15 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
     return 2;
   }
   if (c->connections) c->threads = c->connections;
+  /* --table reads a table as the servers hold it: nothing to declare, and nothing to write
+   * (a serving shard refuses pushes; a training one's rows are not the bench's to change). */
+  if (c->table_name && (c->op != PS_BENCH_OP_PULL || c->prepopulate || c->tables != 1 ||
+                        c->table_id != 1 || c->dim != PS_BENCH_DIM)) {
+    fprintf(stderr, "ps-bench: --table %s attaches read-only: --op pull, and no --prepopulate, "
+                    "--tables, --table-id or --dim (the servers give its id and dim)\n",
+            c->table_name);
+    return 2;
+  }
   if (c->table_id + c->tables - 1 > 65535) {
     fprintf(stderr, "ps-bench: --table-id %d + --tables %d goes past table id 65535\n", c->table_id,
             c->tables);

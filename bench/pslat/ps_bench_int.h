@@ -26,6 +26,7 @@ extern const char *const ps_bench_op_name[PS_BENCH_OPS]; /* "pull", "push" */
 
 typedef struct ps_bench_cfg {
   const char *servers, *op_s, *dist_s, *arrivals_s, *sweep_s, *json, *plot, *level;
+  const char *table_name; /* --table: attach to this table by name (pulls only) */
   double mix, rate, duration, warmup;
   double knee_p99_ms; /* --knee-p99-ms: the knee's absolute p99 bound (0: 5x the lightest) */
   int64_t keys, dim, key_space, requests, seed;
@@ -100,6 +101,9 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
 /* ps_bench_load.c */
 int ps_bench_key_pool(ps_bench_cfg *c);
 int ps_bench_declare_tables(const ps_bench_cfg *c, ps_client *cl);
+/* --table NAME: attaches cl to it by name; the first call takes its id and dim into c, later
+ * ones must find the same. 0, or -1 after one line on stderr. */
+int ps_bench_attach_table(ps_bench_cfg *c, ps_client *cl, bool first);
 int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl);
 void ps_bench_result_init(ps_bench_result *r, size_t nsrv);
 void ps_bench_result_free(ps_bench_result *r);

@@ -446,6 +446,26 @@ int ps_bench_declare_tables(const ps_bench_cfg *c, ps_client *cl) {
   return 0;
 }
 
+int ps_bench_attach_table(ps_bench_cfg *c, ps_client *cl, bool first) {
+  ps_table_spec t;
+  ps_error err;
+  ps_status st = ps_client_attach(cl, c->table_name, &t, &err);
+  if (st != PS_OK) {
+    fprintf(stderr, "ps-bench: --table %s: %s: %s\n", c->table_name, ps_status_str(st), err.msg);
+    return -1;
+  }
+  if (first) {
+    c->table_id = (int)t.id;
+    c->dim = t.dim;
+  } else if ((uint32_t)c->table_id != t.id || (uint32_t)c->dim != t.dim) {
+    /* the servers' table changed between two connections' attaches (e.g. --follow) */
+    fprintf(stderr, "ps-bench: --table %s: the servers answered table %u dim %u, then %u dim %u\n",
+            c->table_name, (unsigned)c->table_id, (unsigned)c->dim, t.id, t.dim);
+    return -1;
+  }
+  return 0;
+}
+
 /* Creates the row of every key of the key space before the measurement, so pulls measure the
  * rows-exist path and not the cold one (a pull of a key that has no row returns its initial
  * values without creating it: every pulled key would be a miss, served by the initializer).

@@ -3,6 +3,7 @@ on Ember's parameter servers, pulled and pushed as numpy arrays.
 
     c = ember.Client(["tcp://127.0.0.1:5555"], timeout_ms=10000)
     t = c.table("user_emb", dim=16, optimizer="adagrad", lr=0.1, init=0.01)
+    s = c.table("criteo_emb")    # no dim: attach read-only to the table as the servers hold it
     rows = t.pull(keys)          # uint64 [n] -> float32 [n, dim]
     t.push(keys, grads)          # float32 [n, dim]; the server applies the optimizer
     c.step(); c.barrier(); c.checkpoint("ckpt"); c.close()
@@ -79,10 +80,12 @@ class Request:
 
 
 class Table:
-    """A declared table of a Client: pull and push by uint64 key."""
+    """A declared table of a Client: pull and push by uint64 key (pull only when attached by
+    name, read_only)."""
 
-    def __init__(self, client, tid, name, dim):
+    def __init__(self, client, tid, name, dim, read_only=False):
         self.client, self.id, self.name, self.dim = client, tid, name, dim
+        self.read_only = read_only
 
     def _call(self, fn, k, rows, *handle):
         """fn(client, table, keys, n, rows, [handle,] err): one C call over whole arrays."""
@@ -127,7 +130,8 @@ class Table:
         return Request(self.client, h, None, g)
 
     def __repr__(self):
-        return f"ember.Table({self.name!r}, id={self.id}, dim={self.dim})"
+        ro = ", read_only=True" if self.read_only else ""
+        return f"ember.Table({self.name!r}, id={self.id}, dim={self.dim}{ro})"
 
 
 class Client:
@@ -158,11 +162,23 @@ class Client:
             raise EmberError(1, "the client is closed")
         return self._c
 
-    def table(self, name, dim, id=None, optimizer="sgd", lr=0.01, init=0.05, **options):
+    def table(self, name, dim=None, id=None, optimizer="sgd", lr=0.01, init=0.05, **options):
         """Declares the table, or attaches to it when it exists with the same spec. id defaults
         to a hash of the name (1..65535); ps-worker's table is id=1, name "criteo_emb". Other options
         (ember.h): eps, beta1, beta2, l1, l2, lr_power, initial_accumulator, init_dist, init_a,
-        init_b, seed, admit_threshold, ttl_steps, consistency, staleness, num_workers."""
+        init_b, seed, admit_threshold, ttl_steps, consistency, staleness, num_workers.
+        Without dim: attaches read-only by name to the table as the servers hold it (training
+        or ps-server --serve), whatever its spec; its id and dim are the servers'; push raises."""
+        if dim is None:
+            if id is not None or options:
+                raise ValueError("table(name) without dim attaches by name: no id or options")
+            tid, tdim, err = ctypes.c_uint32(), ctypes.c_uint32(), _Error()
+            rc = _lib.ember_table_attach(self._handle(), name.encode(), ctypes.byref(tid),
+                                         ctypes.byref(tdim), ctypes.byref(err))
+            _check(rc, err)
+            t = Table(self, tid.value, name, tdim.value, read_only=True)
+            self.tables[name] = t
+            return t
         if id is None:
             id = zlib.crc32(name.encode()) % 65535 + 1
         opts = _options(dict({"optimizer": optimizer, "lr": repr(float(lr)),

@@ -41,6 +41,7 @@ _SIGS = {
     "ember_client_close": (None, [ctypes.POINTER(_P)]),
     "ember_table_declare": (ctypes.c_int, [_P, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32,
                                            ctypes.c_char_p, _E]),
+    "ember_table_attach": (ctypes.c_int, [_P, ctypes.c_char_p, _u32p, _u32p, _E]),
     "ember_table_dim": (ctypes.c_uint32, [_P, ctypes.c_uint32]),
     "ember_pull": (ctypes.c_int, [_P, ctypes.c_uint32, _u64p, ctypes.c_size_t, _f32p, _E]),
     "ember_push": (ctypes.c_int, [_P, ctypes.c_uint32, _u64p, ctypes.c_size_t, _f32p, _E]),

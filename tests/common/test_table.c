@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -108,6 +109,38 @@ static void test_equality_parts(void **st) {
   assert_false(ps_table_spec_rows_equal(&a, &b));
 }
 
+/* A refusal names the field that differs, not two identical-looking name/dim pairs. */
+static void test_diff_names_the_field(void **st) {
+  (void)st;
+  ps_table_spec a, b;
+  char buf[128];
+  ps_table_spec_default(&a, 1, "criteo_emb", 16);
+  b = a;
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "");
+  b.lr = 0.05f;
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "lr 0.01 vs 0.05");
+  b = a;
+  b.optimizer = PS_OPT_ADAGRAD;
+  b.seed = 7; /* the first difference in struct order is named */
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "optimizer sgd vs adagrad");
+  b = a;
+  b.init_b = nextafterf(a.init_b, 1.0f); /* one ulp apart still print apart */
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "init_b 0.05 vs 0.050000004");
+  b = a;
+  b.seed = 7;
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "seed 0 vs 7");
+  b = a;
+  b.consistency = PS_CONS_SYNC;
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "consistency async vs sync");
+  b = a;
+  snprintf(b.name, sizeof b.name, "other");
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "name 'criteo_emb' vs 'other'");
+  char small[8];
+  b = a;
+  b.dim = 32;
+  assert_string_equal(ps_table_spec_diff(&a, &b, small, sizeof small), "dim 16 "); /* truncated */
+}
+
 static void test_error_convention(void **st) {
   (void)st;
   assert_int_equal(ps_error_set(NULL, PS_ERR_IO, "x %d", 1), PS_ERR_IO); /* NULL is fine */
@@ -139,4 +172,5 @@ static void test_error_convention(void **st) {
 PS_TEST_MAIN("table", NULL, NULL,
     cmocka_unit_test(test_default_is_valid), cmocka_unit_test(test_validate_rules),
     cmocka_unit_test(test_names_both_ways), cmocka_unit_test(test_equality_parts),
+    cmocka_unit_test(test_diff_names_the_field),
     cmocka_unit_test(test_error_convention))

@@ -237,6 +237,10 @@ static void test_schema_errors(void **st) {
        "want exactly one column of type label, found 2"},
       {"{\"columns\": [{\"name\": \"y\", \"type\": \"label\"}, {\"name\": \"d\", \"type\": "
        "\"dense\"}]}", "no categorical column"},
+      {"{\"table\": \"a b\", \"columns\": []}", "\"table\": want a name of 1 to 63"},
+      {"{\"columns\": [{\"name\": \"c\", \"type\": \"categorical\", \"missing\": \"zero\"}]}",
+       "column 1 'c': \"missing\" is not a key of a categorical column"},
+      {"{\"table\": \"\", \"columns\": []}", "\"table\": want a name of 1 to 63"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ps_schema *s = (ps_schema *)1;
@@ -251,6 +255,86 @@ static void test_schema_errors(void **st) {
   ps_error err;
   assert_int_equal(ps_schema_load(tmp_path("missing.json"), &s, &err), PS_ERR_INVALID);
   assert_non_null(strstr(err.msg, "missing.json: cannot read it"));
+}
+
+/* "missing": "indicator": the column's value and right after it a 0/1 input saying it was
+ * empty (the other dense columns move up by one); the signature changes only with it. */
+static void test_missing_indicator(void **st) {
+  (void)st;
+  static const char fmt[] =
+      "{\"format\": \"csv\", \"columns\": [{\"name\": \"y\", \"type\": \"label\"}, "
+      "{\"name\": \"a\", \"type\": \"dense\", \"transform\": \"none\"%s}, "
+      "{\"name\": \"b\", \"type\": \"dense\", \"transform\": \"none\"}, "
+      "{\"name\": \"c\", \"type\": \"categorical\"}]}";
+  char json[512];
+  snprintf(json, sizeof json, fmt, ", \"missing\": \"indicator\"");
+  ps_schema *s = schema_of(json);
+  assert_int_equal(ps_schema_ndense(s), 3);
+  assert_int_equal(ps_schema_nindicators(s), 1);
+  assert_int_equal(ps_schema_column_at(s, 2)->index, 2); /* b after a's indicator */
+  decoded d;
+  char msg[256];
+  assert_int_equal(parse_decode(s, 0, "1,2.5,4,x", &d, msg), PS_OK);
+  assert_true(d.dense[0] == 2.5f && d.dense[1] == 0.0f && d.dense[2] == 4.0f);
+  assert_int_equal(parse_decode(s, 0, "0,,,x", &d, msg), PS_OK);
+  assert_true(d.dense[0] == 0.0f && d.dense[1] == 1.0f && d.dense[2] == 0.0f);
+  assert_int_equal(parse_decode(s, 0, "0,0,,x", &d, msg), PS_OK); /* 0 is not missing */
+  assert_true(d.dense[0] == 0.0f && d.dense[1] == 0.0f);
+  char with[128], zero[128], without[128];
+  ps_schema_signature(s, with, sizeof with);
+  ps_schema_destroy(&s);
+  snprintf(json, sizeof json, fmt, ", \"missing\": \"zero\"");
+  s = schema_of(json);
+  assert_int_equal(ps_schema_ndense(s), 2);
+  ps_schema_signature(s, zero, sizeof zero);
+  ps_schema_destroy(&s);
+  snprintf(json, sizeof json, fmt, "");
+  s = schema_of(json);
+  ps_schema_signature(s, without, sizeof without);
+  ps_schema_destroy(&s);
+  assert_string_equal(zero, without); /* "zero" is the default: the same model */
+  assert_string_not_equal(with, without);
+  static const str_case bad[] = {
+      {", \"missing\": \"mean\"", "column 2 'a': \"missing\": want zero or indicator, got mean"},
+      {", \"missing\": 1", "column 2 'a': \"missing\": want zero or indicator"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ps_error err;
+    snprintf(json, sizeof json, fmt, bad[i].in);
+    assert_int_equal(ps_schema_parse_json(json, "t.json", &s, &err), PS_ERR_INVALID);
+    if (!strstr(err.msg, bad[i].want)) fail_msg("got '%s', want '%s'", err.msg, bad[i].want);
+  }
+}
+
+/* The table's name: the built-in layout's criteo_emb, a file's "table", else its base name
+ * without .json and "_emb" (other characters as '_', cut to fit 63). */
+static void test_table_name(void **st) {
+  (void)st;
+  static const char cols[] = "\"columns\": [{\"name\": \"y\", \"type\": \"label\"}, "
+                             "{\"name\": \"c\", \"type\": \"categorical\"}]}";
+  static const struct { const char *origin, *table, *want; } cases[] = {
+      {"/data/clicks.json", NULL, "clicks_emb"},
+      {"docs/schemas/criteo.json", NULL, "criteo_emb"},
+      {"my schema+v2.JSON", NULL, "my_schema_v2.JSON_emb"},
+      {"/x/clicks.json", "ads", "ads"},
+      {"0123456789012345678901234567890123456789012345678901234567890123456789.json", NULL,
+       "01234567890123456789012345678901234567890123456789012345678_emb"},
+  };
+  char text[512];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ps_schema *s = NULL;
+    ps_error err;
+    snprintf(text, sizeof text, "{%s%s%s%s", cases[i].table ? "\"table\": \"" : "",
+             cases[i].table ? cases[i].table : "", cases[i].table ? "\", " : "", cols);
+    assert_int_equal(ps_schema_parse_json(text, cases[i].origin, &s, &err), PS_OK);
+    assert_string_equal(ps_schema_table(s), cases[i].want);
+    ps_schema_destroy(&s);
+  }
+  ps_schema *s = NULL;
+  ps_error err;
+  assert_int_equal(ps_schema_load("criteo", &s, &err), PS_OK);
+  assert_string_equal(ps_schema_table(s), "criteo_emb");
+  ps_schema_destroy(&s);
 }
 
 /* Multi-hot columns may pool differently: the model gets a mask over the features (one-value
@@ -660,6 +744,8 @@ PS_SCRATCH_FIXTURES("schema")
 PS_TEST_MAIN("schema", setup, teardown,
     cmocka_unit_test(test_every_type),
     cmocka_unit_test(test_schema_errors),
+    cmocka_unit_test(test_table_name),
+    cmocka_unit_test(test_missing_indicator),
     cmocka_unit_test(test_csv_quoting),
     cmocka_unit_test(test_dense_errors),
     cmocka_unit_test(test_header),

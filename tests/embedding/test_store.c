@@ -171,7 +171,9 @@ static void test_errors_say_why(void **st) {
   assert_string_equal(e.msg, "");
   b.dim = 32;
   assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);
-  expect_err(&e, PS_ERR_CONFLICT, "table 7 (clicks): declared again with a different spec");
+  expect_err(&e, PS_ERR_CONFLICT,
+             "table 7 (clicks): declared again with a different spec (stored vs declared dim 16 "
+             "vs 32)"); /* the field that differs, named */
   b = a;
   b.id = 8;
   assert_int_equal(ps_store_declare(s, &b, &e), PS_ERR_CONFLICT);

@@ -24,6 +24,7 @@ LOCAL = os.path.join(SRC, "deploy", "ember-local")
 
 STUB = """#!/usr/bin/env bash
 # ps-worker stand-in: records its arguments, waits (bounded) for DIR/go, exits 0.
+case " $* " in *" --check "*) exit 0 ;; esac  # ember-local's check before the servers start
 rank=""; prev=""
 for a in "$@"; do [ "$prev" = --rank ] && rank="$a"; prev="$a"; done
 printf '%s\\n' "$@" > "{d}/worker-$rank.args.tmp"  # renamed whole: the test never reads half of it

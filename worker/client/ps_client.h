@@ -96,6 +96,11 @@ void ps_client_failovers(const ps_client *c, uint64_t *failovers, uint64_t *last
  * same id is PS_ERR_CONFLICT, with the server's explanation in err. Pulls and
  * pushes need the table declared by this client first (it learns the dim here). */
 ps_status ps_client_declare(ps_client *c, const ps_table_spec *t, ps_error *err);
+/* Attaches to the table named `name` without its spec: every shard is asked for the spec it
+ * holds (a DECLARE with dim 0, docs/PROTOCOL.md), they must agree, and *out is that spec.
+ * PS_ERR_UNKNOWN_TABLE when a shard has no such table. Pulls work after this like after a
+ * declare; the client itself does not stop pushes (ember_table_attach does). */
+ps_status ps_client_attach(ps_client *c, const char *name, ps_table_spec *out, ps_error *err);
 
 /* out[i*dim ..] = row of keys[i]; duplicates are fetched once. `step` is this worker's current
  * step (sync/ssp tables defer the reply until that step may read). */

@@ -59,6 +59,41 @@ ps_status ps_client_declare(ps_client *c, const ps_table_spec *t, ps_error *err)
   return st;
 }
 
+ps_status ps_client_attach(ps_client *c, const char *name, ps_table_spec *out, ps_error *err) {
+  if (!name || !*name || strlen(name) >= PS_TABLE_NAME_MAX)
+    return ps_error_set(err, PS_ERR_INVALID, "table name '%s': 1..%u characters",
+                        name ? name : "", PS_TABLE_NAME_MAX - 1);
+  Ember__TableSpec sp;
+  ember__table_spec__init(&sp);
+  sp.name = (char *)name; /* dim 0: a lookup, not a declaration */
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_DECLARE);
+  h.table = &sp;
+  struct ps_client_req *r = NULL;
+  ps_status st = ctl(c, -1, &h, c->opt.timeout_ms, &r, err);
+  if (st != PS_OK) return st;
+  ps_table_spec first = {0};
+  char diff[160];
+  for (size_t i = 0; i < c->nsrv && st == PS_OK; i++) {
+    ps_table_spec t;
+    const Ember__Header *rep = r->subs[i].rep;
+    if (!rep->table || rep->table->dim == 0) /* a server that predates lookups */
+      st = ps_error_set(err, PS_ERR_PROTO, "shard %zu answered no spec for table '%s'", i, name);
+    else if ((st = ps_wire_spec_from_pb(rep->table, &t, err)) != PS_OK)
+      ps_error_prefix(err, "shard %zu: ", i);
+    else if (i == 0)
+      first = t;
+    else if (!ps_table_spec_rows_equal(&first, &t))
+      st = ps_error_set(err, PS_ERR_CONFLICT, "table '%s': shards 0 and %zu hold other specs "
+                        "(%s)", name, i, ps_table_spec_diff(&first, &t, diff, sizeof diff));
+  }
+  cl_req_release(c, r);
+  if (st != PS_OK) return st;
+  c->dims[first.id] = (uint16_t)first.dim;
+  *out = first;
+  return PS_OK;
+}
+
 ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r,
                                ps_error *err) {
   Ember__Header h;

@@ -7,6 +7,7 @@
 #include "ps_schema.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,8 @@
 
 struct ps_schema {
   char *name;
-  int criteo, header, ncol, ndense, ncat, multi;
+  char table[64]; /* the embedding table's name on the servers (ps_schema_table) */
+  int criteo, header, ncol, ndense, nind, ncat, multi;
   ps_schema_format fmt;
   ps_schema_pool pool;
   ps_schema_column *cols;
@@ -54,6 +56,7 @@ static ps_status finish(ps_schema *s, const char *origin, ps_error *err) {
     c->index = -1;
     if (c->type == PS_COL_LABEL) labels++;
     if (c->type == PS_COL_DENSE) c->index = s->ndense++;
+    if (c->type == PS_COL_DENSE && c->missing_ind) s->ndense++, s->nind++; /* at index + 1 */
     if (c->type != PS_COL_CAT) continue;
     c->index = s->ncat;
     s->cat_col[s->ncat++] = i;
@@ -82,6 +85,7 @@ static ps_status criteo(ps_schema **out, ps_error *err) {
   ps_schema *s = schema_new("criteo", PS_CRITEO_NFIELDS);
   if (!s) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   s->criteo = 1;
+  snprintf(s->table, sizeof s->table, "criteo_emb"); /* what every run before schemas used */
   s->ncol = PS_CRITEO_NFIELDS;
   for (int i = 0; i < PS_CRITEO_NFIELDS; i++) {
     char name[8];
@@ -133,6 +137,12 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
         return COL_ERR("\"transform\": want log1p or none, got %s", origin, i + 1, name,
                        tr ? tr : "a non-string");
       c->log1p = !strcmp(tr, "log1p");
+    } else if (!strcmp(key, "missing") && c->type == PS_COL_DENSE) {
+      const char *m = json_string_value(v);
+      if (!m || (strcmp(m, "zero") && strcmp(m, "indicator")))
+        return COL_ERR("\"missing\": want zero or indicator, got %s", origin, i + 1, name,
+                       m ? m : "a non-string");
+      c->missing_ind = !strcmp(m, "indicator");
     } else if (!strcmp(key, "separator") && c->type == PS_COL_CAT) {
       const char *sep = json_string_value(v);
       char delim = fmt == PS_SCHEMA_CSV ? ',' : '\t';
@@ -162,6 +172,24 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
   return PS_OK;
 }
 
+static bool table_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+/* The table name of a schema without "table": the file's base name without ".json", other
+ * characters than table_char as '_', then "_emb" (docs/schemas/criteo.json: criteo_emb, the
+ * built-in layout's; clicks.json: clicks_emb). */
+static void table_from_origin(const char *origin, char *out, size_t n) {
+  const char *b = strrchr(origin, '/');
+  b = b ? b + 1 : origin;
+  size_t len = strlen(b);
+  if (len > 5 && !strcmp(b + len - 5, ".json")) len -= 5;
+  if (len > n - 5) len = n - 5; /* room for "_emb" and the NUL */
+  for (size_t i = 0; i < len; i++) out[i] = table_char(b[i]) ? b[i] : '_';
+  snprintf(out + len, n - len, "_emb");
+}
+
 ps_status ps_schema_parse_json(const char *text, const char *origin, ps_schema **out,
                                ps_error *err) {
   *out = NULL;
@@ -173,7 +201,7 @@ ps_status ps_schema_parse_json(const char *text, const char *origin, ps_schema *
   ps_status st = PS_ERR_INVALID;
   ps_schema *s = NULL;
   json_t *cols = json_object_get(root, "columns"), *fmt = json_object_get(root, "format");
-  json_t *hdr = json_object_get(root, "header");
+  json_t *hdr = json_object_get(root, "header"), *tab = json_object_get(root, "table");
   const char *key;
   json_t *v;
   if (!json_is_object(root)) {
@@ -181,9 +209,10 @@ ps_status ps_schema_parse_json(const char *text, const char *origin, ps_schema *
     goto out;
   }
   json_object_foreach(root, key, v) {
-    if (strcmp(key, "format") && strcmp(key, "header") && strcmp(key, "columns")) {
-      ps_error_set(err, st, "%s: \"%s\" is not a schema key (format, header, columns)", origin,
-                   key);
+    if (strcmp(key, "format") && strcmp(key, "header") && strcmp(key, "columns") &&
+        strcmp(key, "table")) {
+      ps_error_set(err, st, "%s: \"%s\" is not a schema key (format, header, table, columns)",
+                   origin, key);
       goto out;
     }
   }
@@ -198,6 +227,14 @@ ps_status ps_schema_parse_json(const char *text, const char *origin, ps_schema *
     ps_error_set(err, st, "%s: \"header\": want true or false", origin);
     goto out;
   }
+  const char *tn = json_string_value(tab);
+  bool tn_ok = tn && *tn && strlen(tn) < sizeof s->table;
+  for (const char *c = tn; tn_ok && *c; c++) tn_ok = table_char(*c);
+  if (tab && !tn_ok) {
+    ps_error_set(err, st, "%s: \"table\": want a name of 1 to %zu letters, digits, '_', '-' or "
+                 "'.'", origin, sizeof s->table - 1);
+    goto out;
+  }
   size_t n = json_array_size(cols);
   if (!json_is_array(cols) || n == 0 || n > MAX_COLUMNS) {
     ps_error_set(err, st, "%s: \"columns\": want an array of 1 to %d columns", origin,
@@ -208,6 +245,8 @@ ps_status ps_schema_parse_json(const char *text, const char *origin, ps_schema *
     st = ps_error_set(err, PS_ERR_NOMEM, "out of memory");
     goto out;
   }
+  if (tab) snprintf(s->table, sizeof s->table, "%s", tn);
+  else table_from_origin(origin, s->table, sizeof s->table);
   s->fmt = f;
   s->header = hdr && json_is_true(hdr);
   for (size_t i = 0; i < n; i++) {
@@ -270,17 +309,22 @@ void ps_schema_signature(const ps_schema *s, char *out, size_t n) {
     uint64_t v[4] = {(uint64_t)c->type, (uint64_t)(c->type == PS_COL_DENSE && c->log1p),
                      (uint64_t)(c->separator != 0) | (uint64_t)c->pooling << 1, c->hash_buckets};
     h = ps_hash64(v, sizeof v, h);
+    /* mixed in only when set, so every schema without it keeps its signature (and its
+     * checkpoints resume) */
+    if (c->type == PS_COL_DENSE && c->missing_ind) h = ps_hash64("missing", 7, h);
   }
   snprintf(out, n, "%d dense, %d categorical, %016llx", s->ndense, s->ncat, (unsigned long long)h);
 }
 
 const char *ps_schema_name(const ps_schema *s) { return s->name; }
+const char *ps_schema_table(const ps_schema *s) { return s->table; }
 int ps_schema_is_criteo(const ps_schema *s) { return s->criteo; }
 ps_schema_format ps_schema_fmt(const ps_schema *s) { return s->fmt; }
 int ps_schema_header(const ps_schema *s) { return s->header; }
 int ps_schema_ncolumns(const ps_schema *s) { return s->ncol; }
 const ps_schema_column *ps_schema_column_at(const ps_schema *s, int i) { return &s->cols[i]; }
 int ps_schema_ndense(const ps_schema *s) { return s->ndense; }
+int ps_schema_nindicators(const ps_schema *s) { return s->nind; }
 int ps_schema_ncat(const ps_schema *s) { return s->ncat; }
 const ps_schema_column *ps_schema_cat(const ps_schema *s, int f) { return &s->cols[s->cat_col[f]]; }
 int ps_schema_multi_hot(const ps_schema *s) { return s->multi; }

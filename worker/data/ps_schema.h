@@ -3,9 +3,10 @@
  * the default) — and the parser that turns a line into a sample record (ps_sample.h).
  *
  * FILE is JSON (docs/SCHEMA.md has the full reference and examples):
- *   {"format": "csv"|"tsv", "header": bool,
+ *   {"format": "csv"|"tsv", "header": bool, "table": "NAME" (default: from the file's name),
  *    "columns": [{"name": "...", "type": "label"|"dense"|"categorical"|"skip",
  *                 "transform": "log1p"|"none",        dense only; default log1p of max(x, 0)
+ *                 "missing": "zero"|"indicator",      dense only; default zero (empty = 0)
  *                 "separator": "|",                   categorical only: multi-hot
  *                 "pooling": "sum"|"mean",            multi-hot only; default sum
  *                 "hash_buckets": N}, ...]}           categorical only; default --hash-buckets
@@ -51,6 +52,7 @@ typedef struct ps_schema_column {
   ps_col_type type;
   int index;              /* dense: input index; categorical: feature index; else -1 */
   int log1p;              /* dense: 1 = log(1 + max(x, 0)), 0 = x as is */
+  int missing_ind;        /* dense: "missing": "indicator": input index + 1 is 1 when empty */
   char separator;         /* categorical: multi-hot separator, 0 = one value */
   ps_schema_pool pooling; /* multi-hot */
   uint64_t hash_buckets;  /* categorical: 0 = the run's --hash-buckets */
@@ -68,12 +70,19 @@ ps_status ps_schema_parse_json(const char *json, const char *origin, ps_schema *
 void ps_schema_destroy(ps_schema **s);
 
 const char *ps_schema_name(const ps_schema *s); /* "criteo" or the file */
+/* The embedding table's name on the servers: "criteo_emb" for the built-in layout; a file's
+ * "table", else its base name without ".json" and "_emb" (docs/schemas/criteo.json: criteo_emb,
+ * clicks.json: clicks_emb), so tables of several schemas on one cluster are told apart. */
+const char *ps_schema_table(const ps_schema *s);
 int ps_schema_is_criteo(const ps_schema *s);    /* the built-in layout (its fast parser) */
 ps_schema_format ps_schema_fmt(const ps_schema *s);
 int ps_schema_header(const ps_schema *s);
 int ps_schema_ncolumns(const ps_schema *s);
 const ps_schema_column *ps_schema_column_at(const ps_schema *s, int i);
+/* The dense inputs of a record and of the model: one per dense column, plus one per column
+ * with "missing": "indicator" (1 when the value was empty, else 0; right after its value). */
 int ps_schema_ndense(const ps_schema *s);
+int ps_schema_nindicators(const ps_schema *s); /* of those, the missing indicators */
 int ps_schema_ncat(const ps_schema *s);
 /* The categorical column of feature f (0 .. ncat-1). */
 const ps_schema_column *ps_schema_cat(const ps_schema *s, int f);

@@ -242,8 +242,11 @@ static ps_status parse_generic(const ps_schema *s, const char *line, size_t len,
     } else if (c->type == PS_COL_DENSE) {
       float v = 0.0f;
       double x;
-      if (n == 0) rec[PS_SAMPLE_HEAD + 4 * nd + c->index / 8] |= (unsigned char)(1u << (c->index % 8));
-      else if (!parse_number(f, n, &x)) {
+      if (n == 0) {
+        rec[PS_SAMPLE_HEAD + 4 * nd + c->index / 8] |= (unsigned char)(1u << (c->index % 8));
+        const float one = 1.0f; /* its indicator input (0 from the memset otherwise) */
+        if (c->missing_ind) memcpy(rec + PS_SAMPLE_HEAD + 4 * (size_t)(c->index + 1), &one, 4);
+      } else if (!parse_number(f, n, &x)) {
         st = ps_error_set(err, PS_ERR_PARSE, "column '%s' (%d): not a number: '%s'", c->name,
                           col + 1, shown(&it));
         goto fail;

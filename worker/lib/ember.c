@@ -5,6 +5,7 @@
  * ignored field), the step counter and the dims of the declared tables. Status codes pass
  * through unchanged (ps_status numbering); ps_error is copied into the public ember_error, whose
  * layout is fixed independently of ps_status.h. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct ember_client {
   size_t ntables;
   uint32_t table_id[64]; /* declared tables and their dims (more are refused) */
   uint32_t table_dim[64];
+  bool table_ro[64];     /* attached by name: pulls only */
 };
 
 const char *ember_version(void) { return "0.1.0"; }
@@ -192,6 +194,20 @@ static ps_status set_table_opt(void *ctx, const char *k, const char *v, ps_error
   return st;
 }
 
+/* The slot of table id among the client's tables, or the next free one (ntables). */
+static size_t table_slot(const ember_client *c, uint32_t id) {
+  size_t slot = 0;
+  while (slot < c->ntables && c->table_id[slot] != id) slot++;
+  return slot;
+}
+
+static void table_keep(ember_client *c, size_t slot, uint32_t id, uint32_t dim, bool ro) {
+  c->table_id[slot] = id;
+  c->table_dim[slot] = dim;
+  c->table_ro[slot] = ro;
+  if (slot == c->ntables) c->ntables++;
+}
+
 int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t dim,
                         const char *options, ember_error *err) {
   ps_error pe = {0};
@@ -202,16 +218,39 @@ int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t
                                 name, PS_TABLE_NAME_MAX - 1), &pe, err);
   ps_status st = parse_options(options, set_table_opt, &t, &pe);
   if (st == PS_OK) st = ps_table_spec_validate(&t, &pe);
-  size_t slot = 0;
-  while (slot < c->ntables && c->table_id[slot] != id) slot++;
+  size_t slot = table_slot(c, id);
   if (st == PS_OK && slot == sizeof c->table_id / sizeof c->table_id[0])
     st = ps_error_set(&pe, PS_ERR_INVALID, "more than %zu tables in one client", slot);
   if (st == PS_OK) st = ps_client_declare(c->cl, &t, &pe);
   if (st != PS_OK) return out_err(st, &pe, err);
-  c->table_id[slot] = id;
-  c->table_dim[slot] = dim;
-  if (slot == c->ntables) c->ntables++;
+  table_keep(c, slot, id, dim, false);
   return EMBER_OK;
+}
+
+int ember_table_attach(ember_client *c, const char *name, uint32_t *id, uint32_t *dim,
+                       ember_error *err) {
+  ps_error pe = {0};
+  ps_table_spec t;
+  ps_status st = ps_client_attach(c->cl, name, &t, &pe);
+  if (st != PS_OK) return out_err(st, &pe, err);
+  size_t slot = table_slot(c, t.id);
+  if (slot == sizeof c->table_id / sizeof c->table_id[0])
+    return out_err(ps_error_set(&pe, PS_ERR_INVALID, "more than %zu tables in one client", slot),
+                   &pe, err);
+  /* A table this client declared stays writable: attaching only learns what it has. */
+  table_keep(c, slot, t.id, t.dim, slot == c->ntables || c->table_ro[slot]);
+  if (id) *id = t.id;
+  if (dim) *dim = t.dim;
+  return EMBER_OK;
+}
+
+/* PS_OK, or PS_ERR_INVALID when the table was attached by name (read-only). */
+static ps_status writable(const ember_client *c, uint32_t table, ps_error *pe) {
+  size_t slot = table_slot(c, table);
+  if (slot < c->ntables && c->table_ro[slot])
+    return ps_error_set(pe, PS_ERR_INVALID, "table %u was attached read-only by name: declare "
+                        "it with its spec to push", table);
+  return PS_OK;
 }
 
 uint32_t ember_table_dim(const ember_client *c, uint32_t id) {
@@ -229,7 +268,9 @@ int ember_pull(ember_client *c, uint32_t table, const uint64_t *keys, size_t n, 
 int ember_push(ember_client *c, uint32_t table, const uint64_t *keys, size_t n,
                const float *grads, ember_error *err) {
   ps_error pe = {0};
-  return out_err(ps_client_push(c->cl, table, c->step, keys, n, grads, &pe), &pe, err);
+  ps_status st = writable(c, table, &pe);
+  if (st == PS_OK) st = ps_client_push(c->cl, table, c->step, keys, n, grads, &pe);
+  return out_err(st, &pe, err);
 }
 
 int ember_pull_start(ember_client *c, uint32_t table, const uint64_t *keys, size_t n,
@@ -245,7 +286,9 @@ int ember_push_start(ember_client *c, uint32_t table, const uint64_t *keys, size
                      const float *grads, ember_request **r, ember_error *err) {
   ps_error pe = {0};
   ps_client_req *q = NULL;
-  ps_status st = ps_client_push_start(c->cl, table, c->step, keys, n, false, grads, &q, &pe);
+  ps_status st = writable(c, table, &pe);
+  if (st == PS_OK)
+    st = ps_client_push_start(c->cl, table, c->step, keys, n, false, grads, &q, &pe);
   *r = (ember_request *)q;
   return out_err(st, &pe, err);
 }

@@ -31,7 +31,8 @@
 extern "C" {
 #endif
 
-#define EMBER_API_VERSION 1 /* raised when a call is added; the soname changes only on a break */
+/* Raised when a call is added (2: ember_table_attach); the soname changes only on a break. */
+#define EMBER_API_VERSION 2
 
 /* Error codes: Ember's ps_status values (stable; they also travel on the wire). */
 enum {
@@ -81,10 +82,18 @@ void ember_client_close(ember_client **c);
  *   l2, lr_power, initial_accumulator, init (x: rows start U(-x, x); 0.05), init_dist
  *   (uniform|normal|zero), init_a, init_b (the distribution's parameters), seed (0),
  *   admit_threshold, ttl_steps, consistency (async|sync|ssp; async), staleness, num_workers.
- * A table is pulled and pushed by id after this. ps-worker's table is id 1, "criteo_emb". */
+ * A table is pulled and pushed by id after this. ps-worker's table is id 1, named by its
+ * schema ("criteo_emb" for the built-in Criteo layout). */
 int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t dim,
                         const char *options, ember_error *err);
-/* The dim of a declared table, 0 when this client has not declared it. */
+/* Attaches read-only to the table named `name` as the servers hold it (a training cluster's
+ * or ps-server --serve's), without its spec: every shard is asked for it and must agree. Its id
+ * into *id and dim into *dim (either may be NULL); pulls work as after a declare, a push on it
+ * is EMBER_EINVALID (declare it with its spec to train it). EMBER_EUNKNOWN_TABLE when a shard
+ * has no such table. (API version 2.) */
+int ember_table_attach(ember_client *c, const char *name, uint32_t *id, uint32_t *dim,
+                       ember_error *err);
+/* The dim of a declared or attached table, 0 when this client has neither. */
 uint32_t ember_table_dim(const ember_client *c, uint32_t id);
 
 /* out[i*dim ..] = row of keys[i] (duplicates are fetched once). A row never pushed is its
