@@ -168,7 +168,7 @@ static void check_reference(const float *got, int T) {
  * accumulators compared through the rows). */
 static void rows_alone(pair *p, int r, int T, float *out, bool with_sync) {
   pt_server s;
-  assert_true(pt_start(&s, 0, 1, p->dir[r], 0, 2));
+  assert_true(pt_start_args(&s, 0, 1, p->dir[r], 0, 2, g_curve_args));
   ps_client *c = client_of(s.url, 0);
   if (with_sync) declare(c, 1, PS_CONS_SYNC, NW);
   declare(c, 2, PS_CONS_ASYNC, 1);
@@ -318,7 +318,8 @@ static void test_failover(void **st) {
 
 /* The failover with CURVE on: the replicas reach each other with the shard's server key (they
  * had no keys, each refused the other, the primary ran unreplicated, and its kill -9 ended the
- * job: the backup knew no primary). One server key pair, one client pair listed. */
+ * job: the backup knew no primary); the killed one restarted catches up. One server key pair,
+ * one client pair listed. */
 static char g_kdir[512]; /* test_failover_curve's keys */
 
 static void test_failover_curve(void **st) {
@@ -350,6 +351,7 @@ static void test_failover_curve(void **st) {
   assert_string_equal(repl_str(d, "role"), "primary");
   assert_int_equal(repl_int(d, "promotions"), 1);
   json_decref(d);
+  rejoin(&p, 0, c); /* the catch-up goes over CURVE too */
   ps_client_destroy(&c);
   finish_pair(&p);
 }
@@ -438,7 +440,8 @@ static void rejoin(pair *p, int r, ps_client *c) {
   char rs[8];
   snprintf(rs, sizeof rs, "%d", r);
   const char *extra[] = {"--replica", rs, "--replicas", "2", "--peers", p->peers,
-                         "--failover-ms", "1000", NULL};
+                         "--failover-ms", "1000", g_curve_args[0], g_curve_args[1],
+                         g_curve_args[2], g_curve_args[3], NULL};
   assert_true(pt_start_args(&p->s[r], 0, 1, p->dir[r], p->s[r].port, 2, extra));
   ps_client *a = client_of(p->s[r].url, 0);
   ps_error e;
