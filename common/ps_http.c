@@ -41,16 +41,19 @@ static const char *const code_names[C_COUNT] = {"200", "404", "405", "503", "500
 typedef struct http_conn {
   int fd;
   bool waiting; /* its request headers are not complete yet */
-  bool cut;     /* shut down by the reaper */
+  bool cut;     /* shut down by the reaper, or to make room */
   uint64_t deadline_ns;
+  uint64_t since_ns; /* when it began waiting for its (next) request's headers */
 } http_conn;
 
 struct ps_http {
   struct MHD_Daemon *d;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  http_conn *conns; /* max_conn + 16 entries (accepted sockets above the limit pass briefly) */
+  http_conn *conns; /* max_conn + HTTP_SPARE + 16 entries (accepted sockets above the limit
+                     * pass briefly) */
   size_t nconns;
+  unsigned max_conn; /* connections kept; one more makes room (make_room) */
   uint64_t header_ns, idle_ns;
   bool stop, reaper_on;
   pthread_t reaper;
@@ -105,6 +108,31 @@ static enum MHD_Result reply(ps_http *h, struct MHD_Connection *conn, int handle
 
 /* ---------------------------------------------------------------- the header deadline */
 
+/* libmicrohttpd's own limit is max_conn + HTTP_SPARE: room for the connections make_room has
+ * shut down until libmicrohttpd has closed them. */
+#define HTTP_SPARE 32u
+
+/* Connection `fresh` was accepted: over max_conn, the one that has waited longest for its
+ * request's headers (or, kept alive, for its next request) is shut down. At the limit
+ * libmicrohttpd refused every new connection, so 8 slow connections from each of 20 addresses
+ * (the per-address limit is 8) kept a scraper out until the header deadline and again after
+ * every reconnect: 0 of 7 scrapes. A scraper's request is complete within milliseconds of its
+ * accept, so it is never the one that has waited longest. Called with h->mu held. */
+static void make_room(ps_http *h, const http_conn *fresh) {
+  size_t open = 0;
+  http_conn *oldest = NULL;
+  for (size_t i = 0; i < h->nconns; i++) {
+    http_conn *c = &h->conns[i];
+    if (c->fd < 0 || c->cut) continue;
+    open++;
+    if (c != fresh && c->waiting && (!oldest || c->since_ns < oldest->since_ns)) oldest = c;
+  }
+  if (open <= h->max_conn || !oldest) return;
+  shutdown(oldest->fd, SHUT_RDWR); /* libmicrohttpd reads EOF and closes it */
+  oldest->cut = true;
+  PS_DEBUG("http: %zu connections: cut the one idle longest to make room", open);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   ps_http *h = cls;
@@ -115,9 +143,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
     for (size_t i = 0; ci && i < h->nconns; i++) {
       if (h->conns[i].fd >= 0) continue;
+      const uint64_t now = ps_now_ns();
       h->conns[i] = (http_conn){.fd = ci->connect_fd, .waiting = true,
-                                .deadline_ns = ps_now_ns() + h->header_ns};
+                                .deadline_ns = now + h->header_ns, .since_ns = now};
       *socket_context = &h->conns[i];
+      make_room(h, &h->conns[i]);
       break;
     }
   } else if (*socket_context) {
@@ -135,7 +165,8 @@ static void conn_mark(ps_http *h, struct MHD_Connection *conn, bool waiting) {
   pthread_mutex_lock(&h->mu);
   http_conn *c = ci->socket_context;
   c->waiting = waiting;
-  c->deadline_ns = ps_now_ns() + h->idle_ns;
+  c->since_ns = ps_now_ns();
+  c->deadline_ns = c->since_ns + h->idle_ns;
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -284,7 +315,7 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
   unsigned per_ip = o->per_ip_connections ? o->per_ip_connections : 8;
   unsigned header_s = o->header_timeout_s ? o->header_timeout_s : 5;
   ps_http *h = calloc(1, sizeof *h);
-  if (h) h->nconns = (size_t)max_conn + 16;
+  if (h) h->nconns = (size_t)max_conn + HTTP_SPARE + 16, h->max_conn = max_conn;
   if (h && !(h->conns = malloc(h->nconns * sizeof *h->conns))) {
     free(h);
     h = NULL;
@@ -314,7 +345,7 @@ ps_status ps_http_start(const ps_http_opts *o, ps_http **out, ps_error *err) {
   h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                          MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                          MHD_OPTION_CONNECTION_LIMIT, max_conn + HTTP_SPARE,
                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,

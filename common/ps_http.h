@@ -10,6 +10,9 @@
  * request does not hold a slot forever) -- and by a header deadline of our own: a connection
  * whose request headers are not complete within header_timeout_s of its accept is cut off,
  * however steadily it trickles bytes (slowloris resets an idle timeout with every byte).
+ * At the connection limit a new connection is not refused: the one that has waited longest
+ * for a request's headers is cut instead, so slow clients from many addresses cannot keep a
+ * scraper out (its request is complete as soon as it connects).
  * The endpoint listens on 127.0.0.1 unless told otherwise: metrics are for the host's own
  * scraper unless the operator opens them (--metrics-bind 0.0.0.0). */
 #ifndef PS_HTTP_H

@@ -16,7 +16,8 @@
  *   default SstFileManager checks every 5 s for a write buffer's worth of free space; the C
  *   API of RocksDB 7.8 has no DB::Resume). The store finds out by trying: once per RETRY_NS a
  *   data call writes up to RETRY_ROWS of its partition's dirty rows (a probe record when it
- *   has none); the first success ends the failing state, and the rows over the budget are
+ *   has none), and so does a push's admission (which may refuse it: no data call then); the
+ *   first success ends the failing state, and the rows over the budget are
  *   then written as eviction comes to them. One log line when writes start failing, one when
  *   they work again. */
 #include <stdio.h>
@@ -150,13 +151,17 @@ ps_status ps_store_push_admit(ps_store *s, uint32_t table_id, size_t n, ps_error
   if (!t) {
     ps_error_set(err, st, "table %u: %s", table_id, ps_status_str(st));
   } else {
+    /* Finding out that writes work again is a data call's (store_wb_settle), and a push
+     * refused here makes none: with only pushes coming, nothing tried, and once space was
+     * back every push was still refused. So admission tries too (retry: once per interval). */
     size_t dirty = 0;
     for (uint32_t p = 0; p < s->nparts; p++) {
       pthread_mutex_lock(&s->parts[p].mu);
+      if (store_failing(s)) retry(s, &s->parts[p]);
       dirty += s->parts[p].dirty_bytes;
       pthread_mutex_unlock(&s->parts[p].mu);
     }
-    if (dirty + n * t->alloc_bytes > s->opt.cache_bytes)
+    if (store_failing(s) && dirty + n * t->alloc_bytes > s->opt.cache_bytes)
       st = ps_error_set(err, PS_ERR_NOMEM,
                         "store %s: writes to disk are failing (disk full?) and %.1f MB of rows "
                         "not yet written fill the hot tier (%.1f MB): push of %zu keys to table "

@@ -10,7 +10,10 @@
  * 100 ms tick to see the stop flag; handshakes are rare (one per connection, and reconnects)
  * and take microseconds here, so one thread is plenty. Refusals are logged at WARN, rate
  * limited (anyone who reaches the port can cause them); accepted clients at DEBUG, with the
- * name of the file that lists their key. */
+ * name of the file that lists their key. The replicas of a shard share its server key pair
+ * (clients hold one --curve-server key for all of them) and reach each other as CURVE clients
+ * with it, so the server's own public key is accepted too (srv_auth_allow_peer): whoever holds
+ * the server's secret could serve its clients anyway. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +32,8 @@
 struct srv_auth {
   void *sock;
   const ps_curve_keyset *keys;
+  uint8_t peer_key[PS_CURVE_KEY_BYTES]; /* the replicas' own (server) public key */
+  atomic_bool has_peer;                 /* peer_key is set (published after it is written) */
   pthread_t thread;
   bool started;
   atomic_int stop;
@@ -70,10 +75,14 @@ static void serve_one(srv_auth *a) {
     char addr[128], mech[16];
     snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&f[3]), (char *)zmq_msg_data(&f[3]));
     snprintf(mech, sizeof mech, "%.*s", (int)zmq_msg_size(&f[5]), (char *)zmq_msg_data(&f[5]));
-    const char *name = strcmp(mech, "CURVE") == 0
-                           ? ps_curve_keyset_find(a->keys, zmq_msg_data(&f[6]),
-                                                  zmq_msg_size(&f[6]))
-                           : NULL;
+    const bool curve = strcmp(mech, "CURVE") == 0;
+    const char *name = curve ? ps_curve_keyset_find(a->keys, zmq_msg_data(&f[6]),
+                                                    zmq_msg_size(&f[6]))
+                             : NULL;
+    if (!name && curve && atomic_load_explicit(&a->has_peer, memory_order_acquire) &&
+        zmq_msg_size(&f[6]) == PS_CURVE_KEY_BYTES &&
+        memcmp(zmq_msg_data(&f[6]), a->peer_key, PS_CURVE_KEY_BYTES) == 0)
+      name = "replica peer";
     if (name) {
       PS_DEBUG("CURVE client '%s' accepted from %s", name, addr);
       reply(a->sock, f, "200", "OK", name);
@@ -120,6 +129,11 @@ ps_status srv_auth_start(void *ctx, const ps_curve_keyset *keys, srv_auth **out,
   a->started = true;
   *out = a;
   return PS_OK;
+}
+
+void srv_auth_allow_peer(srv_auth *a, const char *pub) {
+  if (!a || !zmq_z85_decode(a->peer_key, pub)) return;
+  atomic_store_explicit(&a->has_peer, true, memory_order_release);
 }
 
 void srv_auth_stop(srv_auth **ap) {

@@ -235,9 +235,16 @@ ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
 }
 
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {
-  if (!path || !path[0]) snprintf(out, len, "%s/checkpoints/step-%" PRIu64, s->data_dir, step);
-  else if (path[0] == '/') snprintf(out, len, "%s", path);
-  else snprintf(out, len, "%s/%s", s->data_dir, path);
+  /* Absolute (the data dir resolved at start): the root is recorded as the last checkpoint and
+   * restored from by the next start, and a relative one went through here again then -- with
+   * a relative --data-dir, DIR/DIR/checkpoints/..., so a kill -9 left a shard that never
+   * started again. */
+  const char *dd = s->data_real[0] ? s->data_real : s->data_dir;
+  int n;
+  if (!path || !path[0]) n = snprintf(out, len, "%s/checkpoints/step-%" PRIu64, dd, step);
+  else if (path[0] == '/') n = snprintf(out, len, "%s", path);
+  else n = snprintf(out, len, "%s/%s", dd, path);
+  if (n < 0 || (size_t)n >= len) out[0] = '\0'; /* too long: no root (refused as such) */
 }
 
 /* This shard's snapshot directory and metadata file under root: committed or staging. */
@@ -406,6 +413,7 @@ ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *pat
   if ((path && strlen(path) > 1800) || (base && strlen(base) > 1800))
     return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   srv_ckpt_root(s, path, step, root, sizeof root);
+  if (!root[0]) return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   /* A delta only against the checkpoint the sender names, when it is this shard's last. */
   srv_ckpt_root(s, base, 0, broot, sizeof broot);
   uint32_t max_depth = base && base[0] && full_every > 1 && s->last.have &&
@@ -538,8 +546,11 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
   if ((!path || !path[0]) && !s->last.have)
     return ps_error_set(err, PS_ERR_NOT_FOUND,
                         "RESTORE without a path, and shard %u has no checkpoint", s->opt.shard);
-  if (!path || !path[0]) snprintf(root, sizeof root, "%s", s->last.path);
+  /* The last checkpoint's recorded root is resolved already (a data dir written before roots
+   * were absolute records one relative to the server's working directory). */
+  if (!path || !path[0] || path == s->last.path) snprintf(root, sizeof root, "%s", s->last.path);
   else srv_ckpt_root(s, path, 0, root, sizeof root);
+  if (!root[0]) return ps_error_set(err, PS_ERR_INVALID, "checkpoint path too long");
   ckpt_files(s, root, false, dir, meta, sizeof dir);
   json_error_t jerr;
   json_t *j = json_load_file(meta, 0, &jerr);

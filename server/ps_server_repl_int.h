@@ -65,6 +65,7 @@ typedef struct srv_repl {
   uint64_t sync_heard;    /* catching up: the primary's last catch-up message */
   uint64_t catchups;      /* replicas this one caught up (primary), or its own (1) */
   uint64_t forwarded, dropped, promotions, refused, held_ns_max;
+  char curve_pub[PS_CURVE_Z85_SIZE]; /* with --curve-secret: its public key (peers' server) */
 } srv_repl;
 
 /* After the socket is bound: the peers' DEALER sockets, then the probe. opt.replicas <= 1:

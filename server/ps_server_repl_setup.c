@@ -19,6 +19,7 @@
 
 #include "ps_cli.h"
 #include "ps_log.h"
+#include "ps_server_auth_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 
@@ -36,7 +37,13 @@ void srv_repl_open_peer(ps_server *s, repl_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
-  if (zmq_connect(p->sock, p->url) != 0) {
+  /* With CURVE every replica of the shard holds its server key pair: a peer is reached with it
+   * (its ZAP handler accepts that key, ps_server_auth.c). Without keys each refused the other
+   * and the primary ran unreplicated. */
+  ps_error err;
+  if ((s->repl->curve_pub[0] &&
+       ps_curve_setup_client(p->sock, s->opt.curve_secret, s->repl->curve_pub, &err) != PS_OK) ||
+      zmq_connect(p->sock, p->url) != 0) {
     zmq_close(p->sock);
     p->sock = NULL;
   }
@@ -70,6 +77,13 @@ ps_status srv_repl_start(ps_server *s, const char *listen, ps_error *err) {
   x->probe_end = x->started + x->failover_ns;
   s->repl = x;
   ps_status st = PS_OK;
+  if (o->curve_secret) {
+    if ((st = ps_curve_public(o->curve_secret, x->curve_pub, err)) != PS_OK) {
+      free(items[0]);
+      return st;
+    }
+    srv_auth_allow_peer(s->auth, x->curve_pub);
+  }
   for (uint32_t i = 0; i < x->n && st == PS_OK; i++) {
     repl_peer *p = &x->peer[i];
     snprintf(p->url, sizeof p->url, "%s", items[i]);

@@ -198,12 +198,15 @@ def stub_bin(d):
     return stubs
 
 
-def run_cluster(label, opts, nserv=2, nrep=1):
+def run_cluster(label, opts, nserv=2, nrep=1, ckpt=False):
+    """ckpt: the workers get a fresh --checkpoint-dir, which ember-local makes before any server
+    starts (each used to warn that its --checkpoint-root did not exist yet)."""
     with tempfile.TemporaryDirectory() as d:
         stubs = stub_bin(d)
         data = os.path.join(d, "data")
+        ckdir = os.path.join(d, "fresh", "ckpt")
         cmd = [LOCAL, "--bin", stubs, "--servers", str(nserv), "--workers", "2", "--data-dir", data] + \
-            opts + ["--", "--train", "none.tsv"]
+            opts + ["--", "--train", "none.tsv"] + (["--checkpoint-dir", ckdir] if ckpt else [])
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
         try:
@@ -243,13 +246,16 @@ def run_cluster(label, opts, nserv=2, nrep=1):
         check(f"{label}: ember-local exits 0", p.returncode == 0, err[-2000:])
         check(f"{label}: the ports are printed", "metrics (also in" in err and "worker 1 metrics" in err,
               err[-2000:])
+        if ckpt:
+            check(f"{label}: --checkpoint-dir made, no server warns that it does not exist",
+                  os.path.isdir(ckdir) and "does not exist" not in err, err[-2000:])
         return mports
 
 
 def main():
     test_help()
     test_ps_stats_errors()
-    run_cluster("--metrics", ["--metrics"])
+    run_cluster("--metrics", ["--metrics"], ckpt=True)
     base = base_port()
     got = run_cluster("--metrics-base-port", ["--metrics-base-port", str(base)])
     check("--metrics-base-port: server I on P+I, worker R on P+100+R",

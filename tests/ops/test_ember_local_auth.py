@@ -6,7 +6,9 @@ the wire, not one bit of what crosses it). The wiring is checked too: the key pa
 DATA_DIR/curve with the secrets 0600, the workers' public key is the one listed in
 curve/clients, every server says it serves CURVE and none that it is unauthenticated (a
 worker left without keys would be refused, and the run would fail), and a second run on the
-same data dir keeps the keys."""
+same data dir keeps the keys. With --replicas 2 too, the replicas of each shard reach each
+other (they had no keys, each refused the other, and the primaries ran unreplicated): no
+replica is refused or dropped from the live set, and the job trains."""
 import json
 import os
 import shutil
@@ -26,10 +28,10 @@ def check(name, cond, detail=""):
     return _check(cond, f"{name}: {detail}" if detail else name)
 
 
-def job(d, name, auth):
+def job(d, name, auth, more=()):
     summary = os.path.join(d, name + ".json")
     args = [LOCAL, "--servers", "2", "--workers", "2", "--data-dir", os.path.join(d, name),
-            "--bin", BIN] + (["--auth"] if auth else []) + [
+            "--bin", BIN] + (["--auth"] if auth else []) + list(more) + [
         "--", "--train", os.path.join(d, "train.tsv"), "--test", os.path.join(d, "test.tsv"),
         "--summary", summary, "--threads", "1", "--timeout-ms", "20000"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=240)
@@ -61,6 +63,13 @@ def main():
         again, _ = job(d, "auth", True)
         check("a second run on the data dir keeps its keys",
               open(f"{cdir}/server.public").read() == server_pub and again[0] is not None)
+        repl, log = job(d, "auth-repl", True, ["--replicas", "2"])
+        check("--auth --replicas 2 trains", repl[0] is not None and repl[0] > 0.55, str(repl))
+        check("--auth --replicas 2: every server serves CURVE", log.count("CURVE: encrypted") == 4,
+              log[-2000:])
+        check("--auth --replicas 2: no replica refused or dropped",
+              "refused a CURVE client" not in log and "dropped from the live set" not in log,
+              log[-3000:])
     finally:
         shutil.rmtree(d, ignore_errors=True)
     finish("ok: " + __doc__.split(chr(10))[0])

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "ps_client.h"
+#include "ps_curve.h"
 
 /* Every server started and not yet stopped: killed at exit, so a failed assertion (which
  * leaves the test function early) never leaves a process behind. */
@@ -151,6 +152,20 @@ bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, in
   return pt_start_args(s, shard, shards, dir, port, threads, NULL);
 }
 
+static char g_curve_sec[PS_CURVE_Z85_SIZE], g_curve_srv[PS_CURVE_Z85_SIZE];
+
+void pt_set_curve(const char *sec, const char *srv) {
+  snprintf(g_curve_sec, sizeof g_curve_sec, "%s", sec ? sec : "");
+  snprintf(g_curve_srv, sizeof g_curve_srv, "%s", sec && srv ? srv : "");
+}
+
+void pt_client_options(ps_client_options *o, uint32_t timeout_ms) {
+  ps_client_options_default(o);
+  o->timeout_ms = timeout_ms;
+  memcpy(o->curve_secret, g_curve_sec, sizeof g_curve_sec);
+  memcpy(o->curve_server, g_curve_srv, sizeof g_curve_srv);
+}
+
 bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int port, int threads,
                    const char *const *extra) {
   s->shard = shard;
@@ -186,8 +201,7 @@ bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int por
   track(pid);
   const char *urls[1] = {s->url};
   ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 300;
+  pt_client_options(&o, 300);
   ps_client *c = NULL;
   if (ps_client_create(urls, 1, &o, &c, NULL) != PS_OK) return false;
   bool ok = false;
@@ -267,8 +281,7 @@ ps_client *pt_client(const pt_server *srv, int n, uint32_t rank, uint32_t timeou
   if (n < 1 || n > 16) return NULL;
   for (int i = 0; i < n; i++) urls[i] = srv[i].url;
   ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = timeout_ms;
+  pt_client_options(&o, timeout_ms);
   o.rank = rank;
   ps_client *c = NULL;
   return ps_client_create(urls, (size_t)n, &o, &c, NULL) == PS_OK ? c : NULL;

@@ -18,6 +18,11 @@ typedef struct pt_server {
   char dir[512];
 } pt_server;
 
+/* CURVE keys (Z85) that pt_start's ping and every client made here use from now on: this
+ * process's secret and the server's public key; NULL: none (the default). */
+void pt_set_curve(const char *sec, const char *srv);
+/* ps_client's defaults with timeout_ms and the keys of pt_set_curve. */
+void pt_client_options(ps_client_options *o, uint32_t timeout_ms);
 /* A port that was free a moment ago on 127.0.0.1. */
 int pt_free_port(void);
 /* mkdtemp under /tmp; out must hold 512 bytes. */

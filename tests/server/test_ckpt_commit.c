@@ -9,7 +9,10 @@
  *    recorded step 2 and came back there while shard 1 came back at step 1);
  *  - the normal path: a second committed checkpoint (step 3) is the one restored after
  *    kill -9 of both, and repeating its commit is harmless;
- *  - a sender that predates phases: CHECKPOINT without one is prepared and committed at once. */
+ *  - a sender that predates phases: CHECKPOINT without one is prepared and committed at once;
+ *  - a PREPARE of a far-future step (it waits for that step's pushes) from a connection that
+ *    then closes: later checkpoints and restores are answered (they used to wait behind it
+ *    until a restart, so a --resume hung). */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -205,25 +208,34 @@ static void test_committed_is_restored(void **state) {
   teardown(&f);
 }
 
+/* A raw DEALER connection (replies bounded by 10 s) to url that has sent CHECKPOINT(phase,
+ * step, path). */
+static void *send_checkpoint(void *ctx, const char *url, int phase, uint64_t step,
+                             const char *path) {
+  void *sock = zmq_socket(ctx, ZMQ_DEALER);
+  int zero = 0, tmo = 10000;
+  zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+  assert_int_equal(zmq_connect(sock, url), 0);
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);
+  h.request_id = 77;
+  h.step = step;
+  h.path = (char *)path;
+  h.ckpt_phase = (Ember__CkptPhase)phase;
+  size_t hs = 0;
+  uint8_t *hb = ps_wire_header_pack(&h, &hs);
+  assert_int_equal(zmq_send(sock, hb, hs, 0), (int)hs);
+  free(hb);
+  return sock;
+}
+
 static void test_without_phase(void **state) {
   (void)state;
   fixture f;
   setup(&f, "ckpt-old");
   void *ctx = zmq_ctx_new();
-  void *sock = zmq_socket(ctx, ZMQ_DEALER);
-  int zero = 0, tmo = 10000;
-  zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-  assert_int_equal(zmq_connect(sock, f.s[0].url), 0);
-  Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);
-  h.request_id = 77;
-  h.step = 4;
-  h.path = "ck4";
-  size_t hs = 0;
-  uint8_t *hb = ps_wire_header_pack(&h, &hs);
-  assert_int_equal(zmq_send(sock, hb, hs, 0), (int)hs);
-  free(hb);
+  void *sock = send_checkpoint(ctx, f.s[0].url, EMBER__CKPT_PHASE__CKPT_ONESHOT, 4, "ck4");
   uint8_t rb[4096];
   int n = zmq_recv(sock, rb, sizeof rb, 0);
   assert_true(n > 0 && n < (int)sizeof rb);
@@ -242,10 +254,41 @@ static void test_without_phase(void **state) {
   teardown(&f);
 }
 
+static void test_far_prepare_abandoned(void **state) {
+  (void)state;
+  fixture f;
+  setup(&f, "ckpt-far");
+  /* A checkpoint waits for its step's pushes on synchronous tables only: one at step 1. */
+  ps_table_spec t;
+  ps_table_spec_default(&t, TAB + 1, "sync", DIM);
+  t.consistency = PS_CONS_SYNC;
+  t.num_workers = 1;
+  assert_int_equal(ps_client_declare(f.c, &t, NULL), PS_OK);
+  assert_int_equal(ps_client_push(f.c, TAB + 1, 0, f.k, N, f.g, NULL), PS_OK);
+  assert_int_equal(ps_client_step(f.c, TAB + 1, 0, NULL), PS_OK);
+  void *ctx = zmq_ctx_new();
+  void *sock =
+      send_checkpoint(ctx, f.s[0].url, EMBER__CKPT_PHASE__CKPT_PREPARE, 1000000, "ckfar");
+  /* It waits for step 1000000: no answer. */
+  zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+  assert_int_equal(zmq_poll(&it, 1, 500), 0);
+  zmq_close(sock);
+  zmq_ctx_term(ctx);
+  /* The client's requests are bounded (20 s): before the fix this one got no reply. */
+  assert_int_equal(ps_client_checkpoint(f.c, 1, "ckb", NULL), PS_OK);
+  assert_true(last_ckpt_is(&f, 0, "ckb", 1));
+  assert_false(has_file(&f, 0, "ckfar", ".staging"));
+  uint64_t step = 0;
+  assert_int_equal(ps_client_restore(f.c, "ckb", &step, NULL), PS_OK);
+  assert_int_equal(step, 1);
+  teardown(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_crash_between_phases),
                                      cmocka_unit_test(test_prepare_not_acked),
                                      cmocka_unit_test(test_committed_is_restored),
-                                     cmocka_unit_test(test_without_phase)};
+                                     cmocka_unit_test(test_without_phase),
+                                     cmocka_unit_test(test_far_prepare_abandoned)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

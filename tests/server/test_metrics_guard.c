@@ -7,7 +7,11 @@
  *              (reconnecting whenever the server drops them) for 12 s; meanwhile a scraper on
  *              127.0.0.2 gets /metrics every 2 s, each within 5 s, and one trickling
  *              connection is cut off by the header deadline (its headers never complete)
- *              although it never goes idle. */
+ *              although it never goes idle.
+ *   addresses  8 trickling connections (the per-address limit) from each of 20 addresses,
+ *              127.0.0.3 to 127.0.0.22, 160 in all over the 64 connections allowed; the
+ *              scraper gets /metrics every second, 7 times, each within 5 s (it got 0 of 7:
+ *              at the limit every new connection was refused). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -106,50 +110,76 @@ static void test_default_bind(void **st) {
   assert_true(fd < 0 && errno == ECONNREFUSED);
 }
 
-static void test_slowloris(void **st) {
-  (void)st;
-  enum { NC = 300 };
+/* What a trickling attack let the scraper do: scrapes, good ones, the slowest (ms), and when
+ * the watched connection (0, never reconnected) was dropped (ms from the start; 0: never). */
+typedef struct attack_result {
+  int scrapes, good;
+  uint64_t worst, cut_ms;
+} attack_result;
+
+/* nc connections trickle a request header one byte a second (reconnecting whenever the server
+ * drops them) for `rounds` seconds, connection i from 127.0.0.1 (naddr 0) or from
+ * 127.0.0.(3 + i % naddr); the scraper (127.0.0.2) gets /metrics every `every` rounds. */
+static attack_result trickle(int nc, int naddr, int rounds, int every) {
   static const char hdr[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-  int fd[NC];
-  size_t pos[NC];
-  for (int i = 0; i < NC; i++) fd[i] = pt_tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
-  /* The watched one: connection 0 never reconnects; when did the server drop it? */
-  uint64_t t0 = now_ms(), cut_ms = 0;
-  int scrapes = 0, good = 0;
-  uint64_t worst = 0;
-  for (int round = 0; round < 12; round++) {
-    for (int i = 0; i < NC; i++) {
-      if (fd[i] < 0 && i > 0) fd[i] = pt_tcp_connect("127.0.0.1", "127.0.0.1", g_mport, 20), pos[i] = 0;
+  static int fd[512];
+  static size_t pos[512];
+  static char src[512][16];
+  assert_true(nc <= 512);
+  for (int i = 0; i < nc; i++) {
+    snprintf(src[i], sizeof src[i], "127.0.0.%d", naddr ? 3 + i % naddr : 1);
+    fd[i] = pt_tcp_connect(src[i], "127.0.0.1", g_mport, 20), pos[i] = 0;
+  }
+  uint64_t t0 = now_ms();
+  attack_result a = {0};
+  for (int round = 0; round < rounds; round++) {
+    for (int i = 0; i < nc; i++) {
+      if (fd[i] < 0 && i > 0) fd[i] = pt_tcp_connect(src[i], "127.0.0.1", g_mport, 20), pos[i] = 0;
       if (fd[i] < 0) continue;
       char c = hdr[pos[i] % (sizeof hdr - 1)];
       if (pos[i] >= sizeof hdr - 1) c = 'a'; /* the header line never ends */
       if (send(fd[i], &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
-        if (i == 0 && !cut_ms) cut_ms = now_ms() - t0;
+        if (i == 0 && !a.cut_ms) a.cut_ms = now_ms() - t0;
         close(fd[i]);
         fd[i] = -1;
         continue;
       }
       pos[i]++;
     }
-    if (round % 2 == 1) {
+    if (round % every == every - 1) {
       uint64_t ms = 0;
       bool ok = scrape(&ms);
-      scrapes++;
-      good += ok;
-      if (ms > worst) worst = ms;
+      a.scrapes++;
+      a.good += ok;
+      if (ms > a.worst) a.worst = ms;
       printf("# t=%2us scrape %s in %llu ms\n", (unsigned)((now_ms() - t0) / 1000),
              ok ? "ok" : "FAILED", (unsigned long long)ms);
     }
     usleep(1000000);
   }
   int open_now = 0;
-  for (int i = 0; i < NC; i++)
+  for (int i = 0; i < nc; i++)
     if (fd[i] >= 0) open_now++, close(fd[i]);
   printf("# %d trickling connections open at the end; the watched one cut after %llu ms\n",
-         open_now, (unsigned long long)cut_ms);
-  assert_int_equal(good, scrapes);
-  assert_true(worst <= 5000);
-  assert_true(cut_ms > 0); /* the header deadline, although it never went idle */
+         open_now, (unsigned long long)a.cut_ms);
+  return a;
+}
+
+static void test_slowloris(void **st) {
+  (void)st;
+  attack_result a = trickle(300, 0, 12, 2);
+  assert_int_equal(a.good, a.scrapes);
+  assert_true(a.worst <= 5000);
+  assert_true(a.cut_ms > 0); /* the header deadline, although it never went idle */
+}
+
+static void test_addresses(void **st) {
+  (void)st;
+  sleep(6); /* the previous test's connections gone (header deadline 5 s) */
+  attack_result a = trickle(160, 20, 8, 1);
+  assert_int_equal(a.scrapes, 8);
+  assert_true(a.good >= a.scrapes - 1); /* the first may meet the full table before any cut */
+  assert_true(a.worst <= 5000);
 }
 
 int main(void) {
@@ -157,6 +187,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_default_bind),
       cmocka_unit_test(test_slowloris),
+      cmocka_unit_test(test_addresses),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -29,10 +29,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "ps_client.h"
+#include "ps_curve.h"
 #include "pt_cluster.h"
 
 #define DIM 8
@@ -54,6 +56,9 @@ typedef struct pair {
   char dir[2][512], peers[160];
 } pair;
 
+/* --curve-secret and --curve-clients of every replica started here (NULL: no CURVE). */
+static const char *g_curve_args[5];
+
 static void start_pair(pair *p, const char *tag) {
   int port[2] = {pt_free_port(), pt_free_port()};
   while (port[1] == port[0]) port[1] = pt_free_port();
@@ -64,7 +69,8 @@ static void start_pair(pair *p, const char *tag) {
     char rs[8];
     snprintf(rs, sizeof rs, "%d", r);
     const char *extra[] = {"--replica", rs, "--replicas", "2", "--peers", p->peers,
-                           "--failover-ms", "1000", NULL};
+                           "--failover-ms", "1000", g_curve_args[0], g_curve_args[1],
+                           g_curve_args[2], g_curve_args[3], NULL};
     assert_true(pt_start_args(&p->s[r], 0, 1, p->dir[r], port[r], 2, extra));
   }
 }
@@ -81,8 +87,7 @@ static void finish_pair(pair *p) {
 
 static ps_client *client_of(const char *urls, uint32_t rank) {
   ps_client_options o;
-  ps_client_options_default(&o);
-  o.timeout_ms = 20000;
+  pt_client_options(&o, 20000);
   o.rank = rank;
   ps_client *c = NULL;
   ps_error e;
@@ -163,7 +168,7 @@ static void check_reference(const float *got, int T) {
  * accumulators compared through the rows). */
 static void rows_alone(pair *p, int r, int T, float *out, bool with_sync) {
   pt_server s;
-  assert_true(pt_start(&s, 0, 1, p->dir[r], 0, 2));
+  assert_true(pt_start_args(&s, 0, 1, p->dir[r], 0, 2, g_curve_args));
   ps_client *c = client_of(s.url, 0);
   if (with_sync) declare(c, 1, PS_CONS_SYNC, NW);
   declare(c, 2, PS_CONS_ASYNC, 1);
@@ -311,6 +316,55 @@ static void test_failover(void **st) {
   finish_pair(&p);
 }
 
+/* The failover with CURVE on: the replicas reach each other with the shard's server key (they
+ * had no keys, each refused the other, the primary ran unreplicated, and its kill -9 ended the
+ * job: the backup knew no primary); the killed one restarted catches up. One server key pair,
+ * one client pair listed. */
+static char g_kdir[512]; /* test_failover_curve's keys */
+
+static void test_failover_curve(void **st) {
+  (void)st;
+  char *kdir = g_kdir, prefix[700], clients[600], secret[800], pub[PS_CURVE_Z85_SIZE];
+  char srv_pub[PS_CURVE_Z85_SIZE], cli_sec[PS_CURVE_Z85_SIZE];
+  pt_tmpdir("repl-keys", g_kdir);
+  snprintf(clients, sizeof clients, "%s/clients", kdir);
+  assert_int_equal(mkdir(clients, 0755), 0);
+  snprintf(prefix, sizeof prefix, "%s/server", kdir);
+  assert_int_equal(ps_curve_write_pair(prefix, false, srv_pub, NULL), PS_OK);
+  snprintf(secret, sizeof secret, "%s.secret", prefix);
+  snprintf(prefix, sizeof prefix, "%s/worker", clients);
+  assert_int_equal(ps_curve_write_pair(prefix, false, pub, NULL), PS_OK);
+  snprintf(prefix, sizeof prefix, "%s/worker.secret", clients);
+  assert_int_equal(ps_curve_read_key(prefix, true, cli_sec, NULL), PS_OK);
+  assert_int_equal(unlink(prefix), 0); /* the clients directory holds public keys */
+  const char *args[] = {"--curve-secret", secret, "--curve-clients", clients};
+  memcpy(g_curve_args, args, sizeof args);
+  pt_set_curve(cli_sec, srv_pub);
+  pair p;
+  ps_client *c = push_killing(&p, "repl-curve", 40, 0); /* the primary */
+  uint64_t fo = 0, ms = 0;
+  ps_client_failovers(c, &fo, &ms);
+  assert_int_equal(fo, 1);
+  print_message("failover with CURVE took %llu ms (--failover-ms 1000)\n",
+                (unsigned long long)ms);
+  json_t *d = stats(c);
+  assert_string_equal(repl_str(d, "role"), "primary");
+  assert_int_equal(repl_int(d, "promotions"), 1);
+  json_decref(d);
+  rejoin(&p, 0, c); /* the catch-up goes over CURVE too */
+  ps_client_destroy(&c);
+  finish_pair(&p);
+}
+
+/* After test_failover_curve, passed or not: the later tests run without CURVE. */
+static int curve_off(void **st) {
+  (void)st;
+  memset(g_curve_args, 0, sizeof g_curve_args);
+  pt_set_curve(NULL, NULL);
+  if (g_kdir[0]) pt_rmrf(g_kdir);
+  return 0;
+}
+
 typedef struct barrier_arg {
   ps_client *c;
   ps_status st;
@@ -386,7 +440,8 @@ static void rejoin(pair *p, int r, ps_client *c) {
   char rs[8];
   snprintf(rs, sizeof rs, "%d", r);
   const char *extra[] = {"--replica", rs, "--replicas", "2", "--peers", p->peers,
-                         "--failover-ms", "1000", NULL};
+                         "--failover-ms", "1000", g_curve_args[0], g_curve_args[1],
+                         g_curve_args[2], g_curve_args[3], NULL};
   assert_true(pt_start_args(&p->s[r], 0, 1, p->dir[r], p->s[r].port, 2, extra));
   ps_client *a = client_of(p->s[r].url, 0);
   ps_error e;
@@ -440,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_forward),
       cmocka_unit_test(test_backup_refuses),
       cmocka_unit_test(test_failover),
+      cmocka_unit_test_teardown(test_failover_curve, curve_off),
       cmocka_unit_test(test_backup_lost),
       cmocka_unit_test(test_coord_failover),
   };

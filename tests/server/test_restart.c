@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -263,6 +264,12 @@ static bool says_delta(const char *d, const char *ck, bool delta) {
   return file_has(p, delta ? "\"delta\": true" : "\"delta\": false");
 }
 
+/* N keys from `first` (stride apart) and their gradients, g0 + (i % mod) / 10. */
+static void keys_grads(uint64_t *k, float *g, uint64_t first, uint64_t stride, float g0, int mod) {
+  for (int i = 0; i < N; i++) k[i] = first + (uint64_t)i * stride;
+  for (int i = 0; i < N * DIM; i++) g[i] = g0 + (float)(i % mod) * 0.1f;
+}
+
 static void test_delta_recovery(void **state) {
   (void)state;
   char dir[512], d[600];
@@ -274,8 +281,7 @@ static void test_delta_recovery(void **state) {
   ps_client *c = connect_declare(urls, 1, 3);
   uint64_t k[N];
   float g[N * DIM], at2[N * DIM], got[N * DIM];
-  for (int i = 0; i < N; i++) k[i] = 900 + (uint64_t)i * 17;
-  for (int i = 0; i < N * DIM; i++) g[i] = 0.25f + (float)(i % 11) * 0.1f;
+  keys_grads(k, g, 900, 17, 0.25f, 11);
   assert_int_equal(ps_client_push(c, 3, 1, k, N, g, NULL), PS_OK);
   assert_int_equal(ps_client_checkpoint_delta(c, 1, "ck1", "ck1", 8, NULL), PS_OK);
   assert_true(says_delta(d, "ck1", false)); /* no last checkpoint yet: full */
@@ -302,9 +308,44 @@ static void test_delta_recovery(void **state) {
   pt_rmrf(dir);
 }
 
+/* A relative --data-dir: the checkpoint's root was recorded relative and resolved against the
+ * data dir again by the crash recovery (DIR/DIR/checkpoints/...), so after a kill -9 the
+ * shard never started again. */
+static void test_relative_data_dir(void **state) {
+  (void)state;
+  char dir[512], cwd[4096];
+  pt_tmpdir("reldd", dir);
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  assert_int_equal(mkdir("relt", 0755), 0); /* for the server's log, relt/d.log */
+  pt_server s;
+  bool up = pt_start(&s, 0, 1, "relt/d", 0, 2);
+  assert_int_equal(chdir(cwd), 0); /* the server keeps the one it started in */
+  assert_true(up);
+  ps_client *c = connect_declare((const char *[]){s.url}, 1, 3);
+  uint64_t k[N];
+  float g[N * DIM], at1[N * DIM], got[N * DIM];
+  keys_grads(k, g, 700, 13, 0.5f, 7);
+  assert_int_equal(ps_client_push(c, 3, 0, k, N, g, NULL), PS_OK);
+  assert_int_equal(ps_client_checkpoint(c, 1, NULL, NULL), PS_OK);
+  assert_int_equal(ps_client_pull(c, 3, 1, k, N, at1, NULL), PS_OK);
+  assert_int_equal(ps_client_push(c, 3, 1, k, N, g, NULL), PS_OK);
+  assert_int_equal(pt_stop(&s, SIGKILL, 5000), 128 + SIGKILL);
+  assert_int_equal(chdir(dir), 0);
+  up = pt_start(&s, 0, 1, "relt/d", s.port, 2);
+  assert_int_equal(chdir(cwd), 0);
+  assert_true(up); /* it refused to start: "checkpoint metadata relt/d/relt/d/checkpoints/..." */
+  assert_int_equal(ps_client_pull(c, 3, 1, k, N, got, NULL), PS_OK);
+  assert_memory_equal(got, at1, sizeof got);
+  ps_client_destroy(&c);
+  assert_int_equal(pt_stop(&s, SIGTERM, 20000), 0);
+  pt_rmrf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart),
                                      cmocka_unit_test(test_recovery_guards),
-                                     cmocka_unit_test(test_delta_recovery)};
+                                     cmocka_unit_test(test_delta_recovery),
+                                     cmocka_unit_test(test_relative_data_dir)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
