@@ -468,6 +468,7 @@ void ps_server_destroy(ps_server **sp) {
   }
   if (s->coord) srv_coord_destroy(&s->coord);
   srv_guard_free(s);
+  free(s->rconn);
   srv_exo_destroy(&s->exo);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);

@@ -84,6 +84,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
+    if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
     t->deferred++;
     s->deferred_now++;
     srv_list_push(&t->wait_head, &t->wait_tail, r);
@@ -190,6 +191,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   ps_error_clear(&err);
   ps_status st = PS_OK;
   srv_guard_note_trainer(s, r);
+  srv_rank_note(s, r, h->table_id, h->worker);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
   } else {
@@ -325,6 +327,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
+    if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);

@@ -222,5 +222,6 @@ void srv_peers_poll(ps_server *s) {
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
+    srv_ranks_gone(s, (int)value);
   }
 }

@@ -221,6 +221,110 @@ ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t s
   return PS_OK;
 }
 
+/* ---------------------------------------------------------------- lost ranks */
+
+/* A sync (or ssp) pull of step s waits until every rank reported the steps before it. When a
+ * rank's connection closes (kill -9 of one worker of a job), the others' pulls would wait out
+ * their whole timeout and then fail naming no one; every shard sees that disconnect, so the
+ * pulls that wait for the gone rank fail at once naming it. A rank is known by the connection
+ * of its latest STEP of each table (every worker steps every shard after each push); a STEP
+ * on a new connection (a restarted worker) makes it live again, and a restore (a new job)
+ * forgets them all. */
+
+static void rank_note(ps_server *s, const srv_coord_peer *p, uint32_t id, uint32_t worker) {
+  srv_rank_conn *k = NULL;
+  for (size_t i = 0; i < s->nrconn && !k; i++)
+    if (s->rconn[i].table == id && s->rconn[i].rank == worker) k = &s->rconn[i];
+  if (!k) {
+    if (!srv_grow((void **)&s->rconn, &s->rconn_cap, s->nrconn + 1, sizeof *s->rconn, 16))
+      return; /* out of memory: that rank's loss goes unnamed (its pulls time out) */
+    k = &s->rconn[s->nrconn++];
+    k->table = id;
+    k->rank = worker;
+  }
+  k->lost = false;
+  k->peer = *p;
+}
+
+void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker) {
+  if (!r->has_ident) return; /* in-process or forwarded by a primary: no connection to watch */
+  srv_coord_peer p;
+  srv_peer_of(r, &p);
+  for (uint32_t i = id ? id : 1; i <= (id ? id : s->max_table); i++)
+    if (s->tables[i] && s->tables[i]->spec.consistency != PS_CONS_ASYNC)
+      rank_note(s, &p, i, worker);
+}
+
+/* A lost rank that holds back a pull of `step` in t for good, or NULL. */
+static const srv_rank_conn *lost_blocker(const ps_server *s, const srv_table *t, uint64_t step) {
+  if (t->spec.consistency == PS_CONS_ASYNC) return NULL;
+  uint64_t slack = t->spec.consistency == PS_CONS_SSP ? t->spec.staleness : 0;
+  for (size_t i = 0; i < s->nrconn; i++) {
+    const srv_rank_conn *k = &s->rconn[i];
+    if (k->lost && k->table == t->spec.id && k->rank < t->spec.num_workers &&
+        t->clock[k->rank] + slack < step)
+      return k;
+  }
+  return NULL;
+}
+
+static void fail_lost(ps_server *s, srv_req *r, const srv_rank_conn *k) {
+  const srv_table *t = r->tab;
+  srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
+                  "pull of step %" PRIu64 " of table %u waits for rank %u, which disconnected "
+                  "%.1f s ago after %" PRIu64 " steps (its connection from %s closed): that "
+                  "worker died or exited",
+                  r->h->step, t->spec.id, k->rank, (double)(ps_now_ns() - k->lost_ns) / 1e9,
+                  t->clock[k->rank], k->peer.addr[0] ? k->peer.addr : "an unknown address");
+}
+
+bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step) {
+  const srv_rank_conn *k = lost_blocker(s, r->tab, step);
+  if (!k) return false;
+  fail_lost(s, r, k);
+  return true;
+}
+
+void srv_ranks_gone(ps_server *s, int fd) {
+  bool any = false;
+  for (size_t i = 0; i < s->nrconn; i++) {
+    srv_rank_conn *k = &s->rconn[i];
+    if (k->lost || k->peer.fd != fd) continue;
+    k->lost = any = true;
+    k->lost_ns = ps_now_ns();
+    /* Every rank disconnects at the end of a job: only a pull failing for it is a warning. */
+    PS_INFO("rank %u of table %u disconnected (its connection from %s closed)", k->rank,
+            k->table, k->peer.addr[0] ? k->peer.addr : "an unknown address");
+  }
+  if (!any) return;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t) continue;
+    srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;
+    t->wait_head = t->wait_tail = NULL;
+    uint64_t failed = 0;
+    while (r) {
+      srv_req *next = r->next;
+      const srv_rank_conn *k = lost_blocker(s, t, r->h->step);
+      if (k) {
+        s->deferred_now--;
+        if (!failed++)
+          PS_WARN("rank %u disconnected while pulls of table %u wait for its steps: they fail",
+                  k->rank, t->spec.id);
+        r->next = NULL;
+        fail_lost(s, r, k);
+      } else {
+        srv_list_push(&keep_h, &keep_t, r);
+      }
+      r = next;
+    }
+    t->wait_head = keep_h;
+    t->wait_tail = keep_t;
+  }
+}
+
+void srv_ranks_reset(ps_server *s) { s->nrconn = 0; }
+
 /* ---------------------------------------------------------------- exclusive operations */
 
 static bool excl_ready(ps_server *s, srv_req *r) {

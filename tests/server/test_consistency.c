@@ -167,10 +167,54 @@ static void test_ssp(void **state) {
   ps_client_destroy(&slow);
 }
 
+/* Issue 36: a sync worker that dies (its connection closes) fails the other's pull that waits
+ * for its step within moments, naming its rank (it waited out the client's whole timeout and
+ * named no one); a pull arriving later fails at once; a restarted rank is live again. */
+static void test_sync_lost_rank(void **state) {
+  (void)state;
+  ps_client *a = client(0), *b = client(1);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 12, "lost", DIM);
+  t.consistency = PS_CONS_SYNC;
+  t.num_workers = 2;
+  assert_int_equal(ps_client_declare(a, &t, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
+  uint64_t k[6] = {11, 12, 13, 14, 15, 16};
+  do_step(a, 12, 0, k, 6);
+  do_step(b, 12, 0, k, 6);
+  do_step(a, 12, 1, k, 6);
+  float rows[6 * DIM];
+  ps_client_req *r = NULL;
+  assert_int_equal(ps_client_pull_start(a, 12, 2, k, 6, false, rows, &r, NULL), PS_OK);
+  bool done = true;
+  assert_int_equal(ps_client_ready(a, r, 300, &done, NULL), PS_OK);
+  assert_false(done); /* waits for b's step 1 */
+  ps_client_destroy(&b); /* b "dies" after step 0 */
+  assert_int_equal(ps_client_ready(a, r, 5000, &done, NULL), PS_OK); /* the timeout is 15 s */
+  assert_true(done);
+  ps_error err;
+  assert_int_equal(ps_client_wait(a, &r, &err), PS_ERR_UNAVAILABLE);
+  printf("lost rank: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "waits for rank 1, which disconnected"));
+  assert_non_null(strstr(err.msg, "after 1 steps"));
+  /* A pull of that step arriving now fails at once; one b has finished is answered. */
+  assert_int_equal(ps_client_pull(a, 12, 2, k, 6, rows, &err), PS_ERR_UNAVAILABLE);
+  assert_non_null(strstr(err.msg, "rank 1"));
+  assert_int_equal(ps_client_pull(a, 12, 1, k, 6, rows, NULL), PS_OK);
+  /* Rank 1 restarted (a new connection) finishes step 1: a's pull of step 2 goes through. */
+  b = client(1);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
+  do_step(b, 12, 1, k, 6);
+  assert_int_equal(ps_client_pull(a, 12, 2, k, 6, rows, NULL), PS_OK);
+  ps_client_destroy(&a);
+  ps_client_destroy(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sync),
       cmocka_unit_test(test_ssp),
+      cmocka_unit_test(test_sync_lost_rank),
   };
   return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }
