@@ -130,6 +130,15 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = worker(["--train", empty])
     msg = lines_of(out, "no lines")
     r.check("empty --train fails", rc == 1 and len(msg) == 1 and empty in msg[0], f"rc={rc} {msg}")
+    # Issue 36, 11. The same for --test: a file of garbage exited 0 with "auc null" over 0
+    # samples; on 2 workers, both count together.
+    rc, out = worker(["--train", train, "--test", allbad, "--max-steps", "2"], workers=2)
+    msg = lines_of(out, "evaluated 0 samples")
+    r.check("all --test lines bad fails", rc == 1 and len(msg) == 2 and "--test " + allbad in
+            msg[0] and "600 of 600 lines were bad" in msg[0], f"rc={rc} {msg}")
+    rc, out = worker(["--train", train, "--test", empty, "--max-steps", "2"])
+    msg = lines_of(out, "no lines to evaluate")
+    r.check("empty --test fails", rc == 1 and len(msg) == 1 and empty in msg[0], f"rc={rc} {msg}")
     some = os.path.join(d, "some.tsv")
     with open(some, "w") as f:
         for i, l in enumerate(good):
