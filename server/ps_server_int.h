@@ -361,8 +361,8 @@ void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker)
 /* The connection on fd closed: the ranks that stepped on it are lost, and the deferred pulls
  * that wait for their steps fail naming them. */
 void srv_ranks_gone(ps_server *s, int fd);
-/* Answers r (a pull of `step` that would be deferred) with an error naming a lost rank it
- * would wait for forever; false when no lost rank holds it back. */
+/* Answers r (a pull of `step`) with an error naming a lost rank it would wait for forever;
+ * false when no lost rank holds it back. */
 bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step);
 /* Forgets the lost ranks (a restore rolled every clock back: a new job). */
 void srv_ranks_reset(ps_server *s);

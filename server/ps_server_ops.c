@@ -81,10 +81,10 @@ static void handle_pull(ps_server *s, srv_req *r) {
     return;
   }
   if (check_worker(s, r) != PS_OK || check_keys(s, r, true) != PS_OK) return;
+  if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
-    if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
     t->deferred++;
     s->deferred_now++;
     srv_list_push(&t->wait_head, &t->wait_tail, r);

@@ -220,8 +220,8 @@ void srv_peers_poll(ps_server *s) {
       zmq_msg_close(&ep);
     }
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    srv_ranks_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
-    srv_ranks_gone(s, (int)value);
   }
 }
