@@ -268,21 +268,42 @@ static const srv_rank_conn *lost_blocker(const ps_server *s, const srv_table *t,
   return NULL;
 }
 
-static void fail_lost(ps_server *s, srv_req *r, const srv_rank_conn *k) {
-  const srv_table *t = r->tab;
+/* Answers r, a pull or a checkpoint that waits for step r->h->step of t, which lost rank k
+ * will never report. */
+static void fail_lost(ps_server *s, srv_req *r, const srv_table *t, const srv_rank_conn *k) {
   srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
-                  "pull of step %" PRIu64 " of table %u waits for rank %u, which disconnected "
+                  "%s of step %" PRIu64 " of table %u waits for rank %u, which disconnected "
                   "%.1f s ago after %" PRIu64 " steps (its connection from %s closed): that "
                   "worker died or exited",
-                  r->h->step, t->spec.id, k->rank, (double)(ps_now_ns() - k->lost_ns) / 1e9,
+                  r->h->op == EMBER__OP__OP_CHECKPOINT ? "checkpoint" : "pull", r->h->step,
+                  t->spec.id, k->rank, (double)(ps_now_ns() - k->lost_ns) / 1e9,
                   t->clock[k->rank], k->peer.addr[0] ? k->peer.addr : "an unknown address");
 }
 
 bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step) {
   const srv_rank_conn *k = lost_blocker(s, r->tab, step);
   if (!k) return false;
-  fail_lost(s, r, k);
+  fail_lost(s, r, r->tab, k);
   return true;
+}
+
+/* The head exclusive op r, a snapshot waiting for its step's pushes (excl_ready): answered and
+ * dequeued when a lost rank holds that step back for good (it waited out the client's
+ * checkpoint bound, 10 minutes, naming no one). */
+static bool excl_fail_lost(ps_server *s, srv_req *r) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t || t->spec.consistency != PS_CONS_SYNC || !t->step_init) continue;
+    if (r->h->table_id && r->h->table_id != id) continue;
+    const srv_rank_conn *k = t->applied < r->h->step ? lost_blocker(s, t, r->h->step) : NULL;
+    if (!k) continue;
+    s->excl_head = r->next;
+    if (!s->excl_head) s->excl_tail = NULL;
+    r->next = NULL;
+    fail_lost(s, r, t, k);
+    return true;
+  }
+  return false;
 }
 
 void srv_ranks_gone(ps_server *s, int fd) {
@@ -312,7 +333,7 @@ void srv_ranks_gone(ps_server *s, int fd) {
           PS_WARN("rank %u disconnected while pulls of table %u wait for its steps: they fail",
                   k->rank, t->spec.id);
         r->next = NULL;
-        fail_lost(s, r, k);
+        fail_lost(s, r, t, k);
       } else {
         srv_list_push(&keep_h, &keep_t, r);
       }
@@ -321,6 +342,7 @@ void srv_ranks_gone(ps_server *s, int fd) {
     t->wait_head = keep_h;
     t->wait_tail = keep_t;
   }
+  srv_try_exclusive(s); /* a checkpoint waiting for the lost rank's step fails too */
 }
 
 void srv_ranks_reset(ps_server *s) { s->nrconn = 0; }
@@ -354,7 +376,10 @@ void srv_try_exclusive(ps_server *s) {
   while (s->excl_head) {
     srv_req *r = s->excl_head;
     if (!s->excl_active) {
-      if (!excl_ready(s, r)) return;
+      if (!excl_ready(s, r)) {
+        if (excl_fail_lost(s, r)) continue;
+        return;
+      }
       s->excl_active = true;
     }
     if (s->inflight) return;

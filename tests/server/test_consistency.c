@@ -201,6 +201,21 @@ static void test_sync_lost_rank(void **state) {
   assert_int_equal(ps_client_pull(a, 12, 2, k, 6, rows, &err), PS_ERR_UNAVAILABLE);
   assert_non_null(strstr(err.msg, "rank 1"));
   assert_int_equal(ps_client_pull(a, 12, 1, k, 6, rows, NULL), PS_OK);
+  /* So does a checkpoint of step 2, which waits for every rank's step 1 (it waited out the
+   * checkpoint bound, 10 minutes; this driver's is 8 s). */
+  const char *urls[2] = {g_cl.srv[0].url, g_cl.srv[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.ckpt_timeout_ms = 8000;
+  ps_client *d = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &d, NULL), PS_OK);
+  char ck[600];
+  snprintf(ck, sizeof ck, "%s/ck-lost", g_cl.dir);
+  assert_int_equal(ps_client_checkpoint(d, 2, ck, &err), PS_ERR_UNAVAILABLE);
+  printf("lost rank: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "checkpoint of step 2 of table"));
+  assert_non_null(strstr(err.msg, "which disconnected"));
+  ps_client_destroy(&d);
   /* Rank 1 restarted (a new connection) finishes step 1: a's pull of step 2 goes through. */
   b = client(1);
   assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
