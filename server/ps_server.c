@@ -338,6 +338,7 @@ ps_status ps_server_run(ps_server *s) {
     }
     long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
+    srv_ranks_tick(s); /* what waits for a worker lost a while ago fails (ps_server_sched.c) */
     if (!stopping && atomic_load(&s->stop)) {
       stopping = true;
       s->stopping = true;

@@ -171,7 +171,8 @@ typedef struct srv_part {
  * the rank's steps fails naming it instead of waiting out its timeout. */
 typedef struct srv_rank_conn {
   uint32_t table, rank;
-  bool lost;
+  bool lost;         /* its connection closed at lost_ns; no STEP or pull since */
+  bool gone;         /* lost for the grace period: what waits for its steps fails */
   uint64_t lost_ns;
   srv_coord_peer peer;
 } srv_rank_conn;
@@ -250,7 +251,7 @@ struct ps_server {
   srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
   bool stager_open;
   srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_sched.c) */
-  size_t nrconn, rconn_cap;
+  size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
   /* memory bounds (ps_server_mem.c) */
   size_t req_cap, conn_cap, all_cap, park_cap;
   _Atomic uint64_t inflight_bytes;   /* charged: frames of store requests, unreleased replies */
@@ -358,11 +359,13 @@ void srv_release_waiters(ps_server *s, srv_table *t);
 /* The STEP r of rank `worker` in table `id` (0: every table): its connection is the rank's
  * from now on, and not lost. */
 void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker);
-/* The connection on fd closed: the ranks that stepped on it are lost, and the deferred pulls
- * that wait for their steps fail naming them. */
+/* The connection on fd closed: the ranks that stepped on it are lost. */
 void srv_ranks_gone(ps_server *s, int fd);
-/* Answers r (a pull of `step`) with an error naming a lost rank it would wait for forever;
- * false when no lost rank holds it back. */
+/* Ranks lost for their grace period are gone: the deferred pulls and the checkpoint that wait
+ * for their steps fail naming them (the main loop calls it at least every 100 ms). */
+void srv_ranks_tick(ps_server *s);
+/* Answers r (a pull of `step`) with an error naming a gone rank it would wait for forever;
+ * false when none holds it back. A pull of a lost rank means it is back. */
 bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step);
 /* Forgets the lost ranks (a restore rolled every clock back: a new job). */
 void srv_ranks_reset(ps_server *s);

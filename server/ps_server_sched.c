@@ -226,10 +226,15 @@ ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t s
 /* A sync (or ssp) pull of step s waits until every rank reported the steps before it. When a
  * rank's connection closes (kill -9 of one worker of a job), the others' pulls would wait out
  * their whole timeout and then fail naming no one; every shard sees that disconnect, so the
- * pulls that wait for the gone rank fail at once naming it. A rank is known by the connection
- * of its latest STEP of each table (every worker steps every shard after each push); a STEP
- * on a new connection (a restarted worker) makes it live again, and a restore (a new job)
- * forgets them all. */
+ * pulls (and a checkpoint) that wait for the gone rank fail naming it. A rank is known by the
+ * connection of its latest STEP of each table (every worker steps every shard after each
+ * push). A closed connection is not yet a dead worker: a client reconnects after a network
+ * blip, and moves between a shard's replicas. So a rank is given up only SRV_RANK_GRACE_MS
+ * (plus two failovers per replica on a replicated shard) after its disconnect, unless its
+ * STEP or its pull came meanwhile; a STEP on a new connection (a restarted worker) makes it
+ * live again, and a restore (a new job) forgets them all. */
+
+#define SRV_RANK_GRACE_MS 3000u
 
 static void rank_note(ps_server *s, const srv_coord_peer *p, uint32_t id, uint32_t worker) {
   srv_rank_conn *k = NULL;
@@ -239,10 +244,10 @@ static void rank_note(ps_server *s, const srv_coord_peer *p, uint32_t id, uint32
     if (!srv_grow((void **)&s->rconn, &s->rconn_cap, s->nrconn + 1, sizeof *s->rconn, 16))
       return; /* out of memory: that rank's loss goes unnamed (its pulls time out) */
     k = &s->rconn[s->nrconn++];
-    k->table = id;
-    k->rank = worker;
+    *k = (srv_rank_conn){.table = id, .rank = worker};
   }
-  k->lost = false;
+  if (k->lost) s->nlost--;
+  k->lost = k->gone = false;
   k->peer = *p;
 }
 
@@ -261,7 +266,7 @@ static const srv_rank_conn *lost_blocker(const ps_server *s, const srv_table *t,
   uint64_t slack = t->spec.consistency == PS_CONS_SSP ? t->spec.staleness : 0;
   for (size_t i = 0; i < s->nrconn; i++) {
     const srv_rank_conn *k = &s->rconn[i];
-    if (k->lost && k->table == t->spec.id && k->rank < t->spec.num_workers &&
+    if (k->gone && k->table == t->spec.id && k->rank < t->spec.num_workers &&
         t->clock[k->rank] + slack < step)
       return k;
   }
@@ -281,6 +286,13 @@ static void fail_lost(ps_server *s, srv_req *r, const srv_table *t, const srv_ra
 }
 
 bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step) {
+  for (size_t i = 0; s->nlost && i < s->nrconn; i++) { /* a pull of a lost rank: it is back */
+    srv_rank_conn *k = &s->rconn[i];
+    if (k->lost && !k->gone && k->rank == r->h->worker && k->table == r->tab->spec.id) {
+      k->lost = false;
+      s->nlost--;
+    }
+  }
   const srv_rank_conn *k = lost_blocker(s, r->tab, step);
   if (!k) return false;
   fail_lost(s, r, r->tab, k);
@@ -307,15 +319,30 @@ static bool excl_fail_lost(ps_server *s, srv_req *r) {
 }
 
 void srv_ranks_gone(ps_server *s, int fd) {
-  bool any = false;
   for (size_t i = 0; i < s->nrconn; i++) {
     srv_rank_conn *k = &s->rconn[i];
-    if (k->lost || k->peer.fd != fd) continue;
-    k->lost = any = true;
+    if (k->lost || k->gone || k->peer.fd != fd) continue;
+    k->lost = true;
     k->lost_ns = ps_now_ns();
+    s->nlost++;
     /* Every rank disconnects at the end of a job: only a pull failing for it is a warning. */
     PS_INFO("rank %u of table %u disconnected (its connection from %s closed)", k->rank,
             k->table, k->peer.addr[0] ? k->peer.addr : "an unknown address");
+  }
+}
+
+void srv_ranks_tick(ps_server *s) {
+  if (!s->nlost) return;
+  uint64_t grace = SRV_RANK_GRACE_MS, now = ps_now_ns();
+  if (s->opt.replicas > 1)
+    grace += 2ull * s->opt.replicas * (s->opt.failover_ms ? s->opt.failover_ms : 1000);
+  bool any = false;
+  for (size_t i = 0; i < s->nrconn; i++) {
+    srv_rank_conn *k = &s->rconn[i];
+    if (!k->lost || now - k->lost_ns < grace * 1000000ull) continue;
+    k->lost = false;
+    k->gone = any = true;
+    s->nlost--;
   }
   if (!any) return;
   for (uint32_t id = 1; id <= s->max_table; id++) {
@@ -330,8 +357,9 @@ void srv_ranks_gone(ps_server *s, int fd) {
       if (k) {
         s->deferred_now--;
         if (!failed++)
-          PS_WARN("rank %u disconnected while pulls of table %u wait for its steps: they fail",
-                  k->rank, t->spec.id);
+          PS_WARN("rank %u disconnected %.1f s ago and did not come back: the pulls of table %u "
+                  "that wait for its steps fail", k->rank, (double)(now - k->lost_ns) / 1e9,
+                  t->spec.id);
         r->next = NULL;
         fail_lost(s, r, t, k);
       } else {
@@ -345,7 +373,7 @@ void srv_ranks_gone(ps_server *s, int fd) {
   srv_try_exclusive(s); /* a checkpoint waiting for the lost rank's step fails too */
 }
 
-void srv_ranks_reset(ps_server *s) { s->nrconn = 0; }
+void srv_ranks_reset(ps_server *s) { s->nrconn = s->nlost = 0; }
 
 /* ---------------------------------------------------------------- exclusive operations */
 

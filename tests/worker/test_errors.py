@@ -183,9 +183,10 @@ with tempfile.TemporaryDirectory() as d:
 
     # Issue 36, 13. kill -9 of rank 1 of a 2-worker sync job while rank 0's pull waits for
     # rank 1's step: rank 0 waited out --timeout-ms (120 s), then failed with "no answer to
-    # PULL", naming no one. Now the shard fails the waiting pull at once naming rank 1, and
-    # ember-local names the killed worker. Rank 1 is stopped until rank 0's pull is parked on
-    # the shard (its STATS "deferred"), so the pull path is the one taken, then killed.
+    # PULL", naming no one. Now the shard fails the waiting pull naming rank 1 once rank 1 was
+    # gone for 3 s (a reconnect within them is no death), and ember-local names the killed
+    # worker. Rank 1 is stopped until rank 0's pull is parked on the shard (its STATS
+    # "deferred"), so the pull path is the one taken, then killed.
     big, _, _ = h.datagen(d, 100000, 100, seed=4)
     sdir = os.path.join(d, "lost")
     cmd = [h.LOCAL, "--bin", h.BIN, "--servers", "1", "--workers", "2", "--data-dir", sdir,
