@@ -77,6 +77,13 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *e
 /* Below this many dirty rows in a table a WriteBatch is cheaper than an SST file. */
 #define INGEST_MIN_ROWS 65536
 
+uint64_t store_cold_rows(ps_store *s, size_t t) {
+  uint64_t v = 0;
+  return rocksdb_property_int_cf(s->db, s->tables[t].cf, "rocksdb.estimate-num-keys", &v) == 0
+             ? v
+             : 0;
+}
+
 /* Writes every dirty hot row (store write-locked): tables with many, in bulk; the rest (and
  * anything the bulk path could not take) through each partition's WriteBatch. Dirty bits are
  * cleared only for rows whose write succeeded; the first failure ends the pass (RocksDB then
@@ -371,10 +378,8 @@ void ps_store_get_stats(ps_store *s, ps_store_stats *o) {
   o->write_failures = atomic_load(&s->write_failures);
   o->writes_failing = store_failing(s) ? 1 : 0;
   for (size_t t = 0; t < s->ntables; t++) {
+    o->rows_cold += store_cold_rows(s, t);
     uint64_t v = 0;
-    if (rocksdb_property_int_cf(s->db, s->tables[t].cf, "rocksdb.estimate-num-keys", &v) == 0)
-      o->rows_cold += v;
-    v = 0;
     if (rocksdb_property_int_cf(s->db, s->tables[t].cf, "rocksdb.estimate-live-data-size", &v) == 0)
       o->cold_bytes += v;
     v = 0;

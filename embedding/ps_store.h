@@ -188,7 +188,8 @@ typedef struct ps_store_ckpt_info {
   uint64_t base_step;   /* delta: its base's step and id */
   uint64_t base_id;
   uint32_t depth;       /* deltas since the last full checkpoint (0 = this one is full) */
-  uint64_t rows;        /* delta: rows written, and tombstones */
+  uint64_t rows;        /* delta: rows written, and tombstones; full: about its rows
+                         * (RocksDB's estimate) */
   uint64_t tombstones;
 } ps_store_ckpt_info;
 /* Writes the checkpoint of `step` into dir (must not exist): a delta against the store's base

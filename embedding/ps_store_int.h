@@ -461,6 +461,8 @@ void store_ckpt_ref_clear(store_ckpt_ref *r);
 /* Writes every dirty hot row to RocksDB (store write-locked); err must not be NULL. A row's
  * dirty bit is cleared only once its write succeeded, so a failure loses nothing. */
 ps_status store_write_dirty(ps_store *s, ps_error *err);
+/* RocksDB's estimate of table t's rows (what it holds; 0 if it cannot tell). */
+uint64_t store_cold_rows(ps_store *s, size_t t);
 /* write_dirty + flush of every memtable (store write-locked); err must not be NULL. */
 ps_status store_flush_locked(ps_store *s, ps_error *err);
 

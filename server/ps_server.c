@@ -109,11 +109,12 @@ static bool recv_one(ps_server *s) {
 /* ---------------------------------------------------------------- lifecycle */
 
 /* The coordinator holds ranks per connection, the restore guard remembers who trains: both
- * need to hear when one closes. */
+ * need to hear when one closes. A connection ZeroMQ could not accept (the open-file limit)
+ * is heard too, to be logged: ZeroMQ retries silently, and clients just time out. */
 static ps_status monitor_start(ps_server *s, ps_error *err) {
   char ep[64];
   snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
-  if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED) != 0 ||
+  if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED) != 0 ||
       !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, ep) != 0) {
     return ps_error_set(err, PS_ERR_INTERNAL, "cannot monitor the connections of %s: %s",
                         s->endpoint, zmq_strerror(errno));
@@ -337,6 +338,7 @@ ps_status ps_server_run(ps_server *s) {
     }
     long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
+    srv_ranks_tick(s); /* what waits for a worker lost a while ago fails (ps_server_sched.c) */
     if (!stopping && atomic_load(&s->stop)) {
       stopping = true;
       s->stopping = true;
@@ -468,6 +470,7 @@ void ps_server_destroy(ps_server **sp) {
   }
   if (s->coord) srv_coord_destroy(&s->coord);
   srv_guard_free(s);
+  free(s->rconn);
   srv_exo_destroy(&s->exo);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);

@@ -166,6 +166,17 @@ typedef struct srv_part {
   sync_tab *sync;
 } srv_part;
 
+/* A rank that stepped a table on this shard (ps_server_sched.c): the connection it last
+ * stepped it on, and whether that connection closed since (lost), so that a pull waiting for
+ * the rank's steps fails naming it instead of waiting out its timeout. */
+typedef struct srv_rank_conn {
+  uint32_t table, rank;
+  bool lost;         /* its connection closed at lost_ns; no STEP or pull since */
+  bool gone;         /* lost for the grace period: what waits for its steps fails */
+  uint64_t lost_ns;
+  srv_coord_peer peer;
+} srv_rank_conn;
+
 /* A connection that trained (PUSH or STEP) on this shard, until it closes. */
 typedef struct srv_guard_trainer {
   srv_coord_peer peer;
@@ -239,6 +250,8 @@ struct ps_server {
   size_t ndecl_stale, decl_stale_cap;
   srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
   bool stager_open;
+  srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_sched.c) */
+  size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
   /* memory bounds (ps_server_mem.c) */
   size_t req_cap, conn_cap, all_cap, park_cap;
   _Atomic uint64_t inflight_bytes;   /* charged: frames of store requests, unreleased replies */
@@ -343,6 +356,19 @@ bool srv_pull_ready(const srv_table *t, uint64_t step);
 void srv_start_pull(ps_server *s, srv_req *r);
 /* Re-checks t's deferred pulls. */
 void srv_release_waiters(ps_server *s, srv_table *t);
+/* The STEP r of rank `worker` in table `id` (0: every table): its connection is the rank's
+ * from now on, and not lost. */
+void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker);
+/* The connection on fd closed: the ranks that stepped on it are lost. */
+void srv_ranks_gone(ps_server *s, int fd);
+/* Ranks lost for their grace period are gone: the deferred pulls and the checkpoint that wait
+ * for their steps fail naming them (the main loop calls it at least every 100 ms). */
+void srv_ranks_tick(ps_server *s);
+/* Answers r (a pull of `step`) with an error naming a gone rank it would wait for forever;
+ * false when none holds it back. A pull of a lost rank means it is back. */
+bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step);
+/* Forgets the lost ranks (a restore rolled every clock back: a new job). */
+void srv_ranks_reset(ps_server *s);
 /* Records that `worker` finished `step` in table t. */
 ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t step,
                          ps_error *err);

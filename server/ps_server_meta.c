@@ -338,8 +338,12 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, uin
     staged_drop(s, NULL);
     return st;
   }
-  PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (%s: %" PRIu64 " rows, %" PRIu64
-          " tombstones)", step, dir, info.delta ? "delta" : "full", info.rows, info.tombstones);
+  if (info.delta)
+    PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (delta: %" PRIu64 " rows, %" PRIu64
+            " tombstones)", step, dir, info.rows, info.tombstones);
+  else
+    PS_INFO("checkpoint at step %" PRIu64 " prepared in %s (full: about %" PRIu64 " rows)", step,
+            dir, info.rows);
   return PS_OK;
 }
 

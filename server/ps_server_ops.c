@@ -81,6 +81,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
     return;
   }
   if (check_worker(s, r) != PS_OK || check_keys(s, r, true) != PS_OK) return;
+  if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
@@ -126,6 +127,21 @@ static size_t first_nonfinite(const void *v, size_t n, size_t vsize) {
   return n;
 }
 
+/* What the non-finite value i of first_nonfinite's array is: "NaN", "+inf" or "-inf". */
+static const char *nonfinite_name(const void *v, size_t i, size_t vsize) {
+  uint32_t u = 0;
+  if (vsize == 2) {
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)v + 2 * i, 2);
+    u = (uint32_t)h << 16; /* its sign at bit 31 */
+    if (h & 0x3ffu) return "NaN";
+  } else {
+    memcpy(&u, (const uint8_t *)v + 4 * i, 4);
+    if (u & 0x7fffffu) return "NaN";
+  }
+  return u >> 31 ? "-inf" : "+inf";
+}
+
 static void handle_push(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
   srv_table *t = r->tab;
@@ -148,8 +164,11 @@ static void handle_push(ps_server *s, srv_req *r) {
   if (r->batch && h->keys_unique) ps_store_batch_set_unique(r->batch, true);
   size_t bad = first_nonfinite(r->msg.values, r->msg.nvalues, r->msg.value_size);
   if (bad < r->msg.nvalues) {
-    srv_reply_error(s, r, PS_ERR_INVALID, "gradient of key %" PRIu64 " is not finite (value %zu)",
-                    r->msg.keys[bad / t->spec.dim], bad % t->spec.dim);
+    /* Which element of the key's row and what it is ("value N" read as the value itself). */
+    srv_reply_error(s, r, PS_ERR_INVALID,
+                    "gradient of key %" PRIu64 " is not finite (element %zu of %u is %s)",
+                    r->msg.keys[bad / t->spec.dim], bad % t->spec.dim, t->spec.dim,
+                    nonfinite_name(r->msg.values, bad, r->msg.value_size));
     return;
   }
   /* A copy of a push taken before is answered with its outcome, never applied twice. */
@@ -190,6 +209,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   ps_error_clear(&err);
   ps_status st = PS_OK;
   srv_guard_note_trainer(s, r);
+  srv_rank_note(s, r, h->table_id, h->worker);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
   } else {
@@ -329,6 +349,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
     if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
+    if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);

@@ -11,10 +11,12 @@
  * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
  * monitor of the ROUTER socket, read before each coordinator op so that a rank freed a moment
  * ago is free for the JOIN that follows (and, on every shard, by the restore guard). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -196,6 +198,19 @@ void srv_peer_of(const srv_req *r, srv_coord_peer *p) {
   snprintf(p->addr, sizeof p->addr, "%s", addr ? addr : "");
 }
 
+/* ZeroMQ could not accept a connection (errno err): it retries by itself and says nothing,
+ * so that a client waits out its bound and the shard's log was silent. Out of file
+ * descriptors is the common case: named with the limit. */
+static void accept_failed(const ps_server *s, int err) {
+  struct rlimit rl;
+  if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    PS_ERROR_RL("cannot accept a connection on %s: %s (the open-file limit, ulimit -n, is %llu: "
+                "raise it, e.g. LimitNOFILE= in systemd, or run fewer clients)", s->endpoint,
+                strerror(err), (unsigned long long)rl.rlim_cur);
+  else
+    PS_ERROR_RL("cannot accept a connection on %s: %s", s->endpoint, strerror(err));
+}
+
 void srv_peers_poll(ps_server *s) {
   if (!s->mon) return;
   for (;;) {
@@ -219,7 +234,9 @@ void srv_peers_poll(ps_server *s) {
       else more = zmq_msg_more(&ep);
       zmq_msg_close(&ep);
     }
+    if (event == ZMQ_EVENT_ACCEPT_FAILED) accept_failed(s, (int)value);
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    srv_ranks_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
   }

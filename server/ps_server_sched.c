@@ -221,6 +221,160 @@ ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t s
   return PS_OK;
 }
 
+/* ---------------------------------------------------------------- lost ranks */
+
+/* A sync (or ssp) pull of step s waits until every rank reported the steps before it. When a
+ * rank's connection closes (kill -9 of one worker of a job), the others' pulls would wait out
+ * their whole timeout and then fail naming no one; every shard sees that disconnect, so the
+ * pulls (and a checkpoint) that wait for the gone rank fail naming it. A rank is known by the
+ * connection of its latest STEP of each table (every worker steps every shard after each
+ * push). A closed connection is not yet a dead worker: a client reconnects after a network
+ * blip, and moves between a shard's replicas. So a rank is given up only SRV_RANK_GRACE_MS
+ * (plus two failovers per replica on a replicated shard) after its disconnect, unless its
+ * STEP or its pull came meanwhile; a STEP on a new connection (a restarted worker) makes it
+ * live again, and a restore (a new job) forgets them all. */
+
+#define SRV_RANK_GRACE_MS 3000u
+
+static void rank_note(ps_server *s, const srv_coord_peer *p, uint32_t id, uint32_t worker) {
+  srv_rank_conn *k = NULL;
+  for (size_t i = 0; i < s->nrconn && !k; i++)
+    if (s->rconn[i].table == id && s->rconn[i].rank == worker) k = &s->rconn[i];
+  if (!k) {
+    if (!srv_grow((void **)&s->rconn, &s->rconn_cap, s->nrconn + 1, sizeof *s->rconn, 16))
+      return; /* out of memory: that rank's loss goes unnamed (its pulls time out) */
+    k = &s->rconn[s->nrconn++];
+    *k = (srv_rank_conn){.table = id, .rank = worker};
+  }
+  if (k->lost) s->nlost--;
+  k->lost = k->gone = false;
+  k->peer = *p;
+}
+
+void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker) {
+  if (!r->has_ident) return; /* in-process or forwarded by a primary: no connection to watch */
+  srv_coord_peer p;
+  srv_peer_of(r, &p);
+  for (uint32_t i = id ? id : 1; i <= (id ? id : s->max_table); i++)
+    if (s->tables[i] && s->tables[i]->spec.consistency != PS_CONS_ASYNC)
+      rank_note(s, &p, i, worker);
+}
+
+/* A lost rank that holds back a pull of `step` in t for good, or NULL. */
+static const srv_rank_conn *lost_blocker(const ps_server *s, const srv_table *t, uint64_t step) {
+  if (t->spec.consistency == PS_CONS_ASYNC) return NULL;
+  uint64_t slack = t->spec.consistency == PS_CONS_SSP ? t->spec.staleness : 0;
+  for (size_t i = 0; i < s->nrconn; i++) {
+    const srv_rank_conn *k = &s->rconn[i];
+    if (k->gone && k->table == t->spec.id && k->rank < t->spec.num_workers &&
+        t->clock[k->rank] + slack < step)
+      return k;
+  }
+  return NULL;
+}
+
+/* Answers r, a pull or a checkpoint that waits for step r->h->step of t, which lost rank k
+ * will never report. */
+static void fail_lost(ps_server *s, srv_req *r, const srv_table *t, const srv_rank_conn *k) {
+  srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
+                  "%s of step %" PRIu64 " of table %u waits for rank %u, which disconnected "
+                  "%.1f s ago after %" PRIu64 " steps (its connection from %s closed): that "
+                  "worker died or exited",
+                  r->h->op == EMBER__OP__OP_CHECKPOINT ? "checkpoint" : "pull", r->h->step,
+                  t->spec.id, k->rank, (double)(ps_now_ns() - k->lost_ns) / 1e9,
+                  t->clock[k->rank], k->peer.addr[0] ? k->peer.addr : "an unknown address");
+}
+
+bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step) {
+  for (size_t i = 0; s->nlost && i < s->nrconn; i++) { /* a pull of a lost rank: it is back */
+    srv_rank_conn *k = &s->rconn[i];
+    if (k->lost && !k->gone && k->rank == r->h->worker && k->table == r->tab->spec.id) {
+      k->lost = false;
+      s->nlost--;
+    }
+  }
+  const srv_rank_conn *k = lost_blocker(s, r->tab, step);
+  if (!k) return false;
+  fail_lost(s, r, r->tab, k);
+  return true;
+}
+
+/* The head exclusive op r, a snapshot waiting for its step's pushes (excl_ready): answered and
+ * dequeued when a lost rank holds that step back for good (it waited out the client's
+ * checkpoint bound, 10 minutes, naming no one). */
+static bool excl_fail_lost(ps_server *s, srv_req *r) {
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t || t->spec.consistency != PS_CONS_SYNC || !t->step_init) continue;
+    if (r->h->table_id && r->h->table_id != id) continue;
+    const srv_rank_conn *k = t->applied < r->h->step ? lost_blocker(s, t, r->h->step) : NULL;
+    if (!k) continue;
+    s->excl_head = r->next;
+    if (!s->excl_head) s->excl_tail = NULL;
+    r->next = NULL;
+    fail_lost(s, r, t, k);
+    return true;
+  }
+  return false;
+}
+
+void srv_ranks_gone(ps_server *s, int fd) {
+  for (size_t i = 0; i < s->nrconn; i++) {
+    srv_rank_conn *k = &s->rconn[i];
+    if (k->lost || k->gone || k->peer.fd != fd) continue;
+    k->lost = true;
+    k->lost_ns = ps_now_ns();
+    s->nlost++;
+    /* Every rank disconnects at the end of a job: only a pull failing for it is a warning. */
+    PS_INFO("rank %u of table %u disconnected (its connection from %s closed)", k->rank,
+            k->table, k->peer.addr[0] ? k->peer.addr : "an unknown address");
+  }
+}
+
+void srv_ranks_tick(ps_server *s) {
+  if (!s->nlost) return;
+  uint64_t grace = SRV_RANK_GRACE_MS, now = ps_now_ns();
+  if (s->opt.replicas > 1)
+    grace += 2ull * s->opt.replicas * (s->opt.failover_ms ? s->opt.failover_ms : 1000);
+  bool any = false;
+  for (size_t i = 0; i < s->nrconn; i++) {
+    srv_rank_conn *k = &s->rconn[i];
+    if (!k->lost || now - k->lost_ns < grace * 1000000ull) continue;
+    k->lost = false;
+    k->gone = any = true;
+    s->nlost--;
+  }
+  if (!any) return;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (!t) continue;
+    srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;
+    t->wait_head = t->wait_tail = NULL;
+    uint64_t failed = 0;
+    while (r) {
+      srv_req *next = r->next;
+      const srv_rank_conn *k = lost_blocker(s, t, r->h->step);
+      if (k) {
+        s->deferred_now--;
+        if (!failed++)
+          PS_WARN("rank %u disconnected %.1f s ago and did not come back: the pulls of table %u "
+                  "that wait for its steps fail", k->rank, (double)(now - k->lost_ns) / 1e9,
+                  t->spec.id);
+        r->next = NULL;
+        fail_lost(s, r, t, k);
+      } else {
+        srv_list_push(&keep_h, &keep_t, r);
+      }
+      r = next;
+    }
+    t->wait_head = keep_h;
+    t->wait_tail = keep_t;
+  }
+  srv_try_exclusive(s); /* a checkpoint waiting for the lost rank's step fails too */
+}
+
+void srv_ranks_reset(ps_server *s) { s->nrconn = s->nlost = 0; }
+
 /* ---------------------------------------------------------------- exclusive operations */
 
 static bool excl_ready(ps_server *s, srv_req *r) {
@@ -250,7 +404,10 @@ void srv_try_exclusive(ps_server *s) {
   while (s->excl_head) {
     srv_req *r = s->excl_head;
     if (!s->excl_active) {
-      if (!excl_ready(s, r)) return;
+      if (!excl_ready(s, r)) {
+        if (excl_fail_lost(s, r)) continue;
+        return;
+      }
       s->excl_active = true;
     }
     if (s->inflight) return;

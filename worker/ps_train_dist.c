@@ -8,6 +8,8 @@
  * (the sum is a concatenation). The per-step gradient allreduce is ps_train_allreduce, inline
  * in ps_train_int.h. */
 #include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +56,50 @@ ps_status ps_train_allreduce_host(void *ctx, float *buf, size_t n) {
   return st;
 }
 
+/* The ranks of this job that the coordinator (shard 0) no longer holds, as "rank 1" or "ranks
+ * 1, 3" in out ("" when it cannot tell). A collective fails at once when a peer process dies,
+ * but Gloo names only an address; the coordinator saw which rank's connection closed. Asked
+ * for up to ~2 s, since that disconnect may reach it after Gloo's. */
+static void lost_ranks(ps_trainer *t, char *out, size_t len) {
+  out[0] = '\0';
+  bool *held = calloc((size_t)t->world, sizeof *held);
+  for (int tries = 0; held && tries < 20 && !out[0]; tries++) {
+    if (tries) usleep(100000);
+    char *js = NULL;
+    if (ps_client_stats_within(t->cl, 0, 1000, &js, NULL) != PS_OK) break;
+    json_t *j = json_loads(js, 0, NULL);
+    free(js);
+    json_t *co = json_object_get(j, "coordinator"), *ranks = json_object_get(co, "ranks");
+    if (json_integer_value(json_object_get(co, "world")) == t->world && json_is_array(ranks)) {
+      memset(held, 0, (size_t)t->world * sizeof *held);
+      size_t i, n = 0;
+      json_t *m;
+      json_array_foreach(ranks, i, m) {
+        json_int_t r = json_integer_value(json_object_get(m, "rank"));
+        if (r >= 0 && r < t->world) held[r] = true;
+      }
+      char list[200];
+      size_t at = 0;
+      for (int r = 0; r < t->world && at < sizeof list; r++)
+        if (!held[r])
+          at += (size_t)snprintf(list + at, sizeof list - at, "%s%d", n++ ? ", " : "", r);
+      if (n) snprintf(out, len, "%s %.*s", n > 1 ? "ranks" : "rank", (int)sizeof list, list);
+    }
+    json_decref(j);
+  }
+  free(held);
+}
+
 ps_status ps_train_coll_fail(ps_trainer *t, const char *what, ps_status st) {
-  PS_ERROR("%s at step %" PRIu64 " failed (%s): another worker probably exited; its log says "
-           "why", what, t->step, ps_status_str(st));
+  char lost[256];
+  lost_ranks(t, lost, sizeof lost);
+  if (lost[0])
+    PS_ERROR("%s at step %" PRIu64 " failed (%s): %s left the job (the coordinator saw its "
+             "connection close: that worker died or exited; its log says why)",
+             what, t->step, ps_status_str(st), lost);
+  else
+    PS_ERROR("%s at step %" PRIu64 " failed (%s): another worker probably exited; its log says "
+             "why", what, t->step, ps_status_str(st));
   return st;
 }
 

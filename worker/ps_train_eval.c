@@ -6,6 +6,7 @@
  * the current step, so in sync mode they see every applied step), then the (score, label) pairs
  * are gathered exactly to every rank, so all ranks compute the same numbers. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ps_train_int.h"
@@ -89,8 +90,21 @@ ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_res
     }
     ps_reader_release(r, b);
   }
-  t->bad_lines += ps_reader_bad_lines(r);
+  uint64_t v[2] = {ps_reader_rows(r), ps_reader_bad_lines(r)};
+  t->bad_lines += v[1];
   ps_reader_destroy(&r);
+  /* An evaluation set of nothing (an empty file, or every line bad: a wrong file or format)
+   * is a failure, as for --train: it reported "auc null" over 0 samples and exited 0. All
+   * ranks count together. */
+  if (st == PS_OK) st = ps_train_allreduce_u64(t, v, 2);
+  if (st == PS_OK && v[0] == 0) {
+    char what[64] = "--test";
+    if (!t->cfg->test) snprintf(what, sizeof what, "--holdout %" PRId64 " of", t->cfg->holdout);
+    if (v[1] == 0) PS_ERROR("%s %s: no lines to evaluate (an empty file?)", what, sp->eval_path);
+    else PS_ERROR("%s %s: evaluated 0 samples: %" PRIu64 " of %" PRIu64 " lines were bad", what,
+                  sp->eval_path, v[1], v[1]);
+    st = PS_ERR_INVALID;
+  }
   if (st == PS_OK && t->world > 1) {
     st = ps_eval_allgather(ev, ps_train_allreduce_host, t, t->rank, t->world);
     if (st != PS_OK) ps_train_coll_fail(t, "gathering the evaluation scores", st);

@@ -99,6 +99,50 @@ static void test_split(void **st) {
   free(g);
 }
 
+/* Issue 36, 12: 4 clients' split pulls at once (7 parts of 1 MiB replies each) fill the
+ * server's waiting room (R = 1 MiB of parked frames): parts are refused "busy", and the
+ * client used to fail the whole pull. It re-sends a part refused busy after a backoff, within
+ * the pull's bound: every pull completes, each equal to the same rows pulled in small
+ * batches. */
+static void test_split_busy(void **st) {
+  (void)st;
+  enum { NC = 4 };
+  uint64_t *keys = malloc(N * sizeof *keys);
+  float *ref = malloc((size_t)N * DIM * sizeof *ref);
+  float *out[NC];
+  ps_client *c[NC];
+  ps_client_req *r[NC];
+  assert_true(keys && ref);
+  for (size_t i = 0; i < N; i++) keys[i] = 7919u * (uint64_t)i + 11u;
+  for (int i = 0; i < NC; i++) {
+    c[i] = client((size_t)1 << 20);
+    assert_non_null(out[i] = malloc((size_t)N * DIM * sizeof *out[i]));
+  }
+  pull_small(c[0], keys, N, ref);
+  for (int i = 0; i < NC; i++)
+    assert_int_equal(ps_client_pull_start(c[i], 1, 0, keys, N, false, out[i], &r[i], NULL),
+                     PS_OK);
+  int failed = 0;
+  for (int i = 0; i < NC; i++) {
+    ps_error err;
+    ps_status s = ps_client_wait(c[i], &r[i], &err);
+    if (s != PS_OK) printf("pull %d: %s\n", i, err.msg), failed++;
+    else assert_memory_equal(out[i], ref, (size_t)N * DIM * sizeof *ref);
+  }
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c[0], 0, &js, NULL), PS_OK);
+  const char *rm = strstr(js, "\"refused_memory\"");
+  printf("server: %.24s\n", rm ? rm : "no refused_memory");
+  free(js);
+  assert_int_equal(failed, 0);
+  for (int i = 0; i < NC; i++) {
+    ps_client_destroy(&c[i]);
+    free(out[i]);
+  }
+  free(keys);
+  free(ref);
+}
+
 static int setup(void **st) {
   (void)st;
   pt_tmpdir("split", g_dir);
@@ -115,6 +159,7 @@ static int teardown(void **st) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_split)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_split),
+                                     cmocka_unit_test(test_split_busy)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -167,10 +167,81 @@ static void test_ssp(void **state) {
   ps_client_destroy(&slow);
 }
 
+/* Issue 36: a sync worker that dies (its connection closes) fails the other's pull that waits
+ * for its step 3 s later, naming its rank (it waited out the client's whole timeout and named
+ * no one); a pull arriving later fails at once, and so does a checkpoint; a rank whose new
+ * connection steps within those 3 s, or that restarts later, is live again. */
+static void test_sync_lost_rank(void **state) {
+  (void)state;
+  ps_client *a = client(0), *b = client(1);
+  ps_table_spec t;
+  ps_table_spec_default(&t, 12, "lost", DIM);
+  t.consistency = PS_CONS_SYNC;
+  t.num_workers = 2;
+  assert_int_equal(ps_client_declare(a, &t, NULL), PS_OK);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
+  uint64_t k[6] = {11, 12, 13, 14, 15, 16};
+  do_step(a, 12, 0, k, 6);
+  do_step(b, 12, 0, k, 6);
+  do_step(a, 12, 1, k, 6);
+  float rows[6 * DIM];
+  ps_client_req *r = NULL;
+  assert_int_equal(ps_client_pull_start(a, 12, 2, k, 6, false, rows, &r, NULL), PS_OK);
+  bool done = true;
+  assert_int_equal(ps_client_ready(a, r, 300, &done, NULL), PS_OK);
+  assert_false(done); /* waits for b's step 1 */
+  /* b's connection closes and a new one of rank 1 steps within the grace: no death. */
+  ps_client_destroy(&b);
+  b = client(1);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
+  do_step(b, 12, 1, k, 6);
+  assert_int_equal(ps_client_wait(a, &r, NULL), PS_OK);
+  do_step(a, 12, 2, k, 6);
+  assert_int_equal(ps_client_pull_start(a, 12, 3, k, 6, false, rows, &r, NULL), PS_OK);
+  ps_client_destroy(&b); /* b "dies" after step 1 */
+  /* The shard gives b 3 s to come back (a reconnect, a move between replicas). */
+  assert_int_equal(ps_client_ready(a, r, 1500, &done, NULL), PS_OK);
+  assert_false(done);
+  assert_int_equal(ps_client_ready(a, r, 10000, &done, NULL), PS_OK); /* the timeout is 15 s */
+  assert_true(done);
+  ps_error err;
+  assert_int_equal(ps_client_wait(a, &r, &err), PS_ERR_UNAVAILABLE);
+  printf("lost rank: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "waits for rank 1, which disconnected"));
+  assert_non_null(strstr(err.msg, "after 2 steps"));
+  /* A pull of that step arriving now fails at once; one b has finished is answered. */
+  assert_int_equal(ps_client_pull(a, 12, 3, k, 6, rows, &err), PS_ERR_UNAVAILABLE);
+  assert_non_null(strstr(err.msg, "rank 1"));
+  assert_int_equal(ps_client_pull(a, 12, 2, k, 6, rows, NULL), PS_OK);
+  /* So does a checkpoint of step 3, which waits for every rank's step 2 (it waited out the
+   * checkpoint bound, 10 minutes; this driver's is 8 s). */
+  const char *urls[2] = {g_cl.srv[0].url, g_cl.srv[1].url};
+  ps_client_options o;
+  ps_client_options_default(&o);
+  o.ckpt_timeout_ms = 8000;
+  ps_client *d = NULL;
+  assert_int_equal(ps_client_create(urls, 2, &o, &d, NULL), PS_OK);
+  char ck[600];
+  snprintf(ck, sizeof ck, "%s/ck-lost", g_cl.dir);
+  assert_int_equal(ps_client_checkpoint(d, 3, ck, &err), PS_ERR_UNAVAILABLE);
+  printf("lost rank: %s\n", err.msg);
+  assert_non_null(strstr(err.msg, "checkpoint of step 3 of table"));
+  assert_non_null(strstr(err.msg, "which disconnected"));
+  ps_client_destroy(&d);
+  /* Rank 1 restarted (a new connection) finishes step 2: a's pull of step 3 goes through. */
+  b = client(1);
+  assert_int_equal(ps_client_declare(b, &t, NULL), PS_OK);
+  do_step(b, 12, 2, k, 6);
+  assert_int_equal(ps_client_pull(a, 12, 3, k, 6, rows, NULL), PS_OK);
+  ps_client_destroy(&a);
+  ps_client_destroy(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sync),
       cmocka_unit_test(test_ssp),
+      cmocka_unit_test(test_sync_lost_rank),
   };
   return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
 }

@@ -293,9 +293,10 @@ static void test_malformed(void **state) {
     g[3 * 8 + 2] = bad ? INFINITY : NAN;
     ps_error e;
     assert_int_equal(ps_client_push(c, 1, 0, keys, 16, g, &e), PS_ERR_INVALID);
-    char want_msg[96];
-    snprintf(want_msg, sizeof want_msg, "gradient of key %llu is not finite",
-             (unsigned long long)keys[3]);
+    char want_msg[128];
+    /* The element and what it is (issue 36: "(value 2)" was the element's index). */
+    snprintf(want_msg, sizeof want_msg, "gradient of key %llu is not finite (element 2 of 8 is "
+             "%s)", (unsigned long long)keys[3], bad ? "+inf" : "NaN");
     printf("%s\n", e.msg);
     assert_non_null(strstr(e.msg, want_msg));
   }

@@ -4,10 +4,15 @@ before connecting, exit 2, are in test_flags.sh); checkpoints are written at the
 training, resume from a finished run, refuse a changed key meaning and a damaged dense.bin.
 Each check names what the code before issue 17 did instead."""
 import gzip
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness as h
@@ -125,6 +130,15 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = worker(["--train", empty])
     msg = lines_of(out, "no lines")
     r.check("empty --train fails", rc == 1 and len(msg) == 1 and empty in msg[0], f"rc={rc} {msg}")
+    # Issue 36, 11. The same for --test: a file of garbage exited 0 with "auc null" over 0
+    # samples; on 2 workers, both count together.
+    rc, out = worker(["--train", train, "--test", allbad, "--max-steps", "2"], workers=2)
+    msg = lines_of(out, "evaluated 0 samples")
+    r.check("all --test lines bad fails", rc == 1 and len(msg) == 2 and "--test " + allbad in
+            msg[0] and "600 of 600 lines were bad" in msg[0], f"rc={rc} {msg}")
+    rc, out = worker(["--train", train, "--test", empty, "--max-steps", "2"])
+    msg = lines_of(out, "no lines to evaluate")
+    r.check("empty --test fails", rc == 1 and len(msg) == 1 and empty in msg[0], f"rc={rc} {msg}")
     some = os.path.join(d, "some.tsv")
     with open(some, "w") as f:
         for i, l in enumerate(good):
@@ -155,13 +169,72 @@ with tempfile.TemporaryDirectory() as d:
     msg = lines_of(out, "record 183 is corrupt")
     r.check("corrupt binary record named", rc == 1 and len(msg) == 1, f"rc={rc} {msg}")
 
-    # 11. A peer that leaves mid-run: the survivor says which collective failed and that a
-    # peer probably exited (Gloo's own message was all it said).
+    # 11. A peer that leaves mid-run: the survivor says which collective failed and which rank
+    # left (Gloo's own message was all it said; then "another worker probably exited", issue
+    # 36 asked for the rank), or that its pull waits for that rank. Rank 1 reads line 1500.
     late = os.path.join(d, "late-bad.tsv")
     with open(late, "w") as f:
         for i, l in enumerate(good):
             f.write("bad line\n" if i == 1500 else l)
     rc, out = worker(["--train", late, "--bad-lines", "fail"], workers=2)
-    msg = lines_of(out, "probably exited")
+    msg = [l for l in lines_of(out, "ERROR worker/0") if "rank 1 left the job" in l or
+           "waits for rank 1, which disconnected" in l]
     r.check("peer exit named", rc == 1 and len(msg) >= 1, f"rc={rc} {msg}")
+
+    # Issue 36, 13. kill -9 of rank 1 of a 2-worker sync job while rank 0's pull waits for
+    # rank 1's step: rank 0 waited out --timeout-ms (120 s), then failed with "no answer to
+    # PULL", naming no one. Now the shard fails the waiting pull naming rank 1 once rank 1 was
+    # gone for 3 s (a reconnect within them is no death), and ember-local names the killed
+    # worker. Rank 1 is stopped until rank 0's pull is parked on the shard (its STATS
+    # "deferred"), so the pull path is the one taken, then killed.
+    big, _, _ = h.datagen(d, 100000, 100, seed=4)
+    sdir = os.path.join(d, "lost")
+    cmd = [h.LOCAL, "--bin", h.BIN, "--servers", "1", "--workers", "2", "--data-dir", sdir,
+           "--"] + SMALL + ["--batch", "32", "--progress-every", "0.2", "--timeout-ms", "120000",
+                            "--train", big]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True).start()
+    t0 = time.time()
+    while not any("samples/s" in l for l in lines) and p.poll() is None and time.time() - t0 < 60:
+        time.sleep(0.05)
+    url = open(os.path.join(sdir, "ports.txt")).read().split()[2]
+    kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout
+    rank1 = [int(k) for k in kids.split()
+             if "--rank\0" + "1\0" in open(f"/proc/{k}/cmdline").read()]
+    parked = False
+    for _ in range(40):  # bounded: stop rank 1 until rank 0's pull waits for it
+        if not rank1 or p.poll() is not None:
+            break
+        os.kill(rank1[0], signal.SIGSTOP)
+        for _ in range(10):
+            rc, st = h.run([f"{h.BIN}/ps-stats", "--servers", url], 20)
+            if rc == 0 and json.loads(st.splitlines()[-1])["queue"]["deferred"] > 0:
+                parked = True
+                break
+            time.sleep(0.05)
+        if parked:
+            break
+        os.kill(rank1[0], signal.SIGCONT)
+        time.sleep(0.02)
+    tk = time.time()
+    if rank1:
+        os.kill(rank1[0], signal.SIGKILL)
+    try:
+        rc = p.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        rc = p.wait()
+    took = time.time() - tk
+    time.sleep(0.2)
+    out = "".join(lines)
+    msg = [l for l in lines_of(out, "ERROR worker/0") if "rank 1" in l]
+    r.check("lost rank: rank 0's pull was parked, rank 1 killed", parked and rank1, f"{rank1}")
+    r.check("lost rank: rank 0 fails within seconds naming rank 1", rc == 1 and took < 20 and
+            any("waits for rank 1, which disconnected" in l for l in msg),
+            f"rc={rc} {took:.1f}s {msg[:1]}")
+    r.check("lost rank: ember-local names the killed worker",
+            "worker 1 (PID %d) was killed by signal 9 (SIGKILL)" % rank1[0] in out if rank1 else
+            False, str(lines_of(out, "ember-local: worker")))
 r.finish()

@@ -7,13 +7,14 @@ set -u
 W="$EMBER_BIN/ps-worker"
 TMP=$(mktemp -d /tmp/worker-flags.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+: >"$TMP/empty.tsv" # the --train of the checks below (/dev/null is a device: refused)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$W" --help >"$TMP/help.txt" || fail "--help exited $?"
 grep -q -- "--consistency sync|async|ssp:K" "$TMP/help.txt" || fail "--help lacks --consistency"
 
 bad() {
-  timeout 20 "$W" --servers tcp://127.0.0.1:1 --train /dev/null --timeout-ms 500 "$@" \
+  timeout 20 "$W" --servers tcp://127.0.0.1:1 --train "$TMP/empty.tsv" --timeout-ms 500 "$@" \
     >"$TMP/out" 2>"$TMP/err"
   local rc=$?
   [ $rc = 2 ] || { cat "$TMP/err" >&2; fail "ps-worker $* exited $rc, want 2"; }
@@ -48,6 +49,12 @@ mkdir -p "$TMP/ck-empty"
 named "--train $TMP/none.tsv" --train "$TMP/none.tsv"
 named "--train $TMP" --train "$TMP"
 named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
+# Issue 36, 10: a FIFO or a device as an input hung with no output (open waits for a writer,
+# /dev/zero never ends a line); each is refused at once (timeout 20 in bad()).
+mkfifo "$TMP/fifo"
+named "--train $TMP/fifo: is a named pipe (FIFO)" --train "$TMP/fifo"
+named "--train /dev/zero: is a character device" --train /dev/zero
+named "--test /dev/zero: is a character device" --test /dev/zero
 named "--holdout" --holdout 10
 named "--servers: server URL '127.0.0.1:1' is not tcp://HOST:PORT or ipc://PATH (no tcp:// or ipc:// scheme)" --servers 127.0.0.1:1
 named "--servers: server URL 'tcp://127.0.0.1:99999'" --servers tcp://127.0.0.1:99999
@@ -84,7 +91,7 @@ named "--interaction is dcn --dcn-layers 3 --dcn-rank 32 but" \
   --interaction dcn --dcn-rank 32 --checkpoint-dir "$TMP/ck-dot" --resume
 
 # A device that is not there fails (exit 1) before joining, so the worker takes no rank.
-timeout 20 "$W" --servers tcp://127.0.0.1:1 --train /dev/null --timeout-ms 500 --device cuda:99 \
+timeout 20 "$W" --servers tcp://127.0.0.1:1 --train "$TMP/empty.tsv" --timeout-ms 500 --device cuda:99 \
   >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ $rc = 1 ] || { cat "$TMP/err" >&2; fail "--device cuda:99 exited $rc, want 1"; }

@@ -189,6 +189,10 @@ ps_status ps_client_latest_checkpoint(ps_client *c, uint64_t *step, char *path, 
 ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step, ps_error *err);
 /* The STATS document of one shard (malloc'ed JSON). */
 ps_status ps_client_stats(ps_client *c, size_t shard, char **json, ps_error *err);
+/* The same within timeout_ms instead of options.timeout_ms (a question asked while reporting
+ * another failure, which should not wait out the long bound). */
+ps_status ps_client_stats_within(ps_client *c, size_t shard, uint32_t timeout_ms, char **json,
+                                 ps_error *err);
 ps_status ps_client_ping(ps_client *c, size_t shard, ps_error *err);
 
 #endif

@@ -286,12 +286,17 @@ ps_status ps_client_restore(ps_client *c, const char *path, uint64_t *step, ps_e
 }
 
 ps_status ps_client_stats(ps_client *c, size_t shard, char **json, ps_error *err) {
+  return ps_client_stats_within(c, shard, c->opt.timeout_ms, json, err);
+}
+
+ps_status ps_client_stats_within(ps_client *c, size_t shard, uint32_t timeout_ms, char **json,
+                                 ps_error *err) {
   *json = NULL;
   if (shard >= c->nsrv) return ps_error_set(err, PS_ERR_INVALID, "no shard %zu", shard);
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_STATS);
   struct ps_client_req *r = NULL;
-  ps_status st = ctl(c, (int)shard, &h, c->opt.timeout_ms, &r, err);
+  ps_status st = ctl(c, (int)shard, &h, timeout_ms, &r, err);
   if (st != PS_OK) return st;
   Ember__Header *rep = r->subs[shard].rep;
   char *s = malloc(rep->blob.len + 1);

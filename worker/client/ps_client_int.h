@@ -41,6 +41,8 @@ typedef struct cl_sub {
   uint32_t srv;
   bool pending;  /* registered, waiting for its reply */
   bool lost;     /* its connection dropped; re-send when it is back */
+  uint64_t busy_ns; /* refused "busy": re-send at this time (0 = not) */
+  uint32_t busy_tries;
   zmq_msg_t part[PS_WIRE_MAX_FRAMES]; /* kept for re-sending (idempotent requests) */
   int nparts;
   zmq_msg_t vals; /* pull reply rows */
@@ -113,6 +115,7 @@ struct ps_client {
   struct ps_client_req *free_reqs, *all_reqs;
   uint16_t *dims; /* by table id; 0 = not declared here */
   uint64_t disconnects, resent, stale;
+  size_t nbusy;  /* sub-requests waiting to be re-sent after a "busy" refusal */
   size_t nunsure; /* servers neither answered nor warned about: 0 keeps waits free of checks */
   float *acc;  /* f16 pushes: gradients summed in f32 before conversion */
   size_t acc_cap;

@@ -40,6 +40,8 @@ static void sub_clear(cl_sub *s) {
 
 static void unregister(ps_client *c, cl_sub *s) {
   if (!s->pending) return;
+  if (s->busy_ns) c->nbusy--;
+  s->busy_ns = 0;
   for (size_t i = 0; i < c->npend; i++) {
     if (c->pend[i] == s) {
       c->pend[i] = c->pend[--c->npend];
@@ -117,6 +119,8 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
     s->req = r;
     s->srv = (uint32_t)i;
     s->pending = s->lost = false;
+    s->busy_ns = 0;
+    s->busy_tries = 0;
     s->nkeys = 0;
     s->seq = 0;
   }
@@ -248,6 +252,47 @@ static cl_sub *find_pending(ps_client *c, uint32_t srv, uint64_t rid) {
   return NULL;
 }
 
+/* A pull the shard refused "busy" (its waiting room for requests over its memory bounds was
+ * full, ps_server_mem.c: nothing of it ran) goes again after a backoff of 10, 20, ... 640 ms,
+ * while its bound allows: a large pull split into parts of the request cap, from several
+ * clients at once, filled that room and failed (2 of 4 pulls of 256 MiB). Pushes are not
+ * re-sent so: their exactly-once records are the resend path's (ps_client_resend.c). */
+static bool busy_retry(ps_client *c, cl_sub *s, const Ember__Header *h) {
+  struct ps_client_req *r = s->req;
+  if (h->status != PS_ERR_NOMEM || !h->message || strncmp(h->message, "busy", 4) != 0 ||
+      r->op != EMBER__OP__OP_PULL || !r->keep)
+    return false;
+  uint64_t at = ps_now_ns() + (10ull << (s->busy_tries < 6 ? s->busy_tries : 6)) * 1000000ull;
+  if (at >= r->deadline) return false; /* no time left: the refusal is the answer */
+  if (!s->busy_tries++)
+    PS_DEBUG_RL("shard %u is busy (%s): re-sending a pull part after a backoff", s->srv,
+                h->message);
+  if (!s->busy_ns) c->nbusy++;
+  s->busy_ns = at;
+  return true;
+}
+
+/* Re-sends the sub-requests whose backoff after a "busy" refusal is over; the milliseconds
+ * until the next one is due (cap if none is sooner). */
+static long resend_busy(ps_client *c, long cap) {
+  if (!c->nbusy) return cap;
+  uint64_t now = ps_now_ns();
+  for (size_t i = 0; i < c->npend; i++) {
+    cl_sub *s = c->pend[i];
+    if (!s->busy_ns) continue;
+    if (s->lost || s->busy_ns <= now) {
+      s->busy_ns = 0;
+      c->nbusy--;
+      c->resent++;
+      if (!s->lost) cl_sub_send(c, s, true); /* a lost one goes when its connection is back */
+    } else {
+      long ms = (long)((s->busy_ns - now) / 1000000ull) + 1;
+      if (ms < cap) cap = ms;
+    }
+  }
+  return cap;
+}
+
 static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
   ps_frame f[PS_WIRE_MAX_FRAMES];
   for (int i = 0; i < nfr; i++) {
@@ -284,6 +329,10 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
     S->lost_ns = 0;
     PS_INFO("failover: shard %u answered by %s (replica %u) %" PRIu64 " ms after %s (replica %u)"
             " was lost", srv, S->url, S->cur, ms, S->rep[S->lost_from], S->lost_from);
+  }
+  if (busy_retry(c, s, h)) {
+    ember__header__free_unpacked(h, NULL);
+    return;
   }
   ps_wire_expect want = {r->op, r->table, r->warm ? 0 : s->nkeys, r->dim,
                          c->opt.wire_f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32};
@@ -414,6 +463,7 @@ static void handle_monitor(ps_client *c, uint32_t srv) {
  * a tenth of failover_ms, so that a replica that never connects is left in time. */
 static void pump(ps_client *c, long timeout_ms) {
   cl_failover_check(c);
+  timeout_ms = resend_busy(c, timeout_ms);
   if (c->replicated && timeout_ms > (long)c->opt.failover_ms / 10 + 1)
     timeout_ms = (long)c->opt.failover_ms / 10 + 1;
   int rc = zmq_poll(c->items, (int)(2 * c->nsrv), timeout_ms);
