@@ -1,5 +1,7 @@
 """README.md's "Layout" table is the map of the repository: its first column must name every
-top-level folder (`NAME/`) and every doc (`docs/NAME.md`), and nothing that does not exist.
+top-level folder (`NAME/`) and every doc (`docs/NAME.md`), and nothing that does not exist. And
+the README's set-up stays the two commands, `bash deploy/quickstart.sh` (the main job) and
+`bash deploy/test.sh` (the tests, which .ci/run runs: CI runs the README's test command).
 
 Usage: test_readme_layout.py [ROOT]   check ROOT (default $EMBER_SRC); exit 1 on a missing or
                                       stale row
@@ -46,7 +48,8 @@ def main():
         print("usage: test_readme_layout.py [ROOT] (or EMBER_SRC)", file=sys.stderr)
         return 2
     with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-        rows = layout_rows(f.read())
+        readme = f.read()
+    rows = layout_rows(readme)
     if rows is None:
         print("FAIL: README.md has no '## Layout' section")
         return 1
@@ -57,13 +60,21 @@ def main():
             for r in rows if not os.path.exists(os.path.join(root, r.rstrip("/")))]
     bad += [f"README.md's Layout table lists `{r}` twice" for r in sorted(set(rows))
             if rows.count(r) > 1]
+    lines = readme.splitlines()
+    for cmd in ("bash deploy/quickstart.sh", "bash deploy/test.sh"):
+        if cmd not in lines:
+            bad.append(f"README.md's set-up has no line `{cmd}`")
+    with open(os.path.join(root, ".ci", "run"), encoding="utf-8") as f:
+        if "bash deploy/test.sh" not in f.read().splitlines():
+            bad.append(".ci/run does not run the README's test command `bash deploy/test.sh`")
     for b in bad:
         print(b)
     if bad:
-        print(f"FAIL: {len(bad)} problem(s) in README.md's Layout table: one row per top-level "
-              "folder and per docs/*.md")
+        print(f"FAIL: {len(bad)} problem(s) in README.md: its Layout table has one row per "
+              "top-level folder and per docs/*.md; its set-up is the two commands")
         return 1
-    print(f"ok: README.md's Layout table lists all {len(want)} top-level folders and docs")
+    print(f"ok: README.md's Layout table lists all {len(want)} top-level folders and docs; "
+          "its set-up is the two commands")
     return 0
 
 
