@@ -1,5 +1,6 @@
 /* ps_cli: the option table of ps_cli.h turned into getopt_long's, strict number parsing, and
- * --help generated from the same table, so the reference in README never drifts from the code. */
+ * --help generated from the same table, so the reference in docs/CLI.md
+ * (deploy/gen-cli-ref.sh) never drifts from the code. */
 #include "ps_cli.h"
 
 #include <errno.h>

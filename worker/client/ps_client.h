@@ -20,7 +20,7 @@
  * ("may or may not have been applied"). At most PS_WIRE_SEQ_WINDOW - 1 pushes to one shard may
  * be unsettled (started and not yet waited for); one more fails with PS_ERR_INVALID.
  *
- * A client is not thread-safe: use one per thread. The wire protocol is server/PROTOCOL.md. */
+ * A client is not thread-safe: use one per thread. The wire protocol is docs/PROTOCOL.md. */
 #ifndef PS_CLIENT_H
 #define PS_CLIENT_H
 
@@ -141,7 +141,7 @@ ps_status ps_client_ready(ps_client *c, ps_client_req *r, uint32_t wait_ms, bool
                           ps_error *err);
 
 /* This worker finished `step` (all its pushes of that step sent before): table 0 = every
- * table. Sent to every shard; see PROTOCOL.md for the per-step sequence. */
+ * table. Sent to every shard; see docs/PROTOCOL.md for the per-step sequence. */
 ps_status ps_client_step(ps_client *c, uint32_t table, uint64_t step, ps_error *err);
 
 /* Coordinator (shard 0). */
