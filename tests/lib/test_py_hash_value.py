@@ -5,9 +5,9 @@ categorical columns hold strings, hex values, empty fields and a multi-hot colum
 real ps-server; Python declares its table first (ps-worker's id and spec) and pulls before
 and after: the rows of hash_feature(f, s) for every value s of the data (each item of a bag
 too) and of hash_missing(f) for the empty one-value fields moved, while the keys of strings
-the data never had are still at their initial values. "" is the missing
-key, 8 hex digits the int's key, bytes the str's key, and an array of strings the scalar
-form's keys."""
+the data never had are still at their initial values. "" is the missing key, 8 hex digits
+the int's key, bytes the str's key, and an array of strings the scalar form's keys.
+docs/examples/predict_torch.py computes the same keys (where xxhash is installed)."""
 import json
 import os
 import subprocess
@@ -17,17 +17,35 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib_harness import BIN, Results, Servers, use_build_package  # noqa: E402
+from lib_harness import BIN, SRC, Results, Servers, use_build_package  # noqa: E402
 
 use_build_package()
 import ember  # noqa: E402
 
+TOKEN_SEED, KEY_SEED = 0x454d42544f4b, 0x43524954454f  # ps_sample.h's "EMBTOK", ps_criteo.h's "CRITEO"
 SCHEMA = {"format": "csv", "header": True,
           "columns": [{"name": "click", "type": "label"},
                       {"name": "price", "type": "dense"},
                       {"name": "site", "type": "categorical"},
                       {"name": "ad", "type": "categorical"},
                       {"name": "tags", "type": "categorical", "separator": "|"}]}
+
+
+def example_keys(r):
+    """docs/examples/predict_torch.py's key of a value (its own token and XXH3, through Debian's
+    python3-xxhash) is ember.hash_feature's, "0x" values too (int() would read them as hex)."""
+    try:
+        import xxhash  # noqa: F401
+    except ImportError:
+        print("skip predict_torch.py's keys: no xxhash module (deploy/install-deps.sh: python3-xxhash)")
+        return
+    sys.path.insert(0, os.path.join(SRC, "docs", "examples"))
+    import predict_torch as pt
+    values = [(0, "site_1"), (3, "München"), (2, "0000abcd"), (1, "0x00abcd"), (4, "+000abcd"), (5, "x")]
+    got = [int(pt.xxh3_u64([((f << 33) ^ pt.token(v, TOKEN_SEED)) & pt.M64], KEY_SEED)[0])
+           for f, v in values]
+    r.check("predict_torch.py's keys are ember.hash_feature's",
+            got == [ember.hash_feature(f, v) for f, v in values], str(values))
 
 
 def main():
@@ -81,6 +99,7 @@ def main():
                 ember.hash_feature(1, "0000ABCD"))
         r.check("bytes: the str's UTF-8 key",
                 ember.hash_feature(0, "München".encode()) == ember.hash_feature(0, "München"))
+        example_keys(r)
         arr = ember.hash_feature(0, np.array([["site_1", "a,b"], ["München", ""]]))
         r.check("an array of strings: the scalar form's keys, its shape",
                 arr.dtype == np.uint64 and arr.shape == (2, 2) and
