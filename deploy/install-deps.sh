@@ -15,6 +15,8 @@ PKGS=(
   libgloo-dev libjansson-dev libxxhash-dev zlib1g-dev libmicrohttpd-dev
   # tests and references
   libcmocka-dev python3 python3-numpy python3-torch python3-sklearn
+  # docs/examples/predict_torch.py: the token of a categorical value that is not 8 hex digits
+  python3-xxhash
   # tools used by tests and benchmarks
   procps psmisc gnuplot-nox
   # operations tests (tests/ops): a real Prometheus server and promtool, a real single-node

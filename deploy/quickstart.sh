@@ -4,7 +4,8 @@
 # beside the planted model's AUC (the ceiling a trained model can approach).
 #
 # Environment: EMBER_OUT (default out/quickstart), EMBER_ROWS (default 300000 training rows),
-# EMBER_TEST_ROWS (default 50000), EMBER_JOBS (default nproc).
+# EMBER_TEST_ROWS (default 50000), EMBER_JOBS (default nproc), EMBER_CUDA (AUTO, ON or OFF:
+# the build's EMBER_CUDA; unset: AUTO where `nvidia-smi -L` lists a GPU, else OFF).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -15,9 +16,41 @@ jobs="${EMBER_JOBS:-$(nproc)}"
 
 echo "== installing dependencies"
 bash deploy/install-deps.sh
-echo "== building (build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build -j "$jobs" > build.quickstart.log 2>&1 || { tail -40 build.quickstart.log; exit 1; }
+# The CUDA backend only where a GPU is: nvcc alone (a toolkit on a CPU host) would add minutes
+# of kernels no run here can use. EMBER_CUDA, when set, decides instead.
+if [ -n "${EMBER_CUDA:-}" ]; then
+  cuda="$EMBER_CUDA"
+elif nvidia-smi -L > /dev/null 2>&1; then
+  cuda=AUTO
+else
+  cuda=OFF
+fi
+log="$root/build.quickstart.log"
+echo "== building (build/, CUDA $cuda; a few minutes; its output: $log)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA="$cuda" > "$log" 2>&1 ||
+  { tail -40 "$log"; echo "quickstart: cmake failed, its output: $log" >&2; exit 1; }
+# The build's lines go to the log; the terminal gets its progress, a line each 10% (make's
+# "[ 45%]", Ninja's "[45/300]"), so the silent minutes do not look like a hang. A bash loop:
+# mawk (Debian's awk) reads a pipe in blocks and would show the progress only at the end.
+progress() {
+  local line pct next=0
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >&3
+    if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
+      pct=$((10#${BASH_REMATCH[1]}))
+    elif [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]]; then
+      pct=$((100 * BASH_REMATCH[1] / BASH_REMATCH[2]))
+    else
+      continue
+    fi
+    if [ "$pct" -ge "$next" ]; then
+      echo "   built $pct%"
+      next=$((pct - pct % 10 + 10))
+    fi
+  done
+}
+cmake --build build -j "$jobs" 2>&1 | progress 3>> "$log" ||
+  { tail -40 "$log"; echo "quickstart: the build failed, its output: $log" >&2; exit 1; }
 
 mkdir -p "$out"
 echo "== generating $rows training rows and $test_rows test rows"

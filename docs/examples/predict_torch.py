@@ -10,7 +10,8 @@ V, U, bias or full-rank W from the manifest's model.cross). Everything comes fro
 EXPORT_DIR/manifest.json; the key
 hashing and the initial row of a key the checkpoint has no row for are those of
 docs/CHECKPOINTS.md. Needs numpy and torch; categorical values that are not 8 hex digits also
-need the `xxhash` package (pip install xxhash) for their token."""
+need the `xxhash` module for their token: Debian's python3-xxhash (deploy/install-deps.sh
+installs it), or `pip install xxhash` elsewhere."""
 import csv
 import json
 import math
@@ -65,12 +66,14 @@ def init_rows(table, keys):
 
 
 def token(value, seed):
-    if len(value) == 8:
-        try:
-            return int(value, 16)
-        except ValueError:
-            pass
-    import xxhash  # only for values that are not 8 hex digits
+    # Exactly 8 hex digits (int() would also take "0x", "+", "_" and spaces: hashed by Ember).
+    if len(value) == 8 and all(ch in "0123456789abcdefABCDEF" for ch in value):
+        return int(value, 16)
+    try:
+        import xxhash  # only for values that are not 8 hex digits
+    except ImportError:
+        raise SystemExit(f"predict_torch.py: value {value!r} is not 8 hex digits: its token needs "
+                         "the xxhash module (Debian: apt install python3-xxhash; else pip install xxhash)")
     return xxhash.xxh3_64_intdigest(value.encode(), seed) | (1 << 63)
 
 

@@ -238,12 +238,21 @@ class Client:
 
 
 def hash_feature(feature_index, value):
-    """ps-worker's key of categorical feature `feature_index` (0-based, C1 = 0) with 32-bit value
-    `value` (Criteo's 8 hex digits as an int). value may be a numpy array: keys come back as a
+    """ps-worker's key of categorical feature `feature_index` (0-based, C1 = 0) with value
+    `value`: a 32-bit int (Criteo's 8 hex digits as an int), or a str / bytes as a schema's data
+    file spells it (docs/SCHEMA.md: 8 hex digits are the number, any other value its hash, ""
+    the missing key). value may be a numpy array (or a list) of either: keys come back as a
     uint64 array of its shape."""
+    if isinstance(value, (str, bytes)):
+        b = value.encode("utf-8") if isinstance(value, str) else value
+        return int(_lib.ember_hash_value(feature_index, b, len(b)))
     if np.isscalar(value):
         return int(_lib.ember_hash_feature(feature_index, int(value)))
-    v = np.ascontiguousarray(value, dtype=np.uint32)
+    a = np.asarray(value)
+    if a.dtype.kind in "USO":  # strings (or objects: str or bytes): one call each
+        out = np.fromiter((hash_feature(feature_index, x) for x in a.reshape(-1)), np.uint64, a.size)
+        return out.reshape(a.shape)
+    v = np.ascontiguousarray(a, dtype=np.uint32)
     out = np.empty(v.shape, dtype=np.uint64)
     _lib.ember_hash_features(feature_index, v.ctypes.data_as(_u32p), v.size,
                              out.ctypes.data_as(_u64p))

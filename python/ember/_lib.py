@@ -58,6 +58,7 @@ _SIGS = {
     "ember_hash_feature": (ctypes.c_uint64, [ctypes.c_uint32, ctypes.c_uint32]),
     "ember_hash_missing": (ctypes.c_uint64, [ctypes.c_uint32]),
     "ember_hash_features": (None, [ctypes.c_uint32, _u32p, ctypes.c_size_t, _u64p]),
+    "ember_hash_value": (ctypes.c_uint64, [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]),
 }
 for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)

@@ -28,29 +28,6 @@ float ps_criteo_dense_transform(int64_t x) {
   return (float)log1p((double)x);
 }
 
-/* Eight hex digits at p (p[0] most significant) -> *v, SWAR on one 64-bit load; 0 if any
- * byte is not a hex digit. Per-byte range tests from "Bit Twiddling Hacks" (hasbetween),
- * valid for bytes < 0x80, which is checked first. */
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-#define BETWEEN(x, m, n) \
-  (((ONES * (127 + (n)) - ((x) & ONES * 127)) & ~(x) & (((x) & ONES * 127) + ONES * (127 - (m)))) & HIGHS)
-int ps_criteo_hex8(const char *p, uint32_t *v) {
-  uint64_t x;
-  memcpy(&x, p, 8);
-  if (x & HIGHS) return 0;
-  uint64_t digits = BETWEEN(x, 0x2f, 0x3a);          /* '0'..'9' */
-  uint64_t lower = x | (ONES * 0x20);
-  uint64_t letters = BETWEEN(lower, 0x60, 0x67);     /* 'a'..'f' or 'A'..'F' */
-  if ((digits | letters) != HIGHS) return 0;
-  uint64_t n = (x & (ONES * 0x0f)) + (letters >> 7) * 9; /* nibble per byte */
-  n = ((n << 4) | (n >> 8)) & 0x00FF00FF00FF00FFull;
-  n = ((n << 8) | (n >> 16)) & 0x0000FFFF0000FFFFull;
-  n = ((n << 16) | (n >> 32)) & 0xFFFFFFFFull;
-  *v = (uint32_t)n;
-  return 1;
-}
-
 /* Shows a field in an error message, shortened and with control bytes escaped. */
 void ps_criteo_show_field(const char *p, size_t n, char *out, size_t outlen) {
   size_t o = 0;

@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ps_hash.h"
 #include "ps_status.h"
@@ -53,8 +54,32 @@ typedef struct ps_criteo_row {
 ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row, ps_error *err);
 
 /* Eight hex digits at p (either case; p[0] most significant) -> *v; 0 if any byte is not a
- * hex digit. Reads exactly 8 bytes. Schemas read any 8-hex-digit value this way (ps_sample.h). */
-int ps_criteo_hex8(const char *p, uint32_t *v);
+ * hex digit. Reads exactly 8 bytes. Schemas read any 8-hex-digit value this way (ps_sample.h).
+ * Inline, as ps_sample_token over it: libember computes ps-worker's keys of string values
+ * (ember_hash_value) without linking worker/data.
+ * SWAR on one 64-bit load. Per-byte range tests from "Bit Twiddling Hacks" (hasbetween),
+ * valid for bytes < 0x80, which is checked first. */
+#define PS_HEX_ONES 0x0101010101010101ull
+#define PS_HEX_HIGHS 0x8080808080808080ull
+#define PS_HEX_BETWEEN(x, m, n)                                                          \
+  (((PS_HEX_ONES * (127 + (n)) - ((x) & PS_HEX_ONES * 127)) & ~(x) &                     \
+    (((x) & PS_HEX_ONES * 127) + PS_HEX_ONES * (127 - (m)))) &                           \
+   PS_HEX_HIGHS)
+static inline int ps_criteo_hex8(const char *p, uint32_t *v) {
+  uint64_t x;
+  memcpy(&x, p, 8);
+  if (x & PS_HEX_HIGHS) return 0;
+  uint64_t digits = PS_HEX_BETWEEN(x, 0x2f, 0x3a);          /* '0'..'9' */
+  uint64_t lower = x | (PS_HEX_ONES * 0x20);
+  uint64_t letters = PS_HEX_BETWEEN(lower, 0x60, 0x67);     /* 'a'..'f' or 'A'..'F' */
+  if ((digits | letters) != PS_HEX_HIGHS) return 0;
+  uint64_t n = (x & (PS_HEX_ONES * 0x0f)) + (letters >> 7) * 9; /* nibble per byte */
+  n = ((n << 4) | (n >> 8)) & 0x00FF00FF00FF00FFull;
+  n = ((n << 8) | (n >> 16)) & 0x0000FFFF0000FFFFull;
+  n = ((n << 16) | (n >> 32)) & 0xFFFFFFFFull;
+  *v = (uint32_t)n;
+  return 1;
+}
 
 /* A field as an error message shows it: at most 16 bytes then "...", control bytes escaped
  * as \xNN. out gets at most outlen bytes (80 is enough). */

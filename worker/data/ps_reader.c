@@ -145,6 +145,7 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
     r->buf_cap = READ_CHUNK;
     r->rtext_cap = 1u << 16;
     size_t keep = (r->r + 1) * r->B;
+    if (!ps_schema_is_criteo(r->schema) && !(r->sep = ps_schema_sep_new(r->schema))) goto fail;
     r->buf = malloc(r->buf_cap);
     r->rtext = malloc(r->rtext_cap);
     r->roff = malloc(keep * sizeof(size_t));
@@ -259,6 +260,7 @@ void ps_reader_destroy(ps_reader **rp) {
   ps_sample_buf_free(&r->win_data);
   free(r->win_off), free(r->win_sizes), free(r->win_epoch), free(r->win_first);
   ps_sample_keymap_free(&r->km);
+  ps_schema_sep_free(&r->sep);
   ps_schema_destroy(&r->own_schema);
   ps_shuffle_destroy(&r->shuf);
   free(r->path);

@@ -59,6 +59,9 @@ struct ps_reader {
   const ps_schema *schema;
   ps_sample_keymap km;
   int nd, nc, header;
+  /* a text input's first data lines, for the missing-separator warning (ps_schema_sep_*);
+   * NULL once judged, for the built-in Criteo layout and for binary files */
+  ps_schema_sep_stats *sep;
 
   /* text line splitter */
   char *buf;

@@ -136,10 +136,24 @@ static ps_status next_line(ps_reader *r, const char **line, size_t *len, int *ha
 
 /* ---------- rows of this rank's next round ---------- */
 
+/* The missing-separator warning (ps_schema.h) once, from the first SEP_SAMPLE data lines this
+ * reader parses (or all of them, at the end of its first epoch): one WARN line, not an error,
+ * since a column of such values may be meant as one category each. */
+#define SEP_SAMPLE 1000
+static void judge_separators(ps_reader *r) {
+  char msg[512];
+  if (ps_schema_sep_hint(r->schema, r->sep, msg, sizeof msg)) PS_WARN("%s: %s", r->path, msg);
+  ps_schema_sep_free(&r->sep);
+}
+
 /* Parses data line ln (0-based) into the next record of s; applies the bad-line policy. */
 static ps_status parse_one(ps_reader *r, const char *line, size_t len, uint64_t ln, staged *s) {
   ps_error why;
   size_t at = s->data.len;
+  if (r->sep) {
+    ps_schema_sep_scan(r->schema, r->sep, line, len);
+    if (ps_schema_sep_lines(r->sep) >= SEP_SAMPLE) judge_separators(r);
+  }
   ps_status st = ps_schema_parse_line(r->schema, line, len, &s->data, &why);
   if (st == PS_OK) {
     s->off[s->n++] = at;
@@ -218,6 +232,7 @@ ps_status ps_reader_fetch_text(ps_reader *r, staged *s) {
   }
   if (n_round < WB) r->epoch_done = 1; /* the input (or the range) ended in this round */
   if (n_round == 0 || (n_round < WB && r->o.tail == PS_TAIL_DROP)) {
+    if (r->sep) judge_separators(r);
     s->kind = F_END_EPOCH;
     return PS_OK;
   }
@@ -229,6 +244,7 @@ ps_status ps_reader_fetch_text(ps_reader *r, staged *s) {
   for (size_t i = a; i < b; i++)
     if ((st = parse_one(r, r->rtext + r->roff[i], r->rlen[i], first + i, s)))
       return st;
+  if (r->epoch_done && r->sep) judge_separators(r);
   s->kind = F_BATCH;
   return PS_OK;
 }

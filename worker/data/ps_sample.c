@@ -23,12 +23,6 @@ void ps_sample_buf_free(ps_sample_buf *b) {
   memset(b, 0, sizeof *b);
 }
 
-uint64_t ps_sample_token(const char *p, size_t n) {
-  uint32_t v;
-  if (n == 8 && ps_criteo_hex8(p, &v)) return v;
-  return ps_hash64(p, n, PS_SAMPLE_TOKEN_SEED) | PS_SAMPLE_TOK_STRING;
-}
-
 #define CRITEO_REC (PS_SAMPLE_HEAD + 4 * PS_CRITEO_NDENSE + 2 + PS_CRITEO_NCAT * 8)
 
 ps_status ps_sample_from_criteo(const ps_criteo_row *row, ps_sample_buf *b) {

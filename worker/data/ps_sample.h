@@ -57,8 +57,12 @@ static inline uint32_t ps_sample_len(const unsigned char *rec) {
   return n;
 }
 
-/* Token of a categorical value p[0..n) (n > 0). */
-uint64_t ps_sample_token(const char *p, size_t n);
+/* Token of a categorical value p[0..n) (n > 0). Inline: libember's ember_hash_value. */
+static inline uint64_t ps_sample_token(const char *p, size_t n) {
+  uint32_t v;
+  if (n == 8 && ps_criteo_hex8(p, &v)) return v;
+  return ps_hash64(p, n, PS_SAMPLE_TOKEN_SEED) | PS_SAMPLE_TOK_STRING;
+}
 
 /* Appends the record of a parsed Criteo row (13 dense, 26 one-value features). */
 ps_status ps_sample_from_criteo(const ps_criteo_row *row, ps_sample_buf *b);
@@ -80,10 +84,15 @@ ps_status ps_sample_keymap_init(ps_sample_keymap *km, const ps_schema *s, uint64
                                 ps_error *err);
 void ps_sample_keymap_free(ps_sample_keymap *km);
 
+/* The open-vocabulary key of token tok of feature f (also libember's ember_hash_value). */
+static inline uint64_t ps_sample_open_key(int f, uint64_t tok) {
+  return ps_hash_u64(((uint64_t)f << 33) ^ tok, PS_CRITEO_KEY_SEED);
+}
+
 static inline uint64_t ps_sample_key(const ps_sample_keymap *km, int f, uint64_t tok) {
   uint64_t n = km->buckets[f];
   if (n) return km->base[f] + (tok == PS_SAMPLE_TOK_MISSING ? 0 : tok % n);
-  return ps_hash_u64(((uint64_t)f << 33) ^ tok, PS_CRITEO_KEY_SEED);
+  return ps_sample_open_key(f, tok);
 }
 
 /* Decodes a record into a batch: label into *label, the dense inputs into dense[0..nd), its

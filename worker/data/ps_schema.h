@@ -111,4 +111,19 @@ struct ps_sample_buf;
 ps_status ps_schema_parse_line(const ps_schema *s, const char *line, size_t len,
                                struct ps_sample_buf *out, ps_error *err);
 
+/* A one-value categorical column whose every value holds a likely multi-hot separator ('|',
+ * ';' or ',') most likely lacks its "separator": it would train silently on whole strings
+ * (issue 36: AUC 0.749 instead of 0.796). The reader scans its first data lines with
+ * ps_schema_sep_scan and warns once with ps_schema_sep_hint's line. */
+typedef struct ps_schema_sep_stats ps_schema_sep_stats;
+ps_schema_sep_stats *ps_schema_sep_new(const ps_schema *s); /* NULL: out of memory */
+void ps_schema_sep_free(ps_schema_sep_stats **st);
+/* Counts the values of one data line (a line that does not parse counts as it splits). */
+void ps_schema_sep_scan(const ps_schema *s, ps_schema_sep_stats *st, const char *line, size_t len);
+uint64_t ps_schema_sep_lines(const ps_schema_sep_stats *st);
+/* 1 with one line into msg (at most n bytes) naming the first such column, its separator and a
+ * value, when it had at least PS_SCHEMA_SEP_MIN values; else 0. */
+#define PS_SCHEMA_SEP_MIN 20
+int ps_schema_sep_hint(const ps_schema *s, const ps_schema_sep_stats *st, char *msg, size_t n);
+
 #endif

@@ -293,3 +293,67 @@ ps_status ps_schema_parse_line(const ps_schema *s, const char *line, size_t len,
   if (ps_sample_from_criteo(&row, out)) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   return PS_OK;
 }
+
+/* ---------- the missing-separator hint ---------- */
+
+static const char SEP_CANDIDATES[] = "|;,";
+#define SEP_NCAND (sizeof SEP_CANDIDATES - 1)
+
+struct ps_schema_sep_stats {
+  uint64_t lines;
+  int ncol;
+  uint64_t *values;            /* per column: non-empty values seen */
+  uint64_t (*with)[SEP_NCAND]; /* per column and candidate: values holding it */
+  char (*example)[80];         /* per column: its first value (as messages show a field) */
+};
+
+ps_schema_sep_stats *ps_schema_sep_new(const ps_schema *s) {
+  ps_schema_sep_stats *st = calloc(1, sizeof *st);
+  if (!st) return NULL;
+  st->ncol = ps_schema_ncolumns(s);
+  st->values = calloc((size_t)st->ncol, sizeof *st->values);
+  st->with = calloc((size_t)st->ncol, sizeof *st->with);
+  st->example = calloc((size_t)st->ncol, sizeof *st->example);
+  if (!st->values || !st->with || !st->example) ps_schema_sep_free(&st);
+  return st;
+}
+
+void ps_schema_sep_free(ps_schema_sep_stats **st) {
+  if (!st || !*st) return;
+  free((*st)->values), free((*st)->with), free((*st)->example);
+  free(*st);
+  *st = NULL;
+}
+
+uint64_t ps_schema_sep_lines(const ps_schema_sep_stats *st) { return st->lines; }
+
+void ps_schema_sep_scan(const ps_schema *s, ps_schema_sep_stats *st, const char *line, size_t len) {
+  field_it it;
+  it_init(&it, s, line, len);
+  st->lines++;
+  for (int col = 0; col < st->ncol && next_field(&it) == 1; col++) {
+    const ps_schema_column *c = ps_schema_column_at(s, col);
+    if (c->type != PS_COL_CAT || c->separator || it.n == 0) continue;
+    if (st->values[col]++ == 0) ps_criteo_show_field(it.f, it.n, st->example[col], sizeof st->example[0]);
+    for (size_t k = 0; k < SEP_NCAND; k++)
+      if (memchr(it.f, SEP_CANDIDATES[k], it.n)) st->with[col][k]++;
+  }
+  free(it.scratch);
+}
+
+int ps_schema_sep_hint(const ps_schema *s, const ps_schema_sep_stats *st, char *msg, size_t n) {
+  for (int col = 0; col < st->ncol; col++) {
+    if (st->values[col] < PS_SCHEMA_SEP_MIN) continue;
+    for (size_t k = 0; k < SEP_NCAND; k++) {
+      if (st->with[col][k] != st->values[col]) continue;
+      snprintf(msg, n,
+               "column '%s' (%d): all %llu values of the first %llu lines hold '%c' (e.g. '%s'), "
+               "but the schema gives it no \"separator\": each whole value is one category. "
+               "A multi-hot column needs \"separator\": \"%c\" (docs/SCHEMA.md)",
+               ps_schema_column_at(s, col)->name, col + 1, (unsigned long long)st->values[col],
+               (unsigned long long)st->lines, SEP_CANDIDATES[k], st->example[col], SEP_CANDIDATES[k]);
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -15,6 +15,7 @@
 #include "ps_client.h"
 #include "ps_criteo.h"
 #include "ps_curve.h"
+#include "ps_sample.h"
 
 #define EMBER_MAX_OPTIONS 32
 
@@ -329,4 +330,10 @@ uint64_t ember_hash_missing(uint32_t f) { return ps_criteo_key((int)f, 0, 1, 0);
 
 void ember_hash_features(uint32_t f, const uint32_t *values, size_t n, uint64_t *out) {
   for (size_t i = 0; i < n; i++) out[i] = ps_criteo_key((int)f, values[i], 0, 0);
+}
+
+/* The reader's own token and key (ps_sample.h), inline there: nothing of worker/data is linked. */
+uint64_t ember_hash_value(uint32_t f, const char *value, size_t n) {
+  if (n == 0) return ember_hash_missing(f);
+  return ps_sample_open_key((int)f, ps_sample_token(value, n));
 }

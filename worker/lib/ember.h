@@ -131,6 +131,11 @@ int ember_checkpoint(ember_client *c, const char *path, ember_error *err);
 uint64_t ember_hash_feature(uint32_t f, uint32_t v);
 uint64_t ember_hash_missing(uint32_t f);
 void ember_hash_features(uint32_t f, const uint32_t *values, size_t n, uint64_t *out);
+/* ps-worker's key of categorical feature f with value[0..n) as a data file spells it under a
+ * schema (docs/SCHEMA.md, "Values"; any bytes, e.g. "site_4f2a"): 8 hex digits are the number
+ * they spell (ember_hash_feature's key), any other value its 63-bit hash; n == 0, an empty
+ * field, is ember_hash_missing's key. Open vocabulary, as ember_hash_feature. */
+uint64_t ember_hash_value(uint32_t f, const char *value, size_t n);
 
 #ifdef __cplusplus
 }
