@@ -62,6 +62,7 @@ def main():
                      ads[rng.integers(len(ads))], "|".join(bag)))
     with tempfile.TemporaryDirectory() as d, Servers(1) as s:
         schema, train = os.path.join(d, "s.json"), os.path.join(d, "train.csv")
+        # s.json trains the table s_emb (a schema names its table: docs/SCHEMA.md)
         with open(schema, "w") as f:
             json.dump(SCHEMA, f)
         with open(train, "w", encoding="utf-8") as f:
@@ -78,7 +79,7 @@ def main():
         spec = dict(id=1, dim=dim, optimizer="sgd", lr=0.5, init=0.01, seed=1, eps=1e-8,
                     consistency="sync", num_workers=1)
         with ember.Client(s.urls, timeout_ms=20000) as c:
-            before = c.table("criteo_emb", **spec).pull(keys)
+            before = c.table("s_emb", **spec).pull(keys)
         flags = ["--schema", schema, "--batch", "32", "--sparse-opt", "sgd", "--sparse-lr", "0.5",
                  "--emb-dim", str(dim), "--mlp-bot", f"1-16-{dim}", "--mlp-top", "8-1",
                  "--threads", "1", "--timeout-ms", "20000"]
@@ -86,7 +87,7 @@ def main():
                               *flags], capture_output=True, text=True, timeout=240)
         r.check("ps-worker trained", out.returncode == 0, out.stderr[-2000:] if out.returncode else "")
         with ember.Client(s.urls, timeout_ms=20000) as c:
-            moved = np.any(c.table("criteo_emb", **spec).pull(keys) != before, axis=1)
+            moved = np.any(c.table("s_emb", **spec).pull(keys) != before, axis=1)
         ns = len(seen)
         r.check("every string, hex and bag item of the data: ps-worker pushed hash_feature's key",
                 bool(moved[:ns].all()), f"untouched: {[sv for sv, ok in zip(seen, moved) if not ok]}")
