@@ -303,7 +303,7 @@ static int predict_file(predictor *p, const char *in, const char *outp, double p
 static ps_status server_shard(predictor *p, size_t i, size_t n, long long *step, ps_error *err) {
   char *text = NULL;
   ps_status st = ps_client_stats(p->cl, i, &text, err);
-  if (st != PS_OK) return ps_error_prefix(err, "%s: ", ps_client_url(p->cl, i));
+  if (st != PS_OK) return st; /* err names the server */
   json_t *j = json_loads(text, 0, NULL);
   free(text);
   json_int_t shard = -1, shards = -1, ck = -1;
