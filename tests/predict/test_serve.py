@@ -14,10 +14,18 @@ deploy/ember-local) with --checkpoint-dir; then real ps-server --serve processes
 3. Bad input, one line each: --shards unlike the checkpoint's, a directory that is no
    checkpoint, --serve with --data-dir, neither (exit 2); ps-predict --servers with another
    number of servers than shards (exit 2).
+4. A scoring host needs no snapshot (issue 36): ps-predict --servers on a copy of the checkpoint
+   holding only latest, config and dense.bin gives every score of offline ps-predict on the full
+   one, and so does a copy whose config predates its table-name line (criteo_emb). Servers that
+   do not serve that checkpoint are refused in one line at start, exit 2, with or without the
+   snapshots (before, the full step-8 scored silently with step 16's rows, and URLs out of
+   order failed mid-run, exit 1): URLs out of shard order, the servers at step 16 and step 8
+   given, a table-name they lack, an emb-dim unlike their rows'.
 Without --serve none of this exists (ps-server has no such flag)."""
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -100,7 +108,8 @@ try:
         train, test, _ = h.datagen(d, 8000, 2000, seed=13)
         ck = os.path.join(d, "ck")
         os.makedirs(ck)
-        h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck] + SMALL)
+        h.train(2, 1, ["--train", train, "--test", test, "--checkpoint-dir", ck,
+                       "--checkpoint-every", "8"] + SMALL)  # step-8, step-16
         before = h.tree_digest(ck)
         base, bsum, se = scored(d, ck, test, "offline")
         r.check("offline ps-predict runs", base is not None, se[-1500:])
@@ -168,6 +177,58 @@ try:
                 [f"{h.BIN}/ps-predict", "--checkpoint", ck, "--input", test, "--out",
                  os.path.join(d, "x.txt"), "--servers", s0], 2, "1 server(s), the checkpoint "
                 "has 2 shard(s)", "ps-predict")
+
+        # 4. a copy with no snapshot: latest, config, dense.bin (and schema.json when there is one)
+        def strip(name, step, edit=None):
+            dst = os.path.join(d, name)
+            os.makedirs(os.path.join(dst, step))
+            with open(os.path.join(dst, "latest"), "w") as f:
+                f.write(step + "\n")
+            for fn in ("config", "dense.bin", "schema.json"):
+                src = os.path.join(ck, step, fn)
+                if os.path.exists(src):
+                    shutil.copy(src, os.path.join(dst, step, fn))
+            if edit:  # a config edited by hand has no checksum line (as an older one)
+                cfg = os.path.join(dst, step, "config")
+                lines = [l for l in open(cfg).read().splitlines() if not l.startswith("checksum=")]
+                open(cfg, "w").write("\n".join(edit(lines)) + "\n")
+            return dst
+
+        stripped = strip("stripped", "step-16")
+        r.check("the stripped copy has no shards", not os.path.exists(
+            os.path.join(stripped, "step-16", "shards")))
+        old = strip("old-config", "step-16",
+                    lambda ls: [l for l in ls if not l.startswith("table-name=")])
+        for name, ckd in (("stripped", stripped), ("old-config", old)):
+            got, gsum, se = scored(d, ckd, test, name, ["--servers", f"{s0},{s1}"])
+            r.check(f"{name}: ps-predict --servers runs without the snapshots", got is not None,
+                    se[-1500:])
+            if got is not None and base is not None:
+                r.check(f"{name}: every score equals offline on the full checkpoint", got == base,
+                        f"{sum(a != b for a, b in zip(got, base))} of {len(base)} differ")
+                r.check(f"{name}: the summary names the step", gsum["step"] == 16, gsum)
+        pred = [f"{h.BIN}/ps-predict", "--input", test, "--out", os.path.join(d, "x.txt"),
+                "--checkpoint"]
+        for name, ckd, urls, text in (
+                ("URLs out of shard order", stripped, f"{s1},{s0}", "is shard 1: give one URL "
+                 "per shard, in shard order"),
+                ("URLs out of shard order, the full checkpoint", ck, f"{s1},{s0}",
+                 "is shard 1: give one URL per shard, in shard order"),
+                ("the full step-8 and servers at step 16", os.path.join(ck, "step-8"),
+                 f"{s0},{s1}", "serves step 16"),
+                ("the servers at another step", strip("step8", "step-8"), f"{s0},{s1}",
+                 "serves step 16, the checkpoint " + os.path.join(d, "step8", "step-8") +
+                 " is step 8"),
+                ("a table-name the servers lack",
+                 strip("other-name", "step-16", lambda ls: [
+                     "table-name=other_emb" if l.startswith("table-name=") else l for l in ls]),
+                 f"{s0},{s1}", "no table named 'other_emb'"),
+                ("an emb-dim unlike the served rows",
+                 strip("other-dim", "step-16", lambda ls: [
+                     "emb-dim=8" if l.startswith("emb-dim=") else l for l in ls]),
+                 f"{s0},{s1}", "has rows of 16 values, the checkpoint's emb-dim is 8")):
+            refused(f"ps-predict --servers, {name}: exit 2", pred + [ckd, "--servers", urls], 2,
+                    text, "ps-predict")
 finally:
     lib_harness.stop_procs(procs)
 r.finish()

@@ -1,7 +1,7 @@
 /* ps_ckpt: a checkpoint opened read-only (see ps_ckpt.h for the design). Layout read here:
  *   DIR/latest                  "step-N": the newest committed checkpoint
  *   DIR/step-N/config           NAME=VALUE lines (ps-worker's flags, schema-file, table-id,
- *                               interaction)
+ *                               table-name, interaction)
  *   DIR/step-N/dense.bin        dense parameters (ps_dense_file.h)
  *   DIR/step-N/schema.json      the schema, when the run had a JSON one
  *   DIR/step-N/shards/shard-I/  shard I's store snapshot (RocksDB files), or a delta that the
@@ -156,7 +156,9 @@ static ps_status open_shards(ps_ckpt *c, ps_error *err) {
   return PS_OK;
 }
 
-ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_error *err) {
+/* shards: false for ps_ckpt_open_model (config, dense.bin and the schema only). */
+static ps_status open_ckpt(const char *dir, const char *schema, bool shards, ps_ckpt **out,
+                           ps_error *err) {
   *out = NULL;
   ps_ckpt *c = calloc(1, sizeof *c);
   if (!c) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
@@ -168,13 +170,22 @@ ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_er
     st = ps_dense_file_read(p, &c->dense, err);
   }
   if (st == PS_OK) st = load_schema(c, schema, err);
-  if (st == PS_OK) st = open_shards(c, err);
+  if (st == PS_OK && shards) st = open_shards(c, err);
   if (st != PS_OK) {
     ps_ckpt_close(&c);
     return st;
   }
   *out = c;
   return PS_OK;
+}
+
+ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_error *err) {
+  return open_ckpt(dir, schema, true, out, err);
+}
+
+ps_status ps_ckpt_open_model(const char *dir, const char *schema, ps_ckpt **out,
+                             ps_error *err) {
+  return open_ckpt(dir, schema, false, out, err);
 }
 
 void ps_ckpt_close(ps_ckpt **cp) {
@@ -207,6 +218,11 @@ const char *ps_ckpt_config(const ps_ckpt *c, const char *name) {
   return NULL;
 }
 
+const char *ps_ckpt_table_name(const ps_ckpt *c) {
+  const char *v = ps_ckpt_config(c, "table-name");
+  return v ? v : "criteo_emb"; /* every run's table before the line existed */
+}
+
 const char *ps_ckpt_interaction(const ps_ckpt *c) {
   const char *v = ps_ckpt_config(c, "interaction");
   return v ? v : "dot";
@@ -227,6 +243,7 @@ void ps_ckpt_model_config(const ps_ckpt *c, int max_batch, ps_dlrm_config *cfg) 
 }
 
 ps_status ps_ckpt_pull(ps_ckpt *c, const uint64_t *keys, size_t n, float *out) {
+  if (!c->nshards) return PS_ERR_INVALID; /* ps_ckpt_open_model: no rows here */
   if (c->nshards == 1) return ps_store_pull(c->shards[0], c->table.id, keys, n, out);
   const size_t dim = c->table.dim;
   uint32_t *shard = malloc(n * sizeof *shard);

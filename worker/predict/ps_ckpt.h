@@ -33,6 +33,12 @@ typedef struct ps_ckpt ps_ckpt;
  * PS_ERR_INVALID (bad argument: no such checkpoint, another schema, an unsupported
  * interaction), PS_ERR_NOT_FOUND, PS_ERR_CORRUPT, PS_ERR_IO: one line in err. */
 ps_status ps_ckpt_open(const char *dir, const char *schema, ps_ckpt **out, ps_error *err);
+/* The same without the shards' snapshots: only config, dense.bin and the schema are read (for
+ * ps-predict --servers, whose rows come from serving servers: a scoring host needs no
+ * snapshot). ps_ckpt_nshards is 0, ps_ckpt_table all zero, ps_ckpt_pull PS_ERR_INVALID; the
+ * table is found by ps_ckpt_table_name. */
+ps_status ps_ckpt_open_model(const char *dir, const char *schema, ps_ckpt **out,
+                             ps_error *err);
 void ps_ckpt_close(ps_ckpt **c);
 /* For the tools' main(): ps_ckpt_open, and on failure the one line "PROG: --checkpoint DIR:
  * reason" on stderr. Returns 0 when open, else the exit code: 2 for a bad argument (no such
@@ -49,6 +55,9 @@ uint64_t ps_ckpt_hash_buckets(const ps_ckpt *c);
 const char *ps_ckpt_interaction(const ps_ckpt *c);  /* "dot" */
 /* The embedding table (its spec as the shards store it). */
 const ps_table_spec *ps_ckpt_table(const ps_ckpt *c);
+/* The embedding table's name (the config's table-name; criteo_emb, every run's table before
+ * the line existed, when it has none). */
+const char *ps_ckpt_table_name(const ps_ckpt *c);
 /* The dense parameters (ps_dlrm.h's flat layout) and their count. */
 const float *ps_ckpt_params(const ps_ckpt *c, size_t *n);
 uint32_t ps_ckpt_nshards(const ps_ckpt *c);

@@ -15,10 +15,14 @@
  *   scores equal the worker's evaluation of the same checkpoint to float rounding.
  * - --threads is the compute backend's (the MLPs); parsing is one thread.
  * - --servers URL,... (ps-server --serve of the same checkpoint, one URL per shard in shard
- *   order) looks the rows up on serving servers instead of the snapshots; the model, the config
- *   and the table's spec still come from the checkpoint (its snapshots are opened read-only
- *   too, which never conflicts with the servers' opens). A serving server answers a key it
- *   stores no row for with the same initial row, so the scores are the offline ones. */
+ *   order) looks the rows up on serving servers instead of the snapshots, which are not opened
+ *   (ps_ckpt_open_model): a scoring host needs only the checkpoint's config, dense.bin and
+ *   schema. The table is attached by the config's table-name (its spec is the servers', a DECLARE
+ *   with dim 0, docs/PROTOCOL.md), and refused in one line unless it agrees with the checkpoint:
+ *   each server's STATS must say it is shard i of as many shards as URLs, the table's rows must
+ *   have emb-dim values, and a server that reports the checkpoint step it serves must serve this
+ *   one (checked once, at start). A serving server answers a key it stores no row for with the
+ *   same initial row, so the scores are the offline ones. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -63,6 +67,7 @@ typedef struct predictor {
   size_t keys_cap;
   double t_rows, t_model; /* seconds: decode + dedup + row lookups; the model */
   ps_client *cl;          /* --servers: rows from serving servers, else from the snapshots */
+  ps_table_spec table;    /* the embedding table: the snapshots' spec, or the servers' */
   ps_error pull_err;      /* why a pull from the servers failed */
 } predictor;
 
@@ -102,7 +107,7 @@ static ps_status predictor_init(predictor *p, ps_ckpt *ck, const char *device, i
   p->nd = ps_schema_ndense(sc);
   p->nin = p->nd > 0 ? p->nd : 1; /* no dense column: one constant 0 input, as ps-worker */
   p->nc = ps_schema_ncat(sc);
-  p->dim = (int)ps_ckpt_table(ck)->dim;
+  p->dim = (int)p->table.dim;
   ps_status st = ps_kern_create(device, threads, &p->kern, err);
   if (st != PS_OK) return ps_error_prefix(err, "device '%s': ", device);
   ps_dlrm_config mc;
@@ -175,7 +180,7 @@ static ps_status score(predictor *p, int *n_out) {
   size_t nu = 0;
   if ((st = ps_dedup_keys(p->dedup, p->keys, nk, p->unique, p->inverse, &nu)) != PS_OK) return st;
   if (p->cl)
-    st = ps_client_pull_unique(p->cl, ps_ckpt_table(p->ck)->id, 0, p->unique, nu, p->rows,
+    st = ps_client_pull_unique(p->cl, p->table.id, 0, p->unique, nu, p->rows,
                                &p->pull_err);
   else
     st = ps_ckpt_pull(p->ck, p->unique, nu, p->rows);
@@ -293,22 +298,58 @@ static int predict_file(predictor *p, const char *in, const char *outp, double p
   return rc;
 }
 
-/* --servers: one serving server per shard of the checkpoint, the table declared as it is
- * stored (a server serving another model refuses the declaration). */
+/* Server i's STATS: it must be shard i of `n`; *step = the checkpoint step it reports serving
+ * (-1: it reports none). */
+static ps_status server_shard(predictor *p, size_t i, size_t n, long long *step, ps_error *err) {
+  char *text = NULL;
+  ps_status st = ps_client_stats(p->cl, i, &text, err);
+  if (st != PS_OK) return st; /* err names the server */
+  json_t *j = json_loads(text, 0, NULL);
+  free(text);
+  json_int_t shard = -1, shards = -1, ck = -1;
+  if (!j || json_unpack(j, "{s:I, s:I, s?{s:I}}", "shard", &shard, "shards", &shards,
+                        "last_checkpoint", "step", &ck) != 0)
+    st = ps_error_set(err, PS_ERR_PROTO, "%s: unreadable statistics", ps_client_url(p->cl, i));
+  else if (shards != (json_int_t)n)
+    st = ps_error_set(err, PS_ERR_INVALID, "%zu server(s), the checkpoint has %lld shard(s) (%s "
+                      "says so): give one URL per shard, in shard order", n, (long long)shards,
+                      ps_client_url(p->cl, i));
+  else if (shard != (json_int_t)i)
+    st = ps_error_set(err, PS_ERR_INVALID, "URL %zu (%s) is shard %lld: give one URL per shard, "
+                      "in shard order", i + 1, ps_client_url(p->cl, i), (long long)shard);
+  json_decref(j);
+  *step = ck;
+  return st;
+}
+
+/* --servers: one serving server per shard of the checkpoint; the table attached by its name
+ * and checked against the checkpoint (shard order, the rows' dim, the step served). */
 static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) {
   ps_client_options o;
   ps_client_options_default(&o);
   ps_status st = ps_client_create_list(urls, &o, &p->cl, err);
   if (st != PS_OK) return st;
-  if (ps_client_servers(p->cl) != ps_ckpt_nshards(p->ck))
-    return ps_error_set(err, PS_ERR_INVALID, "%zu server(s), the checkpoint has %u shard(s): "
-                        "give one URL per shard, in shard order", ps_client_servers(p->cl),
-                        ps_ckpt_nshards(p->ck));
-  ps_table_spec t = *ps_ckpt_table(p->ck);
-  t.consistency = PS_CONS_ASYNC;
-  t.staleness = 0;
-  t.num_workers = 1;
-  return ps_client_declare(p->cl, &t, err);
+  size_t n = ps_client_servers(p->cl);
+  uint64_t want = ps_ckpt_step(p->ck);
+  for (size_t i = 0; i < n; i++) {
+    long long step = -1;
+    if ((st = server_shard(p, i, n, &step, err)) != PS_OK) return st;
+    if (step < 0)
+      PS_WARN("%s reports no checkpoint it serves: scoring the rows it holds now",
+              ps_client_url(p->cl, i));
+    else if ((uint64_t)step != want)
+      return ps_error_set(err, PS_ERR_INVALID, "%s serves step %lld, the checkpoint %s is step "
+                          "%" PRIu64 ": give --checkpoint the step served", ps_client_url(p->cl, i),
+                          step, ps_ckpt_dir(p->ck), want);
+  }
+  const char *name = ps_ckpt_table_name(p->ck), *dim = ps_ckpt_config(p->ck, "emb-dim");
+  if ((st = ps_client_attach(p->cl, name, &p->table, err)) != PS_OK)
+    return ps_error_prefix(err, "the checkpoint's table: ");
+  if ((int)p->table.dim != atoi(dim))
+    return ps_error_set(err, PS_ERR_INVALID, "the servers' table '%s' has rows of %u values, "
+                        "the checkpoint's emb-dim is %s: they serve another model", name,
+                        p->table.dim, dim);
+  return PS_OK;
 }
 
 static json_t *num(double v) { return isnan(v) ? json_null() : json_real(v); }
@@ -352,7 +393,7 @@ int main(int argc, char **argv) {
       {"device", 0, PS_CLI_STRING, &device, "D", "cpu | cuda | cuda:N", false, 0, 0},
       {"progress-every", 0, PS_CLI_DOUBLE, &progress, "S", "seconds between progress lines on stderr (0: none)", false, 0, 1e9},
       PS_CLI_LOG_LEVEL_OPT(&level),
-      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots", false, 0, 0},
+      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold", false, 0, 0},
   };
   ps_cli cli = {PROG, "Score a file with a trained model from a checkpoint, offline (no server).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -365,23 +406,27 @@ int main(int argc, char **argv) {
     return fail(2, "--input %s: Ember's binary format has no lines to keep: give the text file", in);
   ps_error err;
   ps_ckpt *ck = NULL;
-  ps_status st = ps_ckpt_open(ckpt, schema, &ck, &err);
+  ps_status st = servers ? ps_ckpt_open_model(ckpt, schema, &ck, &err)
+                         : ps_ckpt_open(ckpt, schema, &ck, &err);
   if (st != PS_OK)
     return fail(st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND ? 2 : 1, "--checkpoint %s: %s",
                 ckpt, ps_error_str(&err));
   predictor p;
   memset(&p, 0, sizeof p);
-  st = predictor_init(&p, ck, device, threads, batch, &err);
-  if (st != PS_OK) rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNSUPPORTED ? 2 : 1, "%s",
-                             ps_error_str(&err));
-  if (rc < 0 && servers && (st = connect_servers(&p, servers, &err)) != PS_OK)
-    rc = fail(st == PS_ERR_INVALID ? 2 : 1, "--servers %s: %s", servers, ps_error_str(&err));
+  p.ck = ck;
+  if (servers && (st = connect_servers(&p, servers, &err)) != PS_OK)
+    rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNKNOWN_TABLE ? 2 : 1, "--servers %s: %s",
+              servers, ps_error_str(&err));
+  else if (!servers) p.table = *ps_ckpt_table(ck);
+  if (rc < 0 && (st = predictor_init(&p, ck, device, threads, batch, &err)) != PS_OK)
+    rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNSUPPORTED ? 2 : 1, "%s", ps_error_str(&err));
   run_result r;
   memset(&r, 0, sizeof r);
   if (rc < 0) {
-    PS_INFO("model of step %" PRIu64 " from %s (%u shard(s)%s, schema %s); scoring %s",
-            ps_ckpt_step(ck), ps_ckpt_dir(ck), ps_ckpt_nshards(ck), servers ? " served" : "",
-            ps_ckpt_schema_file(ck), in);
+    PS_INFO("model of step %" PRIu64 " from %s (%zu shard(s)%s, schema %s); scoring %s",
+            ps_ckpt_step(ck), ps_ckpt_dir(ck),
+            servers ? ps_client_servers(p.cl) : (size_t)ps_ckpt_nshards(ck),
+            servers ? " served" : "", ps_ckpt_schema_file(ck), in);
     rc = predict_file(&p, in, outp, progress, &r);
   }
   if (rc == 0) {
