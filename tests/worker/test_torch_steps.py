@@ -41,6 +41,7 @@ import torch_dlrm as T
 ROWS, BATCH, STEPS, M, N, SEED = 512, 128, 4, 8, 1000, 5
 LR, SPARSE_LR = 0.001, 0.1
 TOL_DENSE, TOL_EMB = 1e-5, 1e-3
+ILL = 1e-15  # Adagrad accumulator below which an element's gradients are rounding residue
 BOT, TOP = "13-64-16", "32-1"
 
 
@@ -99,7 +100,7 @@ def replay(schema, data, d0, e0, pooling, dedup_in_bag=False, buf=0):
         od.step()
         osp.step()
     used = set(T.bags_of(kb, order[:STEPS * BATCH])[0].tolist())
-    return m, used, (keys, off, nc)
+    return m, used, (keys, off, nc), osp.state[m.emb.weight]["sum"].numpy()
 
 
 r = h.Results()
@@ -119,7 +120,7 @@ with tempfile.TemporaryDirectory() as d:
         json.dump(schema, open(sp, "w"))
         d0, e0 = export(d, f"{pooling}{buf}-0", sp, data, 0, 0)
         d1, e1 = export(d, f"{pooling}{buf}-1", sp, data, LR, SPARSE_LR, buf)
-        m, used, (keys, off, nc) = replay(schema, data, d0, e0, pooling, buf=buf)
+        m, used, (keys, off, nc), acc = replay(schema, data, d0, e0, pooling, buf=buf)
         lens = np.diff(off[:STEPS * BATCH * nc + 1])
         dups = sum(len(set(keys[off[i]:off[i + 1]].tolist())) < lens[i] for i in range(len(lens)))
         r.check(f"{tag}: the steps hold bags with a repeated id ({dups}) and empty bags "
@@ -137,18 +138,28 @@ with tempfile.TemporaryDirectory() as d:
             r.check(f"{tag}: dense weights equal after {STEPS} steps (max |torch - ember| "
                     f"{worst:.2e}, a step moved them {moved:.2e})", worst < TOL_DENSE and moved > 100 * TOL_DENSE)
             W = m.emb.weight.numpy()
-            emb = max(float(np.abs(W[k] - e1[k]).max()) for k in used)
+            # An element whose gradients are all float rounding residue (sum of squares below
+            # ILL, |g| < 3e-8, against float32 residue ~1e-10 of sums of terms ~1e-3) is ill-conditioned
+            # under Adagrad with eps 1e-10: its step is lr * noise / sqrt(noise^2), up to lr in
+            # either direction, and which residue each side's summation order leaves differs by
+            # CPU (an Intel Xeon gave 0.0077 on an element with accumulator 4e-21; an EPYC passed).
+            # Those few elements are left out and counted; every other must agree to TOL_EMB.
+            ok = {k: acc[k] >= ILL for k in used}
+            emb = max(float(np.abs(W[k] - e1[k])[ok[k]].max(initial=0.0)) for k in used)
             moved = max(float(np.abs(W[k] - e0[k]).max()) for k in used)
+            nill = sum(int((~ok[k]).sum()) for k in used)
             r.check(f"{tag}: every touched embedding row equal (max |torch - ember| {emb:.2e}, "
-                    f"moved up to {moved:.2f})", emb < TOL_EMB and moved > 100 * TOL_EMB)
+                    f"moved up to {moved:.2f}; {nill} of {len(used) * W.shape[1]} elements with only "
+                    f"rounding-level gradients left out)",
+                    emb < TOL_EMB and moved > 100 * TOL_EMB and nill < 0.01 * len(used) * W.shape[1])
         if buf:
-            mf, _, _ = replay(schema, data, d0, e0, pooling)
+            mf, _, _, _ = replay(schema, data, d0, e0, pooling)
             Wf = mf.emb.weight.detach().numpy()
             miss = max(float(np.abs(Wf[k] - e1[k]).max()) for k in used)
             r.check(f"{tag}: a replay in file order misses ps-worker's rows ({miss:.2e} > "
                     f"{10 * TOL_EMB:.0e}): the order is compared too", miss > 10 * TOL_EMB)
         if pooling == "sum" and not buf:
-            md, _, _ = replay(schema, data, d0, e0, pooling, dedup_in_bag=True)
+            md, _, _, _ = replay(schema, data, d0, e0, pooling, dedup_in_bag=True)
             Wd = md.emb.weight.detach().numpy()
             miss = max(float(np.abs(Wd[k] - e1[k]).max()) for k in used)
             r.check(f"sum: an id counted once per bag misses ps-worker's rows ({miss:.2e} > "
