@@ -48,6 +48,9 @@
 /* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
 #define SRV_SPARE_MIN ((size_t)1 << 20)
 #define SRV_SPARE_MAX ((size_t)64 << 20)
+/* Buffers of applied sync steps kept for the next steps, in all (ps_server_part.c): reused,
+ * they spare a large push its page faults; beyond this they are freed. */
+#define SRV_SYNC_KEEP ((size_t)16 << 20)
 /* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
 #define SRV_REQ_COST ((size_t)1024)
 enum { PARK_HANDLE = 100 };
@@ -92,6 +95,7 @@ typedef struct srv_table {
   uint64_t *clock;       /* per worker: number of steps it reported finished */
   srv_req *wait_head, *wait_tail; /* deferred pulls, FIFO */
   uint64_t deferred;     /* pulls deferred so far (stats) */
+  uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
 } srv_table;
 
 struct srv_req {
@@ -248,6 +252,9 @@ struct ps_server {
   uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
   _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
+  size_t sync_cap;                   /* of sync pushes buffered for steps not applied yet */
+  uint64_t sync_bytes;               /* charged to that cap (the tables' sync_bytes summed) */
+  _Atomic uint64_t sync_kept;        /* buffers of applied steps kept for reuse (threads) */
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -322,6 +329,13 @@ bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
 #define SRV_SMALL_REPLY ((size_t)4096)
 /* r is freed: gives back its charged frame bytes. */
 void srv_mem_done(ps_server *s, srv_req *r);
+/* A sync push about to be buffered for its step: charges its gradients (as f32, with their
+ * keys) until the step is applied; refuses it (replies, frees r, false) past the sync cap. */
+bool srv_mem_sync_take(ps_server *s, srv_req *r);
+/* Step `step` of table t was applied: its buffered pushes are gone. */
+void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step);
+/* Every buffered sync push was dropped (srv_drop_sync_all). */
+void srv_mem_sync_reset(ps_server *s);
 
 /* ps_server_part.c */
 ps_status srv_parts_start(ps_server *s);

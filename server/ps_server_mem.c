@@ -30,7 +30,14 @@
  * kernel: a 25 MB multi-hot reply's ~6,000 page faults (zeroing, memcg charge, unmap) were a
  * third of the server's CPU on such pulls (bench/RESULTS-net.md, issue 22). Every byte of a
  * reply sent is written by its pull (an error sends no rows), so reuse shows no old rows. The
- * spare adds at most SRV_SPARE_MAX to the shard's memory (docs/OPERATIONS.md). */
+ * spare adds at most SRV_SPARE_MAX to the shard's memory (docs/OPERATIONS.md).
+ *
+ * Sync pushes outlive their requests: buffered per table and step until every worker reported
+ * the step, they would otherwise grow without bound under a step that never completes (one
+ * connection pushing into it forever). Their gradients (as the f32 rows the buffers hold, with
+ * their keys) are charged to a cap of R from the push until the step is applied; a push past
+ * it is refused with PS_ERR_NOMEM. The buffers grow by doubling, so they hold at most 2R, plus
+ * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_part.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +69,7 @@ ps_status srv_mem_init(ps_server *s) {
   s->conn_cap = s->req_cap;
   s->all_cap = 2 * s->req_cap;
   s->park_cap = s->req_cap;
+  s->sync_cap = s->req_cap;
   s->conn_bytes = calloc(SRV_CONN_SLOTS, sizeof *s->conn_bytes);
   s->conn_parked = calloc(SRV_CONN_SLOTS, sizeof *s->conn_parked);
   return s->conn_bytes && s->conn_parked ? PS_OK : PS_ERR_NOMEM;
@@ -300,4 +308,41 @@ bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n) {
 void srv_mem_done(ps_server *s, srv_req *r) {
   if (r->charged) release(s, r->slot, r->charged);
   r->charged = 0;
+}
+
+/* The bytes a buffered sync push holds: its keys and its gradients widened to f32. */
+static uint64_t sync_push_bytes(const srv_req *r) {
+  return (uint64_t)r->msg.nkeys * (sizeof(uint64_t) + (size_t)r->tab->spec.dim * sizeof(float));
+}
+
+bool srv_mem_sync_take(ps_server *s, srv_req *r) {
+  srv_table *t = r->tab;
+  const uint64_t b = sync_push_bytes(r);
+  if (s->sync_bytes + b > s->sync_cap) {
+    s->traffic.refused_memory++;
+    srv_reply_error(s, r, PS_ERR_NOMEM,
+                    "busy: sync pushes buffered for steps not applied yet hold %" PRIu64
+                    " bytes (cap %zu, the request cap); this push of %" PRIu64
+                    " more waits for step %" PRIu64 " of table %u, applied once all %u workers "
+                    "STEP it",
+                    s->sync_bytes, s->sync_cap, b, t->apply_issued, t->spec.id,
+                    t->spec.num_workers);
+    return false;
+  }
+  s->sync_bytes += b;
+  t->sync_bytes[r->step % SRV_WINDOW] += b;
+  return true;
+}
+
+void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step) {
+  uint64_t *b = &t->sync_bytes[step % SRV_WINDOW];
+  s->sync_bytes -= *b < s->sync_bytes ? *b : s->sync_bytes;
+  *b = 0;
+}
+
+void srv_mem_sync_reset(ps_server *s) {
+  s->sync_bytes = 0;
+  atomic_store(&s->sync_kept, 0);
+  for (uint32_t id = 1; s->tables && id <= PS_WIRE_MAX_TABLE; id++)
+    if (s->tables[id]) memset(s->tables[id]->sync_bytes, 0, sizeof s->tables[id]->sync_bytes);
 }

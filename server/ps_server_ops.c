@@ -181,6 +181,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   r->step = h->step;
+  if (!srv_mem_sync_take(s, r)) return; /* the buffers of unfinished steps are full */
   srv_dispatch(s, r, TK_BUFFER);
 }
 

@@ -32,6 +32,7 @@ void srv_finish(ps_server *s, srv_req *r) {
       PS_ERROR_RL("applying step %" PRIu64 " of table %u failed: %s", r->step, t->spec.id,
                ps_status_str(r->st));
     if (r->step + 1 > t->applied) t->applied = r->step + 1;
+    srv_mem_sync_release(s, t, r->step);
     srv_req_free(s, r);
     srv_release_waiters(s, t);
     srv_try_exclusive(s);
