@@ -102,6 +102,7 @@ static bool recv_one(ps_server *s) {
     srv_req_free(s, r);
     return true;
   }
+  r->fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD); /* its disconnect drops it if it still waits */
   handle_frames(s, r, sent);
   return true;
 }

@@ -125,6 +125,8 @@ struct srv_req {
   uint64_t t_svc;
   /* memory bounds (ps_server_mem.c) */
   uint32_t slot;       /* its connection's slot */
+  int fd;              /* its connection's socket (ZMQ_SRCFD), -1 in-process: what a
+                        * disconnect (the monitor's fd) drops */
   int park_kind;       /* parked: resumed by srv_handle (PARK_HANDLE) or as a TK_PULL */
   size_t charged;      /* bytes charged, released when r is freed */
   size_t reserved;     /* of which reserved for its pull reply */
@@ -295,6 +297,10 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
 void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void srv_reply_ok(ps_server *s, srv_req *r);
+/* Drops r, whose connection closed while it waited: answered with PS_ERR_UNAVAILABLE (ROUTER
+ * discards a reply to a connection that is gone; a new one that reused its fd before the
+ * monitor's event was read gets an answer rather than silence). */
+void srv_drop_gone(ps_server *s, srv_req *r);
 /* Replies every request of the list with PS_ERR_UNAVAILABLE (shutdown); empties it. */
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
 /* The coordinator's reply interface, answering through srv_reply. */
@@ -327,6 +333,8 @@ bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
 /* Header replies up to this size are not charged (acks, errors: ZeroMQ's send queue of a
  * connection holds at most 100,000 messages). */
 #define SRV_SMALL_REPLY ((size_t)4096)
+/* The connection on fd closed: its parked requests are dropped (srv_drop_peer). */
+void srv_mem_peer_gone(ps_server *s, int fd);
 /* r is freed: gives back its charged frame bytes. */
 void srv_mem_done(ps_server *s, srv_req *r);
 /* A sync push about to be buffered for its step: charges its gradients (as f32, with their
@@ -367,6 +375,9 @@ void srv_exclusive_add(ps_server *s, srv_req *r);
 void srv_try_exclusive(ps_server *s);
 /* Handles the ready queue's requests again, in order. */
 void srv_run_ready(ps_server *s);
+/* The connection on fd closed: every request of it still waiting -- deferred pulls, parked
+ * and held requests -- is dropped, with the bytes it holds. */
+void srv_drop_peer(ps_server *s, int fd);
 
 /* ps_server_ops.c */
 /* Takes ownership of a decoded request and handles it by op. */

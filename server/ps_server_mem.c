@@ -133,8 +133,10 @@ static void reply_free(void *data, void *hint) {
   }
 }
 
+/* A request's frames, and the batch its keys may get (check_keys, srv_dispatch: a position
+ * and a hash, 12 bytes a key, 1.5 times the keys themselves) while it runs. */
 static size_t frame_bytes(srv_req *r) {
-  size_t n = SRV_REQ_COST;
+  size_t n = SRV_REQ_COST + r->msg.nkeys * (sizeof(uint32_t) + sizeof(uint64_t));
   for (size_t i = 0; i < r->nfr; i++) n += zmq_msg_size(&r->fr[i]);
   return n;
 }
@@ -250,6 +252,17 @@ bool srv_mem_admit(ps_server *s, srv_req *r, int kind) {
   return false;
 }
 
+/* Takes r (after prev, or the head) out of the parked list. */
+static void unlink_parked(ps_server *s, srv_req *r, srv_req *prev) {
+  if (prev) prev->next = r->next;
+  else s->park_head = r->next;
+  if (s->park_tail == r) s->park_tail = prev;
+  r->next = NULL;
+  s->parked--;
+  s->parked_bytes -= r->park_bytes;
+  s->conn_parked[r->slot]--;
+}
+
 void srv_mem_unpark(ps_server *s) {
   if (!s->park_head || s->stopping) return;
   atomic_store(&s->park_wake, false);
@@ -262,13 +275,7 @@ void srv_mem_unpark(ps_server *s) {
     bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));
     if (go) go = r->park_kind == PARK_HANDLE ? take_intake(s, r) : take_reply(s, r, &nomem);
     if (go || nomem) {
-      if (prev) prev->next = next;
-      else s->park_head = next;
-      if (s->park_tail == r) s->park_tail = prev;
-      r->next = NULL;
-      s->parked--;
-      s->parked_bytes -= r->park_bytes;
-      s->conn_parked[sl]--;
+      unlink_parked(s, r, prev);
       if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
       else if (r->park_kind == PARK_HANDLE) srv_handle(s, r);
       else srv_dispatch(s, r, TK_PULL);
@@ -279,6 +286,20 @@ void srv_mem_unpark(ps_server *s) {
     r = next;
   }
   if (s->park_head) atomic_store(&s->park_wake, true);
+}
+
+void srv_mem_peer_gone(ps_server *s, int fd) {
+  srv_req *r = s->park_head, *prev = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    if (r->fd == fd) {
+      unlink_parked(s, r, prev);
+      srv_drop_gone(s, r);
+    } else {
+      prev = r;
+    }
+    r = next;
+  }
 }
 
 void srv_mem_drop_parked(ps_server *s, bool answer) {

@@ -38,6 +38,7 @@ srv_req *srv_req_new(ps_server *s, int kind) {
   memset(r, 0, sizeof *r);
   r->tasks = tasks;
   r->kind = kind;
+  r->fd = -1;
   r->t0 = ps_now_ns();
   s->reqs_live++;
   return r;
@@ -161,6 +162,11 @@ void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ..
   srv_reply(s, r, &rh, NULL);
 }
 
+void srv_drop_gone(ps_server *s, srv_req *r) {
+  srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
+                  "the connection of this request closed while it waited; it was dropped");
+}
+
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail) {
   srv_req *r = *head;
   *head = NULL;
@@ -222,5 +228,6 @@ void srv_peers_poll(ps_server *s) {
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
+    srv_drop_peer(s, (int)value);
   }
 }

@@ -278,3 +278,39 @@ void srv_run_ready(ps_server *s) {
     srv_handle(s, r);
   }
 }
+
+/* ---------------------------------------------------------------- closed connections */
+
+/* Drops the requests of the connection on fd from the list; how many. */
+static uint64_t drop_fd(ps_server *s, srv_req **head, srv_req **tail, int fd) {
+  srv_req *r = *head, *keep_h = NULL, *keep_t = NULL;
+  uint64_t n = 0;
+  *head = NULL;
+  if (tail) *tail = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    if (r->fd == fd) srv_drop_gone(s, r), n++;
+    else srv_list_push(&keep_h, &keep_t, r);
+    r = next;
+  }
+  *head = keep_h;
+  if (tail) *tail = keep_t;
+  return n;
+}
+
+/* Nothing else would ever free them: a pull deferred for a step that never comes, and the
+ * requests parked behind the bytes it holds, kept the whole in-flight budget after their
+ * client had gone, and every later large request waited or was refused as busy. */
+void srv_drop_peer(ps_server *s, int fd) {
+  if (fd < 0) return;
+  const uint64_t live = s->reqs_live;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (t && t->wait_head) s->deferred_now -= drop_fd(s, &t->wait_head, &t->wait_tail, fd);
+  }
+  s->held -= drop_fd(s, &s->held_head, &s->held_tail, fd);
+  srv_mem_peer_gone(s, fd);
+  if (live > s->reqs_live)
+    PS_LOG_RL(PS_LOG_INFO, "a connection closed with %" PRIu64 " requests waiting: dropped",
+            live - s->reqs_live);
+}

@@ -14,6 +14,8 @@
  *              the replies in flight are capped per connection and in all, the rest wait.
  *   sync       250 pushes of 4 MiB into a sync step that never completes: the buffered ones
  *              are capped (R), the rest refused.
+ *   gone       3 connections whose pulls of a step that never comes hold the in-flight
+ *              budget close: all they held is freed, a large pull is served again.
  * The bound is the one the docs state for the server's defaults at --cache-mb 64: the request
  * cap R = max(64 MiB, cache/4) = 64 MiB, and peak RSS <= cache + 7 R + 16 + 160 MiB (the store's
  * and the process's own overhead, measured in bench/RESULTS-ops.md). Today's server (before
@@ -213,12 +215,13 @@ static void *slow_dealer(void *ctx) {
   return d;
 }
 
-/* Sends PULL(table, n keys first, first+1, ...) with request id rid. */
-static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
-                      uint64_t rid) {
+/* Sends PULL(table, n keys first, first+1, ...) of `step` with request id rid. */
+static void send_pull_at(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
+                         uint64_t rid, uint64_t step) {
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_PULL);
   h.request_id = rid;
+  h.step = step;
   h.table_id = table;
   h.count = (uint32_t)n;
   h.dim = dim;
@@ -230,6 +233,36 @@ static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, siz
   for (size_t i = 0; i < n; i++) kp[i] = first + i;
   assert_true(zmq_send(d, hb, hs, ZMQ_SNDMORE) >= 0);
   assert_true(zmq_msg_send(&k, d, 0) >= 0);
+}
+
+static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
+                      uint64_t rid) {
+  send_pull_at(d, table, dim, first, n, rid, 0);
+}
+
+/* The server's queue figures, by STATS (never parked, answered while the caps are full). */
+typedef struct queue_fig {
+  long long parked, flight, deferred, live, refused;
+} queue_fig;
+
+static queue_fig queue_stats(ps_client *c) {
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  json_t *doc = json_loads(js, 0, NULL);
+  free(js);
+  assert_non_null(doc);
+  json_t *q = json_object_get(doc, "queue");
+  queue_fig f = {
+      .parked = json_integer_value(json_object_get(q, "parked")),
+      .flight = json_integer_value(json_object_get(q, "bytes_in_flight")),
+      .deferred = json_integer_value(json_object_get(q, "deferred")),
+      .live = json_integer_value(json_object_get(q, "requests_live")),
+      .refused = json_integer_value(json_object_get(doc, "refused_memory")),
+  };
+  json_decref(doc);
+  printf("# STATS: %lld parked, %lld deferred, %lld live, %lld MB in flight, %lld refused\n",
+         f.parked, f.deferred, f.live, f.flight >> 20, f.refused);
+  return f;
 }
 
 /* The status of the reply on d (<= 60 s), or INT32_MIN when none came. */
@@ -301,25 +334,14 @@ static void test_replies_in_flight(void **state) {
   /* STATS is answered meanwhile: the caps are full, requests wait, the refusals so far (the
    * huge pulls) are counted. */
   ps_client *c = legit_client();
-  char *js = NULL;
-  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  queue_fig f = queue_stats(c);
   ps_client_destroy(&c);
-  json_t *doc = json_loads(js, 0, NULL);
-  free(js);
-  assert_non_null(doc);
-  json_t *q = json_object_get(doc, "queue");
-  json_int_t parked = json_integer_value(json_object_get(q, "parked"));
-  json_int_t flight = json_integer_value(json_object_get(q, "bytes_in_flight"));
-  json_int_t refused = json_integer_value(json_object_get(doc, "refused_memory"));
-  json_decref(doc);
-  printf("# STATS: %lld parked, %lld MB in flight, %lld refused\n", (long long)parked,
-         (long long)(flight >> 20), (long long)refused);
   for (int i = 0; i < NC; i++) zmq_close(d[i]);
   zmq_ctx_term(ctx);
   assert_true(hwm <= BOUND_KB);
-  assert_true(parked > 0);
-  assert_true(flight <= 2 * REQ_MB * MIB + 65536);
-  assert_true(refused >= 5); /* test_huge_pull and test_big_pulls */
+  assert_true(f.parked > 0);
+  assert_true(f.flight <= 2 * REQ_MB * MIB + 65536);
+  assert_true(f.refused >= 5); /* test_huge_pull and test_big_pulls */
 }
 
 /* A sync table of 2 workers whose step 0 never completes (worker 1 never STEPs): worker 0
@@ -371,6 +393,53 @@ static void test_sync_unfinished(void **state) {
   ps_client_destroy(&c);
 }
 
+/* 3 connections send 40 PULLs each of a step that will never come (2 MiB of keys each): the
+ * deferred ones hold the whole in-flight budget (2R), the rest park or are refused. The
+ * connections close: everything they held is freed (within 15 s), and a large pull of a
+ * legitimate client is served. (Before: the budget stayed held for good, and later large pulls
+ * waited or were refused as busy.) */
+static void test_gone_frees(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 3, PER = 40, DIM = 64 };
+  const size_t n = 256 << 10; /* 2 MiB of keys; a 64 MiB reply, under the cap */
+  ps_client *c = legit_client();
+  queue_fig before = queue_stats(c);
+  void *ctx = zmq_ctx_new();
+  void *d[NC];
+  for (int i = 0; i < NC; i++) d[i] = slow_dealer(ctx);
+  reset_peak(pid);
+  for (int j = 0; j < PER; j++)
+    for (int i = 0; i < NC; i++) send_pull_at(d[i], TSYNC, DIM, 0, n, (uint64_t)j + 1, 1000000);
+  settle(pid);
+  queue_fig held = queue_stats(c);
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  queue_fig after = held;
+  for (int i = 0; i < 60 && (after.flight > (1 << 20) || after.parked || after.deferred); i++) {
+    sleep_ms(250);
+    after = queue_stats(c);
+  }
+  long hwm = peak_after(pid, "3 connections x 40 PULLs of a step that never comes");
+  assert_true(held.flight >= REQ_MB * MIB && held.deferred >= 10);
+  assert_true(after.flight <= (1 << 20));
+  assert_int_equal(after.parked, 0);
+  assert_int_equal(after.deferred, 0);
+  assert_true(after.live <= before.live + 2);
+  assert_true(hwm <= BOUND_KB);
+  /* A pull of a 51 MB reply needs the budget the gone connections held. */
+  enum { NK = 200000 };
+  uint64_t *keys = malloc(NK * sizeof *keys);
+  float *rows = malloc((size_t)NK * DIM * sizeof *rows);
+  assert_true(keys && rows);
+  for (int i = 0; i < NK; i++) keys[i] = (uint64_t)i;
+  ps_error err;
+  assert_int_equal(ps_client_pull(c, T64, 0, keys, NK, rows, &err), PS_OK);
+  free(keys);
+  free(rows);
+  ps_client_destroy(&c);
+}
+
 /* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
 static void test_legit_client_after(void **state) {
   (void)state;
@@ -418,7 +487,7 @@ int main(void) {
       cmocka_unit_test(test_declare),     cmocka_unit_test(test_frames),
       cmocka_unit_test(test_huge_pull),   cmocka_unit_test(test_big_pulls),
       cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_sync_unfinished),
-      cmocka_unit_test(test_legit_client_after),
+      cmocka_unit_test(test_gone_frees),  cmocka_unit_test(test_legit_client_after),
       cmocka_unit_test(test_shutdown_while_parked),
   };
   return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
