@@ -309,6 +309,15 @@ void srv_drop_peer(ps_server *s, int fd) {
     if (t && t->wait_head) s->deferred_now -= drop_fd(s, &t->wait_head, &t->wait_tail, fd);
   }
   s->held -= drop_fd(s, &s->held_head, &s->held_tail, fd);
+  if (s->excl_active) {
+    /* Its head runs as soon as the store work in flight is done (requests are held for it):
+     * it stays; the checkpoints and restores queued behind it go. */
+    drop_fd(s, &s->excl_head->next, NULL, fd);
+    for (s->excl_tail = s->excl_head; s->excl_tail->next; s->excl_tail = s->excl_tail->next) {
+    }
+  } else {
+    drop_fd(s, &s->excl_head, &s->excl_tail, fd); /* waiting for a step that may never come */
+  }
   srv_mem_peer_gone(s, fd);
   if (live > s->reqs_live)
     PS_LOG_RL(PS_LOG_INFO, "a connection closed with %" PRIu64 " requests waiting: dropped",
