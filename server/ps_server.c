@@ -261,7 +261,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (s->opt.follow && (st = srv_follow_start(s, err)) != PS_OK) goto fail;
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
-    int hwm = 100000, linger = 2000;
+    int hwm = SRV_PEER_HWM, linger = 2000; /* a non-reader's queue, bounded */
     int64_t maxmsg = (int64_t)s->req_cap; /* a larger frame: disconnected, nothing buffered */
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);

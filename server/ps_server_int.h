@@ -43,6 +43,11 @@
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
 /* Connections are told apart for the bytes-in-flight cap by a hash of their routing id. */
 #define SRV_CONN_SLOTS 4096u
+/* ZeroMQ's queues of one connection, each way (ZMQ_SNDHWM, ZMQ_RCVHWM), in messages: replies
+ * past it to a connection that does not read are dropped (ROUTER), requests past it wait in
+ * the peer's TCP buffers. A client never has more replies queued than requests outstanding,
+ * and ps_client's callers keep far fewer than this in flight per shard. */
+#define SRV_PEER_HWM 1000
 /* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
 #define SRV_PARK_MAX 1024u
 /* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
@@ -330,9 +335,10 @@ void srv_mem_drop_parked(ps_server *s, bool answer);
 /* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large
  * replies other than pulls: STATS); false without memory. */
 bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
-/* Header replies up to this size are not charged (acks, errors: ZeroMQ's send queue of a
- * connection holds at most 100,000 messages). */
-#define SRV_SMALL_REPLY ((size_t)4096)
+/* Header replies up to this size are not charged (acks, short errors): a connection's send
+ * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~0.5 MB of
+ * them. Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
+#define SRV_SMALL_REPLY ((size_t)256)
 /* The connection on fd closed: its parked requests are dropped (srv_drop_peer). */
 void srv_mem_peer_gone(ps_server *s, int fd);
 /* r is freed: gives back its charged frame bytes. */

@@ -233,7 +233,18 @@ bool srv_mem_intake(ps_server *s, srv_req *r) {
   if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
   const int op = (int)r->h->op;
   if (!s->conn_parked[r->slot] && (op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS)) {
-    /* Answered at once, never waiting: monitoring goes on while the caps are full. */
+    /* Answered at once, never waiting: monitoring goes on while the caps are full. A STATS
+     * reply is charged though: past R of its connection's own, or 3R in all (a request alone
+     * may take that much), it is refused with a short error, so that STATS replies nobody
+     * reads cannot grow past the caps. */
+    if (op == EMBER__OP__OP_STATS &&
+        (atomic_load(&s->conn_bytes[r->slot]) > s->conn_cap ||
+         atomic_load(&s->inflight_bytes) > s->all_cap + s->req_cap)) {
+      s->traffic.refused_memory++;
+      srv_reply_error(s, r, PS_ERR_NOMEM, "busy: replies not read yet hold the memory caps; "
+                                          "read them, or retry later");
+      return false;
+    }
     size_t fb = frame_bytes(r);
     charge(s, r->slot, fb);
     r->charged = fb;

@@ -12,6 +12,9 @@
  *   in flight  8 connections that never read their replies (RCVHWM 1, a 4 KB receive buffer)
  *              send 4 PULLs of 128K dim-64 keys each (32 MiB replies, each under the cap):
  *              the replies in flight are capped per connection and in all, the rest wait.
+ *   unread     200 connections that never read send 2000 KV_GETs of a 4 KB value and 100
+ *              PINGs each: small replies queue per connection up to a bound, larger ones are
+ *              charged.
  *   sync       250 pushes of 4 MiB into a sync step that never completes: the buffered ones
  *              are capped (R), the rest refused.
  *   gone       3 connections whose pulls of a step that never comes hold the in-flight
@@ -48,7 +51,11 @@
 #if defined(__SANITIZE_ADDRESS__)
 /* The ASan build's server: shadow memory and the quarantine of freed blocks (256 MB) on top. */
 #define SAN_MB 384L
+/* Its allocator keeps freed blocks (quarantine) and RSS: a smaller flood of unread replies,
+ * so that the later tests' peaks do not start from its leftovers. */
+#define FLOOD_GETS 400
 #else
+#define FLOOD_GETS 2000
 #define SAN_MB 0L
 #endif
 /* 4 R of requests, R of a connection mid-frame, 2 R of sync pushes buffered for unfinished
@@ -356,6 +363,57 @@ static void test_replies_in_flight(void **state) {
   assert_true(f.refused >= 5); /* test_huge_pull and test_big_pulls */
 }
 
+/* 200 connections that never read (RCVHWM 1, a 4 KB receive buffer) each send 2000 KV_GETs
+ * of a 4000-byte value and 100 PINGs: small replies no one reads. Each connection's send queue
+ * is bounded (SRV_PEER_HWM messages, the rest dropped) and a reply over 256 bytes is charged
+ * like a pull's, so the peak stays within the bound. (Before: 100,000 uncharged replies of up
+ * to 4 KB queued per connection.) */
+static void test_unread_small_replies(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 200, GETS = FLOOD_GETS, PINGS = 100, VLEN = 4000 };
+  ps_client *c = legit_client();
+  char *val = malloc(VLEN);
+  assert_non_null(val);
+  memset(val, 'v', VLEN);
+  ps_error err;
+  assert_int_equal(ps_client_kv_set(c, "membound/v", val, VLEN, &err), PS_OK);
+  free(val);
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_KV_GET);
+  h.name = "membound/v";
+  uint8_t get[256], ping[64];
+  size_t gs = ember__header__pack(&h, get);
+  ps_wire_header_init(&h, EMBER__OP__OP_PING);
+  size_t ps = ember__header__pack(&h, ping);
+  void *ctx = zmq_ctx_new();
+  int maxs = NC + 16;
+  zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, maxs);
+  void *d[NC];
+  int timeo = 5000;
+  for (int i = 0; i < NC; i++) {
+    d[i] = slow_dealer(ctx);
+    zmq_setsockopt(d[i], ZMQ_SNDTIMEO, &timeo, sizeof timeo); /* bounded if the server stalls */
+  }
+  reset_peak(pid);
+  long sent = 0;
+  for (int j = 0; j < GETS + PINGS; j++)
+    for (int i = 0; i < NC; i++)
+      sent += j < GETS ? zmq_send(d[i], get, gs, 0) >= 0 : zmq_send(d[i], ping, ps, 0) >= 0;
+  char what[128];
+  snprintf(what, sizeof what, "%d non-reading connections x %d KV_GETs of 4 KB + %d PINGs", NC,
+           GETS, PINGS);
+  long hwm = peak_after(pid, what);
+  printf("# %ld of %d requests sent\n", sent, NC * (GETS + PINGS));
+  queue_fig f = queue_stats(c);
+  (void)f;
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  ps_client_destroy(&c);
+  assert_true(sent > NC * GETS / 2);
+  assert_true(hwm <= BOUND_KB);
+}
+
 /* A sync table of 2 workers whose step 0 never completes (worker 1 never STEPs): worker 0
  * pushes 250 x 4 MiB (1 GB) into it. The pushes buffered for the step are charged to the sync
  * cap (R): those past it are refused with PS_ERR_NOMEM, and the peak stays within the bound.
@@ -500,7 +558,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declare),     cmocka_unit_test(test_frames),
       cmocka_unit_test(test_huge_pull),   cmocka_unit_test(test_big_pulls),
-      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_sync_unfinished),
+      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_unread_small_replies),
+      cmocka_unit_test(test_sync_unfinished),
       cmocka_unit_test(test_gone_frees),  cmocka_unit_test(test_legit_client_after),
       cmocka_unit_test(test_shutdown_while_parked),
   };
