@@ -56,6 +56,13 @@
 /* Buffers of applied sync steps kept for the next steps, in all (ps_server_part.c): reused,
  * they spare a large push its page faults; beyond this they are freed. */
 #define SRV_SYNC_KEEP ((size_t)16 << 20)
+/* CURVE: a peer is given this long to authenticate (ZMQ_HANDSHAKE_IVL), and at most
+ * SRV_HS_HEAVY connections may have received over SRV_HS_BYTES without delivering a message
+ * (a handshake is < 1 KB: the rest is a frame, possibly a peer with no key filling a handshake
+ * command up to R); newer ones are closed (ps_server_mem.c). */
+#define SRV_HS_IVL_MS 5000
+#define SRV_HS_HEAVY 2u
+#define SRV_HS_BYTES ((uint64_t)64 << 10)
 /* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
 #define SRV_REQ_COST ((size_t)1024)
 enum { PARK_HANDLE = 100 };
@@ -259,6 +266,8 @@ struct ps_server {
   uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
   _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
+  struct srv_hs *hs;                 /* CURVE: connections that delivered no message yet */
+  size_t nhs, hs_cap;
   size_t sync_cap;                   /* of sync pushes buffered for steps not applied yet */
   uint64_t sync_bytes;               /* charged to that cap (the tables' sync_bytes summed) */
   _Atomic uint64_t sync_kept;        /* buffers of applied steps kept for reuse (threads) */
@@ -339,6 +348,13 @@ bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
  * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~0.5 MB of
  * them. Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
 #define SRV_SMALL_REPLY ((size_t)256)
+/* CURVE: the connection on fd was accepted / delivered a message / closed. */
+void srv_mem_hs_accepted(ps_server *s, int fd);
+void srv_mem_hs_seen(ps_server *s, int fd);
+void srv_mem_hs_gone(ps_server *s, int fd);
+/* Closes the connections past SRV_HS_HEAVY that hold a frame but delivered no message; the
+ * poll timeout (ms) until the next look (100 when none is young). */
+long srv_mem_hs_check(ps_server *s);
 /* The connection on fd closed: its parked requests are dropped (srv_drop_peer). */
 void srv_mem_peer_gone(ps_server *s, int fd);
 /* r is freed: gives back its charged frame bytes. */

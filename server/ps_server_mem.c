@@ -37,14 +37,32 @@
  * connection pushing into it forever). Their gradients (as the f32 rows the buffers hold, with
  * their keys) are charged to a cap of R from the push until the step is applied; a push past
  * it is refused with PS_ERR_NOMEM. The buffers grow by doubling, so they hold at most 2R, plus
- * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_part.c). */
+ * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_part.c).
+ *
+ * A CURVE peer with no key must not hold memory either, but libzmq (4.3) applies the one
+ * ZMQ_MAXMSGSIZE (R) to the handshake's commands as to data, so a peer may announce a HELLO of
+ * R and fill it; libzmq keeps it until its handshake timeout, and says neither which
+ * connection authenticated nor offers to close one. What the server can see: the monitor's
+ * ACCEPTED event names a connection's socket, a request names the socket it came from, and
+ * the kernel counts the bytes a socket received (TCP_INFO). A connection that received more
+ * than a handshake without delivering a message is in the middle of a frame -- an
+ * unauthenticated one's HELLO, or a legitimate first request; at most SRV_HS_HEAVY of them
+ * may be, newer ones are shut down (shutdown(2): libzmq sees the peer go and closes it), with
+ * one WARN. Young connections are looked at every 10 ms; after ZMQ_HANDSHAKE_IVL a connection
+ * still open has authenticated, and is forgotten. */
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_time.h"
 
 /* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
 typedef struct mem_hdr {
@@ -77,6 +95,9 @@ ps_status srv_mem_init(ps_server *s) {
 
 void srv_mem_free(ps_server *s) {
   free(atomic_exchange(&s->reply_spare, NULL));
+  free(s->hs);
+  s->hs = NULL;
+  s->nhs = s->hs_cap = 0;
   free((void *)s->conn_bytes);
   free(s->conn_parked);
   s->conn_bytes = NULL;
@@ -377,4 +398,63 @@ void srv_mem_sync_reset(ps_server *s) {
   atomic_store(&s->sync_kept, 0);
   for (uint32_t id = 1; s->tables && id <= PS_WIRE_MAX_TABLE; id++)
     if (s->tables[id]) memset(s->tables[id]->sync_bytes, 0, sizeof s->tables[id]->sync_bytes);
+}
+
+/* ---------------------------------------------------------------- CURVE handshakes */
+
+typedef struct srv_hs {
+  int fd;
+  uint64_t t; /* accepted (ns) */
+} srv_hs;
+
+void srv_mem_hs_accepted(ps_server *s, int fd) {
+  if (!srv_grow((void **)&s->hs, &s->hs_cap, s->nhs + 1, sizeof *s->hs, 16)) return;
+  s->hs[s->nhs++] = (srv_hs){.fd = fd, .t = ps_now_ns()};
+}
+
+void srv_mem_hs_gone(ps_server *s, int fd) {
+  for (size_t i = 0; i < s->nhs; i++)
+    if (s->hs[i].fd == fd) {
+      memmove(&s->hs[i], &s->hs[i + 1], (s->nhs - i - 1) * sizeof *s->hs); /* keeps the order */
+      s->nhs--;
+      return;
+    }
+}
+
+void srv_mem_hs_seen(ps_server *s, int fd) { srv_mem_hs_gone(s, fd); }
+
+long srv_mem_hs_check(ps_server *s) {
+  const uint64_t now = ps_now_ns(), track = (SRV_HS_IVL_MS + 1000) * 1000000ull;
+  uint32_t heavy = 0;
+  for (size_t i = 0; i < s->nhs;) {
+    const srv_hs *h = &s->hs[i];
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (now - h->t > track || getsockopt(h->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+      srv_mem_hs_gone(s, h->fd); /* authenticated by now (or gone) */
+      continue;
+    }
+    if (ti.tcpi_bytes_received <= SRV_HS_BYTES || ++heavy <= SRV_HS_HEAVY) {
+      i++;
+      continue;
+    }
+    /* The oldest keep their place: a legitimate first request finishes, a handshake times
+     * out; the newest wait for their turn by reconnecting. */
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    char addr[INET6_ADDRSTRLEN] = "?";
+    if (getpeername(h->fd, (struct sockaddr *)&sa, &sl) == 0)
+      inet_ntop(sa.ss_family,
+                sa.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
+                                         : (void *)&((struct sockaddr_in *)&sa)->sin_addr,
+                addr, sizeof addr);
+    PS_WARN_RL("closed a connection from %s: %" PRIu64 " bytes received and no message after "
+               "%" PRIu64 " ms, while %u older connections are in the same state (a peer "
+               "filling a CURVE handshake? at most %u may hold memory so)",
+               addr, (uint64_t)ti.tcpi_bytes_received, (now - h->t) / 1000000, SRV_HS_HEAVY,
+               SRV_HS_HEAVY);
+    shutdown(h->fd, SHUT_RDWR);
+    srv_mem_hs_gone(s, h->fd);
+  }
+  return s->nhs ? 10 : 100;
 }

@@ -225,7 +225,9 @@ void srv_peers_poll(ps_server *s) {
       else more = zmq_msg_more(&ep);
       zmq_msg_close(&ep);
     }
+    if (event == ZMQ_EVENT_ACCEPTED) srv_mem_hs_accepted(s, (int)value);
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    srv_mem_hs_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
     srv_drop_peer(s, (int)value);
