@@ -383,6 +383,7 @@ ps_status ps_server_run(ps_server *s) {
       break;
     }
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
+    srv_drop_gone_peers(s); /* closed connections, also those a handler's poll saw */
     srv_repl_poll(s, items + ni, nr);
     if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];

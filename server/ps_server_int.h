@@ -45,9 +45,10 @@
 #define SRV_CONN_SLOTS 4096u
 /* ZeroMQ's queues of one connection, each way (ZMQ_SNDHWM, ZMQ_RCVHWM), in messages: replies
  * past it to a connection that does not read are dropped (ROUTER), requests past it wait in
- * the peer's TCP buffers. A client never has more replies queued than requests outstanding,
- * and ps_client's callers keep far fewer than this in flight per shard. */
-#define SRV_PEER_HWM 1000
+ * the peer's TCP buffers. A client never has more replies queued than requests outstanding:
+ * ps_client keeps at most 4095 pushes unsettled per shard (PS_WIRE_SEQ_WINDOW), and its other
+ * requests in flight are few, so twice that never drops a reply a client waits for. */
+#define SRV_PEER_HWM 8192
 /* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
 #define SRV_PARK_MAX 1024u
 /* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
@@ -266,6 +267,9 @@ struct ps_server {
   uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
   _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
+  int *gone;                         /* fds of connections closed, their requests not yet
+                                      * dropped (srv_drop_gone_peers) */
+  size_t ngone, gone_cap;
   struct srv_hs *hs;                 /* CURVE: connections that delivered no message yet */
   size_t nhs, hs_cap;
   size_t sync_cap;                   /* of sync pushes buffered for steps not applied yet */
@@ -345,8 +349,8 @@ void srv_mem_drop_parked(ps_server *s, bool answer);
  * replies other than pulls: STATS); false without memory. */
 bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
 /* Header replies up to this size are not charged (acks, short errors): a connection's send
- * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~0.5 MB of
- * them. Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
+ * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~4 MB of
+ * them (~1 MB of acks and PINGs, which fit in ZeroMQ's message structures). Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
 #define SRV_SMALL_REPLY ((size_t)256)
 /* CURVE: the connection on fd was accepted / delivered a message / closed. */
 void srv_mem_hs_accepted(ps_server *s, int fd);
@@ -355,7 +359,7 @@ void srv_mem_hs_gone(ps_server *s, int fd);
 /* Closes the connections past SRV_HS_HEAVY that hold a frame but delivered no message; the
  * poll timeout (ms) until the next look (100 when none is young). */
 long srv_mem_hs_check(ps_server *s);
-/* The connection on fd closed: its parked requests are dropped (srv_drop_peer). */
+/* The connection on fd closed: its parked requests are dropped (srv_drop_gone_peers). */
 void srv_mem_peer_gone(ps_server *s, int fd);
 /* r is freed: gives back its charged frame bytes. */
 void srv_mem_done(ps_server *s, srv_req *r);
@@ -397,9 +401,11 @@ void srv_exclusive_add(ps_server *s, srv_req *r);
 void srv_try_exclusive(ps_server *s);
 /* Handles the ready queue's requests again, in order. */
 void srv_run_ready(ps_server *s);
-/* The connection on fd closed: every request of it still waiting -- deferred pulls, parked
- * and held requests -- is dropped, with the bytes it holds. */
-void srv_drop_peer(ps_server *s, int fd);
+/* The connections srv_peers_poll saw close: every request of theirs still waiting --
+ * deferred pulls, parked and held requests, queued checkpoints -- is dropped, with the bytes
+ * it holds. Main loop only: srv_peers_poll also runs inside handlers (coordinator ops,
+ * checkpoints) that may be walking these very lists (srv_mem_unpark). */
+void srv_drop_gone_peers(ps_server *s);
 
 /* ps_server_ops.c */
 /* Takes ownership of a decoded request and handles it by op. */

@@ -96,6 +96,9 @@ ps_status srv_mem_init(ps_server *s) {
 void srv_mem_free(ps_server *s) {
   free(atomic_exchange(&s->reply_spare, NULL));
   free(s->hs);
+  free(s->gone);
+  s->gone = NULL;
+  s->ngone = s->gone_cap = 0;
   s->hs = NULL;
   s->nhs = s->hs_cap = 0;
   free((void *)s->conn_bytes);

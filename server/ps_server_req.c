@@ -230,6 +230,9 @@ void srv_peers_poll(ps_server *s) {
     srv_mem_hs_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
-    srv_drop_peer(s, (int)value);
+    /* Its waiting requests go later, from the main loop (srv_drop_gone_peers): this may run
+     * inside a handler. Without memory to note it they stay until answered as usual. */
+    if (srv_grow((void **)&s->gone, &s->gone_cap, s->ngone + 1, sizeof *s->gone, 16))
+      s->gone[s->ngone++] = (int)value;
   }
 }

@@ -301,7 +301,7 @@ static uint64_t drop_fd(ps_server *s, srv_req **head, srv_req **tail, int fd) {
 /* Nothing else would ever free them: a pull deferred for a step that never comes, and the
  * requests parked behind the bytes it holds, kept the whole in-flight budget after their
  * client had gone, and every later large request waited or was refused as busy. */
-void srv_drop_peer(ps_server *s, int fd) {
+static void drop_peer(ps_server *s, int fd) {
   if (fd < 0) return;
   const uint64_t live = s->reqs_live;
   for (uint32_t id = 1; id <= s->max_table; id++) {
@@ -322,4 +322,9 @@ void srv_drop_peer(ps_server *s, int fd) {
   if (live > s->reqs_live)
     PS_LOG_RL(PS_LOG_INFO, "a connection closed with %" PRIu64 " requests waiting: dropped",
             live - s->reqs_live);
+}
+
+void srv_drop_gone_peers(ps_server *s) {
+  for (size_t i = 0; i < s->ngone; i++) drop_peer(s, s->gone[i]);
+  s->ngone = 0;
 }

@@ -406,12 +406,18 @@ static void test_unread_small_replies(void **state) {
   long hwm = peak_after(pid, what);
   printf("# %ld of %d requests sent\n", sent, NC * (GETS + PINGS));
   queue_fig f = queue_stats(c);
-  (void)f;
   for (int i = 0; i < NC; i++) zmq_close(d[i]);
   zmq_ctx_term(ctx);
+  /* Gone, they hold nothing: their parked requests dropped, their unread replies freed. */
+  for (int i = 0; i < 60 && (f.flight > (1 << 20) || f.parked); i++) {
+    sleep_ms(250);
+    f = queue_stats(c);
+  }
   ps_client_destroy(&c);
   assert_true(sent > NC * GETS / 2);
   assert_true(hwm <= BOUND_KB);
+  assert_true(f.flight <= (1 << 20));
+  assert_int_equal(f.parked, 0);
 }
 
 /* A sync table of 2 workers whose step 0 never completes (worker 1 never STEPs): worker 0
