@@ -102,19 +102,24 @@ static bool recv_one(ps_server *s) {
     srv_req_free(s, r);
     return true;
   }
+  r->fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD); /* its disconnect drops it if it still waits */
+  if (s->nhs) srv_mem_hs_seen(s, r->fd); /* authenticated */
   handle_frames(s, r, sent);
   return true;
 }
 
 /* ---------------------------------------------------------------- lifecycle */
 
-/* The coordinator holds ranks per connection, the restore guard remembers who trains: both
- * need to hear when one closes. A connection ZeroMQ could not accept (the open-file limit)
- * is heard too, to be logged: ZeroMQ retries silently, and clients just time out. */
+/* The coordinator holds ranks per connection, the restore guard remembers who trains, the
+ * requests waiting for a connection must go with it: all need to hear when one closes. With
+ * CURVE, the connections accepted are watched until they deliver a message (ps_server_mem.c).
+ * A connection ZeroMQ could not accept (the open-file limit) is heard too, to be logged:
+ * ZeroMQ retries silently, and clients just time out. */
 static ps_status monitor_start(ps_server *s, ps_error *err) {
   char ep[64];
   snprintf(ep, sizeof ep, "inproc://ember-server-monitor-%p", (void *)s);
-  if (zmq_socket_monitor(s->router, ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED) != 0 ||
+  const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED | (s->auth ? ZMQ_EVENT_ACCEPTED : 0);
+  if (zmq_socket_monitor(s->router, ep, events) != 0 ||
       !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, ep) != 0) {
     return ps_error_set(err, PS_ERR_INTERNAL, "cannot monitor the connections of %s: %s",
                         s->endpoint, zmq_strerror(errno));
@@ -136,6 +141,10 @@ static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *
     return ps_error_set(err, PS_ERR_INVALID, "a CURVE secret key without client keys");
   ps_status st = srv_auth_start(s->ctx, o->curve_clients, &s->auth, err);
   if (st == PS_OK) st = ps_curve_setup_server(s->router, o->curve_secret, err);
+  /* A peer without a key may fill a handshake command up to R: it holds it this long at most
+   * (libzmq's default is 30 s), and only SRV_HS_HEAVY such at once (srv_mem_hs_check). */
+  int ivl = SRV_HS_IVL_MS;
+  if (st == PS_OK) zmq_setsockopt(s->router, ZMQ_HANDSHAKE_IVL, &ivl, sizeof ivl);
   if (st == PS_OK)
     PS_INFO("CURVE: encrypted; serving only the %zu client key(s) in --curve-clients",
             ps_curve_keyset_size(o->curve_clients));
@@ -261,7 +270,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (s->opt.follow && (st = srv_follow_start(s, err)) != PS_OK) goto fail;
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
-    int hwm = 100000, linger = 2000;
+    int hwm = SRV_PEER_HWM, linger = 2000; /* a non-reader's queue, bounded */
     int64_t maxmsg = (int64_t)s->req_cap; /* a larger frame: disconnected, nothing buffered */
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
@@ -339,6 +348,10 @@ ps_status ps_server_run(ps_server *s) {
     long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     srv_ranks_tick(s); /* what waits for a worker lost a while ago fails (ps_server_sched.c) */
+    if (s->nhs) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
+      long hs_ms = srv_mem_hs_check(s);
+      if (hs_ms < timeout_ms) timeout_ms = hs_ms;
+    }
     if (!stopping && atomic_load(&s->stop)) {
       stopping = true;
       s->stopping = true;
@@ -373,6 +386,7 @@ ps_status ps_server_run(ps_server *s) {
       break;
     }
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
+    srv_drop_gone_peers(s); /* closed connections, also those a handler's poll saw */
     srv_repl_poll(s, items + ni, nr);
     if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];

@@ -367,36 +367,7 @@ void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
   s->trainers[s->ntrainers++] = (srv_guard_trainer){.peer = p, .last_ns = ps_now_ns()};
 }
 
-/* Queued CHECKPOINTs and RESTOREs of the connection on fd: nobody awaits their replies any
- * more, and a PREPARE waits at the head of the queue until its step's pushes are applied, so
- * one for a step the job never reaches (or reaches hours later) held every later CHECKPOINT
- * and RESTORE on this shard -- a resume hung -- until a restart. They are dropped unanswered.
- * The head once its run has begun (excl_active: it waits only for the work in flight) runs. */
-static void drop_abandoned_exclusive(ps_server *s, int fd) {
-  srv_req *prev = NULL, *r = s->excl_head;
-  bool head_gone = false;
-  while (r) {
-    srv_req *next = r->next;
-    const bool started = r == s->excl_head && s->excl_active;
-    if (!started && r->has_ident && zmq_msg_get(&r->fr[0], ZMQ_SRCFD) == fd) {
-      PS_INFO("dropping a queued %s of step %" PRIu64 ": its connection closed",
-              r->h->op == EMBER__OP__OP_CHECKPOINT ? "CHECKPOINT" : "RESTORE", r->h->step);
-      if (prev) prev->next = next;
-      else s->excl_head = next, head_gone = true;
-      if (s->excl_tail == r) s->excl_tail = prev;
-      srv_req_free(s, r);
-    } else {
-      prev = r;
-    }
-    r = next;
-  }
-  /* The next one may be ready now (excl_active is true only while one runs or drains, and
-   * then that run goes on to the next itself). */
-  if (head_gone && !s->excl_active) srv_try_exclusive(s);
-}
-
 void srv_guard_peer_gone(ps_server *s, int fd) {
-  drop_abandoned_exclusive(s, fd);
   for (size_t i = 0; i < s->ntrainers;)
     if (s->trainers[i].peer.fd == fd) s->trainers[i] = s->trainers[--s->ntrainers];
     else i++;

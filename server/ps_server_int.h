@@ -43,11 +43,27 @@
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
 /* Connections are told apart for the bytes-in-flight cap by a hash of their routing id. */
 #define SRV_CONN_SLOTS 4096u
+/* ZeroMQ's queues of one connection, each way (ZMQ_SNDHWM, ZMQ_RCVHWM), in messages: replies
+ * past it to a connection that does not read are dropped (ROUTER), requests past it wait in
+ * the peer's TCP buffers. A client never has more replies queued than requests outstanding:
+ * ps_client keeps at most 4095 pushes unsettled per shard (PS_WIRE_SEQ_WINDOW), and its other
+ * requests in flight are few, so twice that never drops a reply a client waits for. */
+#define SRV_PEER_HWM 8192
 /* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
 #define SRV_PARK_MAX 1024u
 /* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
 #define SRV_SPARE_MIN ((size_t)1 << 20)
 #define SRV_SPARE_MAX ((size_t)64 << 20)
+/* Buffers of applied sync steps kept for the next steps, in all (ps_server_part.c): reused,
+ * they spare a large push its page faults; beyond this they are freed. */
+#define SRV_SYNC_KEEP ((size_t)16 << 20)
+/* CURVE: a peer is given this long to authenticate (ZMQ_HANDSHAKE_IVL), and at most
+ * SRV_HS_HEAVY connections may have received over SRV_HS_BYTES without delivering a message
+ * (a handshake is < 1 KB: the rest is a frame, possibly a peer with no key filling a handshake
+ * command up to R); newer ones are closed (ps_server_mem.c). */
+#define SRV_HS_IVL_MS 5000
+#define SRV_HS_HEAVY 2u
+#define SRV_HS_BYTES ((uint64_t)64 << 10)
 /* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
 #define SRV_REQ_COST ((size_t)1024)
 enum { PARK_HANDLE = 100 };
@@ -92,6 +108,7 @@ typedef struct srv_table {
   uint64_t *clock;       /* per worker: number of steps it reported finished */
   srv_req *wait_head, *wait_tail; /* deferred pulls, FIFO */
   uint64_t deferred;     /* pulls deferred so far (stats) */
+  uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
 } srv_table;
 
 struct srv_req {
@@ -121,6 +138,8 @@ struct srv_req {
   uint64_t t_svc;
   /* memory bounds (ps_server_mem.c) */
   uint32_t slot;       /* its connection's slot */
+  int fd;              /* its connection's socket (ZMQ_SRCFD), -1 in-process: what a
+                        * disconnect (the monitor's fd) drops */
   int park_kind;       /* parked: resumed by srv_handle (PARK_HANDLE) or as a TK_PULL */
   size_t charged;      /* bytes charged, released when r is freed */
   size_t reserved;     /* of which reserved for its pull reply */
@@ -261,6 +280,14 @@ struct ps_server {
   uint64_t parked, parked_bytes;
   atomic_bool park_wake;             /* a released reply wakes the main loop */
   _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
+  int *gone;                         /* fds of connections closed, their requests not yet
+                                      * dropped (srv_drop_gone_peers) */
+  size_t ngone, gone_cap;
+  struct srv_hs *hs;                 /* CURVE: connections that delivered no message yet */
+  size_t nhs, hs_cap;
+  size_t sync_cap;                   /* of sync pushes buffered for steps not applied yet */
+  uint64_t sync_bytes;               /* charged to that cap (the tables' sync_bytes summed) */
+  _Atomic uint64_t sync_kept;        /* buffers of applied steps kept for reuse (threads) */
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -301,6 +328,10 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
 void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void srv_reply_ok(ps_server *s, srv_req *r);
+/* Drops r, whose connection closed while it waited: answered with PS_ERR_UNAVAILABLE (ROUTER
+ * discards a reply to a connection that is gone; a new one that reused its fd before the
+ * monitor's event was read gets an answer rather than silence). */
+void srv_drop_gone(ps_server *s, srv_req *r);
 /* Replies every request of the list with PS_ERR_UNAVAILABLE (shutdown); empties it. */
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
 /* The coordinator's reply interface, answering through srv_reply. */
@@ -330,11 +361,28 @@ void srv_mem_drop_parked(ps_server *s, bool answer);
 /* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large
  * replies other than pulls: STATS); false without memory. */
 bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
-/* Header replies up to this size are not charged (acks, errors: ZeroMQ's send queue of a
- * connection holds at most 100,000 messages). */
-#define SRV_SMALL_REPLY ((size_t)4096)
+/* Header replies up to this size are not charged (acks, short errors): a connection's send
+ * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~4 MB of
+ * them (~1 MB of acks and PINGs, which fit in ZeroMQ's message structures). Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
+#define SRV_SMALL_REPLY ((size_t)256)
+/* CURVE: the connection on fd was accepted / delivered a message / closed. */
+void srv_mem_hs_accepted(ps_server *s, int fd);
+void srv_mem_hs_seen(ps_server *s, int fd);
+void srv_mem_hs_gone(ps_server *s, int fd);
+/* Closes the connections past SRV_HS_HEAVY that hold a frame but delivered no message; the
+ * poll timeout (ms) until the next look (100 when none is young). */
+long srv_mem_hs_check(ps_server *s);
+/* The connection on fd closed: its parked requests are dropped (srv_drop_gone_peers). */
+void srv_mem_peer_gone(ps_server *s, int fd);
 /* r is freed: gives back its charged frame bytes. */
 void srv_mem_done(ps_server *s, srv_req *r);
+/* A sync push about to be buffered for its step: charges its gradients (as f32, with their
+ * keys) until the step is applied; refuses it (replies, frees r, false) past the sync cap. */
+bool srv_mem_sync_take(ps_server *s, srv_req *r);
+/* Step `step` of table t was applied: its buffered pushes are gone. */
+void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step);
+/* Every buffered sync push was dropped (srv_drop_sync_all). */
+void srv_mem_sync_reset(ps_server *s);
 
 /* ps_server_part.c */
 ps_status srv_parts_start(ps_server *s);
@@ -379,6 +427,11 @@ void srv_exclusive_add(ps_server *s, srv_req *r);
 void srv_try_exclusive(ps_server *s);
 /* Handles the ready queue's requests again, in order. */
 void srv_run_ready(ps_server *s);
+/* The connections srv_peers_poll saw close: every request of theirs still waiting --
+ * deferred pulls, parked and held requests, queued checkpoints -- is dropped, with the bytes
+ * it holds. Main loop only: srv_peers_poll also runs inside handlers (coordinator ops,
+ * checkpoints) that may be walking these very lists (srv_mem_unpark). */
+void srv_drop_gone_peers(ps_server *s);
 
 /* ps_server_ops.c */
 /* Takes ownership of a decoded request and handles it by op. */

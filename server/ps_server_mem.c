@@ -30,14 +30,39 @@
  * kernel: a 25 MB multi-hot reply's ~6,000 page faults (zeroing, memcg charge, unmap) were a
  * third of the server's CPU on such pulls (bench/RESULTS-net.md, issue 22). Every byte of a
  * reply sent is written by its pull (an error sends no rows), so reuse shows no old rows. The
- * spare adds at most SRV_SPARE_MAX to the shard's memory (docs/OPERATIONS.md). */
+ * spare adds at most SRV_SPARE_MAX to the shard's memory (docs/OPERATIONS.md).
+ *
+ * Sync pushes outlive their requests: buffered per table and step until every worker reported
+ * the step, they would otherwise grow without bound under a step that never completes (one
+ * connection pushing into it forever). Their gradients (as the f32 rows the buffers hold, with
+ * their keys) are charged to a cap of R from the push until the step is applied; a push past
+ * it is refused with PS_ERR_NOMEM. The buffers grow by doubling, so they hold at most 2R, plus
+ * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_part.c).
+ *
+ * A CURVE peer with no key must not hold memory either, but libzmq (4.3) applies the one
+ * ZMQ_MAXMSGSIZE (R) to the handshake's commands as to data, so a peer may announce a HELLO of
+ * R and fill it; libzmq keeps it until its handshake timeout, and says neither which
+ * connection authenticated nor offers to close one. What the server can see: the monitor's
+ * ACCEPTED event names a connection's socket, a request names the socket it came from, and
+ * the kernel counts the bytes a socket received (TCP_INFO). A connection that received more
+ * than a handshake without delivering a message is in the middle of a frame -- an
+ * unauthenticated one's HELLO, or a legitimate first request; at most SRV_HS_HEAVY of them
+ * may be, newer ones are shut down (shutdown(2): libzmq sees the peer go and closes it), with
+ * one WARN. Young connections are looked at every 10 ms; after ZMQ_HANDSHAKE_IVL a connection
+ * still open has authenticated, and is forgotten. */
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_time.h"
 
 /* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
 typedef struct mem_hdr {
@@ -62,6 +87,7 @@ ps_status srv_mem_init(ps_server *s) {
   s->conn_cap = s->req_cap;
   s->all_cap = 2 * s->req_cap;
   s->park_cap = s->req_cap;
+  s->sync_cap = s->req_cap;
   s->conn_bytes = calloc(SRV_CONN_SLOTS, sizeof *s->conn_bytes);
   s->conn_parked = calloc(SRV_CONN_SLOTS, sizeof *s->conn_parked);
   return s->conn_bytes && s->conn_parked ? PS_OK : PS_ERR_NOMEM;
@@ -69,6 +95,12 @@ ps_status srv_mem_init(ps_server *s) {
 
 void srv_mem_free(ps_server *s) {
   free(atomic_exchange(&s->reply_spare, NULL));
+  free(s->hs);
+  free(s->gone);
+  s->gone = NULL;
+  s->ngone = s->gone_cap = 0;
+  s->hs = NULL;
+  s->nhs = s->hs_cap = 0;
   free((void *)s->conn_bytes);
   free(s->conn_parked);
   s->conn_bytes = NULL;
@@ -125,8 +157,10 @@ static void reply_free(void *data, void *hint) {
   }
 }
 
+/* A request's frames, and the batch its keys may get (check_keys, srv_dispatch: a position
+ * and a hash, 12 bytes a key, 1.5 times the keys themselves) while it runs. */
 static size_t frame_bytes(srv_req *r) {
-  size_t n = SRV_REQ_COST;
+  size_t n = SRV_REQ_COST + r->msg.nkeys * (sizeof(uint32_t) + sizeof(uint64_t));
   for (size_t i = 0; i < r->nfr; i++) n += zmq_msg_size(&r->fr[i]);
   return n;
 }
@@ -223,7 +257,18 @@ bool srv_mem_intake(ps_server *s, srv_req *r) {
   if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
   const int op = (int)r->h->op;
   if (!s->conn_parked[r->slot] && (op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS)) {
-    /* Answered at once, never waiting: monitoring goes on while the caps are full. */
+    /* Answered at once, never waiting: monitoring goes on while the caps are full. A STATS
+     * reply is charged though: past R of its connection's own, or 3R in all (a request alone
+     * may take that much), it is refused with a short error, so that STATS replies nobody
+     * reads cannot grow past the caps. */
+    if (op == EMBER__OP__OP_STATS &&
+        (atomic_load(&s->conn_bytes[r->slot]) > s->conn_cap ||
+         atomic_load(&s->inflight_bytes) > s->all_cap + s->req_cap)) {
+      s->traffic.refused_memory++;
+      srv_reply_error(s, r, PS_ERR_NOMEM, "busy: replies not read yet hold the memory caps; "
+                                          "read them, or retry later");
+      return false;
+    }
     size_t fb = frame_bytes(r);
     charge(s, r->slot, fb);
     r->charged = fb;
@@ -242,6 +287,17 @@ bool srv_mem_admit(ps_server *s, srv_req *r, int kind) {
   return false;
 }
 
+/* Takes r (after prev, or the head) out of the parked list. */
+static void unlink_parked(ps_server *s, srv_req *r, srv_req *prev) {
+  if (prev) prev->next = r->next;
+  else s->park_head = r->next;
+  if (s->park_tail == r) s->park_tail = prev;
+  r->next = NULL;
+  s->parked--;
+  s->parked_bytes -= r->park_bytes;
+  s->conn_parked[r->slot]--;
+}
+
 void srv_mem_unpark(ps_server *s) {
   if (!s->park_head || s->stopping) return;
   atomic_store(&s->park_wake, false);
@@ -254,13 +310,7 @@ void srv_mem_unpark(ps_server *s) {
     bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));
     if (go) go = r->park_kind == PARK_HANDLE ? take_intake(s, r) : take_reply(s, r, &nomem);
     if (go || nomem) {
-      if (prev) prev->next = next;
-      else s->park_head = next;
-      if (s->park_tail == r) s->park_tail = prev;
-      r->next = NULL;
-      s->parked--;
-      s->parked_bytes -= r->park_bytes;
-      s->conn_parked[sl]--;
+      unlink_parked(s, r, prev);
       if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
       else if (r->park_kind == PARK_HANDLE) srv_handle(s, r);
       else srv_dispatch(s, r, TK_PULL);
@@ -271,6 +321,20 @@ void srv_mem_unpark(ps_server *s) {
     r = next;
   }
   if (s->park_head) atomic_store(&s->park_wake, true);
+}
+
+void srv_mem_peer_gone(ps_server *s, int fd) {
+  srv_req *r = s->park_head, *prev = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    if (r->fd == fd) {
+      unlink_parked(s, r, prev);
+      srv_drop_gone(s, r);
+    } else {
+      prev = r;
+    }
+    r = next;
+  }
 }
 
 void srv_mem_drop_parked(ps_server *s, bool answer) {
@@ -300,4 +364,100 @@ bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n) {
 void srv_mem_done(ps_server *s, srv_req *r) {
   if (r->charged) release(s, r->slot, r->charged);
   r->charged = 0;
+}
+
+/* The bytes a buffered sync push holds: its keys and its gradients widened to f32. */
+static uint64_t sync_push_bytes(const srv_req *r) {
+  return (uint64_t)r->msg.nkeys * (sizeof(uint64_t) + (size_t)r->tab->spec.dim * sizeof(float));
+}
+
+bool srv_mem_sync_take(ps_server *s, srv_req *r) {
+  srv_table *t = r->tab;
+  const uint64_t b = sync_push_bytes(r);
+  if (s->sync_bytes + b > s->sync_cap) {
+    s->traffic.refused_memory++;
+    srv_reply_error(s, r, PS_ERR_NOMEM,
+                    "busy: sync pushes buffered for steps not applied yet hold %" PRIu64
+                    " bytes (cap %zu, the request cap); this push of %" PRIu64
+                    " more waits for step %" PRIu64 " of table %u, applied once all %u workers "
+                    "STEP it",
+                    s->sync_bytes, s->sync_cap, b, t->apply_issued, t->spec.id,
+                    t->spec.num_workers);
+    return false;
+  }
+  s->sync_bytes += b;
+  t->sync_bytes[r->step % SRV_WINDOW] += b;
+  return true;
+}
+
+void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step) {
+  uint64_t *b = &t->sync_bytes[step % SRV_WINDOW];
+  s->sync_bytes -= *b < s->sync_bytes ? *b : s->sync_bytes;
+  *b = 0;
+}
+
+void srv_mem_sync_reset(ps_server *s) {
+  s->sync_bytes = 0;
+  atomic_store(&s->sync_kept, 0);
+  for (uint32_t id = 1; s->tables && id <= PS_WIRE_MAX_TABLE; id++)
+    if (s->tables[id]) memset(s->tables[id]->sync_bytes, 0, sizeof s->tables[id]->sync_bytes);
+}
+
+/* ---------------------------------------------------------------- CURVE handshakes */
+
+typedef struct srv_hs {
+  int fd;
+  uint64_t t; /* accepted (ns) */
+} srv_hs;
+
+void srv_mem_hs_accepted(ps_server *s, int fd) {
+  if (!srv_grow((void **)&s->hs, &s->hs_cap, s->nhs + 1, sizeof *s->hs, 16)) return;
+  s->hs[s->nhs++] = (srv_hs){.fd = fd, .t = ps_now_ns()};
+}
+
+void srv_mem_hs_gone(ps_server *s, int fd) {
+  for (size_t i = 0; i < s->nhs; i++)
+    if (s->hs[i].fd == fd) {
+      memmove(&s->hs[i], &s->hs[i + 1], (s->nhs - i - 1) * sizeof *s->hs); /* keeps the order */
+      s->nhs--;
+      return;
+    }
+}
+
+void srv_mem_hs_seen(ps_server *s, int fd) { srv_mem_hs_gone(s, fd); }
+
+long srv_mem_hs_check(ps_server *s) {
+  const uint64_t now = ps_now_ns(), track = (SRV_HS_IVL_MS + 1000) * 1000000ull;
+  uint32_t heavy = 0;
+  for (size_t i = 0; i < s->nhs;) {
+    const srv_hs *h = &s->hs[i];
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (now - h->t > track || getsockopt(h->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+      srv_mem_hs_gone(s, h->fd); /* authenticated by now (or gone) */
+      continue;
+    }
+    if (ti.tcpi_bytes_received <= SRV_HS_BYTES || ++heavy <= SRV_HS_HEAVY) {
+      i++;
+      continue;
+    }
+    /* The oldest keep their place: a legitimate first request finishes, a handshake times
+     * out; the newest wait for their turn by reconnecting. */
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    char addr[INET6_ADDRSTRLEN] = "?";
+    if (getpeername(h->fd, (struct sockaddr *)&sa, &sl) == 0)
+      inet_ntop(sa.ss_family,
+                sa.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
+                                         : (void *)&((struct sockaddr_in *)&sa)->sin_addr,
+                addr, sizeof addr);
+    PS_WARN_RL("closed a connection from %s: %" PRIu64 " bytes received and no message after "
+               "%" PRIu64 " ms, while %u older connections are in the same state (a peer "
+               "filling a CURVE handshake? at most %u may hold memory so)",
+               addr, (uint64_t)ti.tcpi_bytes_received, (now - h->t) / 1000000, SRV_HS_HEAVY,
+               SRV_HS_HEAVY);
+    shutdown(h->fd, SHUT_RDWR);
+    srv_mem_hs_gone(s, h->fd);
+  }
+  return s->nhs ? 10 : 100;
 }

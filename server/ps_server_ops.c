@@ -85,6 +85,9 @@ static void handle_pull(ps_server *s, srv_req *r) {
   s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
+    /* Its batch (12 bytes a key: 1.5 times its charged keys) would wait with it uncharged;
+     * srv_dispatch makes it again when the step is readable. */
+    ps_store_batch_destroy(&r->batch);
     t->deferred++;
     s->deferred_now++;
     srv_list_push(&t->wait_head, &t->wait_tail, r);
@@ -200,6 +203,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   r->step = h->step;
+  if (!srv_mem_sync_take(s, r)) return; /* the buffers of unfinished steps are full */
   srv_dispatch(s, r, TK_BUFFER);
 }
 

@@ -45,6 +45,30 @@ static ps_status part_filter(srv_part *p, const ps_store *store, const uint64_t 
   return PS_OK;
 }
 
+/* The bytes a sync slot's buffers hold (keys and f32 rows). */
+static uint64_t slot_cap_bytes(const sync_slot *sl, uint32_t dim) {
+  return (uint64_t)sl->cap * (sizeof *sl->keys + (size_t)dim * sizeof *sl->grads);
+}
+
+static void slot_free(sync_slot *sl) {
+  free(sl->keys);
+  free(sl->grads);
+  sl->keys = NULL;
+  sl->grads = NULL;
+  sl->n = sl->cap = 0;
+}
+
+/* An applied step's slot keeps its buffers for a later step while all the kept ones stay
+ * within SRV_SYNC_KEEP: every thread keeping its largest step's buffers in every slot of every
+ * table would hold memory that no cap counts (ps_server_mem.c charges steps not applied). */
+static void slot_release(ps_server *s, sync_slot *sl, uint32_t dim) {
+  const uint64_t b = slot_cap_bytes(sl, dim);
+  if (b && atomic_fetch_add(&s->sync_kept, b) + b > SRV_SYNC_KEEP) {
+    atomic_fetch_sub(&s->sync_kept, b);
+    slot_free(sl);
+  }
+}
+
 static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64_t step) {
   sync_tab *t = p->sync;
   while (t && t->table != table) t = t->next;
@@ -58,6 +82,8 @@ static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64
   }
   sync_slot *sl = &t->slot[step % SRV_WINDOW];
   if (sl->used && sl->step != step) return NULL; /* the main thread's window check failed */
+  if (!sl->used && sl->cap) /* buffers kept from an applied step: in use again */
+    atomic_fetch_sub(&p->s->sync_kept, slot_cap_bytes(sl, dim));
   sl->used = true;
   sl->step = step;
   return sl;
@@ -194,6 +220,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
       if (sl->n) st = ps_store_push(store, id, sl->keys, sl->n, sl->grads);
       sl->n = 0;
       sl->used = false;
+      slot_release(s, sl, t->dim);
       return st;
     }
   }
@@ -204,10 +231,7 @@ static void part_drop_sync(srv_part *p) {
   while (p->sync) {
     sync_tab *t = p->sync;
     p->sync = t->next;
-    for (uint32_t i = 0; i < SRV_WINDOW; i++) {
-      free(t->slot[i].keys);
-      free(t->slot[i].grads);
-    }
+    for (uint32_t i = 0; i < SRV_WINDOW; i++) slot_free(&t->slot[i]);
     free(t);
   }
 }
@@ -217,6 +241,7 @@ static void part_drop_sync(srv_part *p) {
 void srv_drop_sync_all(ps_server *s) {
   part_drop_sync(&s->inline_part);
   for (uint32_t i = 0; s->parts && i < s->nthreads; i++) part_drop_sync(&s->parts[i]);
+  srv_mem_sync_reset(s);
 }
 
 /* Work buffers grown for a large request are given back after it: kept, every thread would

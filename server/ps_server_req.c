@@ -40,6 +40,7 @@ srv_req *srv_req_new(ps_server *s, int kind) {
   memset(r, 0, sizeof *r);
   r->tasks = tasks;
   r->kind = kind;
+  r->fd = -1;
   r->t0 = ps_now_ns();
   s->reqs_live++;
   return r;
@@ -163,6 +164,11 @@ void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ..
   srv_reply(s, r, &rh, NULL);
 }
 
+void srv_drop_gone(ps_server *s, srv_req *r) {
+  srv_reply_error(s, r, PS_ERR_UNAVAILABLE,
+                  "the connection of this request closed while it waited; it was dropped");
+}
+
 void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail) {
   srv_req *r = *head;
   *head = NULL;
@@ -235,9 +241,15 @@ void srv_peers_poll(ps_server *s) {
       zmq_msg_close(&ep);
     }
     if (event == ZMQ_EVENT_ACCEPT_FAILED) accept_failed(s, (int)value);
+    if (event == ZMQ_EVENT_ACCEPTED) srv_mem_hs_accepted(s, (int)value);
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
     srv_ranks_gone(s, (int)value);
+    srv_mem_hs_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
     srv_guard_peer_gone(s, (int)value);
+    /* Its waiting requests go later, from the main loop (srv_drop_gone_peers): this may run
+     * inside a handler. Without memory to note it they stay until answered as usual. */
+    if (srv_grow((void **)&s->gone, &s->gone_cap, s->ngone + 1, sizeof *s->gone, 16))
+      s->gone[s->ngone++] = (int)value;
   }
 }

@@ -32,6 +32,7 @@ void srv_finish(ps_server *s, srv_req *r) {
       PS_ERROR_RL("applying step %" PRIu64 " of table %u failed: %s", r->step, t->spec.id,
                ps_status_str(r->st));
     if (r->step + 1 > t->applied) t->applied = r->step + 1;
+    srv_mem_sync_release(s, t, r->step);
     srv_req_free(s, r);
     srv_release_waiters(s, t);
     srv_try_exclusive(s);
@@ -433,4 +434,58 @@ void srv_run_ready(ps_server *s) {
     r->next = NULL;
     srv_handle(s, r);
   }
+}
+
+/* ---------------------------------------------------------------- closed connections */
+
+/* Drops the requests of the connection on fd from the list; how many. */
+static uint64_t drop_fd(ps_server *s, srv_req **head, srv_req **tail, int fd) {
+  srv_req *r = *head, *keep_h = NULL, *keep_t = NULL;
+  uint64_t n = 0;
+  *head = NULL;
+  if (tail) *tail = NULL;
+  while (r) {
+    srv_req *next = r->next;
+    if (r->fd == fd) srv_drop_gone(s, r), n++;
+    else srv_list_push(&keep_h, &keep_t, r);
+    r = next;
+  }
+  *head = keep_h;
+  if (tail) *tail = keep_t;
+  return n;
+}
+
+/* Nothing else would ever free them: a pull deferred for a step that never comes, and the
+ * requests parked behind the bytes it holds, kept the whole in-flight budget after their
+ * client had gone, and every later large request waited or was refused as busy. */
+static void drop_peer(ps_server *s, int fd) {
+  if (fd < 0) return;
+  const uint64_t live = s->reqs_live;
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    srv_table *t = s->tables[id];
+    if (t && t->wait_head) s->deferred_now -= drop_fd(s, &t->wait_head, &t->wait_tail, fd);
+  }
+  s->held -= drop_fd(s, &s->held_head, &s->held_tail, fd);
+  if (s->excl_active) {
+    /* Its head runs as soon as the store work in flight is done (requests are held for it):
+     * it stays; the checkpoints and restores queued behind it go. */
+    drop_fd(s, &s->excl_head->next, NULL, fd);
+    for (s->excl_tail = s->excl_head; s->excl_tail->next; s->excl_tail = s->excl_tail->next) {
+    }
+  } else {
+    /* Waiting for a step that may never come: a PREPARE of step 1000000 from a connection that
+     * left held every later CHECKPOINT and RESTORE (a --resume hung) until a restart. */
+    const srv_req *head = s->excl_head;
+    drop_fd(s, &s->excl_head, &s->excl_tail, fd);
+    if (s->excl_head && s->excl_head != head) srv_try_exclusive(s); /* the next may be ready */
+  }
+  srv_mem_peer_gone(s, fd);
+  if (live > s->reqs_live)
+    PS_LOG_RL(PS_LOG_INFO, "a connection closed with %" PRIu64 " requests waiting: dropped",
+            live - s->reqs_live);
+}
+
+void srv_drop_gone_peers(ps_server *s) {
+  for (size_t i = 0; i < s->ngone; i++) drop_peer(s, s->gone[i]);
+  s->ngone = 0;
 }

@@ -12,8 +12,15 @@
  *   in flight  8 connections that never read their replies (RCVHWM 1, a 4 KB receive buffer)
  *              send 4 PULLs of 128K dim-64 keys each (32 MiB replies, each under the cap):
  *              the replies in flight are capped per connection and in all, the rest wait.
+ *   unread     200 connections that never read send 2000 KV_GETs of a 4 KB value and 100
+ *              PINGs each: small replies queue per connection up to a bound, larger ones are
+ *              charged.
+ *   sync       250 pushes of 4 MiB into a sync step that never completes: the buffered ones
+ *              are capped (R), the rest refused.
+ *   gone       3 connections whose pulls of a step that never comes hold the in-flight
+ *              budget close: all they held is freed, a large pull is served again.
  * The bound is the one the docs state for the server's defaults at --cache-mb 64: the request
- * cap R = max(64 MiB, cache/4) = 64 MiB, and peak RSS <= cache + 5 R + 160 MiB (the store's
+ * cap R = max(64 MiB, cache/4) = 64 MiB, and peak RSS <= cache + 7 R + 16 + 160 MiB (the store's
  * and the process's own overhead, measured in bench/RESULTS-ops.md). Today's server (before
  * the caps) went to 0.9-2 GB on each of these. */
 #include <errno.h>
@@ -44,12 +51,19 @@
 #if defined(__SANITIZE_ADDRESS__)
 /* The ASan build's server: shadow memory and the quarantine of freed blocks (256 MB) on top. */
 #define SAN_MB 384L
+/* Its allocator keeps freed blocks (quarantine) and RSS: a smaller flood of unread replies,
+ * so that the later tests' peaks do not start from its leftovers. */
+#define FLOOD_GETS 400
 #else
+#define FLOOD_GETS 2000
 #define SAN_MB 0L
 #endif
-#define BOUND_KB ((CACHE_MB + 5 * REQ_MB + OVERHEAD_MB + SAN_MB) * 1024L)
+/* 4 R of requests, R of a connection mid-frame, 2 R of sync pushes buffered for unfinished
+ * steps (a cap of R in buffers grown by doubling) and their 16 MB kept for reuse. */
+#define BOUND_KB ((CACHE_MB + 7 * REQ_MB + 16 + OVERHEAD_MB + SAN_MB) * 1024L)
 #define T16 1 /* dim-16 table */
 #define T64 2 /* dim-64 table */
+#define TSYNC 3 /* a sync table of 2 workers (test_sync_unfinished) */
 
 static pt_group g_cl = {.n = 1, .tag = "membound", .threads = {2}, .timeout_ms = 30000};
 
@@ -208,12 +222,13 @@ static void *slow_dealer(void *ctx) {
   return d;
 }
 
-/* Sends PULL(table, n keys first, first+1, ...) with request id rid. */
-static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
-                      uint64_t rid) {
+/* Sends PULL(table, n keys first, first+1, ...) of `step` with request id rid. */
+static void send_pull_at(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
+                         uint64_t rid, uint64_t step) {
   Ember__Header h;
   ps_wire_header_init(&h, EMBER__OP__OP_PULL);
   h.request_id = rid;
+  h.step = step;
   h.table_id = table;
   h.count = (uint32_t)n;
   h.dim = dim;
@@ -225,6 +240,48 @@ static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, siz
   for (size_t i = 0; i < n; i++) kp[i] = first + i;
   assert_true(zmq_send(d, hb, hs, ZMQ_SNDMORE) >= 0);
   assert_true(zmq_msg_send(&k, d, 0) >= 0);
+}
+
+/* Sends a one-phase CHECKPOINT of `step` with request id rid. */
+static void send_checkpoint(void *d, uint64_t step, uint64_t rid) {
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_CHECKPOINT);
+  h.request_id = rid;
+  h.step = step;
+  h.ckpt_phase = EMBER__CKPT_PHASE__CKPT_ONESHOT;
+  uint8_t hb[256];
+  size_t hs = ember__header__pack(&h, hb);
+  assert_true(zmq_send(d, hb, hs, 0) >= 0);
+}
+
+static void send_pull(void *d, uint32_t table, uint32_t dim, uint64_t first, size_t n,
+                      uint64_t rid) {
+  send_pull_at(d, table, dim, first, n, rid, 0);
+}
+
+/* The server's queue figures, by STATS (never parked, answered while the caps are full). */
+typedef struct queue_fig {
+  long long parked, flight, deferred, live, refused;
+} queue_fig;
+
+static queue_fig queue_stats(ps_client *c) {
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  json_t *doc = json_loads(js, 0, NULL);
+  free(js);
+  assert_non_null(doc);
+  json_t *q = json_object_get(doc, "queue");
+  queue_fig f = {
+      .parked = json_integer_value(json_object_get(q, "parked")),
+      .flight = json_integer_value(json_object_get(q, "bytes_in_flight")),
+      .deferred = json_integer_value(json_object_get(q, "deferred")),
+      .live = json_integer_value(json_object_get(q, "requests_live")),
+      .refused = json_integer_value(json_object_get(doc, "refused_memory")),
+  };
+  json_decref(doc);
+  printf("# STATS: %lld parked, %lld deferred, %lld live, %lld MB in flight, %lld refused\n",
+         f.parked, f.deferred, f.live, f.flight >> 20, f.refused);
+  return f;
 }
 
 /* The status of the reply on d (<= 60 s), or INT32_MIN when none came. */
@@ -296,25 +353,169 @@ static void test_replies_in_flight(void **state) {
   /* STATS is answered meanwhile: the caps are full, requests wait, the refusals so far (the
    * huge pulls) are counted. */
   ps_client *c = legit_client();
-  char *js = NULL;
-  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  queue_fig f = queue_stats(c);
   ps_client_destroy(&c);
-  json_t *doc = json_loads(js, 0, NULL);
-  free(js);
-  assert_non_null(doc);
-  json_t *q = json_object_get(doc, "queue");
-  json_int_t parked = json_integer_value(json_object_get(q, "parked"));
-  json_int_t flight = json_integer_value(json_object_get(q, "bytes_in_flight"));
-  json_int_t refused = json_integer_value(json_object_get(doc, "refused_memory"));
-  json_decref(doc);
-  printf("# STATS: %lld parked, %lld MB in flight, %lld refused\n", (long long)parked,
-         (long long)(flight >> 20), (long long)refused);
   for (int i = 0; i < NC; i++) zmq_close(d[i]);
   zmq_ctx_term(ctx);
   assert_true(hwm <= BOUND_KB);
-  assert_true(parked > 0);
-  assert_true(flight <= 2 * REQ_MB * MIB + 65536);
-  assert_true(refused >= 5); /* test_huge_pull and test_big_pulls */
+  assert_true(f.parked > 0);
+  assert_true(f.flight <= 2 * REQ_MB * MIB + 65536);
+  assert_true(f.refused >= 5); /* test_huge_pull and test_big_pulls */
+}
+
+/* 200 connections that never read (RCVHWM 1, a 4 KB receive buffer) each send 2000 KV_GETs
+ * of a 4000-byte value and 100 PINGs: small replies no one reads. Each connection's send queue
+ * is bounded (SRV_PEER_HWM messages, the rest dropped) and a reply over 256 bytes is charged
+ * like a pull's, so the peak stays within the bound. (Before: 100,000 uncharged replies of up
+ * to 4 KB queued per connection.) */
+static void test_unread_small_replies(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 200, GETS = FLOOD_GETS, PINGS = 100, VLEN = 4000 };
+  ps_client *c = legit_client();
+  char *val = malloc(VLEN);
+  assert_non_null(val);
+  memset(val, 'v', VLEN);
+  ps_error err;
+  assert_int_equal(ps_client_kv_set(c, "membound/v", val, VLEN, &err), PS_OK);
+  free(val);
+  Ember__Header h;
+  ps_wire_header_init(&h, EMBER__OP__OP_KV_GET);
+  h.name = "membound/v";
+  uint8_t get[256], ping[64];
+  size_t gs = ember__header__pack(&h, get);
+  ps_wire_header_init(&h, EMBER__OP__OP_PING);
+  size_t ps = ember__header__pack(&h, ping);
+  void *ctx = zmq_ctx_new();
+  int maxs = NC + 16;
+  zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, maxs);
+  void *d[NC];
+  int timeo = 5000;
+  for (int i = 0; i < NC; i++) {
+    d[i] = slow_dealer(ctx);
+    zmq_setsockopt(d[i], ZMQ_SNDTIMEO, &timeo, sizeof timeo); /* bounded if the server stalls */
+  }
+  reset_peak(pid);
+  long sent = 0;
+  for (int j = 0; j < GETS + PINGS; j++)
+    for (int i = 0; i < NC; i++)
+      sent += j < GETS ? zmq_send(d[i], get, gs, 0) >= 0 : zmq_send(d[i], ping, ps, 0) >= 0;
+  char what[128];
+  snprintf(what, sizeof what, "%d non-reading connections x %d KV_GETs of 4 KB + %d PINGs", NC,
+           GETS, PINGS);
+  long hwm = peak_after(pid, what);
+  printf("# %ld of %d requests sent\n", sent, NC * (GETS + PINGS));
+  queue_fig f = queue_stats(c);
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  /* Gone, they hold nothing: their parked requests dropped, their unread replies freed. */
+  for (int i = 0; i < 60 && (f.flight > (1 << 20) || f.parked); i++) {
+    sleep_ms(250);
+    f = queue_stats(c);
+  }
+  ps_client_destroy(&c);
+  assert_true(sent > NC * GETS / 2);
+  assert_true(hwm <= BOUND_KB);
+  assert_true(f.flight <= (1 << 20));
+  assert_int_equal(f.parked, 0);
+}
+
+/* A sync table of 2 workers whose step 0 never completes (worker 1 never STEPs): worker 0
+ * pushes 250 x 4 MiB (1 GB) into it. The pushes buffered for the step are charged to the sync
+ * cap (R): those past it are refused with PS_ERR_NOMEM, and the peak stays within the bound.
+ * Once both workers STEP, the step is applied and its bytes are free for the next one. (Before
+ * the cap: 2.1 GB at peak, 1.2 GB kept after the client left.) */
+static void test_sync_unfinished(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { N = 16384, DIM = 64, PUSHES = 250 };
+  ps_client *c = legit_client(), *w1 = pt_group_client(&g_cl, 1);
+  ps_table_spec t;
+  ps_table_spec_default(&t, TSYNC, "sync64", DIM);
+  t.consistency = PS_CONS_SYNC;
+  t.num_workers = 2;
+  assert_int_equal(ps_client_declare(c, &t, NULL), PS_OK);
+  uint64_t *keys = malloc(N * sizeof *keys);
+  float *g = malloc((size_t)N * DIM * sizeof *g);
+  assert_true(keys && g);
+  for (int i = 0; i < N; i++) keys[i] = 9000000u + (uint64_t)i;
+  for (size_t i = 0; i < (size_t)N * DIM; i++) g[i] = 0.001f;
+  reset_peak(pid);
+  int ok = 0, nomem = 0, other = 0;
+  ps_error err;
+  for (int i = 0; i < PUSHES; i++) {
+    ps_status st = ps_client_push_unique(c, TSYNC, 0, keys, N, g, &err);
+    if (st == PS_OK) ok++;
+    else if (st == PS_ERR_NOMEM) nomem++;
+    else other++, printf("# push %d: %s\n", i, err.msg);
+    if (st == PS_ERR_NOMEM && nomem == 1) printf("# refused: %s\n", err.msg);
+  }
+  long hwm = peak_after(pid, "250 sync pushes of 4 MiB into a step that never completes");
+  printf("# %d buffered, %d refused (PS_ERR_NOMEM), %d other\n", ok, nomem, other);
+  assert_true(hwm <= BOUND_KB);
+  assert_int_equal(other, 0);
+  assert_true(ok >= 1 && ok <= (int)(REQ_MB * MIB / ((size_t)N * (8 + 4 * DIM))));
+  assert_int_equal(ok + nomem, PUSHES);
+  /* The step completes: its bytes come back, and a push of the next step is buffered. */
+  assert_int_equal(ps_client_step(w1, TSYNC, 0, &err), PS_OK);
+  assert_int_equal(ps_client_step(c, TSYNC, 0, &err), PS_OK);
+  float *row = malloc(DIM * sizeof *row);
+  assert_int_equal(ps_client_pull(c, TSYNC, 1, keys, 1, row, &err), PS_OK); /* step 0 applied */
+  free(row);
+  assert_int_equal(ps_client_push_unique(c, TSYNC, 1, keys, N, g, &err), PS_OK);
+  free(keys);
+  free(g);
+  ps_client_destroy(&w1);
+  ps_client_destroy(&c);
+}
+
+/* 3 connections send a CHECKPOINT and 40 PULLs each of a step that will never come (2 MiB of
+ * keys each): the deferred ones hold the whole in-flight budget (2R), the rest park or are
+ * refused, the checkpoints wait for their step. The
+ * connections close: everything they held is freed (within 15 s), and a large pull of a
+ * legitimate client is served. (Before: the budget stayed held for good, and later large pulls
+ * waited or were refused as busy.) */
+static void test_gone_frees(void **state) {
+  (void)state;
+  const pid_t pid = g_cl.srv[0].pid;
+  enum { NC = 3, PER = 40, DIM = 64 };
+  const size_t n = 256 << 10; /* 2 MiB of keys; a 64 MiB reply, under the cap */
+  ps_client *c = legit_client();
+  queue_fig before = queue_stats(c);
+  void *ctx = zmq_ctx_new();
+  void *d[NC];
+  for (int i = 0; i < NC; i++) d[i] = slow_dealer(ctx);
+  reset_peak(pid);
+  for (int i = 0; i < NC; i++) send_checkpoint(d[i], 1000000, 1000); /* waits for its step */
+  for (int j = 0; j < PER; j++)
+    for (int i = 0; i < NC; i++) send_pull_at(d[i], TSYNC, DIM, 0, n, (uint64_t)j + 1, 1000000);
+  settle(pid);
+  queue_fig held = queue_stats(c);
+  for (int i = 0; i < NC; i++) zmq_close(d[i]);
+  zmq_ctx_term(ctx);
+  queue_fig after = held;
+  for (int i = 0; i < 60 && (after.flight > (1 << 20) || after.parked || after.deferred); i++) {
+    sleep_ms(250);
+    after = queue_stats(c);
+  }
+  long hwm = peak_after(pid, "3 connections x 40 PULLs of a step that never comes");
+  assert_true(held.flight >= REQ_MB * MIB && held.deferred >= 10 && held.live >= held.deferred + 3);
+  assert_true(after.flight <= (1 << 20));
+  assert_int_equal(after.parked, 0);
+  assert_int_equal(after.deferred, 0);
+  assert_true(after.live <= before.live + 2);
+  assert_true(hwm <= BOUND_KB);
+  /* A pull of a 51 MB reply needs the budget the gone connections held. */
+  enum { NK = 200000 };
+  uint64_t *keys = malloc(NK * sizeof *keys);
+  float *rows = malloc((size_t)NK * DIM * sizeof *rows);
+  assert_true(keys && rows);
+  for (int i = 0; i < NK; i++) keys[i] = (uint64_t)i;
+  ps_error err;
+  assert_int_equal(ps_client_pull(c, T64, 0, keys, NK, rows, &err), PS_OK);
+  free(keys);
+  free(rows);
+  ps_client_destroy(&c);
 }
 
 /* Runs last: the attackers are gone; a well-behaved client is served, and its push is seen. */
@@ -363,7 +564,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declare),     cmocka_unit_test(test_frames),
       cmocka_unit_test(test_huge_pull),   cmocka_unit_test(test_big_pulls),
-      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_legit_client_after),
+      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_unread_small_replies),
+      cmocka_unit_test(test_sync_unfinished),
+      cmocka_unit_test(test_gone_frees),  cmocka_unit_test(test_legit_client_after),
       cmocka_unit_test(test_shutdown_while_parked),
   };
   return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
