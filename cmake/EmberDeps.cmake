@@ -108,6 +108,12 @@ function(_ember_test_properties name)
   if(A_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
   endif()
+  list(FIND EMBER_TEST_COSTS ${name} _i) # tests/CMakeLists.txt: the long ones start first
+  if(_i GREATER -1)
+    math(EXPR _i "${_i} + 1")
+    list(GET EMBER_TEST_COSTS ${_i} _cost)
+    set_tests_properties(${name} PROPERTIES COST ${_cost})
+  endif()
 endfunction()
 
 # ember_test(NAME SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s]): a cmocka test under ctest.

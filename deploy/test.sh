@@ -2,8 +2,13 @@
 # Ember's test command (README): installs dependencies, builds and runs every test.
 #
 #   1. build/       the default build (CUDA on where nvcc exists), all tests
-#   2. build-nocuda -DEMBER_CUDA=OFF, all tests (skipped where there is no nvcc: then build/
-#                   already is the CUDA-off build)
+#   2. build-nocuda -DEMBER_CUDA=OFF, built whole, and the tests of what CUDA changes: the
+#                   kernel registry, the model, the collectives, the emulated CUDA twins, the
+#                   --device flags (labels kernels, model, cuda, backend). Every other test runs
+#                   CUDA-off in stage 3 (an ASan build is CUDA-off too) and in stage 1's binaries
+#                   on the CPU path, so running all of them here again checked nothing new and
+#                   cost ~8 of the ~32 minutes. Skipped where there is no nvcc: then build/
+#                   already is the CUDA-off build, with every test.
 #   3. build-asan   ASan + UBSan, the tests not labelled "slow"
 #   4. build-fuzz   clang libFuzzer targets, a short bounded run of each
 #
@@ -42,7 +47,7 @@ for stage in $stages; do
   case "$stage" in
     main) run_build build "" ;;
     nocuda)
-      if [ "$have_nvcc" -eq 1 ]; then run_build build-nocuda "" -DEMBER_CUDA=OFF
+      if [ "$have_nvcc" -eq 1 ]; then run_build build-nocuda "-L kernels|model|cuda|backend" -DEMBER_CUDA=OFF
       else stamp "no nvcc: build/ was already the CUDA-off build"; fi ;;
     asan)
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
