@@ -380,7 +380,8 @@ bool srv_mem_sync_take(ps_server *s, srv_req *r) {
                     "busy: sync pushes buffered for steps not applied yet hold %" PRIu64
                     " bytes (cap %zu, the request cap); this push of %" PRIu64
                     " more waits for step %" PRIu64 " of table %u, applied once all %u workers "
-                    "STEP it",
+                    "STEP it (a job whose workers push more than the cap in one step needs a "
+                    "larger --max-request-mb on the servers)",
                     s->sync_bytes, s->sync_cap, b, t->apply_issued, t->spec.id,
                     t->spec.num_workers);
     return false;
