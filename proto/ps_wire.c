@@ -5,20 +5,17 @@
  * place when aligned. */
 #include "ps_wire.h"
 
+#include "ps_op.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
-  *has_keys = false;
-  *has_values = false;
-  if (op == EMBER__OP__OP_PULL) {
-    *has_keys = !is_reply;
-    *has_values = is_reply;
-  } else if (op == EMBER__OP__OP_PUSH && !is_reply) {
-    *has_keys = true;
-    *has_values = true;
-  }
+  const ps_op_info *o = ps_op_info_of((int)op);
+  const unsigned bulk = is_reply ? o->reply_bulk : o->req_bulk;
+  *has_keys = (bulk & PS_OP_BULK_KEYS) != 0;
+  *has_values = (bulk & PS_OP_BULK_VALUES) != 0;
 }
 
 size_t ps_wire_value_size(Ember__ValueType vt) {
@@ -29,19 +26,12 @@ size_t ps_wire_value_size(Ember__ValueType vt) {
   }
 }
 
-const char *ps_wire_op_name(int op) {
-  static const char *n[] = {"NONE", "DECLARE", "PULL", "PUSH", "STEP", "CHECKPOINT", "STATS",
-                            "ERROR", "JOIN", "KV_SET", "KV_GET", "BARRIER", "RESTORE", "PING"};
-  static const char *repl[] = {"REPL_CATCHUP", "REPL_FILE", "REPL_BASE"};
-  if (op >= EMBER__OP__OP_REPL_CATCHUP && op <= EMBER__OP__OP_REPL_BASE)
-    return repl[op - EMBER__OP__OP_REPL_CATCHUP];
-  return op >= 0 && op < (int)(sizeof n / sizeof n[0]) ? n[op] : "?";
-}
+const char *ps_wire_op_name(int op) { return ps_op_info_of(op)->name; }
 
 /* ERROR is a reply-only op; every other known op may travel both ways. */
 static bool op_known(int op) {
-  return (op >= EMBER__OP__OP_DECLARE && op <= EMBER__OP__OP_PING && op != EMBER__OP__OP_ERROR) ||
-         (op >= EMBER__OP__OP_REPL_CATCHUP && op <= EMBER__OP__OP_REPL_BASE);
+  const ps_op_info *o = ps_op_info_of(op);
+  return o->kind != PS_OP_INVALID && !o->reply_only;
 }
 
 void ps_msg_clear(ps_msg *m) {

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "ps_log.h"
+#include "ps_op.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 
@@ -256,7 +257,7 @@ static void park(ps_server *s, srv_req *r, int kind) {
 bool srv_mem_intake(ps_server *s, srv_req *r) {
   if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
   const int op = (int)r->h->op;
-  if (!s->conn_parked[r->slot] && (op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS)) {
+  if (!s->conn_parked[r->slot] && ps_op_info_of(op)->unparked) {
     /* Answered at once, never waiting: monitoring goes on while the caps are full. A STATS
      * reply is charged though: past R of its connection's own, or 3R in all (a request alone
      * may take that much), it is refused with a short error, so that STATS replies nobody

@@ -13,6 +13,7 @@
 
 #include "ps_hash.h"
 #include "ps_log.h"
+#include "ps_op.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
@@ -362,26 +363,17 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
   else srv_reply(s, r, &rh, NULL);
 }
 
-static bool store_op(int op) {
-  return op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP ||
-         op == EMBER__OP__OP_DECLARE;
-}
-
-static bool coord_op(int op) {
-  return op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_KV_GET ||
-         op == EMBER__OP__OP_BARRIER;
-}
-
 void srv_handle(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
   int op = (int)h->op;
+  const ps_op_info *info = ps_op_info_of(op);
   if (s->stopping) {
     srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
     return;
   }
   if (s->serving && srv_serve_refuse(s, r, op)) return;
   if (s->repl && srv_repl_intake(s, r)) return; /* forwarded first, held, or refused */
-  if (s->excl_active && store_op(op)) {
+  if (s->excl_active && info->kind == PS_OP_STORE) {
     srv_list_push(&s->held_head, &s->held_tail, r);
     s->held++;
     return;
@@ -415,7 +407,7 @@ void srv_handle(ps_server *s, srv_req *r) {
       return;
     default: break;
   }
-  if (coord_op(op)) {
+  if (info->kind == PS_OP_COORD) {
     if (s->opt.shard != 0 || !s->coord) {
       srv_reply_error(s, r, PS_ERR_UNSUPPORTED,
                       "%s goes to the coordinator on shard 0; this is shard %u",

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "ps_log.h"
+#include "ps_op.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 
@@ -207,16 +208,6 @@ static void become_stale(ps_server *s, uint32_t primary, uint64_t epoch) {
 
 /* ---------------------------------------------------------------- intake */
 
-static bool coord_op(int op) {
-  return op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_KV_GET ||
-         op == EMBER__OP__OP_BARRIER;
-}
-
-static bool forwarded_op(int op) {
-  return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP ||
-         op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_BARRIER;
-}
-
 void srv_repl_refuse(ps_server *s, srv_req *r, const char *what) {
   srv_repl *x = s->repl;
   Ember__Header rh;
@@ -296,11 +287,13 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
   if (!x || r->repl_done) return false;
   const Ember__Header *h = r->h;
   const int op = (int)h->op;
+  const ps_op_info *info = ps_op_info_of(op);
   if (op == EMBER__OP__OP_PING && h->repl_from) {
     peer_ping(s, r);
     return true;
   }
-  if (op == EMBER__OP__OP_STATS || (op == EMBER__OP__OP_PING && !h->repl_epoch)) return false;
+  /* A replica's PING carries its epoch and is judged below, as a forward is. */
+  if (info->replica_local && !(op == EMBER__OP__OP_PING && h->repl_epoch)) return false;
   if (op == EMBER__OP__OP_REPL_CATCHUP) {
     if (h->repl_from && h->repl_from - 1 < x->n && h->repl_from - 1 != x->self)
       srv_repl_sync_start(s, r, h->repl_from - 1);
@@ -328,7 +321,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
       x->primary_heard = x->sync_heard = ps_now_ns();
       srv_repl_log_add(s, r); /* the shard's history, for a catch-up from this replica */
       r->repl_done = true;    /* judged once: a request held meanwhile is not logged twice */
-      if (!coord_op(op) || !s->coord) return false;
+      if (info->kind != PS_OP_COORD || !s->coord) return false;
       srv_coord_apply(s->coord, h); /* acked now: a barrier must not hold the FIFO */
       srv_reply_ok(s, r);
       return true;
@@ -340,7 +333,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     hold(x, r);
     return true;
   }
-  if (coord_op(op) && !s->coord) { /* not shard 0: refused as with K = 1 */
+  if (info->kind == PS_OP_COORD && !s->coord) { /* not shard 0: refused as with K = 1 */
     r->repl_done = true;
     return false;
   }
@@ -348,7 +341,7 @@ bool srv_repl_intake(ps_server *s, srv_req *r) {
     for (uint32_t i = 0; i < x->n; i++)
       if (x->peer[i].live) drop_backup(s, i, "a RESTORE on the primary rolls back only its rows");
   }
-  if (forwarded_op(op)) {
+  if (info->forwarded) {
     srv_repl_log_add(s, r);
     if (srv_repl_live_mask(x) != (1u << x->self)) {
       forward(s, r);

@@ -28,17 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_op.h"
 #include "ps_server_exo_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 
-const char *ps_server_op_name(int op) {
-  static const char *names[] = {"none",    "declare", "pull",    "push",   "step",
-                                "checkpoint", "stats", "error",  "join",   "kv_set",
-                                "kv_get",  "barrier", "restore", "ping"};
-  return op >= 0 && op < (int)(sizeof names / sizeof *names) ? names[op] : "unknown";
-}
+const char *ps_server_op_name(int op) { return ps_op_info_of(op)->stat_name; }
 
 /* ---------------------------------------------------------------- the snapshot struct */
 

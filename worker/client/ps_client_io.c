@@ -27,6 +27,7 @@
 
 #include "ps_client_int.h"
 #include "ps_log.h"
+#include "ps_op.h"
 #include "ps_time.h"
 
 static void sub_clear(cl_sub *s) {
@@ -103,14 +104,11 @@ struct ps_client_req *cl_req_get(ps_client *c, Ember__Op op, uint64_t timeout_ms
   r->warm = false;
   r->chain = NULL;
   r->n = r->nu = 0;
-  /* A push is re-sent too: its sequence number makes the shard apply it once. */
-  r->idempotent = op != EMBER__OP__OP_STEP &&
-                  op != EMBER__OP__OP_CHECKPOINT && op != EMBER__OP__OP_RESTORE &&
-                  op != EMBER__OP__OP_KV_SET;
-  /* With replicas a STEP is re-sent too (a worker's clock only moves up, so a copy changes
-   * nothing), and every request keeps its frames: a replica's not-primary answer means it
-   * was not applied, so it goes to the primary whatever its op. */
-  if (c->replicated && op == EMBER__OP__OP_STEP) r->idempotent = true;
+  /* Which ops are re-sent is the op table's (ps_op.h). With replicas every request keeps
+   * its frames: a replica's not-primary answer means it was not applied, so it goes to the
+   * primary whatever its op. */
+  const ps_op_info *info = ps_op_info_of(op);
+  r->idempotent = c->replicated ? info->resend_replicated : info->resend;
   r->keep = r->idempotent || c->replicated;
   r->deadline = ps_now_ns() + timeout_ms * 1000000ull;
   r->timeout_ms = timeout_ms;
