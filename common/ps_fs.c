@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <limits.h>
 #include <string.h>
@@ -109,6 +110,55 @@ ps_status ps_copy_file(const char *from, const char *to) {
   if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0)) ok = 0;
   if (out && fclose(out) != 0) ok = 0;
   return ok ? PS_OK : PS_ERR_IO;
+}
+
+ps_status ps_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                          bool exclusive, ps_error *err) {
+  char tmp[PATH_MAX + 32];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", path);
+  const char *target = exclusive ? path : tmp;
+  int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC), 0600);
+  if (fd < 0) {
+    int e = errno;
+    ps_status st = ps_error_set(err, e == EEXIST ? PS_ERR_CONFLICT : PS_ERR_IO,
+                                "cannot create %s: %s", target, strerror(e));
+    errno = e;
+    return st;
+  }
+  bool ok = fchmod(fd, (mode_t)mode) == 0;
+  for (size_t off = 0; ok && off < len;) {
+    ssize_t w = write(fd, (const char *)data + off, len - off);
+    if (w <= 0) ok = false;
+    else off += (size_t)w;
+  }
+  if (ok) ok = fsync(fd) == 0;
+  int e = errno;
+  if (close(fd) != 0 && ok) {
+    ok = false;
+    e = errno;
+  }
+  if (ok && !exclusive && rename(tmp, path) != 0) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok) {
+    unlink(target);
+    ps_error_set(err, PS_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    errno = e;
+    return PS_ERR_IO;
+  }
+  return PS_OK;
+}
+
+ps_status ps_fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PS_ERR_IO;
+  int rc = fsync(fd);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc == 0 ? PS_OK : PS_ERR_IO;
 }
 
 ps_status ps_path_ckpt_step(const char *dir, const char *marker, char *out, size_t len,

@@ -96,19 +96,19 @@ static json_t *tables_json(ps_server *s) {
 }
 
 static ps_status write_json_atomic(const char *path, json_t *j) {
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return PS_ERR_IO;
-  int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_SORT_KEYS);
-  fputc('\n', f);
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
-  if (fclose(f) != 0) rc = -1;
-  if (rc != 0 || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return PS_ERR_IO;
+  char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+  if (!text) return PS_ERR_NOMEM;
+  size_t n = strlen(text);
+  char *line = realloc(text, n + 2);
+  if (!line) {
+    free(text);
+    return PS_ERR_NOMEM;
   }
-  return PS_OK;
+  line[n] = '\n';
+  line[n + 1] = '\0';
+  ps_status st = ps_write_atomic(path, line, n + 1, 0644, false, NULL);
+  free(line);
+  return st;
 }
 
 json_t *srv_ckpt_json(const ps_server_ckpt *c) {
@@ -347,14 +347,6 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, uin
   return PS_OK;
 }
 
-static ps_status fsync_dir(const char *path) {
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return PS_ERR_IO;
-  int rc = fsync(fd);
-  close(fd);
-  return rc == 0 ? PS_OK : PS_ERR_IO;
-}
-
 /* Renames this shard's snapshot and metadata under root from staging to final names or
  * back: both or (as far as the file system lets us) neither. */
 static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
@@ -364,7 +356,7 @@ static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
   const char *fd = to_final ? sdir : dir, *td = to_final ? dir : sdir;
   const char *fm = to_final ? smeta : meta, *tm = to_final ? meta : smeta;
   if (rename(fd, td) != 0) return PS_ERR_IO;
-  if (rename(fm, tm) != 0 || fsync_dir(root) != PS_OK) {
+  if (rename(fm, tm) != 0 || ps_fsync_dir(root) != PS_OK) {
     rename(tm, fm);
     rename(td, fd);
     return PS_ERR_IO;

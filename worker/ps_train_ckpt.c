@@ -310,7 +310,7 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   t->ckpt_step = t->step; /* every rank: the end of the run writes no second one */
   t->have_ckpt = true;
   if (t->rank != 0) return PS_OK;
-  char dir[4096], tmp[4200], latest[4200];
+  char dir[4096], latest[4200], text[64];
   char abs_base[4096];
   if (!realpath(t->cfg->checkpoint_dir, abs_base)) {
     PS_ERROR("--checkpoint-dir %s: %s", t->cfg->checkpoint_dir, strerror(errno));
@@ -345,12 +345,11 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   snprintf(t->ckpt_base, sizeof t->ckpt_base, "%s", shards);
   TRY(save_dense(t, dir));
   TRY(save_config(t, dir));
-  TRY(pathf(tmp, sizeof tmp, "%s/latest.tmp", abs_base));
   TRY(pathf(latest, sizeof latest, "%s/latest", abs_base));
-  FILE *f = fopen(tmp, "w");
-  if (f) fprintf(f, "step-%" PRIu64 "\n", t->step);
-  if (!f || fclose(f) != 0 || rename(tmp, latest) != 0) {
-    PS_ERROR("writing %s: %s", latest, strerror(errno));
+  int n = snprintf(text, sizeof text, "step-%" PRIu64 "\n", t->step);
+  ps_error werr;
+  if (ps_write_atomic(latest, text, (size_t)n, 0644, false, &werr) != PS_OK) {
+    PS_ERROR("%s", werr.msg);
     return PS_ERR_IO;
   }
   PS_INFO("checkpoint at step %" PRIu64 " in %s (%.2f s)", t->step, dir, ps_train_since(t0));

@@ -235,16 +235,10 @@ static ps_status copy_dense(ps_ckpt *ck, const char *step_dir, ps_error *err) {
 }
 
 static ps_status write_latest(const char *out, uint64_t step, ps_error *err) {
-  char tmp[4400], latest[4400];
-  snprintf(tmp, sizeof tmp, "%s/latest.tmp", out);
+  char latest[4400], text[64];
   snprintf(latest, sizeof latest, "%s/latest", out);
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fprintf(f, "step-%" PRIu64 "\n", step) > 0;
-  if (f && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0;
-  if (f && fclose(f) != 0) ok = 0;
-  if (!ok || rename(tmp, latest) != 0)
-    return ps_error_set(err, PS_ERR_IO, "writing %s: %s", latest, strerror(errno));
-  return PS_OK;
+  int n = snprintf(text, sizeof text, "step-%" PRIu64 "\n", step);
+  return ps_write_atomic(latest, text, (size_t)n, 0644, false, err);
 }
 
 /* Each destination's store snapshotted to shard-J (then the build store deleted), and its
