@@ -2,8 +2,8 @@
  * composition of a delta's chain back into one database (for restore and read-only opens).
  *
  * - The manifest is text, NAME=VALUE lines ending in `checksum=` (XXH3-64, seed 0, of every
- *   byte before that line), the convention of ps-worker's config: readable with cat, and a
- *   damaged one is refused. A delta's table lines carry each table's spec (its stored record,
+ *   byte before that line), the format of ps-worker's config (common/ps_kvfile.h): readable
+ *   with cat, and a damaged one (or one without the checksum) is refused. A delta's table lines carry each table's spec (its stored record,
  *   hex) so the chain can declare tables the base did not have, and the size and XXH3 of its
  *   SST file, verified before the file is used (RocksDB verifies block checksums only on read,
  *   and an SST file cut short at a block boundary would read as fewer rows).
@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "ps_fs.h"
+#include "ps_kvfile.h"
 #include "ps_log.h"
 #include "ps_store_int.h"
 
@@ -116,16 +117,9 @@ ps_status store_manifest_write(const char *dir, const store_manifest *m, ps_erro
     free(text);
     return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   }
-  FILE *f = fopen(path, "w");
-  int ok = f != NULL;
-  if (f) {
-    ok = fwrite(text, 1, len, f) == len &&
-         fprintf(f, "checksum=%016" PRIx64 "\n", ps_hash64(text, len, 0)) > 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
-  }
+  ps_status st = ps_kvfile_write(path, text, len, err);
   free(text);
-  return ok ? PS_OK : ps_error_set(err, PS_ERR_IO, "writing %s: %s", path, strerror(errno));
+  return st;
 }
 
 /* One "table=..." line into t; false when it does not parse. */
@@ -144,26 +138,17 @@ ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err)
   memset(m, 0, sizeof *m);
   char path[4200];
   snprintf(path, sizeof path, "%s/" STORE_MANIFEST, dir);
-  size_t len = 0;
-  char *text = NULL;
-  ps_status st = read_all(path, &text, &len);
+  ps_kvfile *kv = NULL;
+  ps_status st = ps_kvfile_read(path, &kv, err);
   if (st == PS_ERR_NOT_FOUND) return ps_error_set(err, st, "%s: no such file", path);
-  if (st != PS_OK) return ps_error_set(err, st, "%s: %s", path, strerror(errno));
-  char *sum = strstr(text, "\nchecksum=");
-  uint64_t want = 0;
-  char tail = 0;
-  if (!sum || sscanf(sum + 10, "%16" SCNx64 "%c", &want, &tail) != 2 || tail != '\n' ||
-      ps_hash64(text, (size_t)(sum + 1 - text), 0) != want) {
-    free(text);
+  if (st != PS_OK) return st;
+  if (!ps_kvfile_checksummed(kv)) {
+    ps_kvfile_free(&kv);
     return ps_error_set(err, PS_ERR_CORRUPT, "%s: checksum mismatch: the file is damaged", path);
   }
-  sum[1] = '\0';
   bool have_kind = false, have_step = false, have_id = false, bad = false;
-  for (char *line = strtok(text, "\n"); line && !bad; line = strtok(NULL, "\n")) {
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
-    const char *k = line, *v = eq + 1;
+  for (size_t l = 0; l < ps_kvfile_count(kv) && !bad; l++) {
+    const char *k = ps_kvfile_name(kv, l), *v = ps_kvfile_value(kv, l);
     if (!strcmp(k, "kind")) {
       have_kind = !strcmp(v, "delta") || !strcmp(v, "full");
       m->delta = !strcmp(v, "delta");
@@ -186,7 +171,7 @@ ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err)
       bad = !table_line(v, &m->tables[m->ntables++]);
     }
   }
-  free(text);
+  ps_kvfile_free(&kv);
   if (bad || !have_kind || !have_step || !have_id || (m->delta && !m->base[0])) {
     store_manifest_free(m);
     return ps_error_set(err, PS_ERR_CORRUPT, "%s: not a checkpoint manifest Ember can read",

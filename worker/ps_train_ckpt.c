@@ -28,6 +28,7 @@
 #include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
+#include "ps_kvfile.h"
 #include "ps_train_int.h"
 
 #define TRY PS_TRAIN_TRY
@@ -180,25 +181,25 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
    * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
    * embedding table's id in the shards (the interaction is a compared flag above). Last, the checksum
-   * of everything before it (ps_dense_file.h). */
+   * of everything before it (ps_kvfile.h). */
   bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
   char table[PS_TABLE_NAME_MAX];
   ps_train_table_name(t->cfg, table, sizeof table);
   fprintf(m, "schema-file=%s\ntable-id=%u\ntable-name=%s\n",
           builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID, table);
-  int ok = fclose(m) == 0;
-  FILE *f = ok ? fopen(path, "w") : NULL;
-  if (!f) ok = 0;
-  if (f) {
-    fwrite(text, 1, len, f);
-    fprintf(f, "checksum=%016" PRIx64 "\n", ps_ckpt_text_sum(text, len));
-    if (!builtin && !copy_schema(t->cfg->schema, dir)) ok = 0;
-    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
+  if (fclose(m) != 0) {
+    free(text);
+    return PS_ERR_NOMEM;
   }
+  ps_error werr;
+  ps_status st = PS_OK;
+  if (!builtin && !copy_schema(t->cfg->schema, dir))
+    st = ps_error_set(&werr, PS_ERR_IO, "copying %s into %s: %s", t->cfg->schema, dir,
+                      strerror(errno));
+  if (st == PS_OK) st = ps_kvfile_write(path, text, len, &werr);
   free(text);
-  if (!ok) {
-    PS_ERROR("writing %s: %s", path, strerror(errno));
+  if (st != PS_OK) {
+    PS_ERROR("writing %s: %s", path, werr.msg);
     return PS_ERR_IO;
   }
   return PS_OK;
@@ -220,17 +221,15 @@ static ps_status latest_dir(const char *base, char *dir, size_t n) {
 
 void ps_train_table_name(const ps_train_config *c, char *out, size_t n) {
   snprintf(out, n, "%s", c->resume ? PS_TRAIN_TABLE_NAME : ps_schema_table(c->schema_obj));
-  char dir[4600], path[4700], line[512];
-  FILE *f = NULL;
+  char dir[4600], path[4700];
+  ps_kvfile *kv = NULL;
   if (!c->resume || latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK ||
-      pathf(path, sizeof path, "%s/config", dir) != PS_OK || !(f = fopen(path, "r")))
-    return;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "table-name=", 11)) {
-      line[strcspn(line, "\r\n")] = '\0';
-      snprintf(out, n, "%s", line + 11);
-    }
-  fclose(f);
+      pathf(path, sizeof path, "%s/config", dir) != PS_OK ||
+      ps_kvfile_read(path, &kv, NULL) != PS_OK)
+    return; /* a damaged config: --resume's check of the flags says so */
+  const char *v = ps_kvfile_get(kv, "table-name");
+  if (v) snprintf(out, n, "%s", v);
+  ps_kvfile_free(&kv);
 }
 
 static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char *was,
@@ -265,15 +264,15 @@ static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps
 }
 
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
-  char dir[4600], path[4700], line[512];
+  char dir[4600], path[4700];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
   TRY(pathf(path, sizeof path, "%s/config", dir));
-  int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
-  ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
-  FILE *f = vs == PS_OK ? fopen(path, "r") : NULL;
-  if (vs == PS_ERR_NOT_FOUND || (vs == PS_OK && !f)) {
+  /* a damaged config is refused; one without a checksum (older) is read as is */
+  ps_kvfile *kv = NULL;
+  ps_status vs = ps_kvfile_read(path, &kv, err);
+  if (vs == PS_ERR_NOT_FOUND) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
             "checkpoint's", dir);
@@ -284,18 +283,15 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   ckpt_flags(c, fl);
   bool seen[CKPT_NFLAGS] = {false};
   ps_status st = PS_OK;
-  while (st == PS_OK && fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
+  for (size_t l = 0; st == PS_OK && l < ps_kvfile_count(kv); l++) {
+    const char *name = ps_kvfile_name(kv, l), *value = ps_kvfile_value(kv, l);
     for (int i = 0; i < CKPT_NFLAGS; i++) {
-      if (strcmp(line, fl[i].name) != 0) continue;
+      if (strcmp(name, fl[i].name) != 0) continue;
       seen[i] = true;
-      if (strcmp(eq + 1, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, eq + 1, err);
+      if (strcmp(value, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, value, err);
     }
   }
-  fclose(f);
+  ps_kvfile_free(&kv);
   for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
     if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
       st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);

@@ -20,15 +20,14 @@
 #include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
+#include "ps_kvfile.h"
 
 #define MAX_SHARDS 4096u
-#define MAX_CONFIG 64
 
 struct ps_ckpt {
   char dir[4096];
   char schema_file[4200];
-  char *names[MAX_CONFIG], *values[MAX_CONFIG];
-  int nconfig;
+  ps_kvfile *config;
   ps_dense_file dense;
   ps_schema *schema;
   uint64_t hash_buckets;
@@ -45,32 +44,13 @@ static int is_dir(const char *p) {
 }
 
 static ps_status read_config(ps_ckpt *c, ps_error *err) {
-  char p[4300], line[1024];
+  char p[4300];
   snprintf(p, sizeof p, "%s/config", c->dir);
-  int had_sum;
-  ps_status vst = ps_ckpt_text_verify(p, &had_sum, err);
+  ps_status vst = ps_kvfile_read(p, &c->config, err);
   if (vst == PS_ERR_NOT_FOUND)
     return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
                         "it does not say the model's shape)", c->dir);
   if (vst != PS_OK) return vst;
-  FILE *f = fopen(p, "r");
-  if (!f)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
-                        "it does not say the model's shape)", c->dir);
-  while (c->nconfig < MAX_CONFIG && fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
-    c->names[c->nconfig] = strdup(line);
-    c->values[c->nconfig] = strdup(eq + 1);
-    if (!c->names[c->nconfig] || !c->values[c->nconfig]) {
-      fclose(f);
-      return ps_error_set(err, PS_ERR_NOMEM, "%s: out of memory", p);
-    }
-    c->nconfig++;
-  }
-  fclose(f);
   static const char *need[] = {"mlp-bot", "mlp-top", "emb-dim", "hash-buckets"};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
     if (!ps_ckpt_config(c, need[i]))
@@ -193,10 +173,7 @@ void ps_ckpt_close(ps_ckpt **cp) {
   ps_ckpt *c = *cp;
   for (uint32_t i = 0; c->shards && i < c->nshards; i++) ps_store_close(&c->shards[i]);
   free(c->shards);
-  for (int i = 0; i < c->nconfig; i++) {
-    free(c->names[i]);
-    free(c->values[i]);
-  }
+  ps_kvfile_free(&c->config);
   ps_dense_file_free(&c->dense);
   ps_schema_destroy(&c->schema);
   free(c);
@@ -213,9 +190,7 @@ uint32_t ps_ckpt_nshards(const ps_ckpt *c) { return c->nshards; }
 ps_store *ps_ckpt_shard(ps_ckpt *c, uint32_t i) { return i < c->nshards ? c->shards[i] : NULL; }
 
 const char *ps_ckpt_config(const ps_ckpt *c, const char *name) {
-  for (int i = 0; i < c->nconfig; i++)
-    if (!strcmp(c->names[i], name)) return c->values[i];
-  return NULL;
+  return c->config ? ps_kvfile_get(c->config, name) : NULL;
 }
 
 const char *ps_ckpt_table_name(const ps_ckpt *c) {
