@@ -160,28 +160,3 @@ ps_status ps_fsync_dir(const char *path) {
   errno = e;
   return rc == 0 ? PS_OK : PS_ERR_IO;
 }
-
-ps_status ps_path_ckpt_step(const char *dir, const char *marker, char *out, size_t len,
-                            ps_error *err) {
-  char p[4200], name[256] = "";
-  struct stat sb;
-  snprintf(p, sizeof p, "%s/latest", dir);
-  FILE *f = fopen(p, "r");
-  if (f) {
-    bool got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-      return ps_error_set(err, PS_ERR_CORRUPT, "%s: does not name a checkpoint", p);
-    if ((size_t)snprintf(out, len, "%s/%s", dir, name) >= len)
-      return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
-    return PS_OK;
-  }
-  snprintf(p, sizeof p, "%s/%s", dir, marker);
-  if (stat(p, &sb) != 0)
-    return ps_error_set(err, PS_ERR_INVALID, "%s is not a checkpoint (no latest, no %s)", dir,
-                        marker);
-  if ((size_t)snprintf(out, len, "%s", dir) >= len)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
-  return PS_OK;
-}

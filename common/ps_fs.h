@@ -43,11 +43,4 @@ ps_status ps_fsync_dir(const char *path);
 /* Whether the canonical path lies in the canonical directory root (or is root itself). */
 bool ps_path_within(const char *path, const char *root);
 
-/* The step directory of a ps-worker checkpoint directory dir: "dir/step-N" as dir/latest names
- * it (PS_OK), or dir itself when marker (a file or directory every step directory has, e.g.
- * "dense.bin") is in it (PS_OK: dir is one step-N). PS_ERR_CORRUPT when latest names no step
- * directory, PS_ERR_INVALID when dir is neither or out is too short; err says which. */
-ps_status ps_path_ckpt_step(const char *dir, const char *marker, char *out, size_t len,
-                            ps_error *err);
-
 #endif
