@@ -1,9 +1,11 @@
 /* ps_fs: mkdir -p and rm -rf (ps_fs.h), shared by the server's data dir, the store's snapshots
  * and the worker's checkpoint dir, with errno kept for the caller's message; and the canonical
- * form of a path that may not exist yet, which the server confines checkpoint paths with
- * (realpath of the longest existing prefix, so a symlink anywhere in it is followed; '..' is
- * refused rather than resolved, so the part not yet made cannot climb out). Also a file copy
- * (synced), for the schema a checkpoint carries and ps-export's copy of it. */
+ * form of a path that may not exist yet, for confining checkpoint paths; and the one atomic
+ * file write (a temporary file, fsync, rename) of Ember. The canonical form is what the server
+ * confines checkpoint paths with (realpath of the longest existing prefix, so a symlink
+ * anywhere in it is followed; '..' is refused rather than resolved, so the part not yet made
+ * cannot climb out). Also a file copy (synced), for the schema a checkpoint carries and
+ * ps-export's copy of it. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "ps_fs.h"
 
