@@ -1,6 +1,6 @@
 /* ps_store_delta: incremental checkpoints — which rows changed since the last checkpoint, and
- * writing a checkpoint as a delta of only those (ps_store.h has the API, ps_store_chain.c the
- * manifest and the composition of a chain).
+ * writing a checkpoint as a delta of only those (ps_store.h has the API, ps_store_manifest.c
+ * the manifest, ps_store_chain.c the composition of a chain).
  *
  * - Changed rows are known from a key set per partition and table, kept by push (every key a
  *   push touches) and by expiry (every key it removes), under the partition's own lock. We
