@@ -14,8 +14,11 @@
  *   are ingested by copy: a moved (linked) file may get its global sequence number written into
  *   it, which would change the checkpoint. */
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,67 @@
 #include "ps_store_int.h"
 
 #define MAX_CHAIN 4096 /* deltas a chain may have: far beyond any --checkpoint-full-every */
+
+/* The copy of a snapshot directory tree that composition starts from (store_copy_tree). */
+static int copy_file(const char *src, const char *dst) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -1;
+  int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    close(in);
+    return -1;
+  }
+  char buf[1 << 16];
+  ssize_t r;
+  int rc = 0;
+  while ((r = read(in, buf, sizeof(buf))) > 0) {
+    for (ssize_t o = 0; o < r;) {
+      ssize_t w = write(out, buf + o, (size_t)(r - o));
+      if (w <= 0) {
+        rc = -1;
+        break;
+      }
+      o += w;
+    }
+    if (rc) break;
+  }
+  if (r < 0) rc = -1;
+  if (fsync(out) != 0) rc = -1;
+  close(in);
+  if (close(out) != 0) rc = -1;
+  return rc;
+}
+
+static const char *copy_root_src, *copy_root_dst;
+static bool copy_link;
+static int copy_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  char dst[4096];
+  if (snprintf(dst, sizeof(dst), "%s%s", copy_root_dst, p + strlen(copy_root_src)) >= (int)sizeof(dst))
+    return -1;
+  if (flag == FTW_D) return (mkdir(dst, 0755) == 0 || errno == EEXIST) ? 0 : -1;
+  if (flag != FTW_F || !S_ISREG(sb->st_mode)) return 0;
+  /* RocksDB never changes an SST file once written, so a link shares it safely; every other
+   * file (MANIFEST, WAL, OPTIONS, CURRENT) is copied, since opening a database writable may
+   * append to or truncate them. */
+  size_t n = strlen(p + ftw->base);
+  if (copy_link && n > 4 && !strcmp(p + ftw->base + n - 4, ".sst") && link(p, dst) == 0) return 0;
+  return copy_file(p, dst);
+}
+
+/* Copies a snapshot directory tree, SST files hard-linked when link_sst. */
+static ps_status store_copy_tree(const char *src, const char *dst, bool link_sst, ps_error *err) {
+  static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER; /* nftw callbacks use globals */
+  pthread_mutex_lock(&copy_mu);
+  copy_root_src = src;
+  copy_root_dst = dst;
+  copy_link = link_sst;
+  int rc = nftw(src, copy_cb, 16, FTW_PHYS);
+  pthread_mutex_unlock(&copy_mu);
+  if (rc == 0) return PS_OK;
+  ps_error_set(err, PS_ERR_IO, "copying %s to %s failed: %s", src, dst, strerror(errno));
+  ps_rm_rf(dst);
+  return PS_ERR_IO;
+}
 
 /* One link of the chain: a checkpoint directory (canonical) and its manifest. */
 typedef struct link {

@@ -91,11 +91,6 @@ void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *key
   }
 }
 
-void store_ckpt_ref_clear(store_ckpt_ref *r) {
-  free(r->dir);
-  memset(r, 0, sizeof *r);
-}
-
 static void pend_free(ps_store *s) {
   for (size_t i = 0; i < s->npendk; i++) free(s->pendk[i].keys);
   free(s->pendk);

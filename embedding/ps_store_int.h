@@ -12,11 +12,13 @@
  * - Files, one concept each: ps_store_index.c (hash index), ps_store_hot.c (hot tier, CLOCK
  *   eviction), ps_store_optim.c (optimizers, row init), ps_store_cold.c (RocksDB: options,
  *   records, specs on disk), ps_store_tables.c (declaration), ps_store_admit.c (count-min
- *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c, ps_store_manifest.c and
- *   ps_store_chain.c (incremental checkpoints: change tracking, deltas, manifests, chains),
- *   ps_store_batch.c (pull/push pipeline) and ps_store.c (open/close/flush/stats). A read-only
- *   ps_store_open of a delta composes its chain (ps_store_chain.c) and then opens the copy
- *   with the plain open (store_open_dir, ps_store.c), which never composes.
+ *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c, ps_store_manifest.c,
+ *   ps_store_chain.c and ps_store_restore.c (checkpoints: snapshots, change tracking, deltas,
+ *   manifests, chains, restore), ps_store_batch.c (pull/push pipeline) and ps_store.c
+ *   (open/close/flush/stats). Composition sits above the plain open: a read-only
+ *   ps_store_open of a delta composes its chain (ps_store_chain.c) and opens the copy with
+ *   store_open_dir (ps_store.c), which never composes; restore composes, then swaps
+ *   (ps_store_restore.c); nothing below calls either.
  * - What the pull and push loops call per key lives here as static inline (index probe, key
  *   hash, row layout), so splitting the files costs the hot loops no call.
  * - Floats and metadata are stored in host (little-endian) byte order. */
@@ -449,11 +451,10 @@ ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err)
 void store_manifest_free(store_manifest *m);
 /* XXH3-64 (seed 0) of a file's bytes, and its size. */
 ps_status store_delta_file_sum(const char *path, uint64_t *sum, uint64_t *size);
-/* Copies a snapshot directory tree (ps_store_snapshot.c), SST files hard-linked when link. */
-ps_status store_copy_tree(const char *src, const char *dst, bool link, ps_error *err);
+/* Frees r's directory and clears it (ps_store_manifest.c). */
+void store_ckpt_ref_clear(store_ckpt_ref *r);
 /* Flush + RocksDB checkpoint into dir (store write-locked). */
 ps_status store_snapshot_locked(ps_store *s, const char *dir, ps_error *err);
-void store_ckpt_ref_clear(store_ckpt_ref *r);
 
 /* ---------------------------------------------- ps_store.c: open, write-back */
 

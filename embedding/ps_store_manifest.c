@@ -187,3 +187,8 @@ ps_status store_delta_file_sum(const char *path, uint64_t *sum, uint64_t *size) 
   free(b);
   return PS_OK;
 }
+
+void store_ckpt_ref_clear(store_ckpt_ref *r) {
+  free(r->dir);
+  memset(r, 0, sizeof *r);
+}
