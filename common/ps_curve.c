@@ -8,6 +8,7 @@
  * temporary name in the same directory and renamed (with --force) or created exclusively
  * (without), with their mode set by fchmod so that the umask does not decide it. */
 #include "ps_curve.h"
+#include "ps_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -106,34 +107,12 @@ ps_status ps_curve_load_client(const char *secret_file, const char *server_file,
 /* ---------------------------------------------------------------- writing */
 
 /* Writes key + "\n" to path with mode; exclusive: fail if path exists, else via a temporary
- * file renamed over it. */
+ * file renamed over it (ps_write_atomic). */
 static ps_status write_key(const char *path, const char *key, mode_t mode, bool exclusive,
                            ps_error *err) {
-  char tmp[4200];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", path);
-  const char *target = exclusive ? path : tmp;
-  int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return ps_error_set(err, errno == EEXIST ? PS_ERR_CONFLICT : PS_ERR_IO, "cannot create %s: %s",
-                        target, strerror(errno));
   char line[PS_CURVE_Z85_SIZE + 1];
   int len = snprintf(line, sizeof line, "%s\n", key);
-  bool ok = fchmod(fd, mode) == 0 && write(fd, line, (size_t)len) == len && fsync(fd) == 0;
-  int e = errno;
-  if (close(fd) != 0 && ok) {
-    ok = false;
-    e = errno;
-  }
-  if (ok && !exclusive && rename(tmp, path) != 0) {
-    ok = false;
-    e = errno;
-  }
-  if (!ok) {
-    unlink(target);
-    return ps_error_set(err, PS_ERR_IO, "cannot write %s: %s", path, strerror(e));
-  }
-  return PS_OK;
+  return ps_write_atomic(path, line, (size_t)len, (unsigned)mode, exclusive, err);
 }
 
 ps_status ps_curve_write_pair(const char *prefix, bool force, char pub[PS_CURVE_Z85_SIZE],

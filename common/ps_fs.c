@@ -1,9 +1,11 @@
 /* ps_fs: mkdir -p and rm -rf (ps_fs.h), shared by the server's data dir, the store's snapshots
  * and the worker's checkpoint dir, with errno kept for the caller's message; and the canonical
- * form of a path that may not exist yet, which the server confines checkpoint paths with
- * (realpath of the longest existing prefix, so a symlink anywhere in it is followed; '..' is
- * refused rather than resolved, so the part not yet made cannot climb out). Also a file copy
- * (synced), for the schema a checkpoint carries and ps-export's copy of it. */
+ * form of a path that may not exist yet, for confining checkpoint paths; and the one atomic
+ * file write (a temporary file, fsync, rename) of Ember. The canonical form is what the server
+ * confines checkpoint paths with (realpath of the longest existing prefix, so a symlink
+ * anywhere in it is followed; '..' is refused rather than resolved, so the part not yet made
+ * cannot climb out). Also a file copy (synced), for the schema a checkpoint carries and
+ * ps-export's copy of it. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "ps_fs.h"
 
@@ -11,6 +13,7 @@
 #include <stdio.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <limits.h>
 #include <string.h>
@@ -111,27 +114,51 @@ ps_status ps_copy_file(const char *from, const char *to) {
   return ok ? PS_OK : PS_ERR_IO;
 }
 
-ps_status ps_path_ckpt_step(const char *dir, const char *marker, char *out, size_t len,
-                            ps_error *err) {
-  char p[4200], name[256] = "";
-  struct stat sb;
-  snprintf(p, sizeof p, "%s/latest", dir);
-  FILE *f = fopen(p, "r");
-  if (f) {
-    bool got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\r\n")] = '\0';
-    if (!got || !name[0] || strchr(name, '/'))
-      return ps_error_set(err, PS_ERR_CORRUPT, "%s: does not name a checkpoint", p);
-    if ((size_t)snprintf(out, len, "%s/%s", dir, name) >= len)
-      return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
-    return PS_OK;
+ps_status ps_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                          bool exclusive, ps_error *err) {
+  char tmp[PATH_MAX + 32];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", path);
+  const char *target = exclusive ? path : tmp;
+  int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC), 0600);
+  if (fd < 0) {
+    int e = errno;
+    ps_status st = ps_error_set(err, e == EEXIST ? PS_ERR_CONFLICT : PS_ERR_IO,
+                                "cannot create %s: %s", target, strerror(e));
+    errno = e;
+    return st;
   }
-  snprintf(p, sizeof p, "%s/%s", dir, marker);
-  if (stat(p, &sb) != 0)
-    return ps_error_set(err, PS_ERR_INVALID, "%s is not a checkpoint (no latest, no %s)", dir,
-                        marker);
-  if ((size_t)snprintf(out, len, "%s", dir) >= len)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", dir);
+  bool ok = fchmod(fd, (mode_t)mode) == 0;
+  for (size_t off = 0; ok && off < len;) {
+    ssize_t w = write(fd, (const char *)data + off, len - off);
+    if (w <= 0) ok = false;
+    else off += (size_t)w;
+  }
+  if (ok) ok = fsync(fd) == 0;
+  int e = errno;
+  if (close(fd) != 0 && ok) {
+    ok = false;
+    e = errno;
+  }
+  if (ok && !exclusive && rename(tmp, path) != 0) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok) {
+    unlink(target);
+    ps_error_set(err, PS_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    errno = e;
+    return PS_ERR_IO;
+  }
   return PS_OK;
+}
+
+ps_status ps_fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PS_ERR_IO;
+  int rc = fsync(fd);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc == 0 ? PS_OK : PS_ERR_IO;
 }

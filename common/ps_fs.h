@@ -28,14 +28,19 @@ ps_status ps_path_canonical(const char *path, char *out, size_t len, ps_error *e
  * partial copy is left for the caller to remove or overwrite). */
 ps_status ps_copy_file(const char *from, const char *to);
 
+/* Writes len bytes of data to path atomically: into a temporary file beside it (path.tmpPID),
+ * fsync'd, then renamed over path, so a reader sees the old content or the new, never part.
+ * mode: the new file's permissions (0644 for checkpoint files; 0600 for secrets). exclusive:
+ * path must not exist (PS_ERR_CONFLICT if it does), and it is created in place instead.
+ * PS_ERR_INVALID for a path too long, PS_ERR_IO (errno kept) otherwise; err names the file
+ * and the reason. Nothing is left behind on failure. */
+ps_status ps_write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                          bool exclusive, ps_error *err);
+
+/* fsync of a directory (after a rename in it): PS_ERR_IO on failure, errno kept. */
+ps_status ps_fsync_dir(const char *path);
+
 /* Whether the canonical path lies in the canonical directory root (or is root itself). */
 bool ps_path_within(const char *path, const char *root);
-
-/* The step directory of a ps-worker checkpoint directory dir: "dir/step-N" as dir/latest names
- * it (PS_OK), or dir itself when marker (a file or directory every step directory has, e.g.
- * "dense.bin") is in it (PS_OK: dir is one step-N). PS_ERR_CORRUPT when latest names no step
- * directory, PS_ERR_INVALID when dir is neither or out is too short; err says which. */
-ps_status ps_path_ckpt_step(const char *dir, const char *marker, char *out, size_t len,
-                            ps_error *err);
 
 #endif

@@ -14,7 +14,7 @@
 #include "ps_log.h"
 #include "ps_store_int.h"
 
-ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *err) {
+ps_status store_open_dir(const ps_store_options *opt, ps_store **out, ps_error *err) {
   if (!opt || !out || !opt->path || !opt->path[0])
     return ps_error_set(err, PS_ERR_INVALID, "store: no options, output or path");
   if ((unsigned)opt->durability > PS_DURABILITY_SYNC)
@@ -32,16 +32,6 @@ ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *e
   if (!s->opt.block_cache_bytes) s->opt.block_cache_bytes = (size_t)32 << 20;
   if (!s->opt.write_buffer_bytes) s->opt.write_buffer_bytes = (size_t)16 << 20;
   s->path = strdup(opt->path);
-  /* A delta read-only: its chain composed into a private copy, which is what is opened. */
-  if (s->path && opt->read_only && ps_store_is_delta(opt->path)) {
-    free(s->path);
-    s->path = NULL;
-    ps_status cs = store_compose_private(opt->path, &s->compose_dir, &s->path, err);
-    if (cs != PS_OK) {
-      free(s);
-      return cs;
-    }
-  }
   s->opt.path = s->path;
   s->nparts = s->opt.partitions;
   s->idmap = calloc(65536, sizeof(uint16_t));

@@ -1,12 +1,7 @@
-/* ps_store_chain: the manifest every checkpoint of a store carries (EMBER-SNAPSHOT), and the
- * composition of a delta's chain back into one database (for restore and read-only opens).
+/* ps_store_chain: the composition of a delta's chain back into one database (for restore and
+ * read-only opens), and the store's open, which composes a delta's chain before it opens one
+ * read-only; the manifest each link is read from is ps_store_manifest.c's.
  *
- * - The manifest is text, NAME=VALUE lines ending in `checksum=` (XXH3-64, seed 0, of every
- *   byte before that line), the convention of ps-worker's config: readable with cat, and a
- *   damaged one is refused. A delta's table lines carry each table's spec (its stored record,
- *   hex) so the chain can declare tables the base did not have, and the size and XXH3 of its
- *   SST file, verified before the file is used (RocksDB verifies block checksums only on read,
- *   and an SST file cut short at a block boundary would read as fewer rows).
  * - The base is named three ways: its path relative to the delta's parent directory (so a
  *   checkpoint directory can be moved or copied whole), its step, and its random 64-bit id.
  *   A link whose base is missing, or whose base has another step or id (a checkpoint written
@@ -19,8 +14,11 @@
  *   are ingested by copy: a moved (linked) file may get its global sequence number written into
  *   it, which would change the checkpoint. */
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,198 +26,71 @@
 #include <unistd.h>
 
 #include "ps_fs.h"
+#include "ps_kvfile.h"
 #include "ps_log.h"
 #include "ps_store_int.h"
 
 #define MAX_CHAIN 4096 /* deltas a chain may have: far beyond any --checkpoint-full-every */
 
-/* A whole file into a malloc'd, NUL-terminated buffer: PS_ERR_NOT_FOUND when absent, PS_ERR_IO
- * (errno set) when unreadable. */
-static ps_status read_all(const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return errno == ENOENT ? PS_ERR_NOT_FOUND : PS_ERR_IO;
-  char *b = NULL;
-  size_t n = 0, cap = 0;
-  ps_status st = PS_OK;
-  for (;;) {
-    if (n + 65536 + 1 > cap) {
-      char *nb = realloc(b, cap = 2 * (n + 65536 + 1));
-      if (!nb) {
-        st = PS_ERR_NOMEM;
+/* The copy of a snapshot directory tree that composition starts from (store_copy_tree). */
+static int copy_file(const char *src, const char *dst) {
+  int in = open(src, O_RDONLY | O_CLOEXEC);
+  if (in < 0) return -1;
+  int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    close(in);
+    return -1;
+  }
+  char buf[1 << 16];
+  ssize_t r;
+  int rc = 0;
+  while ((r = read(in, buf, sizeof(buf))) > 0) {
+    for (ssize_t o = 0; o < r;) {
+      ssize_t w = write(out, buf + o, (size_t)(r - o));
+      if (w <= 0) {
+        rc = -1;
         break;
       }
-      b = nb;
+      o += w;
     }
-    size_t r = fread(b + n, 1, 65536, f);
-    n += r;
-    if (r < 65536) {
-      if (ferror(f)) st = PS_ERR_IO;
-      break;
-    }
+    if (rc) break;
   }
-  fclose(f);
-  if (st != PS_OK) {
-    free(b);
-    return st;
-  }
-  b[n] = '\0';
-  *out = b;
-  *len = n;
-  return PS_OK;
+  if (r < 0) rc = -1;
+  if (fsync(out) != 0) rc = -1;
+  close(in);
+  if (close(out) != 0) rc = -1;
+  return rc;
 }
 
-void store_manifest_free(store_manifest *m) {
-  free(m->tables);
-  m->tables = NULL;
-  m->ntables = 0;
+static const char *copy_root_src, *copy_root_dst;
+static bool copy_link;
+static int copy_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  char dst[4096];
+  if (snprintf(dst, sizeof(dst), "%s%s", copy_root_dst, p + strlen(copy_root_src)) >= (int)sizeof(dst))
+    return -1;
+  if (flag == FTW_D) return (mkdir(dst, 0755) == 0 || errno == EEXIST) ? 0 : -1;
+  if (flag != FTW_F || !S_ISREG(sb->st_mode)) return 0;
+  /* RocksDB never changes an SST file once written, so a link shares it safely; every other
+   * file (MANIFEST, WAL, OPTIONS, CURRENT) is copied, since opening a database writable may
+   * append to or truncate them. */
+  size_t n = strlen(p + ftw->base);
+  if (copy_link && n > 4 && !strcmp(p + ftw->base + n - 4, ".sst") && link(p, dst) == 0) return 0;
+  return copy_file(p, dst);
 }
 
-static void hex_encode(const char *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", (unsigned char)b[i]);
-  out[2 * n] = '\0';
-}
-
-static bool hex_decode(const char *h, char *out, size_t *n, size_t cap) {
-  size_t len = strlen(h);
-  if (len % 2 || len / 2 > cap) return false;
-  for (size_t i = 0; i < len / 2; i++) {
-    unsigned v;
-    if (sscanf(h + 2 * i, "%2x", &v) != 1) return false;
-    out[i] = (char)v;
-  }
-  *n = len / 2;
-  return true;
-}
-
-ps_status store_manifest_write(const char *dir, const store_manifest *m, ps_error *err) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/" STORE_MANIFEST, dir);
-  char *text = NULL;
-  size_t len = 0;
-  FILE *mf = open_memstream(&text, &len);
-  if (!mf) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  fprintf(mf, "# ember store checkpoint (docs/CHECKPOINTS.md)\nformat=1\nkind=%s\n",
-          m->delta ? "delta" : "full");
-  fprintf(mf, "step=%" PRIu64 "\nid=%016" PRIx64 "\ndepth=%u\n", m->step, m->id, m->depth);
-  if (m->delta)
-    fprintf(mf, "base-step=%" PRIu64 "\nbase-id=%016" PRIx64 "\nbase=%s\n", m->base_step,
-            m->base_id, m->base);
-  for (size_t i = 0; i < m->ntables; i++) {
-    const store_manifest_table *t = &m->tables[i];
-    char enc[SPEC_BYTES], hex[2 * SPEC_BYTES + 1];
-    hex_encode(enc, store_spec_encode(&t->spec, enc), hex);
-    fprintf(mf, "table=%u rows=%" PRIu64 " tombstones=%" PRIu64 " bytes=%" PRIu64
-            " xxh3=%016" PRIx64 " spec=%s\n", t->spec.id, t->rows, t->tombstones, t->bytes,
-            t->sum, hex);
-  }
-  if (fclose(mf) != 0) {
-    free(text);
-    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  }
-  FILE *f = fopen(path, "w");
-  int ok = f != NULL;
-  if (f) {
-    ok = fwrite(text, 1, len, f) == len &&
-         fprintf(f, "checksum=%016" PRIx64 "\n", ps_hash64(text, len, 0)) > 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
-  }
-  free(text);
-  return ok ? PS_OK : ps_error_set(err, PS_ERR_IO, "writing %s: %s", path, strerror(errno));
-}
-
-/* One "table=..." line into t; false when it does not parse. */
-static bool table_line(const char *v, store_manifest_table *t) {
-  unsigned id;
-  char hex[2 * SPEC_BYTES + 2], enc[SPEC_BYTES];
-  size_t n;
-  if (sscanf(v, "%u rows=%" SCNu64 " tombstones=%" SCNu64 " bytes=%" SCNu64 " xxh3=%" SCNx64
-             " spec=%321s", &id, &t->rows, &t->tombstones, &t->bytes, &t->sum, hex) != 6)
-    return false;
-  return hex_decode(hex, enc, &n, sizeof enc) && store_spec_decode(enc, n, &t->spec) == PS_OK &&
-         t->spec.id == id;
-}
-
-ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err) {
-  memset(m, 0, sizeof *m);
-  char path[4200];
-  snprintf(path, sizeof path, "%s/" STORE_MANIFEST, dir);
-  size_t len = 0;
-  char *text = NULL;
-  ps_status st = read_all(path, &text, &len);
-  if (st == PS_ERR_NOT_FOUND) return ps_error_set(err, st, "%s: no such file", path);
-  if (st != PS_OK) return ps_error_set(err, st, "%s: %s", path, strerror(errno));
-  char *sum = strstr(text, "\nchecksum=");
-  uint64_t want = 0;
-  char tail = 0;
-  if (!sum || sscanf(sum + 10, "%16" SCNx64 "%c", &want, &tail) != 2 || tail != '\n' ||
-      ps_hash64(text, (size_t)(sum + 1 - text), 0) != want) {
-    free(text);
-    return ps_error_set(err, PS_ERR_CORRUPT, "%s: checksum mismatch: the file is damaged", path);
-  }
-  sum[1] = '\0';
-  bool have_kind = false, have_step = false, have_id = false, bad = false;
-  for (char *line = strtok(text, "\n"); line && !bad; line = strtok(NULL, "\n")) {
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
-    const char *k = line, *v = eq + 1;
-    if (!strcmp(k, "kind")) {
-      have_kind = !strcmp(v, "delta") || !strcmp(v, "full");
-      m->delta = !strcmp(v, "delta");
-    } else if (!strcmp(k, "step")) {
-      have_step = sscanf(v, "%" SCNu64, &m->step) == 1;
-    } else if (!strcmp(k, "id")) {
-      have_id = sscanf(v, "%" SCNx64, &m->id) == 1;
-    } else if (!strcmp(k, "depth")) {
-      bad = sscanf(v, "%u", &m->depth) != 1;
-    } else if (!strcmp(k, "base-step")) {
-      bad = sscanf(v, "%" SCNu64, &m->base_step) != 1;
-    } else if (!strcmp(k, "base-id")) {
-      bad = sscanf(v, "%" SCNx64, &m->base_id) != 1;
-    } else if (!strcmp(k, "base")) {
-      snprintf(m->base, sizeof m->base, "%s", v);
-    } else if (!strcmp(k, "table")) {
-      store_manifest_table *nt = realloc(m->tables, (m->ntables + 1) * sizeof *nt);
-      if (!nt) break;
-      m->tables = nt;
-      bad = !table_line(v, &m->tables[m->ntables++]);
-    }
-  }
-  free(text);
-  if (bad || !have_kind || !have_step || !have_id || (m->delta && !m->base[0])) {
-    store_manifest_free(m);
-    return ps_error_set(err, PS_ERR_CORRUPT, "%s: not a checkpoint manifest Ember can read",
-                        path);
-  }
-  return PS_OK;
-}
-
-bool ps_store_is_delta(const char *dir) {
-  char p[4200];
-  snprintf(p, sizeof p, "%s/" STORE_MANIFEST, dir ? dir : "");
-  if (!dir || access(p, F_OK) != 0) return false;
-  store_manifest m;
-  if (store_manifest_read(dir, &m, NULL) != PS_OK) return true; /* composing it says why */
-  bool d = m.delta;
-  store_manifest_free(&m);
-  return d;
-}
-
-/* XXH3 of a file's bytes, and its size. */
-static ps_status file_sum(const char *path, uint64_t *sum, uint64_t *size) {
-  char *b = NULL;
-  size_t n = 0;
-  ps_status st = read_all(path, &b, &n);
-  if (st != PS_OK) return st;
-  *sum = ps_hash64(b, n, 0);
-  *size = n;
-  free(b);
-  return PS_OK;
-}
-
-ps_status store_delta_file_sum(const char *path, uint64_t *sum, uint64_t *size) {
-  return file_sum(path, sum, size);
+/* Copies a snapshot directory tree, SST files hard-linked when link_sst. */
+static ps_status store_copy_tree(const char *src, const char *dst, bool link_sst, ps_error *err) {
+  static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER; /* nftw callbacks use globals */
+  pthread_mutex_lock(&copy_mu);
+  copy_root_src = src;
+  copy_root_dst = dst;
+  copy_link = link_sst;
+  int rc = nftw(src, copy_cb, 16, FTW_PHYS);
+  pthread_mutex_unlock(&copy_mu);
+  if (rc == 0) return PS_OK;
+  ps_error_set(err, PS_ERR_IO, "copying %s to %s failed: %s", src, dst, strerror(errno));
+  ps_rm_rf(dst);
+  return PS_ERR_IO;
 }
 
 /* One link of the chain: a checkpoint directory (canonical) and its manifest. */
@@ -307,7 +178,7 @@ static ps_status apply_delta(ps_store *s, const link_t *l, ps_error *err) {
     char file[PATH_MAX + 32];
     snprintf(file, sizeof file, "%s/t%u.sst", l->dir, mt->spec.id);
     uint64_t sum = 0, size = 0;
-    if (file_sum(file, &sum, &size) != PS_OK)
+    if (store_delta_file_sum(file, &sum, &size) != PS_OK)
       return ps_error_set(err, PS_ERR_CORRUPT, "delta %s: %s: %s", l->dir, file, strerror(errno));
     if (sum != mt->sum || size != mt->bytes)
       return ps_error_set(err, PS_ERR_CORRUPT, "delta %s: %s: checksum mismatch (%" PRIu64
@@ -355,7 +226,7 @@ ps_status store_chain_compose(const char *dir, const char *dst, bool link_sst,
   if (st == PS_OK && n > 1) {
     ps_store *s = NULL;
     ps_store_options o = {.path = dst, .partitions = 1, .cache_bytes = 16u << 20};
-    st = ps_store_open(&o, &s, err);
+    st = store_open_dir(&o, &s, err);
     for (size_t i = n - 1; st == PS_OK && i-- > 0;) st = apply_delta(s, &c[i], err);
     ps_store_close(&s);
     if (st != PS_OK) ps_rm_rf(dst);
@@ -375,7 +246,9 @@ ps_status store_chain_compose(const char *dir, const char *dst, bool link_sst,
   return st;
 }
 
-ps_status store_compose_private(const char *dir, char **compose_dir, char **db, ps_error *err) {
+/* Composes dir's chain into a new private directory under $TMPDIR (*compose_dir, removed by
+ * the caller) holding the database *db, for a read-only open. */
+static ps_status compose_private(const char *dir, char **compose_dir, char **db, ps_error *err) {
   const char *tmp = getenv("TMPDIR");
   char root[PATH_MAX];
   snprintf(root, sizeof root, "%s/ember-compose-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
@@ -397,4 +270,28 @@ ps_status store_compose_private(const char *dir, char **compose_dir, char **db, 
     *compose_dir = *db = NULL;
   }
   return st;
+}
+
+/* The store's open (ps_store.h). A read-only open of a delta composes its chain first, into a
+ * private copy that the store opens and removes at close; anything else is opened as it is.
+ * Composition sits here, above the plain open (store_open_dir) that it uses itself, so opening
+ * a store never comes back through the composition. */
+ps_status ps_store_open(const ps_store_options *opt, ps_store **out, ps_error *err) {
+  if (!opt || !out || !opt->path || !opt->read_only || !ps_store_is_delta(opt->path))
+    return store_open_dir(opt, out, err);
+  *out = NULL;
+  char *compose_dir = NULL, *db = NULL;
+  ps_status st = compose_private(opt->path, &compose_dir, &db, err);
+  if (st != PS_OK) return st;
+  ps_store_options o = *opt;
+  o.path = db;
+  st = store_open_dir(&o, out, err);
+  free(db);
+  if (st != PS_OK) {
+    ps_rm_rf(compose_dir);
+    free(compose_dir);
+    return st;
+  }
+  (*out)->compose_dir = compose_dir;
+  return PS_OK;
 }

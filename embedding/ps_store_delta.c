@@ -1,6 +1,6 @@
 /* ps_store_delta: incremental checkpoints — which rows changed since the last checkpoint, and
- * writing a checkpoint as a delta of only those (ps_store.h has the API, ps_store_chain.c the
- * manifest and the composition of a chain).
+ * writing a checkpoint as a delta of only those (ps_store.h has the API, ps_store_manifest.c
+ * the manifest, ps_store_chain.c the composition of a chain).
  *
  * - Changed rows are known from a key set per partition and table, kept by push (every key a
  *   push touches) and by expiry (every key it removes), under the partition's own lock. We
@@ -89,11 +89,6 @@ void store_track_keys(ps_store *s, partition *pa, size_t ti, const uint64_t *key
     if (i + AHEAD < n) __builtin_prefetch(&pt->chg[hashes[i + AHEAD] & mask], 1);
     set_add(pt, keys[i], hashes[i]);
   }
-}
-
-void store_ckpt_ref_clear(store_ckpt_ref *r) {
-  free(r->dir);
-  memset(r, 0, sizeof *r);
 }
 
 static void pend_free(ps_store *s) {

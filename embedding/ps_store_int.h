@@ -12,9 +12,13 @@
  * - Files, one concept each: ps_store_index.c (hash index), ps_store_hot.c (hot tier, CLOCK
  *   eviction), ps_store_optim.c (optimizers, row init), ps_store_cold.c (RocksDB: options,
  *   records, specs on disk), ps_store_tables.c (declaration), ps_store_admit.c (count-min
- *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c and ps_store_chain.c (incremental
- *   checkpoints: change tracking, deltas, chains), ps_store_batch.c (pull/push pipeline) and
- *   ps_store.c (open/close/flush/stats).
+ *   admission, TTL), ps_store_snapshot.c, ps_store_delta.c, ps_store_manifest.c,
+ *   ps_store_chain.c and ps_store_restore.c (checkpoints: snapshots, change tracking, deltas,
+ *   manifests, chains, restore), ps_store_batch.c (pull/push pipeline) and ps_store.c
+ *   (open/close/flush/stats). Composition sits above the plain open: a read-only
+ *   ps_store_open of a delta composes its chain (ps_store_chain.c) and opens the copy with
+ *   store_open_dir (ps_store.c), which never composes; restore composes, then swaps
+ *   (ps_store_restore.c); nothing below calls either.
  * - What the pull and push loops call per key lives here as static inline (index probe, key
  *   hash, row layout), so splitting the files costs the hot loops no call.
  * - Floats and metadata are stored in host (little-endian) byte order. */
@@ -425,7 +429,7 @@ void store_track_reset(ps_store *s);
  * for a snapshot without a manifest, from before them). */
 ps_status store_chain_compose(const char *dir, const char *dst, bool link, store_ckpt_ref *head,
                               ps_error *err);
-/* A checkpoint's manifest (ps_store_chain.c; docs/CHECKPOINTS.md has the format). */
+/* A checkpoint's manifest (ps_store_manifest.c; docs/CHECKPOINTS.md has the format). */
 #define STORE_MANIFEST "EMBER-SNAPSHOT"
 typedef struct store_manifest_table {
   ps_table_spec spec;
@@ -447,16 +451,16 @@ ps_status store_manifest_read(const char *dir, store_manifest *m, ps_error *err)
 void store_manifest_free(store_manifest *m);
 /* XXH3-64 (seed 0) of a file's bytes, and its size. */
 ps_status store_delta_file_sum(const char *path, uint64_t *sum, uint64_t *size);
-/* Composes dir's chain into a new private directory under $TMPDIR (*compose_dir, removed by
- * the caller) holding the database *db, for a read-only open. */
-ps_status store_compose_private(const char *dir, char **compose_dir, char **db, ps_error *err);
-/* Copies a snapshot directory tree (ps_store_snapshot.c), SST files hard-linked when link. */
-ps_status store_copy_tree(const char *src, const char *dst, bool link, ps_error *err);
+/* Frees r's directory and clears it (ps_store_manifest.c). */
+void store_ckpt_ref_clear(store_ckpt_ref *r);
 /* Flush + RocksDB checkpoint into dir (store write-locked). */
 ps_status store_snapshot_locked(ps_store *s, const char *dir, ps_error *err);
-void store_ckpt_ref_clear(store_ckpt_ref *r);
 
-/* ---------------------------------------------- ps_store.c: write-back */
+/* ---------------------------------------------- ps_store.c: open, write-back */
+
+/* Opens the database in opt->path as it is (ps_store_open, in ps_store_chain.c, composes a
+ * delta's chain first for a read-only open, and then opens the composed copy with this). */
+ps_status store_open_dir(const ps_store_options *opt, ps_store **out, ps_error *err);
 
 /* Writes every dirty hot row to RocksDB (store write-locked); err must not be NULL. A row's
  * dirty bit is cleared only once its write succeeded, so a failure loses nothing. */

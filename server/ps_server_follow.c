@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
@@ -111,18 +112,6 @@ static ps_status same_tables(srv_follow *f, ps_store *st, const char *dir, ps_er
   return PS_OK;
 }
 
-/* What DIR/latest names now ("" when it cannot be read: a rename in progress is retried). */
-static void read_latest(const ps_server *s, char *name, size_t len) {
-  char p[4200];
-  snprintf(p, sizeof p, "%s/latest", s->opt.serve_dir);
-  name[0] = '\0';
-  FILE *fp = fopen(p, "r");
-  if (!fp) return;
-  if (!fgets(name, (int)len, fp)) name[0] = '\0';
-  fclose(fp);
-  name[strcspn(name, "\r\n")] = '\0';
-}
-
 /* The new version's hot tier gets the rows of the last keys pulled (read from its RocksDB
  * snapshot here, on the watcher thread, while nothing else uses it), so that the first
  * requests after the switch find them in memory instead of all going to RocksDB. */
@@ -160,14 +149,14 @@ static void warm(srv_follow *f, srv_version *v) {
 
 /* The watcher's look at `latest`: a new name is opened and handed over, or logged. */
 static void watch_once(ps_server *s, srv_follow *f) {
-  char name[256];
-  read_latest(s, name, sizeof name);
+  char name[256]; /* "" when latest cannot be read: a rename in progress is retried */
+  ps_status named = ps_ckpt_latest_read(s->opt.serve_dir, name, sizeof name, NULL);
   if (!name[0] || strcmp(name, f->seen) == 0) return;
   snprintf(f->seen, sizeof f->seen, "%s", name);
   srv_version *v = calloc(1, sizeof *v);
   ps_error err;
   ps_status st = v ? PS_OK : ps_error_set(&err, PS_ERR_NOMEM, "out of memory");
-  if (st == PS_OK && (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0))
+  if (st == PS_OK && named != PS_OK)
     st = ps_error_set(&err, PS_ERR_CORRUPT, "it does not name a checkpoint");
   if (st == PS_OK &&
       (size_t)snprintf(v->dir, sizeof v->dir, "%s/%s", s->opt.serve_dir, name) >= sizeof v->dir)

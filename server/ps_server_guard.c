@@ -51,6 +51,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -62,23 +63,12 @@
 /* The directory holding step-N when canon is ROOT/step-N or ROOT/step-N/shards (ps-worker's
  * layout) into out; false otherwise. */
 static bool layout_root(const char *canon, char *out, size_t len) {
-  char buf[PATH_MAX];
-  snprintf(buf, sizeof buf, "%s", canon);
-  for (int up = 0; up < 2; up++) {
-    char *base = strrchr(buf, '/');
-    if (!base || base == buf) return false;
-    if (strncmp(base + 1, "step-", 5) == 0 && base[6] &&
-        strspn(base + 6, "0123456789") == strlen(base + 6)) {
-      struct stat sb;
-      if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
-      *base = '\0';
-      snprintf(out, len, "%s", buf);
-      return true;
-    }
-    if (strcmp(base + 1, "shards") != 0) return false;
-    *base = '\0';
-  }
-  return false;
+  char step_dir[PATH_MAX];
+  uint64_t step;
+  struct stat sb;
+  return ps_ckpt_path_split(canon, out, len, &step) && strcmp(out, "/") != 0 &&
+         ps_ckpt_step_path(step_dir, sizeof step_dir, out, step) == PS_OK &&
+         stat(step_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err) {

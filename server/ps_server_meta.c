@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -96,19 +97,19 @@ static json_t *tables_json(ps_server *s) {
 }
 
 static ps_status write_json_atomic(const char *path, json_t *j) {
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return PS_ERR_IO;
-  int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_SORT_KEYS);
-  fputc('\n', f);
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = -1;
-  if (fclose(f) != 0) rc = -1;
-  if (rc != 0 || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return PS_ERR_IO;
+  char *text = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+  if (!text) return PS_ERR_NOMEM;
+  size_t n = strlen(text);
+  char *line = realloc(text, n + 2);
+  if (!line) {
+    free(text);
+    return PS_ERR_NOMEM;
   }
-  return PS_OK;
+  line[n] = '\n';
+  line[n + 1] = '\0';
+  ps_status st = ps_write_atomic(path, line, n + 1, 0644, false, NULL);
+  free(line);
+  return st;
 }
 
 json_t *srv_ckpt_json(const ps_server_ckpt *c) {
@@ -240,8 +241,8 @@ void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, siz
    * a relative --data-dir, DIR/DIR/checkpoints/..., so a kill -9 left a shard that never
    * started again. */
   const char *dd = s->data_real[0] ? s->data_real : s->data_dir;
-  int n;
-  if (!path || !path[0]) n = snprintf(out, len, "%s/checkpoints/step-%" PRIu64, dd, step);
+  int n = 0;
+  if (!path || !path[0]) ps_ckpt_server_root(out, len, dd, step); /* too long: "" */
   else if (path[0] == '/') n = snprintf(out, len, "%s", path);
   else n = snprintf(out, len, "%s/%s", dd, path);
   if (n < 0 || (size_t)n >= len) out[0] = '\0'; /* too long: no root (refused as such) */
@@ -250,9 +251,10 @@ void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, siz
 /* This shard's snapshot directory and metadata file under root: committed or staging. */
 static void ckpt_files(ps_server *s, const char *root, bool staging, char *dir, char *meta,
                        size_t len) {
-  const char *sfx = staging ? ".staging" : "";
-  snprintf(dir, len, "%s/shard-%u%s", root, s->opt.shard, sfx);
-  snprintf(meta, len, "%s/shard-%u%s.json", root, s->opt.shard, sfx);
+  ps_ckpt_shard_path(dir, len, root, s->opt.shard,
+                     staging ? PS_CKPT_SHARD_STAGING : PS_CKPT_SHARD_DIR);
+  ps_ckpt_shard_path(meta, len, root, s->opt.shard,
+                     staging ? PS_CKPT_SHARD_STAGING_META : PS_CKPT_SHARD_META);
 }
 
 /* Deletes this shard's checkpoint files under root (committed or staging). */
@@ -347,14 +349,6 @@ static ps_status ckpt_prepare(ps_server *s, uint64_t step, const char *root, uin
   return PS_OK;
 }
 
-static ps_status fsync_dir(const char *path) {
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return PS_ERR_IO;
-  int rc = fsync(fd);
-  close(fd);
-  return rc == 0 ? PS_OK : PS_ERR_IO;
-}
-
 /* Renames this shard's snapshot and metadata under root from staging to final names or
  * back: both or (as far as the file system lets us) neither. */
 static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
@@ -364,7 +358,7 @@ static ps_status ckpt_move(ps_server *s, const char *root, bool to_final) {
   const char *fd = to_final ? sdir : dir, *td = to_final ? dir : sdir;
   const char *fm = to_final ? smeta : meta, *tm = to_final ? meta : smeta;
   if (rename(fd, td) != 0) return PS_ERR_IO;
-  if (rename(fm, tm) != 0 || fsync_dir(root) != PS_OK) {
+  if (rename(fm, tm) != 0 || ps_fsync_dir(root) != PS_OK) {
     rename(tm, fm);
     rename(td, fd);
     return PS_ERR_IO;
@@ -523,23 +517,10 @@ void srv_log_existing_state(ps_server *s) {
           s->data_dir, ntables, st.rows_hot + st.rows_cold, ck);
 }
 
-/* N when the last component of root (or of its parent, when it is "shards", as ps-worker lays
- * checkpoints out) is "step-N"; -1 otherwise. */
+/* N when root is ROOT/step-N or ROOT/step-N/shards (ps-worker's layout); -1 otherwise. */
 static int64_t dir_step(const char *root) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", root);
-  for (int up = 0; up < 2; up++) {
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
-    char *base = strrchr(buf, '/');
-    base = base ? base + 1 : buf;
-    if (strncmp(base, "step-", 5) == 0 && base[5] && strspn(base + 5, "0123456789") ==
-        strlen(base + 5) && strlen(base + 5) < 19)
-      return (int64_t)strtoll(base + 5, NULL, 10);
-    if (strcmp(base, "shards") != 0 || base == buf) return -1;
-    base[-1] = '\0';
-  }
-  return -1;
+  uint64_t step;
+  return ps_ckpt_path_split(root, NULL, 0, &step) ? (int64_t)step : -1;
 }
 
 ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint64_t *step,

@@ -29,30 +29,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
 
-static bool is_dir(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 /* The step shard-I.json records, after checking its shard count against the cluster's. */
 static ps_status shard_step(const ps_server *s, const char *dir, uint64_t *step, ps_error *err) {
-  uint32_t n = 0;
+  uint32_t n = ps_ckpt_count_shards(dir, 65536);
   char p[4400];
-  while (n < 65536) {
-    snprintf(p, sizeof p, "%s/shards/shard-%u", dir, n);
-    if (!is_dir(p)) break;
-    n++;
-  }
   if (n != s->opt.shards)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--serve %s: the checkpoint has %u shard(s), this server was started "
                         "with --shards %u (they must match)",
                         dir, n, s->opt.shards);
-  snprintf(p, sizeof p, "%s/shards/shard-%u.json", dir, s->opt.shard);
+  ps_ckpt_step_shard_path(p, sizeof p, dir, s->opt.shard, PS_CKPT_SHARD_META);
   json_error_t je;
   json_t *j = json_load_file(p, 0, &je);
   json_int_t st = -1, shards = n;
@@ -72,7 +63,7 @@ ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **st
   char db[4400];
   ps_status st = shard_step(s, dir, step, err);
   if (st != PS_OK) return st;
-  snprintf(db, sizeof db, "%s/shards/shard-%u", dir, s->opt.shard);
+  ps_ckpt_step_shard_path(db, sizeof db, dir, s->opt.shard, PS_CKPT_SHARD_DIR);
   ps_store_options so = {.path = db,
                          .cache_bytes = s->opt.cache_bytes,
                          .partitions = s->nthreads ? s->nthreads : 1,
@@ -85,13 +76,13 @@ ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **st
 ps_status srv_serve_open(ps_server *s, ps_error *err) {
   char dir[4096], latest[4200];
   uint64_t step = 0;
-  snprintf(latest, sizeof latest, "%s/latest", s->opt.serve_dir);
+  ps_ckpt_latest_path(latest, sizeof latest, s->opt.serve_dir);
   if (s->opt.follow && access(latest, F_OK) != 0)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--follow watches DIR/latest, and %s has none: give the checkpoint "
                         "directory that ps-worker --checkpoint-dir writes, not one step-N in it",
                         s->opt.serve_dir);
-  ps_status st = ps_path_ckpt_step(s->opt.serve_dir, "shards", dir, sizeof dir, err);
+  ps_status st = ps_ckpt_resolve(s->opt.serve_dir, PS_CKPT_SHARDS, dir, sizeof dir, err);
   if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
   if ((st = srv_serve_open_step(s, dir, &s->store, &step, err)) != PS_OK) return st;
   if ((st = srv_tables_adopt_store(s)) != PS_OK)

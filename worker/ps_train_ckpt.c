@@ -18,38 +18,29 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
+#include "ps_kvfile.h"
 #include "ps_train_int.h"
 
 #define TRY PS_TRAIN_TRY
 #define CKPT_MAGIC_V1 PS_DENSE_MAGIC_V1
 #define CKPT_MAGIC PS_DENSE_MAGIC
 
-/* snprintf into a path buffer; PS_ERR_INVALID when the path does not fit. */
-static ps_status pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static ps_status pathf(char *out, size_t n, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int r = vsnprintf(out, n, fmt, ap);
-  va_end(ap);
-  return r < 0 || (size_t)r >= n ? PS_ERR_INVALID : PS_OK;
-}
-
 /* Dense state of a checkpoint, written by rank 0 beside the shards' snapshots: dense.bin,
  * whose format (and checksum, ps_dense_sum) ps_dense_file.h defines. */
 #define dense_sum ps_dense_sum
 static ps_status save_dense(ps_trainer *t, const char *dir) {
   char path[4096];
-  TRY(pathf(path, sizeof path, "%s/dense.bin", dir));
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_DENSE));
   size_t np = t->nparams, ns = ps_dlrm_opt_state_len(t->model);
   float *state = ns ? malloc(ns * sizeof(float)) : NULL;
   if (ns && !state) return PS_ERR_NOMEM;
@@ -77,7 +68,7 @@ static ps_status save_dense(ps_trainer *t, const char *dir) {
 
 static ps_status load_dense(ps_trainer *t, const char *dir, uint64_t *step) {
   char path[4096];
-  TRY(pathf(path, sizeof path, "%s/dense.bin", dir));
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_DENSE));
   FILE *f = fopen(path, "rb");
   if (!f) {
     PS_ERROR("cannot open %s: %s", path, strerror(errno));
@@ -162,13 +153,13 @@ static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
  * read the columns the model was trained on without the original file. */
 static int copy_schema(const char *from, const char *dir) {
   char path[4200];
-  return pathf(path, sizeof path, "%s/schema.json", dir) == PS_OK &&
+  return ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_SCHEMA) == PS_OK &&
          ps_copy_file(from, path) == PS_OK;
 }
 
 static ps_status save_config(ps_trainer *t, const char *dir) {
   char path[4200];
-  TRY(pathf(path, sizeof path, "%s/config", dir));
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_CONFIG));
   ckpt_flag fl[CKPT_NFLAGS];
   ckpt_flags(t->cfg, fl);
   char *text = NULL;
@@ -180,25 +171,25 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   /* What ps-predict and ps-export need beyond the compared flags (older configs lack these
    * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
    * embedding table's id in the shards (the interaction is a compared flag above). Last, the checksum
-   * of everything before it (ps_dense_file.h). */
+   * of everything before it (ps_kvfile.h). */
   bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
   char table[PS_TABLE_NAME_MAX];
   ps_train_table_name(t->cfg, table, sizeof table);
   fprintf(m, "schema-file=%s\ntable-id=%u\ntable-name=%s\n",
-          builtin ? "criteo" : "schema.json", PS_TRAIN_TABLE_ID, table);
-  int ok = fclose(m) == 0;
-  FILE *f = ok ? fopen(path, "w") : NULL;
-  if (!f) ok = 0;
-  if (f) {
-    fwrite(text, 1, len, f);
-    fprintf(f, "checksum=%016" PRIx64 "\n", ps_ckpt_text_sum(text, len));
-    if (!builtin && !copy_schema(t->cfg->schema, dir)) ok = 0;
-    if (ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
+          builtin ? "criteo" : ps_ckpt_file_name(PS_CKPT_SCHEMA), PS_TRAIN_TABLE_ID, table);
+  if (fclose(m) != 0) {
+    free(text);
+    return PS_ERR_NOMEM;
   }
+  ps_error werr;
+  ps_status st = PS_OK;
+  if (!builtin && !copy_schema(t->cfg->schema, dir))
+    st = ps_error_set(&werr, PS_ERR_IO, "copying %s into %s: %s", t->cfg->schema, dir,
+                      strerror(errno));
+  if (st == PS_OK) st = ps_kvfile_write(path, text, len, &werr);
   free(text);
-  if (!ok) {
-    PS_ERROR("writing %s: %s", path, strerror(errno));
+  if (st != PS_OK) {
+    PS_ERROR("writing %s: %s", path, werr.msg);
     return PS_ERR_IO;
   }
   return PS_OK;
@@ -206,31 +197,20 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
 
 /* The directory `latest` names, into dir; PS_ERR_NOT_FOUND when there is none. */
 static ps_status latest_dir(const char *base, char *dir, size_t n) {
-  char latest[4200], name[256] = "";
-  TRY(pathf(latest, sizeof latest, "%s/latest", base));
-  FILE *f = fopen(latest, "r");
-  if (!f || !fgets(name, sizeof name, f)) {
-    if (f) fclose(f);
-    return PS_ERR_NOT_FOUND;
-  }
-  fclose(f);
-  name[strcspn(name, "\r\n")] = '\0';
-  return pathf(dir, n, "%s/%s", base, name);
+  return ps_ckpt_latest_dir(base, dir, n, NULL) == PS_OK ? PS_OK : PS_ERR_NOT_FOUND;
 }
 
 void ps_train_table_name(const ps_train_config *c, char *out, size_t n) {
   snprintf(out, n, "%s", c->resume ? PS_TRAIN_TABLE_NAME : ps_schema_table(c->schema_obj));
-  char dir[4600], path[4700], line[512];
-  FILE *f = NULL;
+  char dir[4600], path[4700];
+  ps_kvfile *kv = NULL;
   if (!c->resume || latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK ||
-      pathf(path, sizeof path, "%s/config", dir) != PS_OK || !(f = fopen(path, "r")))
-    return;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "table-name=", 11)) {
-      line[strcspn(line, "\r\n")] = '\0';
-      snprintf(out, n, "%s", line + 11);
-    }
-  fclose(f);
+      ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_CONFIG) != PS_OK ||
+      ps_kvfile_read(path, &kv, NULL) != PS_OK)
+    return; /* a damaged config: --resume's check of the flags says so */
+  const char *v = ps_kvfile_get(kv, "table-name");
+  if (v) snprintf(out, n, "%s", v);
+  ps_kvfile_free(&kv);
 }
 
 static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char *was,
@@ -246,15 +226,8 @@ static ps_status ckpt_mismatch(const ckpt_flag *fl, const char *dir, const char 
  * wait on, and a directory beside the checkpoint is not one a fresh server pins as its root
  * (docs/CHECKPOINTS.md, "Resharding"). */
 static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps_error *err) {
-  uint32_t have = 0, want = 1;
+  uint32_t have = ps_ckpt_count_shards(dir, UINT32_MAX), want = 1;
   for (const char *p = c->servers; p && *p; p++) want += *p == ',';
-  for (;; have++) {
-    char p[4800];
-    struct stat sb;
-    if (pathf(p, sizeof p, "%s/shards/shard-%u", dir, have) != PS_OK || stat(p, &sb) != 0 ||
-        !S_ISDIR(sb.st_mode))
-      break;
-  }
   if (have == 0 || have == want) return PS_OK; /* none: the restore says what is missing */
   char abs[4096];
   const char *d = realpath(c->checkpoint_dir, abs) ? abs : c->checkpoint_dir;
@@ -265,15 +238,15 @@ static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps
 }
 
 ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
-  char dir[4600], path[4700], line[512];
+  char dir[4600], path[4700];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
                         "(no %s/latest)", c->checkpoint_dir, c->checkpoint_dir);
-  TRY(pathf(path, sizeof path, "%s/config", dir));
-  int had_sum; /* a damaged config is refused; one without a checksum (older) is read as is */
-  ps_status vs = ps_ckpt_text_verify(path, &had_sum, err);
-  FILE *f = vs == PS_OK ? fopen(path, "r") : NULL;
-  if (vs == PS_ERR_NOT_FOUND || (vs == PS_OK && !f)) {
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_CONFIG));
+  /* a damaged config is refused; one without a checksum (older) is read as is */
+  ps_kvfile *kv = NULL;
+  ps_status vs = ps_kvfile_read(path, &kv, err);
+  if (vs == PS_ERR_NOT_FOUND) {
     PS_WARN("%s: no config (written by an older ps-worker): --hash-buckets, --emb-dim, "
             "--mlp-bot, --mlp-top, --sparse-opt and --interaction are not compared with the "
             "checkpoint's", dir);
@@ -284,18 +257,15 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   ckpt_flags(c, fl);
   bool seen[CKPT_NFLAGS] = {false};
   ps_status st = PS_OK;
-  while (st == PS_OK && fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
+  for (size_t l = 0; st == PS_OK && l < ps_kvfile_count(kv); l++) {
+    const char *name = ps_kvfile_name(kv, l), *value = ps_kvfile_value(kv, l);
     for (int i = 0; i < CKPT_NFLAGS; i++) {
-      if (strcmp(line, fl[i].name) != 0) continue;
+      if (strcmp(name, fl[i].name) != 0) continue;
       seen[i] = true;
-      if (strcmp(eq + 1, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, eq + 1, err);
+      if (strcmp(value, fl[i].value) != 0) st = ckpt_mismatch(&fl[i], dir, value, err);
     }
   }
-  fclose(f);
+  ps_kvfile_free(&kv);
   for (int i = 0; i < CKPT_NFLAGS && st == PS_OK; i++)
     if (!seen[i] && fl[i].absent && strcmp(fl[i].absent, fl[i].value) != 0)
       st = ckpt_mismatch(&fl[i], dir, fl[i].absent, err);
@@ -310,13 +280,13 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   t->ckpt_step = t->step; /* every rank: the end of the run writes no second one */
   t->have_ckpt = true;
   if (t->rank != 0) return PS_OK;
-  char dir[4096], tmp[4200], latest[4200];
+  char dir[4096];
   char abs_base[4096];
   if (!realpath(t->cfg->checkpoint_dir, abs_base)) {
     PS_ERROR("--checkpoint-dir %s: %s", t->cfg->checkpoint_dir, strerror(errno));
     return PS_ERR_IO;
   }
-  TRY(pathf(dir, sizeof dir, "%s/step-%" PRIu64, abs_base, t->step));
+  TRY(ps_ckpt_step_path(dir, sizeof dir, abs_base, t->step));
   /* A step-S directory that `latest` does not name was left by a checkpoint the worker never
    * recorded (the shards committed it, then a crash came before `latest` moved). This run
    * re-executed those steps from an earlier checkpoint, so its checkpoint replaces that one
@@ -334,7 +304,7 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   }
   TRY(ps_mkdir_p(dir));
   char shards[4200];
-  TRY(pathf(shards, sizeof shards, "%s/shards", dir));
+  TRY(ps_ckpt_file_path(shards, sizeof shards, dir, PS_CKPT_SHARDS));
   uint64_t t0 = ps_now_ns();
   /* A delta against the previous checkpoint of this run (or the one it resumed from); each
    * shard writes a full one instead when it cannot (docs/CHECKPOINTS.md). */
@@ -345,12 +315,9 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   snprintf(t->ckpt_base, sizeof t->ckpt_base, "%s", shards);
   TRY(save_dense(t, dir));
   TRY(save_config(t, dir));
-  TRY(pathf(tmp, sizeof tmp, "%s/latest.tmp", abs_base));
-  TRY(pathf(latest, sizeof latest, "%s/latest", abs_base));
-  FILE *f = fopen(tmp, "w");
-  if (f) fprintf(f, "step-%" PRIu64 "\n", t->step);
-  if (!f || fclose(f) != 0 || rename(tmp, latest) != 0) {
-    PS_ERROR("writing %s: %s", latest, strerror(errno));
+  ps_error werr;
+  if (ps_ckpt_latest_write(abs_base, t->step, &werr) != PS_OK) {
+    PS_ERROR("%s", werr.msg);
     return PS_ERR_IO;
   }
   PS_INFO("checkpoint at step %" PRIu64 " in %s (%.2f s)", t->step, dir, ps_train_since(t0));
@@ -369,7 +336,7 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
     PS_ERROR("--resume: %s has no checkpoint (no %s/latest)", abs_base, abs_base);
     return PS_ERR_NOT_FOUND;
   }
-  TRY(pathf(shards, sizeof shards, "%s/shards", dir));
+  TRY(ps_ckpt_file_path(shards, sizeof shards, dir, PS_CKPT_SHARDS));
   TRY(load_dense(t, dir, step));
   if (t->rank == 0) {
     uint64_t sstep = 0;

@@ -102,6 +102,40 @@ static void test_path_canonical(void **st) {
   assert_int_equal(ps_rm_rf(root), PS_OK);
 }
 
+/* ps_write_atomic: the content replaced whole, the mode set, no temporary left; exclusive
+ * refuses an existing file (PS_ERR_CONFLICT) and leaves it as it was; a missing directory is
+ * an I/O error with err filled. */
+static void test_write_atomic(void **st) {
+  (void)st;
+  char root[64], p[128], buf[32] = "";
+  snprintf(root, sizeof root, "/tmp/ember-test-atomic-%d", (int)getpid());
+  assert_int_equal(ps_mkdir_p(root), PS_OK);
+  snprintf(p, sizeof p, "%s/f", root);
+  assert_int_equal(ps_write_atomic(p, "one\n", 4, 0644, false, NULL), PS_OK);
+  assert_int_equal(ps_write_atomic(p, "two\n", 4, 0600, false, NULL), PS_OK);
+  FILE *f = fopen(p, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  assert_string_equal(buf, "two\n");
+  struct stat sb;
+  assert_int_equal(stat(p, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0600);
+  ps_error err;
+  assert_int_equal(ps_write_atomic(p, "three\n", 6, 0644, true, &err), PS_ERR_CONFLICT);
+  assert_int_equal(stat(p, &sb), 0);
+  assert_int_equal(sb.st_size, 4);
+  char tmp[160];
+  snprintf(tmp, sizeof tmp, "%s.tmp%d", p, (int)getpid());
+  assert_int_not_equal(stat(tmp, &sb), 0);
+  snprintf(p, sizeof p, "%s/no/such/f", root);
+  assert_int_equal(ps_write_atomic(p, "x", 1, 0644, false, &err), PS_ERR_IO);
+  assert_non_null(strstr(err.msg, "no/such"));
+  assert_int_equal(ps_fsync_dir(root), PS_OK);
+  assert_int_equal(ps_rm_rf(root), PS_OK);
+}
+
 PS_TEST_MAIN("fs", NULL, NULL,
+    cmocka_unit_test(test_write_atomic),
     cmocka_unit_test(test_rm_rf),
     cmocka_unit_test(test_path_canonical))

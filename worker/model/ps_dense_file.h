@@ -9,9 +9,8 @@
  * The checksum chains ps_hash64 (XXH3-64) over the five parts before it, each seeded with the
  * hash so far (ps_dense_sum), so any flipped byte is found before a model is built on it.
  *
- * The checkpoint's text file (config) is guarded the same way, by its last line
- * "checksum=<16 hex digits>": the XXH3-64 (seed 0) of every byte before that line
- * (ps_ckpt_text_sum); files written before the line existed have none and are not verified. */
+ * The checkpoint's text file (config) is guarded the same way, by its checksum line
+ * (common/ps_kvfile.h). */
 #ifndef PS_DENSE_FILE_H
 #define PS_DENSE_FILE_H
 
@@ -39,12 +38,5 @@ typedef struct ps_dense_file {
  * dense.bin, truncated, trailing bytes, checksum mismatch), PS_ERR_NOMEM; err names the file. */
 ps_status ps_dense_file_read(const char *path, ps_dense_file *out, ps_error *err);
 void ps_dense_file_free(ps_dense_file *d);
-
-/* The checksum of a checkpoint text file's bytes before its checksum line. */
-uint64_t ps_ckpt_text_sum(const char *text, size_t len);
-/* Reads the text file at path and verifies its checksum line: PS_OK (*had_sum says whether
- * there was one), PS_ERR_NOT_FOUND, PS_ERR_CORRUPT (a mismatch, or a checksum line that is not
- * the last), PS_ERR_NOMEM; err names the file. */
-ps_status ps_ckpt_text_verify(const char *path, int *had_sum, ps_error *err);
 
 #endif

@@ -1,12 +1,9 @@
-/* ps_ckpt: a checkpoint opened read-only (see ps_ckpt.h for the design). Layout read here:
- *   DIR/latest                  "step-N": the newest committed checkpoint
- *   DIR/step-N/config           NAME=VALUE lines (ps-worker's flags, schema-file, table-id,
- *                               table-name, interaction)
- *   DIR/step-N/dense.bin        dense parameters (ps_dense_file.h)
- *   DIR/step-N/schema.json      the schema, when the run had a JSON one
- *   DIR/step-N/shards/shard-I/  shard I's store snapshot (RocksDB files), or a delta that the
- *                               store's read-only open composes with its chain; shard-I.json
- *                               its step */
+/* ps_ckpt: a checkpoint opened read-only (see ps_ckpt.h for the design): DIR's latest step
+ * directory (or DIR, one step-N), its config (a ps_kvfile: ps-worker's flags, schema-file,
+ * table-id, table-name, interaction), dense.bin (ps_dense_file.h), schema.json when the run
+ * had a JSON one, and every shard's snapshot (RocksDB files, or a delta that the store's
+ * read-only open composes with its chain) with shard-I.json its step. Where each lies is
+ * common/ps_ckpt_layout.h's. */
 #include "ps_ckpt.h"
 
 #include <errno.h>
@@ -17,18 +14,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_dense_file.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
+#include "ps_kvfile.h"
 
 #define MAX_SHARDS 4096u
-#define MAX_CONFIG 64
 
 struct ps_ckpt {
   char dir[4096];
   char schema_file[4200];
-  char *names[MAX_CONFIG], *values[MAX_CONFIG];
-  int nconfig;
+  ps_kvfile *config;
   ps_dense_file dense;
   ps_schema *schema;
   uint64_t hash_buckets;
@@ -39,38 +36,14 @@ struct ps_ckpt {
   int dcn_layers, dcn_rank;
 };
 
-static int is_dir(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static ps_status read_config(ps_ckpt *c, ps_error *err) {
-  char p[4300], line[1024];
-  snprintf(p, sizeof p, "%s/config", c->dir);
-  int had_sum;
-  ps_status vst = ps_ckpt_text_verify(p, &had_sum, err);
+  char p[4300];
+  ps_ckpt_file_path(p, sizeof p, c->dir, PS_CKPT_CONFIG);
+  ps_status vst = ps_kvfile_read(p, &c->config, err);
   if (vst == PS_ERR_NOT_FOUND)
     return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
                         "it does not say the model's shape)", c->dir);
   if (vst != PS_OK) return vst;
-  FILE *f = fopen(p, "r");
-  if (!f)
-    return ps_error_set(err, PS_ERR_INVALID, "%s: no config (written by an older ps-worker, "
-                        "it does not say the model's shape)", c->dir);
-  while (c->nconfig < MAX_CONFIG && fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' || !eq) continue;
-    *eq = '\0';
-    c->names[c->nconfig] = strdup(line);
-    c->values[c->nconfig] = strdup(eq + 1);
-    if (!c->names[c->nconfig] || !c->values[c->nconfig]) {
-      fclose(f);
-      return ps_error_set(err, PS_ERR_NOMEM, "%s: out of memory", p);
-    }
-    c->nconfig++;
-  }
-  fclose(f);
   static const char *need[] = {"mlp-bot", "mlp-top", "emb-dim", "hash-buckets"};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
     if (!ps_ckpt_config(c, need[i]))
@@ -114,18 +87,17 @@ static ps_status load_schema(ps_ckpt *c, const char *user, ps_error *err) {
 
 static ps_status open_shards(ps_ckpt *c, ps_error *err) {
   char p[4400];
-  while (c->nshards < MAX_SHARDS) {
-    snprintf(p, sizeof p, "%s/shards/shard-%u", c->dir, c->nshards);
-    if (!is_dir(p)) break;
-    c->nshards++;
+  c->nshards = ps_ckpt_count_shards(c->dir, MAX_SHARDS);
+  if (!c->nshards) {
+    ps_ckpt_step_shard_path(p, sizeof p, c->dir, 0, PS_CKPT_SHARD_DIR);
+    return ps_error_set(err, PS_ERR_CORRUPT, "%s: no %s", c->dir, p + strlen(c->dir) + 1);
   }
-  if (!c->nshards) return ps_error_set(err, PS_ERR_CORRUPT, "%s: no shards/shard-0", c->dir);
   c->shards = calloc(c->nshards, sizeof *c->shards);
   if (!c->shards) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   const char *tid = ps_ckpt_config(c, "table-id");
   uint32_t table = tid ? (uint32_t)strtoul(tid, NULL, 10) : 1u;
   for (uint32_t i = 0; i < c->nshards; i++) {
-    snprintf(p, sizeof p, "%s/shards/shard-%u.json", c->dir, i);
+    ps_ckpt_step_shard_path(p, sizeof p, c->dir, i, PS_CKPT_SHARD_META);
     json_error_t je;
     json_t *j = json_load_file(p, 0, &je);
     json_int_t step = -1, shards = c->nshards;
@@ -139,7 +111,7 @@ static ps_status open_shards(ps_ckpt *c, ps_error *err) {
     if ((uint64_t)step != c->dense.step)
       return ps_error_set(err, PS_ERR_CORRUPT, "%s: shard %u is at step %lld, dense.bin at %" PRIu64,
                           c->dir, i, (long long)step, c->dense.step);
-    snprintf(p, sizeof p, "%s/shards/shard-%u", c->dir, i);
+    ps_ckpt_step_shard_path(p, sizeof p, c->dir, i, PS_CKPT_SHARD_DIR);
     ps_store_options o = {.path = p, .partitions = 1, .read_only = true};
     ps_status st = ps_store_open(&o, &c->shards[i], err);
     if (st != PS_OK) return st;
@@ -163,10 +135,10 @@ static ps_status open_ckpt(const char *dir, const char *schema, bool shards, ps_
   ps_ckpt *c = calloc(1, sizeof *c);
   if (!c) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   char p[4300];
-  ps_status st = ps_path_ckpt_step(dir, "dense.bin", c->dir, sizeof c->dir, err);
+  ps_status st = ps_ckpt_resolve(dir, PS_CKPT_DENSE, c->dir, sizeof c->dir, err);
   if (st == PS_OK) st = read_config(c, err);
   if (st == PS_OK) {
-    snprintf(p, sizeof p, "%s/dense.bin", c->dir);
+    ps_ckpt_file_path(p, sizeof p, c->dir, PS_CKPT_DENSE);
     st = ps_dense_file_read(p, &c->dense, err);
   }
   if (st == PS_OK) st = load_schema(c, schema, err);
@@ -193,10 +165,7 @@ void ps_ckpt_close(ps_ckpt **cp) {
   ps_ckpt *c = *cp;
   for (uint32_t i = 0; c->shards && i < c->nshards; i++) ps_store_close(&c->shards[i]);
   free(c->shards);
-  for (int i = 0; i < c->nconfig; i++) {
-    free(c->names[i]);
-    free(c->values[i]);
-  }
+  ps_kvfile_free(&c->config);
   ps_dense_file_free(&c->dense);
   ps_schema_destroy(&c->schema);
   free(c);
@@ -213,9 +182,7 @@ uint32_t ps_ckpt_nshards(const ps_ckpt *c) { return c->nshards; }
 ps_store *ps_ckpt_shard(ps_ckpt *c, uint32_t i) { return i < c->nshards ? c->shards[i] : NULL; }
 
 const char *ps_ckpt_config(const ps_ckpt *c, const char *name) {
-  for (int i = 0; i < c->nconfig; i++)
-    if (!strcmp(c->names[i], name)) return c->values[i];
-  return NULL;
+  return c->config ? ps_kvfile_get(c->config, name) : NULL;
 }
 
 const char *ps_ckpt_table_name(const ps_ckpt *c) {

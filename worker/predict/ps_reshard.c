@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_hash.h"
 #include "ps_log.h"
@@ -80,7 +81,7 @@ static ps_status tables_meta(ps_ckpt *ck, json_t **out, ps_error *err) {
   json_t *all = json_array();
   for (uint32_t i = 0; i < ps_ckpt_nshards(ck); i++) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/shards/shard-%u.json", ps_ckpt_dir(ck), i);
+    ps_ckpt_step_shard_path(p, sizeof p, ps_ckpt_dir(ck), i, PS_CKPT_SHARD_META);
     json_error_t je;
     json_t *j = json_load_file(p, 0, &je), *tabs = json_object_get(j, "tables"), *t;
     if (!json_is_array(tabs)) {
@@ -105,7 +106,7 @@ static ps_status tables_meta(ps_ckpt *ck, json_t **out, ps_error *err) {
 static ps_status write_shard_json(const char *shards, uint32_t j, uint32_t m, uint64_t step,
                                   json_t *tables, ps_error *err) {
   char p[4400];
-  snprintf(p, sizeof p, "%s/shard-%u.json", shards, j);
+  ps_ckpt_shard_path(p, sizeof p, shards, j, PS_CKPT_SHARD_META);
   json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:O}", "format", 1, "step", (json_int_t)step,
                         "shard", (json_int_t)j, "shards", (json_int_t)m, "tables", tables);
   int rc = o ? json_dump_file(o, p, JSON_INDENT(1) | JSON_SORT_KEYS) : -1;
@@ -121,7 +122,7 @@ static ps_status open_dests(ps_ckpt *ck, const char *shards, dest *d, uint32_t m
   static uint32_t ids[PS_STORE_MAX_TABLES];
   for (uint32_t j = 0; j < m; j++) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/shard-%u.build", shards, j);
+    ps_ckpt_shard_path(p, sizeof p, shards, j, PS_CKPT_SHARD_BUILD);
     ps_store_options o = {.path = p, .cache_bytes = (size_t)16 << 20, .partitions = 1,
                           .block_cache_bytes = (size_t)8 << 20, .write_buffer_bytes = wbuf};
     ps_status st = ps_store_open(&o, &d[j].store, err);
@@ -203,7 +204,7 @@ static ps_status check_rows(const char *shards, uint32_t m, uint64_t want, ps_er
   ps_status st = PS_OK;
   for (uint32_t j = 0; st == PS_OK && j < m; j++) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/shard-%u", shards, j);
+    ps_ckpt_shard_path(p, sizeof p, shards, j, PS_CKPT_SHARD_DIR);
     ps_store_options o = {.path = p, .cache_bytes = (size_t)16 << 20, .partitions = 1,
                           .read_only = true};
     ps_store *s = NULL;
@@ -222,28 +223,15 @@ static ps_status check_rows(const char *shards, uint32_t m, uint64_t want, ps_er
 
 /* config, dense.bin and schema.json (when the run had one) of the source step directory. */
 static ps_status copy_dense(ps_ckpt *ck, const char *step_dir, ps_error *err) {
-  static const char *files[] = {"config", "dense.bin", "schema.json"};
+  static const ps_ckpt_file files[] = {PS_CKPT_CONFIG, PS_CKPT_DENSE, PS_CKPT_SCHEMA};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char from[4400], to[4400];
-    snprintf(from, sizeof from, "%s/%s", ps_ckpt_dir(ck), files[i]);
-    snprintf(to, sizeof to, "%s/%s", step_dir, files[i]);
-    if (i == 2 && access(from, F_OK) != 0) continue;
+    ps_ckpt_file_path(from, sizeof from, ps_ckpt_dir(ck), files[i]);
+    ps_ckpt_file_path(to, sizeof to, step_dir, files[i]);
+    if (files[i] == PS_CKPT_SCHEMA && access(from, F_OK) != 0) continue;
     if (ps_copy_file(from, to) != PS_OK)
       return ps_error_set(err, PS_ERR_IO, "copying %s to %s: %s", from, to, strerror(errno));
   }
-  return PS_OK;
-}
-
-static ps_status write_latest(const char *out, uint64_t step, ps_error *err) {
-  char tmp[4400], latest[4400];
-  snprintf(tmp, sizeof tmp, "%s/latest.tmp", out);
-  snprintf(latest, sizeof latest, "%s/latest", out);
-  FILE *f = fopen(tmp, "w");
-  int ok = f && fprintf(f, "step-%" PRIu64 "\n", step) > 0;
-  if (f && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0;
-  if (f && fclose(f) != 0) ok = 0;
-  if (!ok || rename(tmp, latest) != 0)
-    return ps_error_set(err, PS_ERR_IO, "writing %s: %s", latest, strerror(errno));
   return PS_OK;
 }
 
@@ -255,8 +243,8 @@ static ps_status finish_shards(ps_ckpt *ck, const char *shards, dest *d, uint32_
   ps_status st = tables_meta(ck, &tables, err);
   for (uint32_t j = 0; st == PS_OK && j < m; j++) {
     char p[4400], b[4400];
-    snprintf(p, sizeof p, "%s/shard-%u", shards, j);
-    snprintf(b, sizeof b, "%s/shard-%u.build", shards, j);
+    ps_ckpt_shard_path(p, sizeof p, shards, j, PS_CKPT_SHARD_DIR);
+    ps_ckpt_shard_path(b, sizeof b, shards, j, PS_CKPT_SHARD_BUILD);
     st = ps_store_snapshot(d[j].store, p, err);
     ps_store_close(&d[j].store);
     if (st == PS_OK && ps_rm_rf(b) != PS_OK)
@@ -278,8 +266,9 @@ ps_status ps_reshard(ps_ckpt *ck, uint32_t m, const char *out, ps_reshard_stats 
   if (stat(out, &sb) == 0 && (!S_ISDIR(sb.st_mode) || !dir_empty(out)))
     return ps_error_set(err, PS_ERR_INVALID, "%s exists and is not an empty directory", out);
   char step_dir[4200], shards[4300];
-  snprintf(step_dir, sizeof step_dir, "%s/step-%" PRIu64, out, ps_ckpt_step(ck));
-  snprintf(shards, sizeof shards, "%s/shards", step_dir);
+  if (ps_ckpt_step_path(step_dir, sizeof step_dir, out, ps_ckpt_step(ck)) != PS_OK ||
+      ps_ckpt_file_path(shards, sizeof shards, step_dir, PS_CKPT_SHARDS) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: path too long", out);
   if (ps_mkdir_p(shards) != PS_OK)
     return ps_error_set(err, PS_ERR_IO, "cannot create %s: %s", shards, strerror(errno));
   dest *d = calloc(m, sizeof *d);
@@ -296,7 +285,7 @@ ps_status ps_reshard(ps_ckpt *ck, uint32_t m, const char *out, ps_reshard_stats 
   if (st == PS_OK) st = check_rows(shards, m, stats->rows, err);
   stats->check_seconds = ps_ns_to_s(ps_now_ns() - t0);
   if (st == PS_OK) st = copy_dense(ck, step_dir, err);
-  if (st == PS_OK) st = write_latest(out, ps_ckpt_step(ck), err);
+  if (st == PS_OK) st = ps_ckpt_latest_write(out, ps_ckpt_step(ck), err);
   if (st != PS_OK) ps_rm_rf(step_dir); /* not a checkpoint: no `latest` names it */
   return st;
 }
