@@ -101,7 +101,7 @@ def answers(servers):
 
 
 def stats(servers, *more):
-    """ps-stats (bench/replica): (exit status, [STATS document per line], stderr)."""
+    """ps-stats (tools/): (exit status, [STATS document per line], stderr)."""
     p = subprocess.run([os.path.join(BIN, "ps-stats"), "--servers", servers, *more],
                        capture_output=True, text=True, timeout=60)
     docs = []

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The layering of docs/DESIGN.md ("Layering and module map"), enforced: every `#include "x"`
 of a product source file must name a header of its own folder or of a folder that its row
-may use, and nothing outside tests/ includes from tests/. Fails with one line per crossing.
-A self-check plants two crossings in a copy of the rules and requires both to be reported."""
+may use, every product source file outside tests/ has a row, nothing outside tests/ includes
+from tests/, and no row under worker/ may use embedding/ (Worker -/-> Embedding). Fails with
+one line per crossing. A self-check plants crossings (server/ and worker/ including the
+store's header, a product file including from tests/, a file with no row) and requires each
+to be reported."""
 import os
 import re
 import subprocess
@@ -18,17 +21,19 @@ MAY_USE = {
     "embedding": ["common"],
     "server": ["embedding", "proto", "common"],
     "kernels": ["common"],
-    "worker/client": ["proto", "common"],
+    "client": ["proto", "common"],
+    "client/lib": ["client", "worker/data", "proto", "common"],
     "worker/data": ["common"],
     "worker/model": ["kernels", "common"],
     "worker/collectives": ["common"],
-    "worker/predict": ["worker/client", "worker/data", "worker/model", "embedding", "kernels",
-                       "common"],
-    "worker/lib": ["worker/client", "worker/data", "proto", "common"],
-    "worker": ["worker/client", "worker/data", "worker/model", "worker/collectives", "kernels",
+    "worker": ["client", "worker/data", "worker/model", "worker/collectives", "kernels",
                "proto", "common"],
-    "bench": ["worker", "embedding", "server", "kernels", "proto", "common"],
+    "tools": ["client", "worker/data", "worker/model", "embedding", "kernels", "proto",
+              "common"],
+    "bench": ["client", "worker", "tools", "embedding", "server", "kernels", "proto", "common"],
 }
+# Worker -/-> Embedding: the trainer reaches the store only through the client and a server.
+NEVER = {"worker": "embedding"}
 # Headers the build generates (not in the tree) and the folder that owns them.
 GENERATED = {"ember.pb-c.h": "proto"}
 EXTS = (".c", ".h", ".cc", ".cu")
@@ -63,7 +68,10 @@ def crossings(files, rules, texts=None):
         for folder in rules:
             if (p.startswith(folder + "/")) and (row is None or len(folder) > len(row)):
                 row = folder
-        if row is None or p.startswith("tests/"):
+        if p.startswith("tests/"):
+            continue
+        if row is None:
+            bad.append(f"{p}: no row of the layering table owns its folder")
             continue
         allowed = [row] + rules[row]
         try:
@@ -93,19 +101,32 @@ def crossings(files, rules, texts=None):
 
 def main():
     files = tracked()
-    # Self-check: with server/ denied embedding/ and a product file including from tests/,
-    # both crossings must be found.
+    # The table itself: no worker/ row may use embedding/.
+    for row, uses in MAY_USE.items():
+        for top, banned in NEVER.items():
+            if (row == top or row.startswith(top + "/")) and any(
+                    u == banned or u.startswith(banned + "/") for u in uses):
+                print(f"FAIL {row}/ may use {banned}/ in MAY_USE: {top} -/-> {banned}")
+                return 1
+    # Self-check: with server/ denied embedding/, a server/ include of the store is found; a
+    # worker/ file including the store's header, a product file including from tests/ and a
+    # file in a folder of no row are each reported.
     rules = dict(MAY_USE)
     rules["server"] = ["proto", "common"]
     planted = crossings(files, rules)
     if not any(b.startswith("server/") and "ps_store.h" in b for b in planted):
         print("FAIL self-check: a server/ include of ps_store.h was not reported")
         return 1
-    fake = "kernels/cuda/layering_selfcheck.c"
-    planted = crossings(files + [fake], MAY_USE, {fake: '#include "cuda_test_util.h"\n'})
-    if f"{fake}:1: includes cuda_test_util.h from tests/" not in planted:
-        print("FAIL self-check: a product include from tests/ was not reported:", planted)
-        return 1
+    fakes = {"kernels/cuda/layering_selfcheck.c": '#include "cuda_test_util.h"\n',
+             "worker/layering_selfcheck.c": '#include "ps_store.h"\n',
+             "nowhere/layering_selfcheck.c": "\n"}
+    planted = crossings(files + list(fakes), MAY_USE, fakes)
+    for want in ("kernels/cuda/layering_selfcheck.c:1: includes cuda_test_util.h from tests/",
+                 "worker/layering_selfcheck.c:1: worker/ may not include ps_store.h",
+                 "nowhere/layering_selfcheck.c: no row"):
+        if not any(b.startswith(want) for b in planted):
+            print("FAIL self-check: not reported:", want, planted)
+            return 1
     bad = crossings(files, MAY_USE)
     for b in bad:
         print("FAIL", b)

@@ -43,7 +43,7 @@ static bool old_replica_local(int op) {
 /* server/ps_server_mem.c, srv_mem_intake */
 static bool old_unparked(int op) { return op == EMBER__OP__OP_PING || op == EMBER__OP__OP_STATS; }
 
-/* worker/client/ps_client_io.c, cl_req_get */
+/* client/ps_client_io.c, cl_req_get */
 static bool old_idempotent(int op, bool replicated) {
   bool idem = op != EMBER__OP__OP_STEP && op != EMBER__OP__OP_CHECKPOINT &&
               op != EMBER__OP__OP_RESTORE && op != EMBER__OP__OP_KV_SET;

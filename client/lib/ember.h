@@ -5,7 +5,7 @@
  * has an example and the Python package (python/ember) over this same API.
  *
  * Design decisions (why):
- * - A small facade over the client (worker/client/ps_client.h), not that header itself: the
+ * - A small facade over the client (client/ps_client.h), not that header itself: the
  *   internal API may change with ps-worker's needs, this one is versioned (EMBER_API_VERSION,
  *   the soname libember.so.0) and every other symbol of the library is hidden (a version
  *   script exports ember_* only).
