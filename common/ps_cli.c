@@ -66,7 +66,7 @@ static void print_default(const ps_cli_opt *o, FILE *out) {
   }
 }
 
-void ps_cli_usage(const ps_cli *cli, FILE *out) {
+static void cli_usage(const ps_cli *cli, FILE *out) {
   fprintf(out, "Usage: %s [OPTIONS]%s%s\n", cli->prog, cli->args ? " " : "",
           cli->args ? cli->args : "");
   if (cli->summary) fprintf(out, "%s\n", cli->summary);
@@ -154,7 +154,7 @@ ps_status ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg,
     int c = getopt_long(argc, argv, shorts, longs, &li);
     if (c == -1) break;
     if (c == 'h') {
-      ps_cli_usage(cli, stdout);
+      cli_usage(cli, stdout);
       *help = true;
       goto out;
     }

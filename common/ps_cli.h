@@ -62,7 +62,6 @@ ps_status ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg,
  *   int rc = ps_cli_run(&cli, argc, argv, NULL);
  *   if (rc >= 0) return rc; */
 int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg);
-void ps_cli_usage(const ps_cli *cli, FILE *out);
 
 /* Strict number parsing shared by binaries: whole string, no overflow. 0 ok, -1 bad. */
 int ps_parse_i64(const char *s, int64_t *out);

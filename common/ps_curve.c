@@ -28,8 +28,9 @@ static ps_status need_curve(ps_error *err) {
                       "this libzmq has no CURVE support (it must be built with libsodium)");
 }
 
-ps_status ps_curve_keypair(char pub[PS_CURVE_Z85_SIZE], char sec[PS_CURVE_Z85_SIZE],
-                           ps_error *err) {
+/* A fresh key pair. */
+static ps_status curve_keypair(char pub[PS_CURVE_Z85_SIZE], char sec[PS_CURVE_Z85_SIZE],
+                               ps_error *err) {
   if (need_curve(err) != PS_OK) return PS_ERR_UNSUPPORTED;
   if (zmq_curve_keypair(pub, sec) != 0)
     return ps_error_set(err, PS_ERR_INTERNAL, "cannot make a key pair: %s", zmq_strerror(errno));
@@ -127,7 +128,7 @@ ps_status ps_curve_write_pair(const char *prefix, bool force, char pub[PS_CURVE_
     if (exists)
       return ps_error_set(err, PS_ERR_CONFLICT, "%s exists (--force replaces it)", exists);
   }
-  ps_status s = ps_curve_keypair(pub, sec, err);
+  ps_status s = curve_keypair(pub, sec, err);
   if (s == PS_OK) s = write_key(spath, sec, 0600, !force, err);
   if (s == PS_OK && (s = write_key(ppath, pub, 0644, !force, err)) != PS_OK && !force)
     unlink(spath); /* the pair or nothing */

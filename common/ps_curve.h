@@ -30,9 +30,6 @@
 /* Whether libzmq has CURVE (false: every call below that needs it is PS_ERR_UNSUPPORTED). */
 bool ps_curve_available(void);
 
-/* A fresh key pair. */
-ps_status ps_curve_keypair(char pub[PS_CURVE_Z85_SIZE], char sec[PS_CURVE_Z85_SIZE],
-                           ps_error *err);
 /* The public key of a secret key. */
 ps_status ps_curve_public(const char *sec, char pub[PS_CURVE_Z85_SIZE], ps_error *err);
 

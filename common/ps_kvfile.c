@@ -86,8 +86,9 @@ static ps_status split(ps_kvfile *kv) {
   return PS_OK;
 }
 
-ps_status ps_kvfile_parse(const char *text, size_t len, const char *name, ps_kvfile **out,
-                          ps_error *err) {
+/* The text of a file in memory (len bytes; name: what err calls it). */
+static ps_status kvfile_parse(const char *text, size_t len, const char *name, ps_kvfile **out,
+                              ps_error *err) {
   *out = NULL;
   bool ok;
   const char *at = sum_line(text, len, &ok);
@@ -144,7 +145,7 @@ ps_status ps_kvfile_read(const char *path, ps_kvfile **out, ps_error *err) {
   }
   if (st == PS_OK && ferror(f)) st = ps_error_set(err, PS_ERR_IO, "reading %s failed", path);
   fclose(f);
-  if (st == PS_OK) st = ps_kvfile_parse(buf ? buf : "", len, path, out, err);
+  if (st == PS_OK) st = kvfile_parse(buf ? buf : "", len, path, out, err);
   free(buf);
   return st;
 }

@@ -35,9 +35,6 @@ typedef struct ps_kvfile ps_kvfile;
  * line that is malformed or not the last: "a bad checksum line"), PS_ERR_IO, PS_ERR_NOMEM;
  * err names the file. */
 ps_status ps_kvfile_read(const char *path, ps_kvfile **out, ps_error *err);
-/* The same over text in memory (len bytes; name: what err calls it). */
-ps_status ps_kvfile_parse(const char *text, size_t len, const char *name, ps_kvfile **out,
-                          ps_error *err);
 void ps_kvfile_free(ps_kvfile **kv);
 
 /* Whether the file had a checksum line (then it matched). */

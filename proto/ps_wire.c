@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
+/* Which bulk frames a message of this op and direction carries. */
+static void frames_of(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values) {
   const ps_op_info *o = ps_op_info_of((int)op);
   const unsigned bulk = is_reply ? o->reply_bulk : o->req_bulk;
   *has_keys = (bulk & PS_OP_BULK_KEYS) != 0;
@@ -112,7 +113,7 @@ static ps_status check_header(const Ember__Header *h, size_t nframes, wire_layou
   if (h->keys_unique && (op != EMBER__OP__OP_PUSH || h->is_reply))
     return ps_error_set(err, PS_ERR_PROTO, "keys_unique on %s %s (a PUSH request flag)",
                         ps_wire_op_name(op), h->is_reply ? "reply" : "request");
-  ps_wire_layout((Ember__Op)op, h->is_reply, &lay->has_keys, &lay->has_values);
+  frames_of((Ember__Op)op, h->is_reply, &lay->has_keys, &lay->has_values);
   size_t want = 1 + (lay->has_keys ? 1 : 0) + (lay->has_values ? 1 : 0);
   if (nframes != want)
     return ps_error_set(err, PS_ERR_PROTO, "op %d %s has %zu frames, expected %zu", op,
@@ -239,7 +240,7 @@ uint8_t *ps_wire_header_pack(const Ember__Header *h, size_t *size) {
 size_t ps_wire_encode(const Ember__Header *h, const uint64_t *keys, const void *values,
                       ps_frame frames[PS_WIRE_MAX_FRAMES]) {
   bool has_keys, has_values;
-  ps_wire_layout(h->op, h->is_reply, &has_keys, &has_values);
+  frames_of(h->op, h->is_reply, &has_keys, &has_values);
   size_t vsize = ps_wire_value_size(h->value_type);
   if ((has_keys && h->count && !keys) || (has_values && h->count && h->dim && !values) ||
       (has_values && vsize == 0))

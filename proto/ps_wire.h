@@ -97,8 +97,6 @@ ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, si
 /* "PULL", "STEP", ... for an op number; "?" if unknown. */
 const char *ps_wire_op_name(int op);
 
-/* Which bulk frames a message of this op and direction carries. */
-void ps_wire_layout(Ember__Op op, bool is_reply, bool *has_keys, bool *has_values);
 size_t ps_wire_value_size(Ember__ValueType vt); /* 0 if unknown */
 
 /* Initializes a header with the current version and the given op. */

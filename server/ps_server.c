@@ -2,8 +2,8 @@
  * from create to a graceful shutdown.
  *
  * The main thread is the only one that touches the ROUTER socket and the server's bookkeeping,
- * so none of it needs a lock; store work goes to the partition threads (ps_server_part.c) and
- * comes back as completions on an inproc socket polled beside the ROUTER. Each wakeup takes a
+ * so none of it needs a lock; store work goes to the partition threads
+ * (ps_server_partition_threads.c) and comes back as completions on an inproc socket polled beside the ROUTER. Each wakeup takes a
  * bounded batch of messages so completions are not starved, and after every message and every
  * batch of completions the loop drains the ready queue (requests held by a checkpoint), so a
  * held request is handled before any message that arrived after it. Every decoded request
@@ -24,7 +24,7 @@
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_auth_int.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
@@ -180,7 +180,7 @@ static ps_status open_data_dir(ps_server *s, ps_error *err) {
   if (!clean && s->last.have) {
     /* The last run died without a flush: the database holds an arbitrary mix of flushed
      * rows. The last committed checkpoint is the consistent state to come back to: every
-     * shard has it (two-phase commit, ps_server_meta.c). */
+     * shard has it (two-phase commit, ps_server_checkpoint.c). */
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
@@ -347,7 +347,8 @@ ps_status ps_server_run(ps_server *s) {
     }
     long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
-    srv_ranks_tick(s); /* what waits for a worker lost a while ago fails (ps_server_sched.c) */
+    /* what waits for a worker lost a while ago fails (ps_server_request_schedule.c) */
+    srv_ranks_tick(s);
     if (s->nhs) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
       long hs_ms = srv_mem_hs_check(s);
       if (hs_ms < timeout_ms) timeout_ms = hs_ms;

@@ -6,8 +6,8 @@
  * it (the cluster's shard count, the same tables as the one served) and hands it to the main
  * thread as a new version; the main thread makes it current between two messages. A version is
  * reference counted: being current is one reference, and every request holds one from its
- * dispatch to the end of its store work (ps_server_part.c); the last reference gone, the
- * watcher closes it.
+ * dispatch to the end of its store work (ps_server_partition_threads.c); the last reference
+ * gone, the watcher closes it.
  *
  * Design decisions:
  * - Atomic per request: a request takes its version (r->store) once, at dispatch, and every

@@ -1,23 +1,32 @@
 /* ps_server_int: the server's internal structures and the calls between its files. Not a
  * public header. The files, one concept each:
- *   ps_server.c        the main loop: sockets, intake of messages, poll, lifecycle, shutdown
- *   ps_server_req.c    requests (a pooled srv_req per message) and replies
- *   ps_server_part.c   partition threads: the thread pool, the hand-off of store work
- *   ps_server_mem.c    memory bounds: the request cap, bytes in flight per connection and in
- *                      all, requests parked until bytes come back
- *   ps_server_sched.c  scheduling and consistency: step bookkeeping, deferred pulls, sync
- *                      apply, exclusive operations and the queue of held requests
- *   ps_server_ops.c    op handlers (declare, pull, push, step, stats, checkpoint, restore)
- *   ps_server_meta.c   the data dir's metadata and checkpoints
- *   ps_server_stats.c  the typed statistics snapshot and its JSON
- *   ps_server_guard.c  checkpoint paths confined to the roots; restores that would roll back
- *                      another connection's training refused
- *   ps_server_serve.c  serving: a committed checkpoint opened read-only, what it refuses
- *   ps_server_exo.c    exactly-once pushes: the (client, seq) records (ps_server_exo_int.h)
- *   ps_server_follow.c --follow: the watcher of `latest`, the versions of the served snapshot
- *   ps_server_repl.c   replicated shards: forwarding, heartbeats, failover (ps_server_repl_int.h),
- *                      with ps_server_repl_setup.c (peers) and ps_server_repl_sync.c (catch-up)
- *   ps_coord.c         the coordinator (ps_coord_int.h), which does not see this header
+ *   ps_server.c                    the main loop: sockets, intake of messages, poll,
+ *                                  lifecycle, shutdown
+ *   ps_server_req.c                requests (a pooled srv_req per message) and replies
+ *   ps_server_partition_threads.c  partition threads: the thread pool, the hand-off of store
+ *                                  work
+ *   ps_server_mem.c                memory bounds: the request cap, bytes in flight per
+ *                                  connection and in all, requests parked until bytes come back
+ *   ps_server_request_schedule.c   scheduling and consistency: step bookkeeping, deferred
+ *                                  pulls, sync apply, exclusive operations and the queue of
+ *                                  held requests
+ *   ps_server_ops.c                op handlers (declare, pull, push, step, stats, checkpoint,
+ *                                  restore)
+ *   ps_server_checkpoint.c         the data dir's metadata and checkpoints
+ *   ps_server_stats.c              the typed statistics snapshot and its JSON
+ *   ps_server_permissions.c        checkpoint paths confined to the roots; restores that would
+ *                                  roll back another connection's training refused
+ *   ps_server_serve.c              serving: a committed checkpoint opened read-only, what it
+ *                                  refuses
+ *   ps_server_exactly_once.c       exactly-once pushes: the (client, seq) records
+ *                                  (ps_server_exactly_once_int.h)
+ *   ps_server_follow.c             --follow: the watcher of `latest`, the versions of the
+ *                                  served snapshot
+ *   ps_server_repl.c               replicated shards: forwarding, heartbeats, failover
+ *                                  (ps_server_repl_int.h), with ps_server_repl_setup.c (peers)
+ *                                  and ps_server_repl_sync.c (catch-up)
+ *   ps_coord.c                     the coordinator (ps_coord_int.h), which does not see this
+ *                                  header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
 #define PS_SERVER_INT_H
@@ -54,8 +63,8 @@
 /* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
 #define SRV_SPARE_MIN ((size_t)1 << 20)
 #define SRV_SPARE_MAX ((size_t)64 << 20)
-/* Buffers of applied sync steps kept for the next steps, in all (ps_server_part.c): reused,
- * they spare a large push its page faults; beyond this they are freed. */
+/* Buffers of applied sync steps kept for the next steps, in all
+ * (ps_server_partition_threads.c): reused, they spare a large push its page faults; beyond this they are freed. */
 #define SRV_SYNC_KEEP ((size_t)16 << 20)
 /* CURVE: a peer is given this long to authenticate (ZMQ_HANDSHAKE_IVL), and at most
  * SRV_HS_HEAVY connections may have received over SRV_HS_BYTES without delivering a message
@@ -83,7 +92,7 @@ typedef struct srv_task {
   uint64_t started; /* when its partition thread took it up (ns): the end of its queue wait */
 } srv_task;
 
-/* A client's declaration of a table that no client has used yet (ps_server_guard.c). */
+/* A client's declaration of a table that no client has used yet (ps_server_permissions.c). */
 typedef struct srv_decl {
   srv_coord_peer peer;
   ps_table_spec spec;
@@ -144,7 +153,7 @@ struct srv_req {
   size_t charged;      /* bytes charged, released when r is freed */
   size_t reserved;     /* of which reserved for its pull reply */
   size_t park_bytes;   /* frame bytes while parked */
-  /* exactly-once (ps_server_exo.c) */
+  /* exactly-once (ps_server_exactly_once.c) */
   bool exo_reg;        /* a push taken in the records: its reply settles it */
   srv_req *exo_dups;   /* copies of this push that arrived before its reply (via next) */
   ps_store *store;     /* the store its store work uses (set at dispatch) */
@@ -185,8 +194,8 @@ typedef struct srv_part {
   sync_tab *sync;
 } srv_part;
 
-/* A rank that stepped a table on this shard (ps_server_sched.c): the connection it last
- * stepped it on, and whether that connection closed since (lost), so that a pull waiting for
+/* A rank that stepped a table on this shard (ps_server_request_schedule.c): the connection it
+ * last stepped it on, and whether that connection closed since (lost), so that a pull waiting for
  * the rank's steps fails naming it instead of waiting out its timeout. */
 typedef struct srv_rank_conn {
   uint32_t table, rank;
@@ -259,7 +268,7 @@ struct ps_server {
   ps_server_stats scratch; /* the STATS reply's, main thread only */
   uint64_t snap_ns;
   size_t snap_buckets;     /* histogram buckets the last publish copied (tests, bench) */
-  /* ps_server_guard.c: the roots checkpoints may use (canonical), and who trains */
+  /* ps_server_permissions.c: the roots checkpoints may use (canonical), and who trains */
   char data_real[4096];
   char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
   bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
@@ -269,7 +278,7 @@ struct ps_server {
   size_t ndecl_stale, decl_stale_cap;
   srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
   bool stager_open;
-  srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_sched.c) */
+  srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_request_schedule.c) */
   size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
   /* memory bounds (ps_server_mem.c) */
   size_t req_cap, conn_cap, all_cap, park_cap;
@@ -293,7 +302,7 @@ struct ps_server {
   void *sink_ctx;
   struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
-  struct srv_exo *exo;     /* exactly-once records (ps_server_exo_int.h) */
+  struct srv_exo *exo;     /* exactly-once records (ps_server_exactly_once_int.h) */
   uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
   uint64_t exo_taken;      /* pushes taken, for the above */
   struct srv_follow *follow; /* --follow: the watcher and the served versions, or NULL */
@@ -384,7 +393,7 @@ void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step);
 /* Every buffered sync push was dropped (srv_drop_sync_all). */
 void srv_mem_sync_reset(ps_server *s);
 
-/* ps_server_part.c */
+/* ps_server_partition_threads.c */
 ps_status srv_parts_start(ps_server *s);
 void srv_parts_stop(ps_server *s);
 /* Hands r to every partition thread (or runs it inline, finishing it before returning). */
@@ -394,7 +403,7 @@ void srv_parts_drain_done(ps_server *s);
 /* Drops every buffered sync push (restore); only while no store work is in flight. */
 void srv_drop_sync_all(ps_server *s);
 
-/* ps_server_sched.c */
+/* ps_server_request_schedule.c */
 /* Store work of r is over: apply bookkeeping, or its reply (maybe after an injected delay). */
 void srv_finish(ps_server *s, srv_req *r);
 /* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
@@ -439,7 +448,7 @@ void srv_handle(ps_server *s, srv_req *r);
 /* Runs a checkpoint or restore (no store work in flight) and replies. */
 void srv_run_exclusive(ps_server *s, srv_req *r);
 
-/* ps_server_meta.c */
+/* ps_server_checkpoint.c */
 ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err);
 ps_status srv_meta_save(ps_server *s, bool clean);
 srv_table *srv_table_new(const ps_table_spec *spec);
@@ -474,7 +483,7 @@ void srv_ckpt_discard_staged(ps_server *s);
 /* {"step", "path"}: how metadata and STATS show a checkpoint. */
 struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
 
-/* ps_server_guard.c */
+/* ps_server_permissions.c */
 /* At start, after the metadata: the canonical data dir and checkpoint root (--checkpoint-root,
  * else `pinned` from the metadata, else the root of a last checkpoint outside the data dir). */
 ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err);
@@ -542,7 +551,7 @@ void srv_follow_release(ps_server *s, srv_req *r);
  * (s->store too). */
 void srv_follow_stop(ps_server *s);
 
-/* ps_server_exo.c */
+/* ps_server_exactly_once.c */
 /* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */
 ps_status srv_exo_init(ps_server *s);
 /* A push that passed its content checks: true when r was answered (a copy: with the original's

@@ -37,7 +37,7 @@
  * connection pushing into it forever). Their gradients (as the f32 rows the buffers hold, with
  * their keys) are charged to a cap of R from the push until the step is applied; a push past
  * it is refused with PS_ERR_NOMEM. The buffers grow by doubling, so they hold at most 2R, plus
- * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_part.c).
+ * SRV_SYNC_KEEP of applied steps' buffers kept for reuse (ps_server_partition_threads.c).
  *
  * A CURVE peer with no key must not hold memory either, but libzmq (4.3) applies the one
  * ZMQ_MAXMSGSIZE (R) to the handshake's commands as to data, so a peer may announce a HELLO of

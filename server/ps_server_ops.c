@@ -3,7 +3,8 @@
  *
  * A handler owns its request: it replies (an error at the first failed check, so a refused
  * request never reaches the store) or passes it on -- to the partition threads
- * (ps_server_part.c), to a wait list (ps_server_sched.c), or to the coordinator (ps_coord.c).
+ * (ps_server_partition_threads.c), to a wait list (ps_server_request_schedule.c), or to the
+ * coordinator (ps_coord.c).
  * Store ops that arrive during a checkpoint or restore are held and come back here, in order,
  * through the ready queue. */
 #include <inttypes.h>
@@ -14,7 +15,7 @@
 #include "ps_hash.h"
 #include "ps_log.h"
 #include "ps_op.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
 
@@ -254,7 +255,8 @@ static void handle_declare(ps_server *s, srv_req *r) {
   }
   srv_table *t = s->tables[id];
   if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
-    /* Nobody has used it: provisional, the spec of its first user wins (ps_server_guard.c). */
+    /* Nobody has used it: provisional, the spec of its first user wins
+     * (ps_server_permissions.c). */
     if (srv_guard_declare(s, r, &spec, &err) != PS_OK)
       srv_reply_error(s, r, err.code, "%s", err.msg);
     else
@@ -315,7 +317,7 @@ static void handle_stats(ps_server *s, srv_req *r) {
 }
 
 /* A checkpoint's or restore's path (and a restore's timing) against what the shard allows
- * (ps_server_guard.c). A RESTORE without a path is of the shard's own last checkpoint. */
+ * (ps_server_permissions.c). A RESTORE without a path is of the shard's own last checkpoint. */
 static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
   const Ember__Header *h = r->h;
   const bool ck = h->op == EMBER__OP__OP_CHECKPOINT;

@@ -31,7 +31,7 @@
 
 #include "ps_fs.h"
 #include "ps_log.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 

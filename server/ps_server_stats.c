@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "ps_op.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"

@@ -14,8 +14,11 @@ static uint64_t lcg(uint64_t *x) {
 }
 static double unit(uint64_t *x) { return (double)lcg(x) / 9007199254740992.0; }
 
-int ps_bench_synth_make(ps_bench_synth *s, ps_kern *k, int B, int S, int D, int nd,
-                        uint64_t seed) {
+/* Fills s (zeroed first, so ps_bench_synth_free is safe after a failure). k not NULL: the
+ * row-gradient buffer comes from ps_kern_host_alloc(k) as in ps-worker (page-locked on CUDA);
+ * NULL: plain malloc. 0, or -1 when out of memory. */
+static int bench_synth_make(ps_bench_synth *s, ps_kern *k, int B, int S, int D, int nd,
+                            uint64_t seed) {
   memset(s, 0, sizeof *s);
   s->B = B, s->S = S, s->D = D, s->nd = nd;
   size_t nnz = (size_t)B * S;
@@ -116,8 +119,8 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
     return -1;
   }
   ps_status st = ps_dlrm_create(k, &cfg, m, &err);
-  if (st == PS_OK && ps_bench_synth_make(s, host_grads ? k : NULL, B, mb->num_sparse, mb->emb_dim,
-                                         ps_dlrm_num_dense(*m), 42) == 0)
+  if (st == PS_OK && bench_synth_make(s, host_grads ? k : NULL, B, mb->num_sparse, mb->emb_dim,
+                                      ps_dlrm_num_dense(*m), 42) == 0)
     return 0;
   fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? err.msg : "out of memory");
   ps_bench_synth_free(s);

@@ -40,11 +40,6 @@ typedef struct ps_bench_synth {
   ps_kern *k; /* drows from ps_kern_host_alloc on k (as ps-worker's row gradients), or NULL */
 } ps_bench_synth;
 
-/* Fills s (zeroed first, so ps_bench_synth_free is safe after a failure). k not NULL: the
- * row-gradient buffer comes from ps_kern_host_alloc(k) as in ps-worker (page-locked on CUDA);
- * NULL: plain malloc. 0, or -1 when out of memory. */
-int ps_bench_synth_make(ps_bench_synth *s, ps_kern *k, int B, int S, int D, int nd,
-                        uint64_t seed);
 void ps_bench_synth_free(ps_bench_synth *s);
 
 /* Forward, backward and optimizer step of m over s; rowgrads false skips the download of

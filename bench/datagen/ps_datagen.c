@@ -228,13 +228,6 @@ void ps_datagen_opts_default(ps_datagen_opts *o) {
   *o = (ps_datagen_opts){.seed = 1, .multi_hot = 0, .vocab_scale = 1.0, .zipf_shift = 0.0};
 }
 
-ps_status ps_datagen_create(uint64_t seed, ps_datagen **out) {
-  ps_datagen_opts o;
-  ps_datagen_opts_default(&o);
-  o.seed = seed;
-  return ps_datagen_create_opts(&o, out);
-}
-
 size_t ps_datagen_line_max(const ps_datagen *g) {
   /* per column a separator and: the label's digit, a dense value's 20 digits and sign, a bag's
    * ids of 9 bytes each; '\n' */

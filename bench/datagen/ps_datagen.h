@@ -77,7 +77,6 @@ void ps_datagen_opts_default(ps_datagen_opts *o);
  * an exponent that would fall to 0.5 or below, a schema without a categorical column or with
  * more columns than the PS_DATAGEN_MAX_* above). */
 ps_status ps_datagen_create_opts(const ps_datagen_opts *o, ps_datagen **out);
-ps_status ps_datagen_create(uint64_t seed, ps_datagen **out);
 /* The longest line ps_datagen_line can write (with its '\n'). */
 size_t ps_datagen_line_max(const ps_datagen *g);
 void ps_datagen_destroy(ps_datagen **g);

@@ -1,5 +1,5 @@
-/* ps-exo-bench: what the exactly-once records (server/ps_server_exo_int.h) cost a shard per
- * push, on its main thread: srv_exo_check (a new push taken) plus srv_exo_settle (its reply),
+/* ps-exo-bench: what the exactly-once records (server/ps_server_exactly_once_int.h) cost a
+ * shard per push, on its main thread: srv_exo_check (a new push taken) plus srv_exo_settle (its reply),
  * for C clients taking turns, each with Q pushes in flight (its floor Q - 1 behind), and the
  * check of a copy (a re-send of a settled push). Prints ns per push, the median of 5 runs.
  *
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "ps_cli.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_time.h"
 
 static int cmp(const void *a, const void *b) {

@@ -54,13 +54,6 @@ ps_floor *ps_floor_create(int64_t rows, int dim) {
   return f;
 }
 
-void ps_floor_destroy(ps_floor **f) {
-  if (!f || !*f) return;
-  free((*f)->base);
-  free(*f);
-  *f = NULL;
-}
-
 int ps_floor_dim(const ps_floor *f) { return f->dim; }
 
 static inline char *row_of(const ps_floor *f, uint64_t key) {

@@ -17,7 +17,6 @@ typedef struct ps_floor ps_floor;
 size_t ps_floor_row_stride(int dim);
 /* A table of rows rows of dim floats; row r's value j starts as ps_floor_init_value(r, j). */
 ps_floor *ps_floor_create(int64_t rows, int dim);
-void ps_floor_destroy(ps_floor **f);
 int ps_floor_dim(const ps_floor *f);
 float ps_floor_init_value(uint64_t row, int j);
 /* Gathers the n keys' rows into out (n * dim floats), prefetching D keys ahead. */

@@ -20,7 +20,6 @@ extern "C" {
  * device / driver too old", INTERNAL otherwise). */
 ps_status ps_cuda_fail(cudaError_t e, const char *expr, const char *file, int line);
 ps_status ps_cublas_fail(cublasStatus_t s, const char *expr, const char *file, int line);
-const char *ps_cublas_status_str(cublasStatus_t s);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@ ps_status ps_cuda_fail(cudaError_t e, const char *expr, const char *file, int li
   }
 }
 
-const char *ps_cublas_status_str(cublasStatus_t s) {
+static const char *cublas_status_str(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
@@ -42,7 +42,7 @@ const char *ps_cublas_status_str(cublasStatus_t s) {
 
 ps_status ps_cublas_fail(cublasStatus_t s, const char *expr, const char *file, int line) {
   ps_log_write(PS_LOG_ERROR, file, line, "%s: cuBLAS error %d (%s)", expr, (int)s,
-               ps_cublas_status_str(s));
+               cublas_status_str(s));
   switch (s) {
     case CUBLAS_STATUS_ALLOC_FAILED: return PS_ERR_NOMEM;
     case CUBLAS_STATUS_INVALID_VALUE: return PS_ERR_INVALID;

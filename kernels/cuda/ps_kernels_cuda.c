@@ -518,23 +518,24 @@ ps_status ps_kern_cuda_create(int device, ps_kern **out, ps_error *err) {
 
 /* ---- CUDA-only extras (ps_kernels_cuda.h) ---------------------------------------------- */
 
-bool ps_kern_is_cuda(const ps_kern *k) { return k && k->iface == &cuda_iface; }
+/* True if k is a backend made by ps_kern_cuda_create. */
+static bool kern_is_cuda(const ps_kern *k) { return k && k->iface == &cuda_iface; }
 
 void *ps_kern_cuda_stream(ps_kern *k) {
-  return ps_kern_is_cuda(k) ? (void *)ctx_of(k)->stream : NULL;
+  return kern_is_cuda(k) ? (void *)ctx_of(k)->stream : NULL;
 }
 
 int ps_kern_cuda_device(const ps_kern *k) {
-  return ps_kern_is_cuda(k) ? ((const cuda_ctx *)k->ctx)->device : -1;
+  return kern_is_cuda(k) ? ((const cuda_ctx *)k->ctx)->device : -1;
 }
 
 ps_status ps_kern_cuda_set_tf32(ps_kern *k, bool on) {
-  if (!ps_kern_is_cuda(k)) return PS_ERR_INVALID;
+  if (!kern_is_cuda(k)) return PS_ERR_INVALID;
   return set_math(ctx_of(k), on);
 }
 
 ps_status ps_kern_cuda_gemm_timing(ps_kern *k, bool on) {
-  if (!ps_kern_is_cuda(k)) return PS_ERR_INVALID;
+  if (!kern_is_cuda(k)) return PS_ERR_INVALID;
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   if (on && !c->ev[0]) {
@@ -547,7 +548,7 @@ ps_status ps_kern_cuda_gemm_timing(ps_kern *k, bool on) {
 }
 
 ps_status ps_kern_cuda_gemm_time(ps_kern *k, double *ms, long *calls) {
-  if (!ps_kern_is_cuda(k) || !ms) return PS_ERR_INVALID;
+  if (!kern_is_cuda(k) || !ms) return PS_ERR_INVALID;
   cuda_ctx *c = ctx_of(k);
   ENTER(c);
   PS_CUDA_TRY(cudaStreamSynchronize(c->stream));

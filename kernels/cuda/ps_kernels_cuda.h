@@ -29,8 +29,6 @@ static inline bool ps_cuda_available(void) { return ps_cuda_device_count() > 0; 
 /* "NVIDIA H200 (sm_90, 139 GiB)" into buf; PS_ERR_UNSUPPORTED without that device. */
 ps_status ps_cuda_device_describe(int device, char *buf, size_t len);
 
-/* True if k is a backend made by ps_kern_cuda_create. */
-bool ps_kern_is_cuda(const ps_kern *k);
 /* The backend's stream as a cudaStream_t (void * here so C callers need no CUDA headers);
  * NULL if k is not a CUDA backend. */
 void *ps_kern_cuda_stream(ps_kern *k);

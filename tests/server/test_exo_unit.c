@@ -1,5 +1,5 @@
-/* Unit: the exactly-once records of a shard (server/ps_server_exo_int.h), in-process, no sockets.
- * Each verdict on its own (a copy in flight, done, failed; a re-send the shard has no record
+/* Unit: the exactly-once records of a shard (server/ps_server_exactly_once_int.h),
+ * in-process, no sockets. Each verdict on its own (a copy in flight, done, failed; a re-send the shard has no record
  * of; the window bound; forgetting idle clients and everything at a restore), then 200,000
  * random pushes, re-sends, floors and settlements of 8 clients checked against a naive model
  * that keeps every seq ever taken in a plain array (no window, no shifting bitmaps). */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 
 #define SEC 1000000000ull
 

@@ -127,8 +127,3 @@ ps_status ps_criteo_parse_line(const char *line, size_t len, ps_criteo_row *row,
   }
   return PS_OK;
 }
-
-void ps_criteo_row_keys(const ps_criteo_row *row, uint64_t hash_buckets, uint64_t *keys) {
-  for (int f = 0; f < PS_CRITEO_NCAT; f++)
-    keys[f] = ps_criteo_key(f, row->cat[f], (int)((row->cat_missing >> f) & 1u), hash_buckets);
-}

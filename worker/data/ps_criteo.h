@@ -95,7 +95,4 @@ static inline uint64_t ps_criteo_key(int f, uint32_t v, int missing, uint64_t ha
   return ps_hash_u64(x, PS_CRITEO_KEY_SEED);
 }
 
-/* The 26 keys of a row into keys[0..25]. */
-void ps_criteo_row_keys(const ps_criteo_row *row, uint64_t hash_buckets, uint64_t *keys);
-
 #endif

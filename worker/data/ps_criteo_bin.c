@@ -22,7 +22,8 @@ static uint32_t get32(const unsigned char *p) {
 }
 static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
 
-void ps_criteo_bin_encode(const ps_criteo_row *row, unsigned char *buf) {
+/* A record into buf (PS_CRITEO_BIN_RECORD bytes). */
+static void criteo_bin_encode(const ps_criteo_row *row, unsigned char *buf) {
   buf[0] = row->label;
   buf[1] = 0;
   put16(buf + 2, row->dense_missing);
@@ -55,7 +56,8 @@ ps_status ps_criteo_bin_decode(const unsigned char *buf, ps_criteo_row *row) {
   return PS_OK;
 }
 
-void ps_criteo_bin_encode_header(const ps_criteo_bin_header *h, unsigned char *buf) {
+/* A header into buf (PS_CRITEO_BIN_HEADER bytes). */
+static void criteo_bin_encode_header(const ps_criteo_bin_header *h, unsigned char *buf) {
   memset(buf, 0, PS_CRITEO_BIN_HEADER);
   memcpy(buf, PS_CRITEO_BIN_MAGIC, 8);
   put32(buf + 8, h->version);
@@ -118,7 +120,7 @@ static ps_criteo_bin_header header_of(const ps_criteo_bin_writer *w, uint64_t ba
 static int write_header(ps_criteo_bin_writer *w, uint64_t bad_lines) {
   unsigned char hb[PS_CRITEO_BIN_HEADER];
   ps_criteo_bin_header h = header_of(w, bad_lines);
-  ps_criteo_bin_encode_header(&h, hb);
+  criteo_bin_encode_header(&h, hb);
   return fwrite(hb, 1, sizeof hb, w->f) == sizeof hb ? 0 : -1;
 }
 
@@ -185,7 +187,7 @@ static int append_index(ps_criteo_bin_writer *w) {
 
 ps_status ps_criteo_bin_write(ps_criteo_bin_writer *w, const ps_criteo_row *row) {
   unsigned char rb[PS_CRITEO_BIN_RECORD];
-  ps_criteo_bin_encode(row, rb);
+  criteo_bin_encode(row, rb);
   if (fwrite(rb, 1, sizeof rb, w->f) != sizeof rb) {
     w->failed = 1;
     return PS_ERR_IO;

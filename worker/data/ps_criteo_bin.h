@@ -58,12 +58,10 @@ typedef struct ps_criteo_bin_header {
   uint64_t index_off;  /* version 2 */
 } ps_criteo_bin_header;
 
-/* Record codec (buf holds PS_CRITEO_BIN_RECORD bytes). decode checks the label and masks. */
-void ps_criteo_bin_encode(const ps_criteo_row *row, unsigned char *buf);
+/* Record decoding (buf holds PS_CRITEO_BIN_RECORD bytes): checks the label and masks. */
 ps_status ps_criteo_bin_decode(const unsigned char *buf, ps_criteo_row *row);
-/* Header codec (buf holds PS_CRITEO_BIN_HEADER bytes), either version. decode: PS_ERR_CORRUPT if
+/* Header decoding (buf holds PS_CRITEO_BIN_HEADER bytes), either version: PS_ERR_CORRUPT if
  * the magic matches but something else is wrong, PS_ERR_NOT_FOUND if the magic does not match. */
-void ps_criteo_bin_encode_header(const ps_criteo_bin_header *h, unsigned char *buf);
 ps_status ps_criteo_bin_decode_header(const unsigned char *buf, ps_criteo_bin_header *h);
 
 typedef struct ps_criteo_bin_writer ps_criteo_bin_writer;

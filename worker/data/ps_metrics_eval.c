@@ -28,8 +28,6 @@ void ps_eval_destroy(ps_eval **e) {
   *e = NULL;
 }
 
-void ps_eval_reset(ps_eval *e) { e->n = 0; }
-void ps_eval_set_eps(ps_eval *e, double eps) { e->eps = eps; }
 uint64_t ps_eval_count(const ps_eval *e) { return e->n; }
 
 static ps_status reserve(ps_eval *e, size_t n) {

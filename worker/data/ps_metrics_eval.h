@@ -30,8 +30,6 @@ typedef struct ps_eval_result {
 
 ps_status ps_eval_create(ps_eval **out);
 void ps_eval_destroy(ps_eval **e);
-void ps_eval_reset(ps_eval *e);
-void ps_eval_set_eps(ps_eval *e, double eps);
 /* Adds n predictions: probabilities p[i] in [0, 1] and labels y[i] (0 or 1, as float). */
 ps_status ps_eval_add(ps_eval *e, const float *p, const float *y, size_t n);
 ps_status ps_eval_merge(ps_eval *dst, const ps_eval *src);

@@ -36,9 +36,8 @@ struct ps_shuffle {
   slot *slots;
   size_t nslots, count;
   unsigned char *arena;
-  size_t owned_bytes; /* records of the slots' own */
-  ps_sample_buf out;  /* the drawn batch's records ... */
-  size_t *out_off;    /* ... record i at out.p + out_off[i] */
+  ps_sample_buf out; /* the drawn batch's records ... */
+  size_t *out_off;   /* ... record i at out.p + out_off[i] */
   desc *q;
   size_t qhead, qlen, qcap;
   int in_done; /* the current epoch's last source batch has been read */
@@ -89,10 +88,6 @@ void ps_shuffle_destroy(ps_shuffle **sp) {
   free(s);
 }
 
-size_t ps_shuffle_bytes(const ps_shuffle *s) {
-  return s->nslots * (sizeof(slot) + s->o.slot_bytes) + s->owned_bytes + s->out.cap;
-}
-
 static ps_status push_desc(ps_shuffle *s, const ps_shuffle_batch *b) {
   if (s->qlen == s->qcap) { /* grow the ring, unrolled into the new array */
     desc *q = malloc(2 * s->qcap * sizeof *q);
@@ -115,12 +110,8 @@ static ps_status push_record(ps_shuffle *s, const unsigned char *rec) {
   if (len > sl->cap) {
     unsigned char *p = malloc(len);
     if (!p) return PS_ERR_NOMEM;
-    if (sl->owned) {
-      free(sl->rec);
-      s->owned_bytes -= sl->cap;
-    }
+    if (sl->owned) free(sl->rec);
     *sl = (slot){p, len, 1};
-    s->owned_bytes += len;
   }
   memcpy(sl->rec, rec, len);
   s->count++;

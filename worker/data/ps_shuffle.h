@@ -32,8 +32,8 @@
  *    slot for later records. Slots are swapped by pointer on removal (no copying in the pool).
  *
  * Memory: (capacity + 2*max_batch) * (16 + slot_bytes) bytes, plus max_batch * slot_bytes for
- * the drawn batch, plus the records longer than slot_bytes (ps_shuffle_bytes). Criteo's record
- * is 270 bytes: 32768 + 512 slots ~ 9.6 MB. */
+ * the drawn batch, plus the records longer than slot_bytes. Criteo's record is 270 bytes:
+ * 32768 + 512 slots ~ 9.6 MB. */
 #ifndef PS_SHUFFLE_H
 #define PS_SHUFFLE_H
 
@@ -72,8 +72,6 @@ ps_status ps_shuffle_create(const ps_shuffle_opts *o, ps_shuffle_source src, voi
 /* Fills out with the next shuffled batch (data and off are the buffer's, valid until the next
  * call); *end = 1 when the source has nothing left. A source failure is returned as is. */
 ps_status ps_shuffle_next(ps_shuffle *s, ps_shuffle_batch *out, int *end);
-/* Bytes the buffer holds now (slots, arena, records of their own, the drawn batch). */
-size_t ps_shuffle_bytes(const ps_shuffle *s);
 void ps_shuffle_destroy(ps_shuffle **s);
 
 #endif

@@ -525,7 +525,6 @@ ps_status ps_dlrm_step(ps_dlrm *m, const ps_dlrm_opt *o) {
 /* ---- accessors ---- */
 
 size_t ps_dlrm_num_params(const ps_dlrm *m) { return m ? m->nparams : 0; }
-float *ps_dlrm_params(ps_dlrm *m) { return m ? m->params : NULL; }
 float *ps_dlrm_grads(ps_dlrm *m) { return m ? m->grads : NULL; }
 
 ps_status ps_dlrm_get_params(ps_dlrm *m, float *host, size_t n) {

@@ -163,7 +163,6 @@ ps_status ps_dlrm_last_probs(ps_dlrm *m, float *probs);
 
 /* The flat buffers (backend memory) and their length in floats. */
 size_t ps_dlrm_num_params(const ps_dlrm *m);
-float *ps_dlrm_params(ps_dlrm *m);
 float *ps_dlrm_grads(ps_dlrm *m);
 /* Host copies in and out of those buffers (n must equal ps_dlrm_num_params). */
 ps_status ps_dlrm_get_params(ps_dlrm *m, float *host, size_t n);

@@ -1,4 +1,4 @@
-/* ps_server_sched: scheduling and consistency, the main thread's bookkeeping of when a
+/* ps_server_request_schedule: scheduling and consistency, the main thread's bookkeeping of when a
  * request may run and when its reply may leave.
  *
  * Nothing here ever blocks a thread on another worker: a reply that must wait (a sync pull of

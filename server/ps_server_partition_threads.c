@@ -1,4 +1,4 @@
-/* ps_server_part: the partition threads, which do all store work.
+/* ps_server_partition_threads: the partition threads, which do all store work.
  *
  * Thread t owns the store partitions p with p % threads == t, so no two threads touch the same
  * rows and no store lock is contended; FIFO order per thread gives read-your-writes per

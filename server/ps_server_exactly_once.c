@@ -1,5 +1,5 @@
-/* ps_server_exo: exactly-once pushes -- the table of ps_server_exo_int.h (which pushes of which
- * client a shard has taken) and the server's use of it: a push that names its client and seq
+/* ps_server_exactly_once: exactly-once pushes -- the table of ps_server_exactly_once_int.h
+ * (which pushes of which client a shard has taken) and the server's use of it: a push that names its client and seq
  * is looked up before anything is applied (srv_exo_intake), and its reply settles it
  * (srv_exo_replied).
  *
@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 
 #include "ps_log.h"
-#include "ps_server_exo_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"

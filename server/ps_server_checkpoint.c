@@ -1,4 +1,4 @@
-/* ps_server_meta: what a shard keeps in its data dir besides the store, and its checkpoints.
+/* ps_server_checkpoint: what a shard keeps in its data dir besides the store, and its checkpoints.
  *
  *   DIR/store/                  the store (RocksDB)
  *   DIR/store/EMBER-SHARD       {"shard", "shards"}: the store's own record of its shard, so

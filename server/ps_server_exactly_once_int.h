@@ -1,5 +1,5 @@
-/* ps_server_exo_int.h: the exactly-once table of a shard -- which pushes of which client it has
- * taken, so that a re-sent push is answered without being applied twice. Private to server/
+/* ps_server_exactly_once_int.h: the exactly-once table of a shard -- which pushes of which
+ * client it has taken, so that a re-sent push is answered without being applied twice. Private to server/
  * (and its unit test); the server's use of it is srv_exo_intake / srv_exo_replied
  * (ps_server_int.h).
  *
@@ -26,8 +26,8 @@
  * - Nothing here is persisted: exactly-once holds within one life of a shard (docs/DESIGN.md,
  *   "Exactly-once pushes"). A restore forgets everything (srv_exo_clear), since the rows the
  *   records speak of were rolled back. */
-#ifndef PS_SERVER_EXO_INT_H
-#define PS_SERVER_EXO_INT_H
+#ifndef PS_SERVER_EXACTLY_ONCE_INT_H
+#define PS_SERVER_EXACTLY_ONCE_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* ps_server_guard: what a client may do to a shard beyond reading and training its rows --
+/* ps_server_permissions: what a client may do to a shard beyond reading and training its rows --
  * where a checkpoint may be written or restored from, when a restore may roll the shard back,
  * whose declaration of a new table counts, and what the checkpoint record may say.
  *
