@@ -332,6 +332,27 @@ void srv_ranks_gone(ps_server *s, int fd) {
   }
 }
 
+static uint64_t srv_list_remove_if(ps_server *s, srv_req **head, srv_req **tail,
+                                   bool (*test)(ps_server *, srv_req *, void *), void *ctx);
+
+/* srv_list_remove_if's test for a pull deferred on table t: it waits for a rank given up. */
+typedef struct {
+  const srv_table *t;
+  uint64_t now, failed;
+} lost_ctx;
+
+static bool fail_if_lost(ps_server *s, srv_req *r, void *ctx) {
+  lost_ctx *c = ctx;
+  const srv_rank_conn *k = lost_blocker(s, c->t, r->h->step);
+  if (!k) return false;
+  if (!c->failed++)
+    PS_WARN("rank %u disconnected %.1f s ago and did not come back: the pulls of table %u "
+            "that wait for its steps fail", k->rank, (double)(c->now - k->lost_ns) / 1e9,
+            c->t->spec.id);
+  fail_lost(s, r, c->t, k);
+  return true;
+}
+
 void srv_ranks_tick(ps_server *s) {
   if (!s->nlost) return;
   uint64_t grace = SRV_RANK_GRACE_MS, now = ps_now_ns();
@@ -348,28 +369,8 @@ void srv_ranks_tick(ps_server *s) {
   if (!any) return;
   for (uint32_t id = 1; id <= s->max_table; id++) {
     srv_table *t = s->tables[id];
-    if (!t) continue;
-    srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;
-    t->wait_head = t->wait_tail = NULL;
-    uint64_t failed = 0;
-    while (r) {
-      srv_req *next = r->next;
-      const srv_rank_conn *k = lost_blocker(s, t, r->h->step);
-      if (k) {
-        s->deferred_now--;
-        if (!failed++)
-          PS_WARN("rank %u disconnected %.1f s ago and did not come back: the pulls of table %u "
-                  "that wait for its steps fail", k->rank, (double)(now - k->lost_ns) / 1e9,
-                  t->spec.id);
-        r->next = NULL;
-        fail_lost(s, r, t, k);
-      } else {
-        srv_list_push(&keep_h, &keep_t, r);
-      }
-      r = next;
-    }
-    t->wait_head = keep_h;
-    t->wait_tail = keep_t;
+    lost_ctx c = {.t = t, .now = now};
+    if (t) s->deferred_now -= srv_list_remove_if(s, &t->wait_head, &t->wait_tail, fail_if_lost, &c);
   }
   srv_try_exclusive(s); /* a checkpoint waiting for the lost rank's step fails too */
 }
@@ -438,21 +439,35 @@ void srv_run_ready(ps_server *s) {
 
 /* ---------------------------------------------------------------- closed connections */
 
-/* Drops the requests of the connection on fd from the list; how many. */
-static uint64_t drop_fd(ps_server *s, srv_req **head, srv_req **tail, int fd) {
+/* Takes out of the list (head, tail may be NULL) every request test consumes (returns true
+ * for: it has answered or freed r), in order; how many. */
+static uint64_t srv_list_remove_if(ps_server *s, srv_req **head, srv_req **tail,
+                                   bool (*test)(ps_server *, srv_req *, void *), void *ctx) {
   srv_req *r = *head, *keep_h = NULL, *keep_t = NULL;
   uint64_t n = 0;
   *head = NULL;
   if (tail) *tail = NULL;
   while (r) {
     srv_req *next = r->next;
-    if (r->fd == fd) srv_drop_gone(s, r), n++;
+    r->next = NULL;
+    if (test(s, r, ctx)) n++;
     else srv_list_push(&keep_h, &keep_t, r);
     r = next;
   }
   *head = keep_h;
   if (tail) *tail = keep_t;
   return n;
+}
+
+static bool drop_if_fd(ps_server *s, srv_req *r, void *fd) {
+  if (r->fd != *(int *)fd) return false;
+  srv_drop_gone(s, r);
+  return true;
+}
+
+/* Drops the requests of the connection on fd from the list; how many. */
+static uint64_t drop_fd(ps_server *s, srv_req **head, srv_req **tail, int fd) {
+  return srv_list_remove_if(s, head, tail, drop_if_fd, &fd);
 }
 
 /* Nothing else would ever free them: a pull deferred for a step that never comes, and the
