@@ -73,9 +73,28 @@ ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **st
   return PS_OK;
 }
 
+/* A ps-export directory (its manifest.json) is not a checkpoint: said in one line, with its row
+ * type, rather than "no latest". Serving shards hold a checkpoint's f32 rows in the store; an
+ * int8 export is scored by ps-predict --export (docs/CHECKPOINTS.md). */
+static ps_status refuse_export(const char *dir, ps_error *err) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s/manifest.json", dir);
+  json_t *m = json_load_file(p, 0, NULL), *t = m ? json_array_get(json_object_get(m, "tables"), 0) : NULL;
+  const char *fmt = json_string_value(json_object_get(m, "format"));
+  const char *rt = json_string_value(json_object_get(t, "row_type"));
+  ps_status st = PS_OK;
+  if (fmt && !strcmp(fmt, "ember-export"))
+    st = ps_error_set(err, PS_ERR_INVALID, "--serve %s: a ps-export directory (row_type %s), "
+                      "not a checkpoint: serve the checkpoint it was exported from, or score the "
+                      "export with ps-predict --export", dir, rt ? rt : "f32");
+  json_decref(m);
+  return st;
+}
+
 ps_status srv_serve_open(ps_server *s, ps_error *err) {
   char dir[4096], latest[4200];
   uint64_t step = 0;
+  if (refuse_export(s->opt.serve_dir, err) != PS_OK) return PS_ERR_INVALID;
   ps_ckpt_latest_path(latest, sizeof latest, s->opt.serve_dir);
   if (s->opt.follow && access(latest, F_OK) != 0)
     return ps_error_set(err, PS_ERR_INVALID,
