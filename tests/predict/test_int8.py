@@ -7,7 +7,8 @@ exported twice, float32 and --quantize int8, and:
 2. Independent numpy reference, from the files alone: each row's float32 scale at byte dim is
    (max - min) / 255 of its float32 row and its bias at dim + 4 is the min, and every element
    dequantized (q * scale + bias, in float64) is within its row's scale / 2.
-3. ps-predict --export of the f32 export gives ps-predict --checkpoint's scores; of the int8
+3. ps-predict --export of the f32 export gives ps-predict --checkpoint's scores (also for a DCN
+   model, whose cross layers come from the manifest), and reads files re-saved by np.save; of the int8
    export, scores close to them (AUC within 0.001), and equal to docs/examples/predict_torch.py's
    (numpy dequantization, PyTorch model) on the int8 export to 1e-5 relative. int8 bytes per row
    are dim + 8 against 4 * dim.
@@ -117,6 +118,36 @@ with tempfile.TemporaryDirectory() as d:
         rel = float(np.max(np.abs(t - c) / np.abs(c))) if len(t) == len(c) else float("inf")
         r.check("int8 export: PyTorch example's scores equal ps-predict --export's (1e-5 rel.)",
                 rel < 1e-5, f"max relative difference {rel:.2e} {p.stderr[-500:]}")
+
+        # the reader takes NumPy's own .npy writer too (its header, padded to 64 bytes)
+        resaved = os.path.join(d, "resaved")
+        shutil.copytree(q8, resaved)
+        for f in (tq["keys"], tq["values"]):
+            np.save(os.path.join(resaved, f), np.load(os.path.join(q8, f)))
+        pr = os.path.join(d, "pr.txt")
+        rc, _, se = predict(["--export", resaved, "--input", test, "--out", pr])
+        r.check("int8 files re-saved by np.save: the same scores",
+                rc == 0 and np.array_equal(scores(pr), c), se[-500:])
+
+    # a DCN model (cross layers from the manifest): --export f32 equals --checkpoint, int8 close
+    ckd = os.path.join(d, "ckdcn")
+    os.makedirs(ckd)
+    h.train(1, 1, ["--train", train, "--test", test, "--checkpoint-dir", ckd, "--interaction",
+                   "dcn", "--dcn-layers", "2", "--dcn-rank", "4"] + SMALL)
+    got = {}
+    for kind, src in (("ck", ["--checkpoint", ckd]), ("f32", ["--export", ckd + "_f32"]),
+                      ("int8", ["--export", ckd + "_int8"])):
+        if kind != "ck":
+            h.tool("ps-export", ["--checkpoint", ckd, "--out", ckd + "_" + kind, "--quantize",
+                                 "none" if kind == "f32" else "int8"])
+        outp, summ = os.path.join(d, f"dcn_{kind}.txt"), os.path.join(d, f"dcn_{kind}.json")
+        rc, _, se = predict(src + ["--input", test, "--out", outp, "--summary", summ])
+        got[kind] = (scores(outp), json.load(open(summ))["auc"]) if rc == 0 else (None, 0)
+    ok = all(v[0] is not None for v in got.values())
+    r.check("dcn: --export f32 equals --checkpoint, int8 AUC within 0.001",
+            ok and np.array_equal(got["ck"][0], got["f32"][0]) and
+            abs(got["int8"][1] - got["f32"][1]) < 0.001,
+            f"AUC {got['f32'][1]:.6f} vs {got['int8'][1]:.6f}" if ok else "")
 
     # 4. refusals
     out = os.path.join(d, "x.txt")
