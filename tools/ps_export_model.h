@@ -5,18 +5,13 @@
  * and dequantized only into the rows a batch pulls — serving memory is the point of int8.
  *
  * Design decisions:
- * - The manifest says what the files hold (tables[].row_type f32 or int8, and for int8 the
- *   layout name and bytes per row); every file is checked against it when opened and anything
- *   else — a values file of another dtype or width than the row type says (a mislabelled
- *   export), a file shorter or longer than its header's shape (truncated), key and value
- *   counts that differ from each other or from the manifest, a row type or layout this build
- *   does not know — is refused in one line naming the file. Nothing is guessed from the data.
- * - An export without a row_type (written before the line existed) is f32.
+ * - The table (its spec, row type and rows) is read by common/ps_export_rows.h, which checks
+ *   every file against the manifest and refuses anything else in one line; this module adds
+ *   the model: its shape, the schema (whose signature must be the manifest's) and
+ *   dense/params.npy.
  * - A key with no exported row gets the table's initial row (ps_store_init_row from the
  *   manifest's init spec), as ps-predict from the checkpoint gives it; so an f32 export scores
- *   exactly as its checkpoint does.
- * - Rows are found through an open-addressing index of the keys (mixed: keys of hashed
- *   buckets are small integers), 8 bytes per slot at a load of at most one half. */
+ *   exactly as its checkpoint does. */
 #ifndef PS_EXPORT_MODEL_H
 #define PS_EXPORT_MODEL_H
 

@@ -1,5 +1,5 @@
-/* ps_npy: NumPy .npy files written without NumPy, for ps-export, and read back for
- * ps-predict --export. The format (numpy.lib.format,
+/* ps_npy: NumPy .npy files written without NumPy, for ps-export, and read back by the readers
+ * of an export (ps_export_rows.h: ps-predict --export, ps-server --serve EXPORT). The format (numpy.lib.format,
  * version 1.0): the magic "\x93NUMPY", bytes 1 and 0, a little-endian u16 header length, then
  * an ASCII dict "{'descr': '<f4', 'fortran_order': False, 'shape': (N, D), }" padded with
  * spaces and ending in '\n' so the data starts at a multiple of 64, then the data, C order.
