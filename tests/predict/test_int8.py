@@ -14,8 +14,8 @@ exported twice, float32 and --quantize int8, and:
    are dim + 8 against 4 * dim.
 4. Refused in one line: a truncated int8 values file (exit 1); a manifest whose row_type does
    not match the values file, either way (exit 2); a row type or layout this build does not know
-   (exit 2); --export with --checkpoint or --servers, neither of them, --quantize int4, and
-   ps-server --serve of an export directory, which serves checkpoints only (exit 2).
+   (exit 2); --export with --checkpoint or --servers, neither of them, --quantize int4 (exit 2).
+   (Serving shards of an export: test_int8_serve.py.)
 Without the feature there is no int8 file and ps-predict has no --export."""
 import json
 import os
@@ -183,9 +183,6 @@ with tempfile.TemporaryDirectory() as d:
             "tcp://127.0.0.1:1", "--input", test, "--out", out], 2, "--servers")
     refusal("not an export: exit 2", "ps-predict", ["--export", d, "--input", test, "--out", out],
             2, "not an export")
-    refusal("ps-server --serve of an export: exit 2, one line", "ps-server", [
-            "--listen", "tcp://127.0.0.1:0", "--serve", q8, "--shard", "0", "--shards", "1"], 2,
-            "a ps-export directory (row_type int8), not a checkpoint")
     refusal("--quantize int4: exit 2", "ps-export", ["--checkpoint", ck, "--out", bad + "2",
             "--quantize", "int4"], 2, "--quantize int4")
 r.finish()
