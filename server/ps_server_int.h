@@ -16,8 +16,8 @@
  *   ps_server_stats.c              the typed statistics snapshot and its JSON
  *   ps_server_permissions.c        checkpoint paths confined to the roots; restores that would
  *                                  roll back another connection's training refused
- *   ps_server_serve.c              serving: a committed checkpoint opened read-only, what it
- *                                  refuses
+ *   ps_server_serve.c              serving: a committed checkpoint opened read-only (or an
+ *                                  export's rows held in memory), what it refuses
  *   ps_server_exactly_once.c       exactly-once pushes: the (client, seq) records
  *                                  (ps_server_exactly_once_int.h)
  *   ps_server_follow.c             --follow: the watcher of `latest`, the versions of the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""int8 rows for serving (issue 33, part 3): bytes per row and ps-predict's memory, f32 against
-int8 exports of one checkpoint.
+"""int8 rows for serving (issue 33, part 3): bytes per row, and the memory of ps-predict and
+of a serving shard, f32 against int8 exports of one checkpoint.
 
 Trains one model (ps-datagen --seed 1 --vocab-scale VS, TRAIN rows, emb dim DIM, 1 server x 1
 worker, --checkpoint-dir), exports it twice (ps-export, and --quantize int8) and then, ROUNDS
@@ -8,17 +8,24 @@ rounds, each alternating f32 and int8 (the order flipped every round), scores TE
 ps-predict --export --threads 1, recording its peak RSS (the child's ru_maxrss), rows/s and
 AUC. Prints the export's rows, the values files' bytes per row, each run, and the medians with
 the int8/f32 ratios; the peak-RSS difference per million rows is what the rows held in memory
-cost, set against the 4 * DIM - (DIM + 8) bytes a row the layouts differ by. JSON on the last line.
+cost, set against the 4 * DIM - (DIM + 8) bytes a row the layouts differ by. Then, ROUNDS
+rounds alternating, one ps-server --serve of each export (--shards 1: every row, loaded at
+start) and of the checkpoint itself (rows in the store: RocksDB, and the hot tier once pulled),
+each server's VmRSS after start and after every key was pulled once through the Python library
+(f32 wire). JSON on the last line.
 
     bench/predict/int8.py [BIN_DIR] [ROUNDS] [TRAIN] [TEST] [DIM] [VS]
 """
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bin")
@@ -27,6 +34,42 @@ TRAIN = int(sys.argv[3]) if len(sys.argv) > 3 else 300000
 TEST = int(sys.argv[4]) if len(sys.argv) > 4 else 50000
 DIM = int(sys.argv[5]) if len(sys.argv) > 5 else 64
 VS = sys.argv[6] if len(sys.argv) > 6 else "10"
+os.environ.setdefault("EMBER_LIBRARY", os.path.join(os.path.dirname(BIN), "lib", "libember.so.0"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def vmrss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int([l for l in f if l.startswith("VmRSS")][0].split()[1]) / 1024.0
+
+
+def serve_rss(src, keys, name):
+    """ps-server --serve src (1 shard); its VmRSS after start and after pulling every key."""
+    import ember
+    p = subprocess.Popen([f"{BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", src,
+                          "--shard", "0", "--shards", "1", "--log-level", "warn"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url, deadline = None, time.time() + 120
+        while not url and time.time() < deadline:
+            if select.select([p.stdout], [], [], 1.0)[0]:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                if "listening on" in line:
+                    url = line.split("listening on ")[1].strip()
+        if not url:
+            sys.exit("ps-server --serve did not start")
+        start = vmrss_mib(p.pid)
+        c = ember.Client([url], timeout_ms=60000)
+        t = c.table(name)
+        for i in range(0, len(keys), 65536):
+            t.pull(keys[i:i + 65536])
+        c.close()
+        return start, vmrss_mib(p.pid)
+    finally:
+        p.kill()
+        p.wait()
 
 
 def run(cmd):
@@ -86,5 +129,24 @@ with tempfile.TemporaryDirectory() as d:
     print(f"median rows/s: f32 {med['f32']['rows_per_s']:.0f}, int8 {med['int8']['rows_per_s']:.0f}"
           f" ({med['int8']['rows_per_s'] / med['f32']['rows_per_s']:.3f}x); AUC f32 "
           f"{med['f32']['auc']:.6f}, int8 {med['int8']['auc']:.6f}")
+    keys = np.load(os.path.join(ex["f32"], man["f32"]["keys"]))
+    srv = {"ckpt": [], "f32": [], "int8": []}
+    for r in range(ROUNDS):
+        for kind in (("ckpt", "f32", "int8") if r % 2 == 0 else ("int8", "f32", "ckpt")):
+            a, b = serve_rss(ck if kind == "ckpt" else ex[kind], keys, man["f32"]["name"])
+            srv[kind].append({"rss_start_mib": a, "rss_pulled_mib": b})
+            print(f"round {r + 1} ps-server --serve {kind:4s}: VmRSS {a:7.1f} MiB at start, "
+                  f"{b:7.1f} MiB after pulling all {rows} keys")
+    smed = {k: {m: statistics.median(x[m] for x in v) for m in ("rss_start_mib", "rss_pulled_mib")}
+            for k, v in srv.items()}
+    for k in srv:
+        print(f"median ps-server --serve {k}: {smed[k]['rss_start_mib']:.1f} MiB at start, "
+              f"{smed[k]['rss_pulled_mib']:.1f} MiB after every key pulled "
+              f"({smed[k]['rss_pulled_mib'] * 2**20 / rows:.0f} bytes a row, the process's base included)")
+    d8 = (smed["f32"]["rss_pulled_mib"] - smed["int8"]["rss_pulled_mib"]) / rows * 1e6
+    print(f"serving shard int8 / f32 export: {smed['int8']['rss_pulled_mib'] / smed['f32']['rss_pulled_mib']:.3f}x, "
+          f"int8 / checkpoint: {smed['int8']['rss_pulled_mib'] / smed['ckpt']['rss_pulled_mib']:.3f}x; "
+          f"f32 - int8 export {d8:.1f} MiB per million rows")
     print(json.dumps({"rows": rows, "dim": DIM, "values_bytes": vbytes, "median": med,
-                      "rss_diff_mib_per_million_rows": per_m, "runs": res}))
+                      "rss_diff_mib_per_million_rows": per_m, "runs": res,
+                      "serve_median": smed, "serve_runs": srv}))
