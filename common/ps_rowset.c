@@ -48,7 +48,12 @@ ps_status ps_rowset_create(uint64_t *keys, void *values, uint64_t n, uint32_t di
   r->int8 = int8;
   r->row_bytes = int8 ? ps_quant_int8_row_bytes(dim) : dim * sizeof(float);
   r->n = shards > 1 ? keep_shard(keys, values, n, r->row_bytes, shard, shards) : n;
-  if (r->n < n && r->n) { /* give the other shards' rows back */
+  if (r->n == 0) { /* none of this shard's: nothing to hold */
+    free(r->keys);
+    free(r->values);
+    r->keys = NULL;
+    r->values = NULL;
+  } else if (r->n < n) { /* give the other shards' rows back */
     uint64_t *k = realloc(r->keys, r->n * sizeof *k);
     unsigned char *v = realloc(r->values, r->n * r->row_bytes);
     if (k) r->keys = k;
