@@ -99,8 +99,9 @@ bool ps_export_rows_is_export(const char *dir) {
   return yes;
 }
 
-ps_status ps_export_rows_load(const char *dir, uint32_t shard, uint32_t shards,
-                              ps_export_rows *x, ps_error *err) {
+/* with_rows false: the manifest's step, spec and row type only (ps_export_rows_spec). */
+static ps_status load(const char *dir, bool with_rows, uint32_t shard, uint32_t shards,
+                      ps_export_rows *x, ps_error *err) {
   memset(x, 0, sizeof *x);
   json_error_t je;
   json_t *m = load_manifest(dir, &je), *tabs = NULL;
@@ -120,10 +121,20 @@ ps_status ps_export_rows_load(const char *dir, uint32_t shard, uint32_t shards,
                       dir, (long long)ver);
   x->step = (uint64_t)step;
   if (st == PS_OK) st = read_spec(dir, json_array_get(tabs, 0), x, &rows, err);
-  if (st == PS_OK) st = read_rows(dir, json_array_get(tabs, 0), x, rows, shard, shards, err);
+  if (st == PS_OK && with_rows)
+    st = read_rows(dir, json_array_get(tabs, 0), x, rows, shard, shards, err);
   json_decref(m);
   if (st != PS_OK) ps_export_rows_free(x);
   return st;
+}
+
+ps_status ps_export_rows_load(const char *dir, uint32_t shard, uint32_t shards,
+                              ps_export_rows *x, ps_error *err) {
+  return load(dir, true, shard, shards, x, err);
+}
+
+ps_status ps_export_rows_spec(const char *dir, ps_export_rows *x, ps_error *err) {
+  return load(dir, false, 0, 0, x, err);
 }
 
 void ps_export_rows_free(ps_export_rows *x) { ps_rowset_destroy(&x->rows); }

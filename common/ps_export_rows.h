@@ -36,6 +36,9 @@ bool ps_export_rows_is_export(const char *dir);
  * err. */
 ps_status ps_export_rows_load(const char *dir, uint32_t shard, uint32_t shards,
                               ps_export_rows *out, ps_error *err);
+/* The same without the rows (x->rows NULL; the files are not read): the step, the spec and the
+ * row type, for a reader whose rows are on serving shards (ps-predict --export --servers). */
+ps_status ps_export_rows_spec(const char *dir, ps_export_rows *x, ps_error *err);
 void ps_export_rows_free(ps_export_rows *x);
 /* dir/rel for a file the manifest names; PS_ERR_CORRUPT for an absolute path or one with "..",
  * which would leave the export. */

@@ -73,14 +73,16 @@ static ps_status read_schema(ps_export_model *x, const char *user, ps_error *err
   return st;
 }
 
-ps_status ps_export_model_open(const char *dir, const char *schema, ps_export_model **out,
-                               ps_error *err) {
+/* rows false: ps_export_model_open_model (no rows read). */
+static ps_status open_export(const char *dir, const char *schema, bool rows,
+                             ps_export_model **out, ps_error *err) {
   *out = NULL;
   ps_export_model *x = calloc(1, sizeof *x);
   if (!x) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   snprintf(x->dir, sizeof x->dir, "%s", dir);
   /* the table first: it checks the manifest is an export's (format, version, row type) */
-  ps_status st = ps_export_rows_load(dir, 0, 0, &x->rows, err);
+  ps_status st = rows ? ps_export_rows_load(dir, 0, 0, &x->rows, err)
+                     : ps_export_rows_spec(dir, &x->rows, err);
   char p[4200];
   snprintf(p, sizeof p, "%s/manifest.json", dir);
   json_error_t je;
@@ -97,6 +99,16 @@ ps_status ps_export_model_open(const char *dir, const char *schema, ps_export_mo
   }
   *out = x;
   return PS_OK;
+}
+
+ps_status ps_export_model_open(const char *dir, const char *schema, ps_export_model **out,
+                               ps_error *err) {
+  return open_export(dir, schema, true, out, err);
+}
+
+ps_status ps_export_model_open_model(const char *dir, const char *schema, ps_export_model **out,
+                                     ps_error *err) {
+  return open_export(dir, schema, false, out, err);
 }
 
 void ps_export_model_close(ps_export_model **xp) {
@@ -117,9 +129,11 @@ const char *ps_export_model_schema_file(const ps_export_model *x) { return x->sc
 uint64_t ps_export_model_hash_buckets(const ps_export_model *x) { return x->hash_buckets; }
 const ps_table_spec *ps_export_model_table(const ps_export_model *x) { return &x->rows.spec; }
 const char *ps_export_model_row_type(const ps_export_model *x) { return x->rows.row_type; }
-uint64_t ps_export_model_rows(const ps_export_model *x) { return ps_rowset_rows(x->rows.rows); }
+uint64_t ps_export_model_rows(const ps_export_model *x) {
+  return x->rows.rows ? ps_rowset_rows(x->rows.rows) : 0;
+}
 size_t ps_export_model_row_bytes(const ps_export_model *x) {
-  return ps_rowset_row_bytes(x->rows.rows);
+  return x->rows.rows ? ps_rowset_row_bytes(x->rows.rows) : 0;
 }
 
 const float *ps_export_model_params(const ps_export_model *x, size_t *n) {
@@ -139,6 +153,7 @@ void ps_export_model_config(const ps_export_model *x, int max_batch, ps_dlrm_con
 ps_status ps_export_model_pull(const ps_export_model *x, const uint64_t *keys, size_t n,
                                float *out) {
   const uint32_t dim = x->rows.spec.dim;
+  if (!x->rows.rows) return PS_ERR_INVALID; /* ps_export_model_open_model: no rows here */
   for (size_t i = 0; i < n; i++)
     if (!ps_rowset_get(x->rows.rows, keys[i], out + i * dim))
       ps_store_init_row(&x->rows.spec, keys[i], out + i * dim);

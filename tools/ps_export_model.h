@@ -32,6 +32,11 @@ typedef struct ps_export_model ps_export_model;
  * line in err. */
 ps_status ps_export_model_open(const char *dir, const char *schema, ps_export_model **out,
                                ps_error *err);
+/* The same without the rows (ps-predict --export --servers: they are on serving shards): the
+ * manifest, schema and dense/params.npy only, so a scoring host needs no embeddings/ files;
+ * ps_export_model_pull is PS_ERR_INVALID, ps_export_model_rows 0. */
+ps_status ps_export_model_open_model(const char *dir, const char *schema, ps_export_model **out,
+                                     ps_error *err);
 void ps_export_model_close(ps_export_model **x);
 
 const char *ps_export_model_dir(const ps_export_model *x);

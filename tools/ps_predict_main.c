@@ -27,7 +27,9 @@
  *   (ps_export_model.h): its manifest, schema, dense/params.npy and rows, f32 or int8
  *   (ps-export --quantize int8, held as int8 and dequantized per batch); the manifest's row type
  *   is checked against the files and anything else is refused in one line. An f32 export
- *   scores as its checkpoint does. */
+ *   scores as its checkpoint does. With --servers (ps-server --serve of the export), the rows
+ *   come from the servers and only the export's manifest, schema and dense/params.npy are read
+ *   (ps_export_model_open_model), checked against the servers as for a checkpoint. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -351,7 +353,7 @@ static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) 
   ps_status st = ps_client_create_list(urls, &o, &p->cl, err);
   if (st != PS_OK) return st;
   size_t n = ps_client_servers(p->cl);
-  uint64_t want = ps_ckpt_step(p->ck);
+  uint64_t want = src_step(p);
   for (size_t i = 0; i < n; i++) {
     long long step = -1;
     if ((st = server_shard(p, i, n, &step, err)) != PS_OK) return st;
@@ -360,10 +362,14 @@ static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) 
               ps_client_url(p->cl, i));
     else if ((uint64_t)step != want)
       return ps_error_set(err, PS_ERR_INVALID, "%s serves step %lld, the checkpoint %s is step "
-                          "%" PRIu64 ": give --checkpoint the step served", ps_client_url(p->cl, i),
-                          step, ps_ckpt_dir(p->ck), want);
+                          "%" PRIu64 ": give %s", ps_client_url(p->cl, i), step, src_dir(p),
+                          want, p->ex ? "--export an export of the step served"
+                                      : "--checkpoint the step served");
   }
-  const char *name = ps_ckpt_table_name(p->ck), *dim = ps_ckpt_config(p->ck, "emb-dim");
+  char exdim[16];
+  if (p->ex) snprintf(exdim, sizeof exdim, "%u", ps_export_model_table(p->ex)->dim);
+  const char *name = p->ex ? ps_export_model_table(p->ex)->name : ps_ckpt_table_name(p->ck);
+  const char *dim = p->ex ? exdim : ps_ckpt_config(p->ck, "emb-dim");
   if ((st = ps_client_attach(p->cl, name, &p->table, err)) != PS_OK)
     return ps_error_prefix(err, "the checkpoint's table: ");
   if ((int)p->table.dim != atoi(dim))
@@ -402,11 +408,9 @@ static int write_summary(const char *path, const char *in, const run_result *r,
 static int open_source(predictor *p, const char *ckpt, const char *export, const char *servers,
                        const char *schema) {
   if (!ckpt == !export) return fail(2, "give one of --checkpoint DIR and --export DIR");
-  if (export && servers)
-    return fail(2, "--servers looks rows up on servers of a checkpoint: give --checkpoint, not "
-                "--export");
   ps_error err;
-  ps_status st = export ? ps_export_model_open(export, schema, &p->ex, &err)
+  ps_status st = export ? (servers ? ps_export_model_open_model(export, schema, &p->ex, &err)
+                                   : ps_export_model_open(export, schema, &p->ex, &err))
                  : servers ? ps_ckpt_open_model(ckpt, schema, &p->ck, &err)
                            : ps_ckpt_open(ckpt, schema, &p->ck, &err);
   if (st != PS_OK)
@@ -434,7 +438,7 @@ int main(int argc, char **argv) {
       {"device", 0, PS_CLI_STRING, &device, "D", "cpu | cuda | cuda:N", false, 0, 0},
       {"progress-every", 0, PS_CLI_DOUBLE, &progress, "S", "seconds between progress lines on stderr (0: none)", false, 0, 1e9},
       PS_CLI_LOG_LEVEL_OPT(&level),
-      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold", false, 0, 0},
+      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold; with --export, servers of the export, whose embeddings/ files are then not read", false, 0, 0},
   };
   ps_cli cli = {PROG, "Score a file with a trained model from a checkpoint, offline (no server).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -460,7 +464,11 @@ int main(int argc, char **argv) {
   run_result r;
   memset(&r, 0, sizeof r);
   if (rc < 0) {
-    if (p.ex)
+    if (p.ex && servers)
+      PS_INFO("model of step %" PRIu64 " from the export %s (%zu shard(s) served, schema %s); "
+              "scoring %s", src_step(&p), src_dir(&p), ps_client_servers(p.cl),
+              ps_export_model_schema_file(p.ex), in);
+    else if (p.ex)
       PS_INFO("model of step %" PRIu64 " from the export %s (%" PRIu64 " %s rows, %zu bytes "
               "each, schema %s); scoring %s", src_step(&p), src_dir(&p),
               ps_export_model_rows(p.ex), ps_export_model_row_type(p.ex),

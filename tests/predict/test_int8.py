@@ -14,7 +14,7 @@ exported twice, float32 and --quantize int8, and:
    are dim + 8 against 4 * dim.
 4. Refused in one line: a truncated int8 values file (exit 1); a manifest whose row_type does
    not match the values file, either way (exit 2); a row type or layout this build does not know
-   (exit 2); --export with --checkpoint or --servers, neither of them, --quantize int4 (exit 2).
+   (exit 2); --export with --checkpoint, neither of them, --quantize int4 (exit 2).
    (Serving shards of an export: test_int8_serve.py.)
 Without the feature there is no int8 file and ps-predict has no --export."""
 import json
@@ -179,8 +179,6 @@ with tempfile.TemporaryDirectory() as d:
             ck, "--input", test, "--out", out], 2, "one of --checkpoint")
     refusal("neither: exit 2", "ps-predict", ["--input", test, "--out", out], 2,
             "one of --checkpoint")
-    refusal("--export with --servers: exit 2", "ps-predict", ["--export", q8, "--servers",
-            "tcp://127.0.0.1:1", "--input", test, "--out", out], 2, "--servers")
     refusal("not an export: exit 2", "ps-predict", ["--export", d, "--input", test, "--out", out],
             2, "not an export")
     refusal("--quantize int4: exit 2", "ps-export", ["--checkpoint", ck, "--out", bad + "2",

@@ -7,7 +7,9 @@ deploy/ember-local) with --checkpoint-dir and exported as float32 and as int8; r
    ps-predict --export on the int8 export, bit for bit (the rows dequantized alike, unseen keys
    the same initial rows); through 3 shards of the same export too (a shard keeps the keys that
    route to it, so an export serves on any count); through 2 f32-export shards every score of
-   offline ps-predict on the checkpoint.
+   offline ps-predict on the checkpoint. A scoring host holding only the export's manifest and
+   dense files (ps-predict --export HOST --servers) gives the int8 scores too; one whose
+   manifest is of another step is refused in one line.
 2. Through the library (python/ember, attach by name): f32 pulls of stored keys equal the
    numpy dequantization of the int8 file (q * scale + bias, float64 then rounded: 1 ulp), f16
    pulls equal those rows rounded to f16 by numpy, keys with no row get the f32 export's
@@ -89,6 +91,26 @@ try:
         got, se = scores(d, "srv8", ["--checkpoint", ck, "--servers", f"{a0},{a1}", "--input", test])
         r.check("2 int8 shards: every score equals ps-predict --export int8", got == local8 and
                 got is not None and got != offline, se[-800:])
+        # a scoring host with the export's manifest, schema and dense files only
+        host = os.path.join(d, "host")
+        shutil.copytree(q8, host, ignore=shutil.ignore_patterns("embeddings"))
+        got, se = scores(d, "host8", ["--export", host, "--servers", f"{a0},{a1}", "--input",
+                                      test])
+        r.check("ps-predict --export (no embeddings/) --servers: the same scores",
+                got == local8 and not os.path.exists(os.path.join(host, "embeddings")), se[-800:])
+        wrong = os.path.join(d, "wrong")
+        shutil.copytree(host, wrong)
+        mp = os.path.join(wrong, "manifest.json")
+        m = json.load(open(mp))
+        m["step"] += 1
+        json.dump(m, open(mp, "w"))
+        p = subprocess.run([f"{h.BIN}/ps-predict", "--export", wrong, "--servers", f"{a0},{a1}",
+                            "--input", test, "--out", os.path.join(d, "x.txt")],
+                           capture_output=True, text=True, timeout=120)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("ps-predict:")]
+        r.check("--export of another step than the servers': exit 2, one line",
+                p.returncode == 2 and len(lines) == 1 and "--export an export of the step served"
+                in lines[0], p.stderr.strip()[-300:])
         three = [serve(q8, i, 3, tmp)[0] for i in range(3)]
         got, se = scores(d, "srv8x3", ["--checkpoint", ck, "--servers", ",".join(three),
                                        "--input", test])
