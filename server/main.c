@@ -127,7 +127,8 @@ int main(int argc, char **argv) {
       {"serve", 0, PS_CLI_STRING, &serve_dir, "DIR",
        "serve a ps-worker checkpoint read-only (its latest, or one step-N): this shard's "
        "snapshot answers pulls, pushes/steps/checkpoints are refused; no --data-dir, and "
-       "--shards must be the checkpoint's",
+       "--shards must be the checkpoint's. Or a ps-export directory (f32 or --quantize int8): "
+       "this shard's rows held in memory as exported, on any --shards",
        false, 0, 0},
       {"follow", 0, PS_CLI_FLAG, &follow, NULL,
        "with --serve DIR (the checkpoint directory, not one step-N): serve each checkpoint "

@@ -473,8 +473,9 @@ void ps_server_destroy(ps_server **sp) {
   free_list(s, &s->held_head);
   free_list(s, &s->ready_head);
   free_list(s, &s->excl_head);
-  if (s->store && s->serving) {
+  if (s->serving || s->export_rows) {
     ps_store_close(&s->store); /* read-only: nothing to flush, no data dir to mark */
+    srv_serve_close(s);
   } else if (s->store) {
     ps_error err;
     ps_status st = ps_store_flush(s->store, &err);

@@ -16,8 +16,8 @@
  *   ps_server_stats.c              the typed statistics snapshot and its JSON
  *   ps_server_permissions.c        checkpoint paths confined to the roots; restores that would
  *                                  roll back another connection's training refused
- *   ps_server_serve.c              serving: a committed checkpoint opened read-only, what it
- *                                  refuses
+ *   ps_server_serve.c              serving: a committed checkpoint opened read-only (or an
+ *                                  export's rows held in memory), what it refuses
  *   ps_server_exactly_once.c       exactly-once pushes: the (client, seq) records
  *                                  (ps_server_exactly_once_int.h)
  *   ps_server_follow.c             --follow: the watcher of `latest`, the versions of the
@@ -302,6 +302,8 @@ struct ps_server {
   void *sink_ctx;
   struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
+  struct ps_export_rows *export_rows; /* --serve EXPORT: this shard's rows as exported, or NULL */
+  char export_tmp[4200];               /* --serve EXPORT: the private store's directory */
   struct srv_exo *exo;     /* exactly-once records (ps_server_exactly_once_int.h) */
   uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
   uint64_t exo_taken;      /* pushes taken, for the above */
@@ -523,6 +525,12 @@ void srv_guard_free(ps_server *s);
 /* Opens shard opt.shard's snapshot of the checkpoint read-only and adopts its tables (as async):
  * PS_ERR_INVALID when serve_dir is no checkpoint or has another shard count. */
 ps_status srv_serve_open(ps_server *s, ps_error *err);
+/* --serve EXPORT: the rows of r's keys (those at first, first + stride, ...) into r->outp, f32
+ * or f16 as r asks, from the export's rows (ps_rowset.h), initial rows for keys it has none of.
+ * Read-only: any partition thread. */
+void srv_serve_pull_export(const ps_server *s, srv_req *r, uint32_t first, uint32_t stride);
+/* Frees the export's rows and removes the private store's directory (after the store closed). */
+void srv_serve_close(ps_server *s);
 /* A serving shard: replies with the refusal and returns true for an op that would change the
  * shard (push, step, checkpoint, restore). */
 bool srv_serve_refuse(ps_server *s, srv_req *r, int op);

@@ -150,6 +150,10 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * between the store and the request/reply frames, each thread on its own partitions (the
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
+  if (r->task_kind == TK_PULL && s->export_rows) { /* --serve EXPORT: rows from the export */
+    srv_serve_pull_export(s, r, split ? p->idx : 0, stride);
+    return PS_OK;
+  }
   const bool f32b = r->batch && !r->f16; /* an f16 request's batch only names its keys */
   if (f32b && r->task_kind == TK_PULL)
     return ps_store_pull_batch(store, id, r->batch, p->idx, stride, r->outp);

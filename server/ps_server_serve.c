@@ -19,20 +19,32 @@
  *   before it pulls works unchanged and a client of another model is told at once.
  * - A key no row is stored for gets the store's deterministic initial row, exactly what
  *   ps-predict's offline lookup returns (the scores are the same).
+ * - DIR may be a ps-export directory instead (its manifest.json; ps-export --quantize int8 for
+ *   int8 rows): the shard loads its own keys' rows of the export into memory as exported, int8
+ *   rows as dim + 8 bytes (ps_rowset.h, ps_export_rows.h, which refuse a truncated or
+ *   mislabelled export in one line), and answers pulls from them (dequantized, f32 or f16 on the
+ *   wire), a key with no row getting the table's initial row; the rows are filtered by this
+ *   server's --shard/--shards, so an export serves on any shard count. An empty store in a
+ *   private $TMPDIR directory carries the table's spec (the manifest has no learning rate: a
+ *   client attaches by name). Not with --follow.
  * - --follow (ps_server_follow.c) opens each later checkpoint with the same srv_serve_open_step
  *   (shard count checked, read-only), so a checkpoint served at start and one followed to are
  *   opened alike; --follow needs DIR/latest (a step-N directory never changes). */
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ps_ckpt_layout.h"
+#include "ps_export_rows.h"
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_wire_half.h"
 
 /* The step shard-I.json records, after checking its shard count against the cluster's. */
 static ps_status shard_step(const ps_server *s, const char *dir, uint64_t *step, ps_error *err) {
@@ -73,18 +85,90 @@ ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **st
   return PS_OK;
 }
 
+/* --serve EXPORT (a ps-export directory): this shard's rows of the export held as exported,
+ * int8 rows as int8 (ps_rowset.h), answered by srv_serve_pull_export. The rest of the server
+ * (tables, STATS, DECLARE, attach by name, the memory bound's bookkeeping) runs over an empty
+ * store in a private directory under $TMPDIR, removed at close: it holds the table's spec
+ * only, never a row. */
+static ps_status serve_export(ps_server *s, ps_error *err) {
+  if (s->opt.follow)
+    return ps_error_set(err, PS_ERR_INVALID, "--serve %s --follow: an export never changes; "
+                        "--follow watches a checkpoint directory", s->opt.serve_dir);
+  ps_export_rows *x = calloc(1, sizeof *x);
+  if (!x) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  s->export_rows = x;
+  ps_status st = ps_export_rows_load(s->opt.serve_dir, s->opt.shard, s->opt.shards, x, err);
+  if (st != PS_OK) return ps_error_prefix(err, "--serve %s: ", s->opt.serve_dir);
+  const char *tmp = getenv("TMPDIR");
+  snprintf(s->export_tmp, sizeof s->export_tmp, "%s/ember-serve-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(s->export_tmp)) {
+    st = ps_error_set(err, PS_ERR_IO, "cannot create %s: %s", s->export_tmp, strerror(errno));
+    s->export_tmp[0] = '\0';
+    return st;
+  }
+  ps_table_spec spec;
+  ps_table_spec_default(&spec, x->spec.id, x->spec.name, x->spec.dim);
+  spec.init = x->spec.init;
+  spec.init_a = x->spec.init_a;
+  spec.init_b = x->spec.init_b;
+  spec.seed = x->spec.seed;
+  spec.optimizer = x->spec.optimizer;
+  ps_store_options so = {.path = s->export_tmp,
+                         .cache_bytes = (size_t)1 << 20,
+                         .partitions = s->nthreads ? s->nthreads : 1,
+                         .durability = PS_DURABILITY_NONE};
+  if ((st = ps_store_open(&so, &s->store, err)) != PS_OK ||
+      (st = ps_store_declare(s->store, &spec, err)) != PS_OK)
+    return ps_error_prefix(err, "--serve %s: the table's spec: ", s->opt.serve_dir);
+  s->last.step = x->step;
+  PS_INFO("serving the export %s (step %" PRIu64 ", %s rows) read-only: shard %u of %u, %" PRIu64
+          " rows of %zu bytes, %.1f MB held", s->opt.serve_dir, x->step, x->row_type,
+          s->opt.shard, s->opt.shards, ps_rowset_rows(x->rows), ps_rowset_row_bytes(x->rows),
+          ps_rowset_bytes(x->rows) / 1e6);
+  return PS_OK;
+}
+
+void srv_serve_close(ps_server *s) {
+  if (s->export_rows) ps_export_rows_free(s->export_rows);
+  free(s->export_rows);
+  s->export_rows = NULL;
+  if (s->export_tmp[0]) ps_rm_rf(s->export_tmp); /* the store is closed first */
+  s->export_tmp[0] = '\0';
+}
+
+void srv_serve_pull_export(const ps_server *s, srv_req *r, uint32_t first, uint32_t stride) {
+  const ps_export_rows *x = s->export_rows;
+  const uint32_t dim = x->spec.dim;
+  float tmp[PS_TABLE_MAX_DIM];
+  for (size_t j = first; j < r->msg.nkeys; j += stride) {
+    uint64_t key = r->msg.keys[j];
+    float *row = r->f16 ? tmp : r->outp + j * dim;
+    if (!ps_rowset_get(x->rows, key, row)) ps_store_init_row(&x->spec, key, row);
+    if (r->f16) ps_wire_f32_to_f16(tmp, (uint16_t *)r->outp + j * dim, dim);
+  }
+}
+
 ps_status srv_serve_open(ps_server *s, ps_error *err) {
   char dir[4096], latest[4200];
   uint64_t step = 0;
+  bool export = ps_export_rows_is_export(s->opt.serve_dir);
   ps_ckpt_latest_path(latest, sizeof latest, s->opt.serve_dir);
-  if (s->opt.follow && access(latest, F_OK) != 0)
+  if (!export && s->opt.follow && access(latest, F_OK) != 0)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--follow watches DIR/latest, and %s has none: give the checkpoint "
                         "directory that ps-worker --checkpoint-dir writes, not one step-N in it",
                         s->opt.serve_dir);
-  ps_status st = ps_ckpt_resolve(s->opt.serve_dir, PS_CKPT_SHARDS, dir, sizeof dir, err);
-  if (st != PS_OK) return ps_error_prefix(err, "--serve: ");
-  if ((st = srv_serve_open_step(s, dir, &s->store, &step, err)) != PS_OK) return st;
+  ps_status st = PS_OK;
+  if (export) {
+    if ((st = serve_export(s, err)) != PS_OK) return st;
+    step = s->last.step;
+    snprintf(dir, sizeof dir, "%s", s->opt.serve_dir);
+  } else if ((st = ps_ckpt_resolve(s->opt.serve_dir, PS_CKPT_SHARDS, dir, sizeof dir, err)) !=
+             PS_OK) {
+    return ps_error_prefix(err, "--serve: ");
+  } else if ((st = srv_serve_open_step(s, dir, &s->store, &step, err)) != PS_OK) {
+    return st;
+  }
   if ((st = srv_tables_adopt_store(s)) != PS_OK)
     return ps_error_set(err, st, "out of memory adopting the snapshot's tables");
   for (uint32_t id = 1; id <= s->max_table; id++) {
@@ -98,8 +182,9 @@ ps_status srv_serve_open(ps_server *s, ps_error *err) {
   s->last.have = true;
   s->last.step = step;
   snprintf(s->last.path, sizeof s->last.path, "%s", dir);
-  PS_INFO("serving %s (step %" PRIu64 ") read-only: shard %u of %u", dir, step, s->opt.shard,
-          s->opt.shards);
+  if (!export)
+    PS_INFO("serving %s (step %" PRIu64 ") read-only: shard %u of %u", dir, step, s->opt.shard,
+            s->opt.shards);
   return PS_OK;
 }
 

@@ -9,6 +9,10 @@
  *   through the store's own scan (ps_store_scan), so the record format stays the store's.
  * - Rows are streamed shard by shard, in no useful order (keys are hashes); a user sorts the
  *   keys once (np.argsort) to look rows up. Memory stays one row, whatever the table's size.
+ * - --quantize int8 writes each row in FBGEMM's fused row-wise 8-bit layout (ps_quant.h: dim
+ *   bytes, then a float32 scale and bias; dim + 8 bytes a row instead of 4 * dim) for serving,
+ *   and the manifest's table says row_type int8 and the layout, so a reader (ps-predict
+ *   --export, NumPy) decodes it without guessing; a plain export says row_type f32.
  * - Only the values are exported: the optimizer state (Adagrad sums, ...) is for training,
  *   which resumes from the checkpoint itself.
  * - A DCN model's cross layers are exported as their own matrices (V_l [R, D], U_l [D, R],
@@ -30,6 +34,7 @@
 #include "ps_kernels.h"
 #include "ps_log.h"
 #include "ps_npy.h"
+#include "ps_quant.h"
 #include "ps_sample.h"
 #include "ps_time.h"
 
@@ -39,6 +44,8 @@ typedef struct rows_out {
   ps_npy *keys, *values;
   uint64_t rows;
   ps_error *err;
+  uint8_t *qrow; /* --quantize int8: one fused row (ps_quant.h), else NULL */
+  uint32_t dim;
 } rows_out;
 
 static ps_status put_row(void *ctx, uint64_t key, const float *values) {
@@ -49,27 +56,61 @@ static ps_status put_row(void *ctx, uint64_t key, const float *values) {
   return st;
 }
 
-/* Every row of the table, all shards, into OUT/embeddings/table_ID.{keys,values}.npy. */
-static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, ps_error *err) {
+/* --quantize int8: the row quantized (FBGEMM's fused row-wise layout) instead of its floats. */
+static ps_status put_row_int8(void *ctx, uint64_t key, const float *values) {
+  rows_out *o = ctx;
+  if (ps_quant_int8_encode(values, o->dim, o->qrow) != PS_OK)
+    return ps_error_set(o->err, PS_ERR_CORRUPT, "the row of key %" PRIu64 " holds a value that "
+                        "is not finite: it has no int8 form", key);
+  ps_status st = ps_npy_write(o->keys, &key, 1, o->err);
+  if (st == PS_OK) st = ps_npy_write(o->values, o->qrow, 1, o->err);
+  o->rows += st == PS_OK;
+  return st;
+}
+
+/* The manifest's row_type and, for int8, the layout a reader needs to decode the values file. */
+static void describe_row_type(json_t *tab, bool int8, uint32_t dim) {
+  json_object_set_new(tab, "row_type", json_string(int8 ? "int8" : "f32"));
+  if (!int8) return;
+  json_object_set_new(tab, "layout", json_pack(
+      "{s:s, s:I, s:s, s:I, s:I, s:s}", "name", PS_QUANT_INT8_LAYOUT, "row_bytes",
+      (json_int_t)ps_quant_int8_row_bytes(dim), "q", "uint8 [dim] at byte 0",
+      "scale_offset", (json_int_t)dim, "bias_offset", (json_int_t)dim + 4, "dequantize",
+      "q * scale + bias (scale, bias: little-endian float32); scale = (max - min) / 255, "
+      "bias = min, |error| <= scale / 2"));
+}
+
+/* Every row of the table, all shards, into OUT/embeddings/table_ID.{keys,values}.npy (int8:
+ * table_ID.values.int8.npy, uint8 [rows, dim + 8]). */
+static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, bool int8,
+                             ps_error *err) {
   const ps_table_spec *sp = ps_ckpt_table(ck);
-  char kp[4400], vp[4400];
+  char kp[4400], vp[4400], vrel[64];
+  snprintf(vrel, sizeof vrel, "embeddings/table_%u.values%s.npy", sp->id, int8 ? ".int8" : "");
   snprintf(kp, sizeof kp, "%s/embeddings/table_%u.keys.npy", out, sp->id);
-  snprintf(vp, sizeof vp, "%s/embeddings/table_%u.values.npy", out, sp->id);
-  rows_out o = {NULL, NULL, 0, err};
-  ps_status st = ps_npy_create(kp, "<u8", 0, &o.keys, err);
-  if (st == PS_OK) st = ps_npy_create(vp, "<f4", sp->dim, &o.values, err);
+  snprintf(vp, sizeof vp, "%s/%s", out, vrel);
+  rows_out o = {NULL, NULL, 0, err, NULL, sp->dim};
+  ps_status st = PS_OK;
+  if (int8 && !(o.qrow = malloc(ps_quant_int8_row_bytes(sp->dim))))
+    st = ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  if (st == PS_OK) st = ps_npy_create(kp, "<u8", 0, &o.keys, err);
+  if (st == PS_OK)
+    st = int8 ? ps_npy_create(vp, "|u1", ps_quant_int8_row_bytes(sp->dim), &o.values, err)
+              : ps_npy_create(vp, "<f4", sp->dim, &o.values, err);
   uint64_t t0 = ps_now_ns();
   for (uint32_t i = 0; st == PS_OK && i < ps_ckpt_nshards(ck); i++) {
-    st = ps_store_scan(ps_ckpt_shard(ck, i), sp->id, put_row, &o, err);
+    st = ps_store_scan(ps_ckpt_shard(ck, i), sp->id, int8 ? put_row_int8 : put_row, &o, err);
     PS_INFO("shard %u of %u: %" PRIu64 " rows so far (%.1f s)", i + 1, ps_ckpt_nshards(ck),
             o.rows, ps_ns_to_s(ps_now_ns() - t0));
   }
+  free(o.qrow);
   ps_error e2;
   ps_status c1 = ps_npy_close(&o.keys, &e2), c2 = ps_npy_close(&o.values, &e2);
   if (st == PS_OK && (c1 != PS_OK || c2 != PS_OK)) st = ps_error_set(err, e2.code, "%s", e2.msg);
   json_object_set_new(tab, "rows", json_integer((json_int_t)o.rows));
   json_object_set_new(tab, "keys", json_sprintf("embeddings/table_%u.keys.npy", sp->id));
-  json_object_set_new(tab, "values", json_sprintf("embeddings/table_%u.values.npy", sp->id));
+  json_object_set_new(tab, "values", json_string(vrel));
+  describe_row_type(tab, int8, sp->dim);
   return st;
 }
 
@@ -208,7 +249,7 @@ static ps_status describe_keys(ps_ckpt *ck, json_t *man, ps_error *err) {
   return PS_OK;
 }
 
-static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
+static ps_status export_all(ps_ckpt *ck, const char *out, bool int8, ps_error *err) {
   char path[4400];
   snprintf(path, sizeof path, "%s/dense", out);
   if (ps_mkdir_p(path) != PS_OK) return ps_error_set(err, PS_ERR_IO, "cannot create %s", path);
@@ -244,7 +285,7 @@ static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
                         strerror(errno));
   }
   if (st == PS_OK) st = export_dense(ck, out, model, err);
-  if (st == PS_OK) st = export_rows(ck, out, tab, err);
+  if (st == PS_OK) st = export_rows(ck, out, tab, int8, err);
   snprintf(path, sizeof path, "%s/manifest.json", out);
   if (st == PS_OK && json_dump_file(man, path, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) != 0)
     st = ps_error_set(err, PS_ERR_IO, "cannot write %s", path);
@@ -253,11 +294,12 @@ static ps_status export_all(ps_ckpt *ck, const char *out, ps_error *err) {
 }
 
 int main(int argc, char **argv) {
-  const char *ckpt = NULL, *out = NULL, *schema = NULL, *level = "info";
+  const char *ckpt = NULL, *out = NULL, *schema = NULL, *level = "info", *quantize = "none";
   ps_cli_opt opts[] = {
       {"checkpoint", 'c', PS_CLI_STRING, &ckpt, "DIR", "a checkpoint directory (its latest) or one step-N in it", true, 0, 0},
       {"out", 'o', PS_CLI_STRING, &out, "DIR", "where to write manifest.json, dense/*.npy and embeddings/*.npy (created)", true, 0, 0},
       {"schema", 0, PS_CLI_STRING, &schema, "criteo|FILE", "the schema to describe (default: the checkpoint's; must have its signature)", false, 0, 0},
+      {"quantize", 0, PS_CLI_STRING, &quantize, "none|int8", "int8: the rows as FBGEMM's fused row-wise 8-bit rows (uint8 values, a float32 scale and bias per row: dim + 8 bytes) in table_ID.values.int8.npy instead of float32 values, for serving", false, 0, 0},
       PS_CLI_LOG_LEVEL_OPT(&level),
   };
   ps_cli cli = {PROG, "Export a checkpoint's model as NumPy .npy files and a manifest (docs/CHECKPOINTS.md).",
@@ -265,11 +307,15 @@ int main(int argc, char **argv) {
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
   if (ps_log_apply_level(PROG, level) != 0) return 2;
+  if (strcmp(quantize, "none") != 0 && strcmp(quantize, "int8") != 0) {
+    fprintf(stderr, PROG ": --quantize %s: expected none or int8\n", quantize);
+    return 2;
+  }
   ps_ckpt *ck = NULL;
   if ((rc = ps_ckpt_open_main(PROG, ckpt, schema, &ck)) != 0) return rc;
   ps_error err;
   uint64_t t0 = ps_now_ns();
-  ps_status st = export_all(ck, out, &err);
+  ps_status st = export_all(ck, out, !strcmp(quantize, "int8"), &err);
   if (st != PS_OK) fprintf(stderr, PROG ": %s\n", ps_error_str(&err));
   else PS_INFO("exported step %" PRIu64 " of %s to %s in %.2f s", ps_ckpt_step(ck),
                ps_ckpt_dir(ck), out, ps_ns_to_s(ps_now_ns() - t0));

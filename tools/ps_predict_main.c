@@ -22,7 +22,14 @@
  *   each server's STATS must say it is shard i of as many shards as URLs, the table's rows must
  *   have emb-dim values, and a server that reports the checkpoint step it serves must serve this
  *   one (checked once, at start). A serving server answers a key it stores no row for with the
- *   same initial row, so the scores are the offline ones. */
+ *   same initial row, so the scores are the offline ones.
+ * - --export DIR (instead of --checkpoint) scores from a ps-export directory alone
+ *   (ps_export_model.h): its manifest, schema, dense/params.npy and rows, f32 or int8
+ *   (ps-export --quantize int8, held as int8 and dequantized per batch); the manifest's row type
+ *   is checked against the files and anything else is refused in one line. An f32 export
+ *   scores as its checkpoint does. With --servers (ps-server --serve of the export), the rows
+ *   come from the servers and only the export's manifest, schema and dense/params.npy are read
+ *   (ps_export_model_open_model), checked against the servers as for a checkpoint. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -38,6 +45,7 @@
 #include "ps_client.h"
 #include "ps_dedup.h"
 #include "ps_dlrm.h"
+#include "ps_export_model.h"
 #include "ps_kernels.h"
 #include "ps_log.h"
 #include "ps_metrics_eval.h"
@@ -49,6 +57,7 @@
 
 typedef struct predictor {
   ps_ckpt *ck;
+  ps_export_model *ex;    /* --export: the model and rows from an export, ck NULL */
   ps_kern *kern;
   ps_dlrm *model;
   ps_dedup *dedup;
@@ -82,6 +91,17 @@ static int fail(int rc, const char *fmt, ...) {
   return rc;
 }
 
+/* The model's source: the checkpoint, or the export of --export. */
+static const ps_schema *src_schema(const predictor *p) {
+  return p->ex ? ps_export_model_schema(p->ex) : ps_ckpt_schema(p->ck);
+}
+static const char *src_dir(const predictor *p) {
+  return p->ex ? ps_export_model_dir(p->ex) : ps_ckpt_dir(p->ck);
+}
+static uint64_t src_step(const predictor *p) {
+  return p->ex ? ps_export_model_step(p->ex) : ps_ckpt_step(p->ck);
+}
+
 static ps_status grow_keys(predictor *p, size_t nk) {
   if (nk <= p->keys_cap) return PS_OK;
   size_t cap = nk * 2;
@@ -99,11 +119,10 @@ static ps_status grow_keys(predictor *p, size_t nk) {
   return PS_OK;
 }
 
-static ps_status predictor_init(predictor *p, ps_ckpt *ck, const char *device, int threads,
-                                int batch, ps_error *err) {
-  p->ck = ck;
+static ps_status predictor_init(predictor *p, const char *device, int threads, int batch,
+                                ps_error *err) {
   p->batch = batch;
-  const ps_schema *sc = ps_ckpt_schema(ck);
+  const ps_schema *sc = src_schema(p);
   p->nd = ps_schema_ndense(sc);
   p->nin = p->nd > 0 ? p->nd : 1; /* no dense column: one constant 0 input, as ps-worker */
   p->nc = ps_schema_ncat(sc);
@@ -111,17 +130,19 @@ static ps_status predictor_init(predictor *p, ps_ckpt *ck, const char *device, i
   ps_status st = ps_kern_create(device, threads, &p->kern, err);
   if (st != PS_OK) return ps_error_prefix(err, "device '%s': ", device);
   ps_dlrm_config mc;
-  ps_ckpt_model_config(ck, batch, &mc);
+  if (p->ex) ps_export_model_config(p->ex, batch, &mc);
+  else ps_ckpt_model_config(p->ck, batch, &mc);
   if ((st = ps_dlrm_create(p->kern, &mc, &p->model, err)) != PS_OK)
     return ps_error_prefix(err, "the checkpoint's model: ");
   size_t np;
-  const float *params = ps_ckpt_params(ck, &np);
+  const float *params = p->ex ? ps_export_model_params(p->ex, &np) : ps_ckpt_params(p->ck, &np);
   if (np != ps_dlrm_num_params(p->model))
-    return ps_error_set(err, PS_ERR_CORRUPT, "dense.bin has %zu parameters, the model %zu", np,
-                        ps_dlrm_num_params(p->model));
+    return ps_error_set(err, PS_ERR_CORRUPT, "%s has %zu parameters, the model %zu",
+                        p->ex ? "dense/params.npy" : "dense.bin", np, ps_dlrm_num_params(p->model));
   if ((st = ps_dlrm_set_params(p->model, params, np)) != PS_OK)
     return ps_error_set(err, st, "loading the parameters: %s", ps_status_str(st));
-  if ((st = ps_sample_keymap_init(&p->km, sc, ps_ckpt_hash_buckets(ck), err)) != PS_OK) return st;
+  uint64_t hb = p->ex ? ps_export_model_hash_buckets(p->ex) : ps_ckpt_hash_buckets(p->ck);
+  if ((st = ps_sample_keymap_init(&p->km, sc, hb, err)) != PS_OK) return st;
   size_t b = (size_t)batch;
   p->rec_off = malloc(b * sizeof *p->rec_off);
   p->good = malloc(b);
@@ -182,6 +203,8 @@ static ps_status score(predictor *p, int *n_out) {
   if (p->cl)
     st = ps_client_pull_unique(p->cl, p->table.id, 0, p->unique, nu, p->rows,
                                &p->pull_err);
+  else if (p->ex)
+    st = ps_export_model_pull(p->ex, p->unique, nu, p->rows);
   else
     st = ps_ckpt_pull(p->ck, p->unique, nu, p->rows);
   if (st != PS_OK) return st;
@@ -252,7 +275,7 @@ static int predict_file(predictor *p, const char *in, const char *outp, double p
     gzclose(f);
     return fail(1, "cannot create %s", outp);
   }
-  const ps_schema *sc = ps_ckpt_schema(p->ck);
+  const ps_schema *sc = src_schema(p);
   char *buf = NULL;
   size_t cap = 0;
   uint64_t t0 = ps_now_ns(), last = t0, phys = 0;
@@ -330,7 +353,7 @@ static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) 
   ps_status st = ps_client_create_list(urls, &o, &p->cl, err);
   if (st != PS_OK) return st;
   size_t n = ps_client_servers(p->cl);
-  uint64_t want = ps_ckpt_step(p->ck);
+  uint64_t want = src_step(p);
   for (size_t i = 0; i < n; i++) {
     long long step = -1;
     if ((st = server_shard(p, i, n, &step, err)) != PS_OK) return st;
@@ -339,10 +362,14 @@ static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) 
               ps_client_url(p->cl, i));
     else if ((uint64_t)step != want)
       return ps_error_set(err, PS_ERR_INVALID, "%s serves step %lld, the checkpoint %s is step "
-                          "%" PRIu64 ": give --checkpoint the step served", ps_client_url(p->cl, i),
-                          step, ps_ckpt_dir(p->ck), want);
+                          "%" PRIu64 ": give %s", ps_client_url(p->cl, i), step, src_dir(p),
+                          want, p->ex ? "--export an export of the step served"
+                                      : "--checkpoint the step served");
   }
-  const char *name = ps_ckpt_table_name(p->ck), *dim = ps_ckpt_config(p->ck, "emb-dim");
+  char exdim[16];
+  if (p->ex) snprintf(exdim, sizeof exdim, "%u", ps_export_model_table(p->ex)->dim);
+  const char *name = p->ex ? ps_export_model_table(p->ex)->name : ps_ckpt_table_name(p->ck);
+  const char *dim = p->ex ? exdim : ps_ckpt_config(p->ck, "emb-dim");
   if ((st = ps_client_attach(p->cl, name, &p->table, err)) != PS_OK)
     return ps_error_prefix(err, "the checkpoint's table: ");
   if ((int)p->table.dim != atoi(dim))
@@ -354,11 +381,12 @@ static ps_status connect_servers(predictor *p, const char *urls, ps_error *err) 
 
 static json_t *num(double v) { return isnan(v) ? json_null() : json_real(v); }
 
-static int write_summary(const char *path, const ps_ckpt *ck, const char *in, const run_result *r,
+static int write_summary(const char *path, const char *in, const run_result *r,
                          const predictor *p) {
   json_t *j = json_object();
-  json_object_set_new(j, "checkpoint", json_string(ps_ckpt_dir(ck)));
-  json_object_set_new(j, "step", json_integer((json_int_t)ps_ckpt_step(ck)));
+  json_object_set_new(j, p->ex ? "export" : "checkpoint", json_string(src_dir(p)));
+  json_object_set_new(j, "step", json_integer((json_int_t)src_step(p)));
+  if (p->ex) json_object_set_new(j, "row_type", json_string(ps_export_model_row_type(p->ex)));
   json_object_set_new(j, "input", json_string(in));
   json_object_set_new(j, "lines", json_integer((json_int_t)r->lines));
   json_object_set_new(j, "bad_lines", json_integer((json_int_t)r->bad));
@@ -375,15 +403,32 @@ static int write_summary(const char *path, const ps_ckpt *ck, const char *in, co
   return rc ? fail(1, "cannot write --summary %s", path) : 0;
 }
 
+/* Opens --checkpoint (its snapshots, or only its model for --servers) or --export into p.
+ * Returns -1 when open, else the exit code after one line on stderr. */
+static int open_source(predictor *p, const char *ckpt, const char *export, const char *servers,
+                       const char *schema) {
+  if (!ckpt == !export) return fail(2, "give one of --checkpoint DIR and --export DIR");
+  ps_error err;
+  ps_status st = export ? (servers ? ps_export_model_open_model(export, schema, &p->ex, &err)
+                                   : ps_export_model_open(export, schema, &p->ex, &err))
+                 : servers ? ps_ckpt_open_model(ckpt, schema, &p->ck, &err)
+                           : ps_ckpt_open(ckpt, schema, &p->ck, &err);
+  if (st != PS_OK)
+    return fail(st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND ? 2 : 1, "--%s %s: %s",
+                export ? "export" : "checkpoint", export ? export : ckpt, ps_error_str(&err));
+  return -1;
+}
+
 int main(int argc, char **argv) {
   /* A server that goes away must end in a message, never a silent SIGPIPE. */
   signal(SIGPIPE, SIG_IGN);
   const char *ckpt = NULL, *in = NULL, *outp = NULL, *schema = NULL, *summary = NULL;
-  const char *device = "cpu", *level = "info", *servers = NULL;
+  const char *device = "cpu", *level = "info", *servers = NULL, *export = NULL;
   int batch = 4096, threads = 0;
   double progress = 5.0;
   ps_cli_opt opts[] = {
-      {"checkpoint", 'c', PS_CLI_STRING, &ckpt, "DIR", "a checkpoint directory (its latest) or one step-N in it", true, 0, 0},
+      {"checkpoint", 'c', PS_CLI_STRING, &ckpt, "DIR", "a checkpoint directory (its latest) or one step-N in it (or give --export)", false, 0, 0},
+      {"export", 0, PS_CLI_STRING, &export, "DIR", "score from a ps-export directory instead of a checkpoint: its float32 or int8 (--quantize int8) rows, as its manifest says", false, 0, 0},
       {"input", 'i', PS_CLI_STRING, &in, "FILE", "data to score: text as the schema says, or .gz", true, 0, 0},
       {"out", 'o', PS_CLI_STRING, &outp, "FILE", "one probability per data line of --input (empty for a bad line)", true, 0, 0},
       {"schema", 0, PS_CLI_STRING, &schema, "criteo|FILE", "what a line means (default: the checkpoint's; must have its signature)", false, 0, 0},
@@ -393,7 +438,7 @@ int main(int argc, char **argv) {
       {"device", 0, PS_CLI_STRING, &device, "D", "cpu | cuda | cuda:N", false, 0, 0},
       {"progress-every", 0, PS_CLI_DOUBLE, &progress, "S", "seconds between progress lines on stderr (0: none)", false, 0, 1e9},
       PS_CLI_LOG_LEVEL_OPT(&level),
-      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold", false, 0, 0},
+      {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold; with --export, servers of the export, whose embeddings/ files are then not read", false, 0, 0},
   };
   ps_cli cli = {PROG, "Score a file with a trained model from a checkpoint, offline (no server).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
@@ -404,39 +449,46 @@ int main(int argc, char **argv) {
   if (ps_data_detect(in, &fmt) != PS_OK) return fail(2, "--input %s: cannot read it", in);
   if (fmt == PS_INPUT_BIN)
     return fail(2, "--input %s: Ember's binary format has no lines to keep: give the text file", in);
-  ps_error err;
-  ps_ckpt *ck = NULL;
-  ps_status st = servers ? ps_ckpt_open_model(ckpt, schema, &ck, &err)
-                         : ps_ckpt_open(ckpt, schema, &ck, &err);
-  if (st != PS_OK)
-    return fail(st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND ? 2 : 1, "--checkpoint %s: %s",
-                ckpt, ps_error_str(&err));
   predictor p;
   memset(&p, 0, sizeof p);
-  p.ck = ck;
+  if ((rc = open_source(&p, ckpt, export, servers, schema)) >= 0) return rc;
+  ps_error err;
+  ps_status st;
+  ps_ckpt *ck = p.ck;
   if (servers && (st = connect_servers(&p, servers, &err)) != PS_OK)
     rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNKNOWN_TABLE ? 2 : 1, "--servers %s: %s",
               servers, ps_error_str(&err));
-  else if (!servers) p.table = *ps_ckpt_table(ck);
-  if (rc < 0 && (st = predictor_init(&p, ck, device, threads, batch, &err)) != PS_OK)
+  else if (!servers) p.table = ck ? *ps_ckpt_table(ck) : *ps_export_model_table(p.ex);
+  if (rc < 0 && (st = predictor_init(&p, device, threads, batch, &err)) != PS_OK)
     rc = fail(st == PS_ERR_INVALID || st == PS_ERR_UNSUPPORTED ? 2 : 1, "%s", ps_error_str(&err));
   run_result r;
   memset(&r, 0, sizeof r);
   if (rc < 0) {
-    PS_INFO("model of step %" PRIu64 " from %s (%zu shard(s)%s, schema %s); scoring %s",
-            ps_ckpt_step(ck), ps_ckpt_dir(ck),
-            servers ? ps_client_servers(p.cl) : (size_t)ps_ckpt_nshards(ck),
-            servers ? " served" : "", ps_ckpt_schema_file(ck), in);
+    if (p.ex && servers)
+      PS_INFO("model of step %" PRIu64 " from the export %s (%zu shard(s) served, schema %s); "
+              "scoring %s", src_step(&p), src_dir(&p), ps_client_servers(p.cl),
+              ps_export_model_schema_file(p.ex), in);
+    else if (p.ex)
+      PS_INFO("model of step %" PRIu64 " from the export %s (%" PRIu64 " %s rows, %zu bytes "
+              "each, schema %s); scoring %s", src_step(&p), src_dir(&p),
+              ps_export_model_rows(p.ex), ps_export_model_row_type(p.ex),
+              ps_export_model_row_bytes(p.ex), ps_export_model_schema_file(p.ex), in);
+    else
+      PS_INFO("model of step %" PRIu64 " from %s (%zu shard(s)%s, schema %s); scoring %s",
+              ps_ckpt_step(ck), ps_ckpt_dir(ck),
+              servers ? ps_client_servers(p.cl) : (size_t)ps_ckpt_nshards(ck),
+              servers ? " served" : "", ps_ckpt_schema_file(ck), in);
     rc = predict_file(&p, in, outp, progress, &r);
   }
   if (rc == 0) {
     printf("lines %" PRIu64 " bad_lines %" PRIu64 " count %" PRIu64 " auc %.6f logloss %.6f "
            "accuracy %.6f seconds %.3f rows_per_s %.0f\n", r.lines, r.bad, r.er.n, r.er.auc,
            r.er.logloss, r.er.accuracy, r.secs, r.secs > 0 ? r.lines / r.secs : 0.0);
-    if (summary) rc = write_summary(summary, ck, in, &r, &p);
+    if (summary) rc = write_summary(summary, in, &r, &p);
   }
   predictor_free(&p);
   ps_client_destroy(&p.cl);
   ps_ckpt_close(&ck);
+  ps_export_model_close(&p.ex);
   return rc < 0 ? 1 : rc;
 }

@@ -7,7 +7,9 @@
 Writes one probability per data line of INPUT (ps-predict's output, to float rounding; a line
 this sketch cannot parse stops it). Both interactions: dot, and DCN (the cross layers'
 V, U, bias or full-rank W from the manifest's model.cross). Everything comes from
-EXPORT_DIR/manifest.json; the key
+EXPORT_DIR/manifest.json; rows exported as int8 (`ps-export --quantize int8`: FBGEMM's fused
+row-wise layout, dim uint8 then a float32 scale and bias per row) are dequantized here,
+q * scale + bias, as the manifest's `row_type` and `layout` say; the key
 hashing and the initial row of a key the checkpoint has no row for are those of
 docs/CHECKPOINTS.md. Needs numpy and torch; categorical values that are not 8 hex digits also
 need the `xxhash` module for their token: Debian's python3-xxhash (deploy/install-deps.sh
@@ -118,11 +120,24 @@ class Model(torch.nn.Module):
         return torch.sigmoid(h[:, 0])
 
 
+def load_rows(root, table):
+    """The table's rows as float32 [rows, dim]: as exported, or dequantized (row_type int8)."""
+    values = np.load(os.path.join(root, table["values"]))
+    if table.get("row_type", "f32") == "f32":
+        return values
+    lay, dim = table["layout"], table["dim"]
+    assert table["row_type"] == "int8" and lay["name"] == "fused-rowwise-int8", table
+    assert values.dtype == np.uint8 and values.shape[1] == lay["row_bytes"] == dim + 8
+    scale = values[:, lay["scale_offset"]:lay["scale_offset"] + 4].copy().view("<f4")
+    bias = values[:, lay["bias_offset"]:lay["bias_offset"] + 4].copy().view("<f4")
+    return (values[:, :dim].astype(np.float32) * scale + bias).astype(np.float32)
+
+
 def main(root, inp, outp):
     man = json.load(open(os.path.join(root, "manifest.json")))
     sc, hs, table = man["schema"], man["hashing"], man["tables"][0]
     keys = np.load(os.path.join(root, table["keys"]))
-    values = np.load(os.path.join(root, table["values"]))
+    values = load_rows(root, table)
     order = np.argsort(keys)
     keys, values = keys[order], values[order]
     model = Model(man, root)

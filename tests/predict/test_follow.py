@@ -26,7 +26,6 @@ four pulls of 20,000 keys in flight, bounded in time, and checks every reply:
 Without --follow, ps-server has no such flag (exit 2 at the first start) and the test fails."""
 import os
 import re
-import select
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import harness as h
+import serve_proc
 import lib_harness
 
 r = h.Results()
@@ -48,20 +48,7 @@ NKEYS, DIM, DEPTH = 20000, 16, 4
 
 def start(args, log):
     """A ps-server; its endpoint once it printed its listening line (stderr to log)."""
-    p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"] + args,
-                         stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
-                         start_new_session=True)
-    procs.append(p)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        ready, _, _ = select.select([p.stdout], [], [], 1.0)
-        if ready:
-            line = p.stdout.readline()
-            if "listening on" in line:
-                return p, line.split("listening on ")[1].strip()
-            if not line:
-                break
-    raise AssertionError(f"ps-server {args} did not start: {open(log).read()[-2000:]}")
+    return serve_proc.start(args, log, procs)
 
 
 def metric(port, name):

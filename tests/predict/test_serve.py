@@ -24,7 +24,6 @@ deploy/ember-local) with --checkpoint-dir; then real ps-server --serve processes
 Without --serve none of this exists (ps-server has no such flag)."""
 import json
 import os
-import select
 import shutil
 import socket
 import subprocess
@@ -37,6 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import harness as h
 import lib_harness
+import serve_proc
 
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
          "--batch", "512"]
@@ -59,26 +59,11 @@ def lookups(port):
                if l.startswith("ember_server_keys_total") and 'op="pull"' in l)
 
 
-def serve(ck, shard, shards, threads=0, metrics_port=0, timeout=60):
+def serve(ck, shard, shards, threads=0, metrics_port=0):
     """Starts ps-server --serve; returns its endpoint once it printed its listening line."""
-    p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", ck,
-                          "--shard", str(shard), "--shards", str(shards), "--threads",
-                          str(threads), "--log-level", "warn", "--metrics-port",
-                          str(metrics_port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    procs.append(p)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        ready, _, _ = select.select([p.stdout], [], [], 1.0)
-        if ready:
-            line = p.stdout.readline()
-            if "listening on" in line:
-                return line.split("listening on ")[1].strip()
-            if not line:
-                break
-    raise AssertionError(f"ps-server --serve shard {shard} did not start: "
-                         f"{p.stderr.read() if p.poll() is not None else 'still running'}")
+    return serve_proc.start(["--serve", ck, "--shard", str(shard), "--shards", str(shards),
+                             "--threads", str(threads), "--log-level", "warn", "--metrics-port",
+                             str(metrics_port)], None, procs)[1]
 
 
 def predict(args, timeout=300):
