@@ -455,6 +455,7 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
+  srv_release_delayed(s); /* held replies leave now */
   if (s->mon) {
     zmq_socket_monitor(s->router, NULL, 0);
     zmq_close(s->mon);
