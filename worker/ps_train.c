@@ -274,6 +274,7 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
   if (st != PS_OK) return ps_train_client_fail(t, "step", st);
   t->t_push += ps_train_since(t0);
   t->samples += n;
+  t->rows_pulled += s->nunique;
   return PS_OK;
 }
 
@@ -383,7 +384,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     }
     st = ps_client_wait(t->cl, &stepreq, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "step", st);
-    t->t_push += ps_train_since(t0);
+    t->t_push_wait += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
     ps_reader_release(r, s->b);
     s->b = NULL;
