@@ -8,14 +8,20 @@
  *   not: PING (readiness checks with short timeouts: ember-local, the tests' pt_start) and
  *   STATS (an operator or a test looks at a shard while its replies are held).
  * - No thread waits: the request (its header packed, its values moved in) waits in a FIFO that
- *   the main loop drains from its poll timeout, so the shard keeps taking and answering other
- *   requests meanwhile. D is fixed, so the FIFO is in due order.
+ *   the main loop drains, so the shard keeps taking and answering other requests meanwhile. D
+ *   is fixed, so the FIFO is in due order. The loop is woken at the head's due time by a
+ *   timerfd among its poll items (CLOCK_MONOTONIC, as ps_now_ns): zmq_poll's timeout counts
+ *   whole milliseconds, which made a 1000 us hop 1-2 ms.
  * - The request stays alive and counted in flight while held: an exactly-once push is settled
  *   only when its reply leaves, so a copy that arrives meanwhile waits for the original's reply,
  *   a checkpoint or restore starts only once no reply is held (as before any store work in
  *   flight), and a graceful shutdown sends what is held before it stops (all of it at once).
  * - Only replies over the socket are held (the in-process sink of ps_server_feed has no loop). */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -65,6 +71,31 @@ static void release(ps_server *s, srv_req *r) {
   ember__header__free_unpacked(rh, NULL);
 }
 
+/* Wakes the loop at `due` (ns, ps_now_ns's clock; 0: disarmed). The timerfd is made on first
+ * use; without one (it failed) the poll timeout still releases, to the millisecond. */
+static void arm(ps_server *s, uint64_t due) {
+  if (s->delay_fd < 0 && due) {
+    s->delay_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (s->delay_fd < 0) PS_WARN_RL("--inject-delay-us: no timerfd (%s)", strerror(errno));
+  }
+  if (s->delay_fd < 0) return;
+  uint64_t n;
+  while (read(s->delay_fd, &n, sizeof n) > 0) { /* clear an expiry already seen */
+  }
+  struct itimerspec t;
+  memset(&t, 0, sizeof t);
+  t.it_value.tv_sec = (time_t)(due / 1000000000u);
+  t.it_value.tv_nsec = (long)(due % 1000000000u);
+  timerfd_settime(s->delay_fd, TFD_TIMER_ABSTIME, &t, NULL);
+}
+
+int srv_delay_fd(const ps_server *s) { return s->delay_fd; }
+
+void srv_delay_close(ps_server *s) {
+  if (s->delay_fd >= 0) close(s->delay_fd);
+  s->delay_fd = -1;
+}
+
 uint64_t srv_release_delayed(ps_server *s) {
   uint64_t now = ps_now_ns(), next = 0;
   bool sent = false;
@@ -82,5 +113,7 @@ uint64_t srv_release_delayed(ps_server *s) {
     sent = true;
   }
   if (sent && s->excl_head) srv_try_exclusive(s); /* a checkpoint waits for what was held */
+  if (sent || (next && !s->delay_armed)) arm(s, next ? now + next : 0);
+  s->delay_armed = next != 0;
   return next;
 }

@@ -241,6 +241,8 @@ struct ps_server {
   srv_req *free_reqs;
   srv_req *delay_head, *delay_tail; /* --inject-delay-us: replies not yet due, FIFO (the
                                      * delay is fixed, so in due order) */
+  int delay_fd;        /* a timerfd armed at the head's due time (-1: none yet) */
+  bool delay_armed;
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
   /* checkpoint / restore: exclusive operations, FIFO */
@@ -412,6 +414,9 @@ void srv_drop_sync_all(ps_server *s);
 bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *values);
 /* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
 uint64_t srv_release_delayed(ps_server *s);
+/* The timerfd the main loop polls to wake when the next reply is due (-1: none). */
+int srv_delay_fd(const ps_server *s);
+void srv_delay_close(ps_server *s);
 
 /* ps_server_request_schedule.c */
 /* Store work of r is over: apply bookkeeping, or its reply. */
