@@ -21,7 +21,8 @@
 # x workers), TOWERS ("small default"), ROWS (200000), SEED (1), THREADS (1: each worker's compute
 # threads; on a loaded 2-core VM two OpenMP threads that meet at every barrier ran 10x slower
 # than one), STEPS_SMALL (400) and STEPS_DEFAULT (40): steps per run (--max-steps).
-# Output: a table on stdout, OUT_DIR/latency.json (every run and the medians).
+# Output: a table on stdout, OUT_DIR/latency.json (every run and the medians). Shards per host:
+# SHAPES="1x1 2x1 4x1" DELAYS=0 compares K shards beside one worker (docs/SIZING.md).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/e2e/latency.sh BIN_DIR [BIN_DIR_2] [OUT_DIR]" >&2; exit 2; }
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
