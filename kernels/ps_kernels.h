@@ -76,6 +76,8 @@ typedef struct ps_kern_i {
    * malloc and free */
   ps_status (*host_alloc)(ps_kern *k, size_t bytes, void **out);
   void (*host_free)(ps_kern *k, void *ptr);
+  /* an upload from host_alloc memory with no staging copy; NULL slot: to_device */
+  ps_status (*to_device_pinned)(ps_kern *k, void *dst, const void *src_host, size_t bytes);
 
   /* compute */
   ps_status (*sgemm)(ps_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha,
@@ -189,6 +191,19 @@ static inline ps_status ps_kern_to_device(ps_kern *k, void *dst, const void *src
                                           size_t bytes) {
   if (!k || ((!dst || !src_host) && bytes)) return PS_ERR_INVALID;
   return bytes ? k->iface->to_device(k, dst, src_host, bytes) : PS_OK;
+}
+/* Host -> backend from memory of ps_kern_host_alloc on k, with no staging copy: the upload is
+ * enqueued and the call returns at once, so the host does no copy of its own in the step
+ * (CUDA: a DMA from the page-locked rows, where ps_kern_to_device first copies them into its
+ * staging ring). The caller keeps src_host unchanged until the next ps_kern_to_host or
+ * ps_kern_sync, which wait for the upload. Other memory, or a backend without the slot: as
+ * ps_kern_to_device. */
+static inline ps_status ps_kern_to_device_pinned(ps_kern *k, void *dst, const void *src_host,
+                                                 size_t bytes) {
+  if (!k || ((!dst || !src_host) && bytes)) return PS_ERR_INVALID;
+  if (!bytes) return PS_OK;
+  return k->iface->to_device_pinned ? k->iface->to_device_pinned(k, dst, src_host, bytes)
+                                    : k->iface->to_device(k, dst, src_host, bytes);
 }
 /* Backend -> host. Returns after all earlier work has finished and the data is in dst_host. */
 static inline ps_status ps_kern_to_host(ps_kern *k, void *dst_host, const void *src,

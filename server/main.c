@@ -104,8 +104,8 @@ int main(int argc, char **argv) {
       {"metrics-port", 0, PS_CLI_INT, &metrics_port, "P",
        "HTTP port for Prometheus metrics (0 = off)", false, 0, 65535},
       {"inject-delay-us", 0, PS_CLI_I64, &inject_delay_us, "US",
-       "testing: hold every pull/push reply until US after its store work started (no thread "
-       "waits)",
+       "testing/benchmarks: a network hop and a queue, every reply but PING's and STATS' "
+       "leaves US after it is ready (no thread waits; 0 = off)",
        false, 0, 60000000},
       {"log-level", 0, PS_CLI_STRING, &level, "L", "debug|info|warn|error|off", false, 0, 0},
       {"curve-secret", 0, PS_CLI_STRING, &curve_secret, "FILE",

@@ -223,6 +223,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (!s) return ps_error_set(err_out, PS_ERR_NOMEM, "out of memory");
   s->opt = *opt;
   s->sigpipe[0] = s->sigpipe[1] = -1;
+  s->delay_fd = -1;
   pthread_mutex_init(&s->snap_mu, NULL);
   s->started_ns = ps_now_ns();
   s->nthreads = opt->threads;
@@ -336,8 +337,8 @@ ps_status ps_server_run(ps_server *s) {
     uint64_t now = ps_now_ns();
     if (now - s->snap_ns > 200000000ull) srv_stats_publish(s);
     long timeout_ms = 100;
-    /* Rounded up: a reply is late by < 1 ms but the loop never spins; a long delay must not
-     * stretch the 100 ms tick. */
+    /* Rounded up (the loop never spins; the delay's timerfd wakes it on time); a long delay
+     * must not stretch the 100 ms tick. */
     uint64_t due_ms = (srv_release_delayed(s) + 999999) / 1000000;
     if (due_ms && due_ms < (uint64_t)timeout_ms) timeout_ms = (long)due_ms;
     uint64_t next = s->coord ? srv_coord_expire(s->coord, now) : 0;
@@ -366,7 +367,7 @@ ps_status ps_server_run(ps_server *s) {
       srv_run_ready(s);
       if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
     }
-    zmq_pollitem_t items[4 + SRV_REPL_MAX] = {
+    zmq_pollitem_t items[5 + SRV_REPL_MAX] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
         {.socket = s->done, .events = ZMQ_POLLIN},
         {.fd = s->sigpipe[0], .events = ZMQ_POLLIN},
@@ -379,7 +380,10 @@ ps_status ps_server_run(ps_server *s) {
     }
     if (s->mon) items[ni++] = items[3];
     int nr = srv_repl_poll_items(s, items + ni);
-    int rc = zmq_poll(items, ni + nr, stopping ? 10 : timeout_ms);
+    int nd = 0; /* --inject-delay-us: woken when the next held reply is due, to the us */
+    if (srv_delay_fd(s) >= 0)
+      items[ni + nr + nd++] = (zmq_pollitem_t){.fd = srv_delay_fd(s), .events = ZMQ_POLLIN};
+    int rc = zmq_poll(items, ni + nr + nd, stopping ? 10 : timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
       if (errno == ETERM) break;
@@ -455,6 +459,7 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
+  srv_release_delayed(s); /* held replies leave now */
   if (s->mon) {
     zmq_socket_monitor(s->router, NULL, 0);
     zmq_close(s->mon);
@@ -502,6 +507,7 @@ void ps_server_destroy(ps_server **sp) {
   srv_mem_free(s); /* after ZeroMQ released the last reply */
   if (s->sigpipe[0] >= 0) close(s->sigpipe[0]);
   if (s->sigpipe[1] >= 0) close(s->sigpipe[1]);
+  srv_delay_close(s);
   ps_server_stats_free(&s->snap);
   ps_server_stats_free(&s->scratch);
   pthread_mutex_destroy(&s->snap_mu);

@@ -163,6 +163,11 @@ struct srv_req {
   uint64_t repl_sent;  /* when it was forwarded (or held, on a replica that is not primary) */
   uint32_t repl_wait;  /* primary: backups whose ack it waits for (bit per replica) */
   bool repl_done;      /* replication is done with it: handle it as usual */
+  /* --inject-delay-us (ps_server_delay.c) */
+  bool delay_sent;     /* its reply was held once (or is held now): send it as it is */
+  bool delay_values;   /* the held reply has values (in out) */
+  zmq_msg_t delay_hdr; /* the held reply's packed header */
+  uint64_t delay_due;  /* when the held reply leaves (ns) */
 };
 
 typedef struct sync_slot {
@@ -234,9 +239,10 @@ struct ps_server {
   srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
   uint32_t max_table;  /* highest declared id: loops over tables stop there */
   srv_req *free_reqs;
-  srv_req *delay_head, *delay_tail; /* --inject-delay-us: finished, reply not yet due (FIFO:
-                                     * the delay is fixed, so due times are in the order the
-                                     * store work started, close to finishing order) */
+  srv_req *delay_head, *delay_tail; /* --inject-delay-us: replies not yet due, FIFO (the
+                                     * delay is fixed, so in due order) */
+  int delay_fd;        /* a timerfd armed at the head's due time (-1: none yet) */
+  bool delay_armed;
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
   /* checkpoint / restore: exclusive operations, FIFO */
@@ -405,11 +411,18 @@ void srv_parts_drain_done(ps_server *s);
 /* Drops every buffered sync push (restore); only while no store work is in flight. */
 void srv_drop_sync_all(ps_server *s);
 
-/* ps_server_request_schedule.c */
-/* Store work of r is over: apply bookkeeping, or its reply (maybe after an injected delay). */
-void srv_finish(ps_server *s, srv_req *r);
+/* ps_server_delay.c: --inject-delay-us */
+/* Holds r's reply instead of sending it (true), or lets srv_reply send it now (false). */
+bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *values);
 /* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
 uint64_t srv_release_delayed(ps_server *s);
+/* The timerfd the main loop polls to wake when the next reply is due (-1: none). */
+int srv_delay_fd(const ps_server *s);
+void srv_delay_close(ps_server *s);
+
+/* ps_server_request_schedule.c */
+/* Store work of r is over: apply bookkeeping, or its reply. */
+void srv_finish(ps_server *s, srv_req *r);
 void srv_adopt_step(srv_table *t, uint64_t step);
 bool srv_pull_ready(const srv_table *t, uint64_t step);
 void srv_start_pull(ps_server *s, srv_req *r);

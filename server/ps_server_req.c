@@ -94,6 +94,7 @@ static void record(ps_server *s, srv_req *r, bool ok) {
 
 /* Sends [ident][header][values?] (or hands it to the in-process sink), then frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
+  if (srv_delay_hold(s, r, rh, values)) return; /* --inject-delay-us: sent from the loop */
   if (r->exo_reg || r->exo_dups) srv_exo_replied(s, r, rh);
   rh->version = PS_WIRE_VERSION;
   rh->is_reply = true;

@@ -2,8 +2,7 @@
  * request may run and when its reply may leave.
  *
  * Nothing here ever blocks a thread on another worker: a reply that must wait (a sync pull of
- * a step not yet applied, an ssp pull too far ahead, a store op during a checkpoint, a reply
- * under an injected delay) is parked in a list and taken up when its condition turns true.
+ * a step not yet applied, an ssp pull too far ahead, a store op during a checkpoint) is parked in a list and taken up when its condition turns true.
  * Sync tables apply a step once every worker reported it (STEP), as one store call per
  * partition thread. Checkpoints and restores are exclusive: they run with no store work in
  * flight, store ops arriving meanwhile are held, and afterwards the held requests move to a
@@ -17,13 +16,6 @@
 #include "ps_time.h"
 
 static void reply_finished(ps_server *s, srv_req *r);
-/* --inject-delay-us: when a request's reply may leave. It simulates service time, so it runs
- * from the start of the store work: queueing (a deferred pull, busy partition threads) comes
- * on top of it, as on a server whose service simply takes this long. */
-static uint64_t delay_due(const ps_server *s, const srv_req *r) {
-  return r->t_svc + s->opt.inject_delay_us * 1000u;
-}
-
 void srv_finish(ps_server *s, srv_req *r) {
   s->inflight--;
   if (r->kind == REQ_APPLY) {
@@ -38,34 +30,7 @@ void srv_finish(ps_server *s, srv_req *r) {
     srv_try_exclusive(s);
     return;
   }
-  if (s->opt.inject_delay_us && r->kind == REQ_CLIENT && !s->stopping &&
-      ps_now_ns() < delay_due(s, r)) {
-    /* An injected service time: the reply waits in a FIFO, no thread waits with it, so
-     * requests overlap as they would on a server whose service simply takes this long. The
-     * FIFO is in finishing order, which is the order of t_svc but for requests whose store
-     * work overlapped: a reply is late by at most that overlap. */
-    s->inflight++;
-    srv_list_push(&s->delay_head, &s->delay_tail, r);
-    return;
-  }
   reply_finished(s, r);
-}
-
-/* Sends the replies whose injected delay is over (all of them when stopping); returns the
- * nanoseconds until the next one is due, 0 if none waits. */
-uint64_t srv_release_delayed(ps_server *s) {
-  uint64_t now = ps_now_ns();
-  while (s->delay_head) {
-    srv_req *r = s->delay_head;
-    uint64_t due = delay_due(s, r);
-    if (!s->stopping && due > now) return due - now;
-    s->delay_head = r->next;
-    if (!s->delay_head) s->delay_tail = NULL;
-    r->next = NULL;
-    s->inflight--;
-    reply_finished(s, r);
-  }
-  return 0;
 }
 
 static void reply_finished(ps_server *s, srv_req *r) {

@@ -105,9 +105,12 @@ static ps_status grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
     if (u) s->unique = u;
     uint32_t *inv = realloc(s->inverse, cap * sizeof *inv);
     if (inv) s->inverse = inv;
-    float *rows = realloc(s->rows, cap * d * sizeof *rows);
-    if (rows) s->rows = rows;
-    if (!u || !inv || !rows) return PS_ERR_NOMEM;
+    /* Pulled rows land in the backend's host memory (page-locked on CUDA), uploaded from
+     * there with no staging copy (ps_dlrm_batch.rows_pinned). Not kept: no pull is in flight. */
+    ps_kern_host_free(t->kern, s->rows);
+    s->rows = NULL;
+    if (!u || !inv) return PS_ERR_NOMEM;
+    TRY(ps_kern_host_alloc(t->kern, cap * d * sizeof(float), (void **)&s->rows));
     s->cap = cap;
   }
   if (s->cap > (size_t)t->nkeys_max) {
@@ -142,7 +145,7 @@ static void free_trainer(ps_trainer *t) {
   for (int i = 0; i < 2; i++) {
     free(t->slots[i].unique);
     free(t->slots[i].inverse);
-    free(t->slots[i].rows);
+    ps_kern_host_free(t->kern, t->slots[i].rows);
   }
   ps_kern_host_free(t->kern, t->emb_grad);
   free(t->idx);
@@ -200,6 +203,7 @@ void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *m
   mb->nnz = (int)nk;
   mb->idx = t->idx;
   mb->offsets = t->offsets;
+  mb->rows_pinned = true; /* grow_keys; refilled only by the pull of a later step */
 }
 
 /* forward/backward of the slot's batch, allreduce, push + step. On return the push/step
@@ -274,6 +278,7 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
   if (st != PS_OK) return ps_train_client_fail(t, "step", st);
   t->t_push += ps_train_since(t0);
   t->samples += n;
+  t->rows_pulled += s->nunique;
   return PS_OK;
 }
 
@@ -383,7 +388,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     }
     st = ps_client_wait(t->cl, &stepreq, &t->cerr);
     if (st != PS_OK) return ps_train_client_fail(t, "step", st);
-    t->t_push += ps_train_since(t0);
+    t->t_push_wait += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
     ps_reader_release(r, s->b);
     s->b = NULL;

@@ -28,6 +28,7 @@
 
 #define PS_TRAIN_TABLE_ID 1u
 #define PS_TRAIN_TABLE_NAME "criteo_emb" /* every run's table before schemas named theirs */
+#define PS_TRAIN_NPHASES 7 /* data pull compute allreduce push push_wait optimizer */
 
 typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row buffers */
   ps_batch *b;
@@ -79,7 +80,12 @@ typedef struct ps_trainer {
   double loss_sum;
   uint64_t loss_n;
   float last_loss;
-  double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
+  /* Phase times of rank 0's loop (s). pull: waiting for pulled rows; push: sending the push
+   * and STEP; push_wait: waiting for their replies. The wait on servers is pull + push_wait. */
+  double t_data, t_pull, t_compute, t_allreduce, t_push, t_push_wait, t_opt, t_eval;
+  /* Rows per step (issue 32): pulled from the servers, refreshed after a lookahead pull, and
+   * the worker's row cache; 0 where a feature is off. */
+  uint64_t rows_pulled, rows_refreshed, cache_hits, cache_lookups;
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
@@ -87,8 +93,9 @@ typedef struct ps_trainer {
   /* --metrics-port: Prometheus series updated once per step */
   ps_metrics *reg;
   ps_http *http;
-  ps_series *m_samples, *m_loss, *m_step, *m_phase[6];
-  double phase_last[6];
+  ps_series *m_samples, *m_loss, *m_step, *m_phase[PS_TRAIN_NPHASES], *m_wait, *m_rows[4];
+  double phase_last[PS_TRAIN_NPHASES];
+  uint64_t rows_last[4];
 } ps_trainer;
 
 /* Where the run evaluates: a --test file, the held-out tail of --train, or nothing. */

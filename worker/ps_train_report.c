@@ -14,7 +14,24 @@
 
 #define TRY PS_TRAIN_TRY
 
-static const char *const k_phases[6] = {"data", "pull", "compute", "allreduce", "push", "optimizer"};
+static const char *const k_phases[PS_TRAIN_NPHASES] = {"data", "pull", "compute", "allreduce",
+                                                       "push", "push_wait", "optimizer"};
+/* Row counters (issue 32), in the order of t->m_rows and t->rows_last. */
+static const char *const k_rows[4][2] = {
+    {"ember_worker_rows_pulled_total", "embedding rows pulled from the servers"},
+    {"ember_worker_rows_refreshed_total", "rows sent again after a lookahead pull (changed)"},
+    {"ember_worker_cache_hits_total", "row cache look-ups that found the row"},
+    {"ember_worker_cache_lookups_total", "row cache look-ups"}};
+
+static void rows_now(const ps_trainer *t, uint64_t v[4]) {
+  v[0] = t->rows_pulled;
+  v[1] = t->rows_refreshed;
+  v[2] = t->cache_hits;
+  v[3] = t->cache_lookups;
+}
+
+/* The time spent waiting on servers: for pulled rows and for the push/STEP replies. */
+static double wait_s(const ps_trainer *t) { return t->t_pull + t->t_push_wait; }
 
 ps_status ps_train_metrics_start(ps_trainer *t) {
   if (!t->cfg->metrics_port) return PS_OK;
@@ -34,9 +51,17 @@ ps_status ps_train_metrics_start(ps_trainer *t) {
   TRY(ps_metric_series(f, rv, &t->m_step));
   TRY(ps_metrics_counter(t->reg, "ember_worker_phase_seconds_total",
                          "wall time per phase of the training step", phase_l, 2, &f));
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < PS_TRAIN_NPHASES; i++) {
     const char *pv[] = {rank, k_phases[i]};
     TRY(ps_metric_series(f, pv, &t->m_phase[i]));
+  }
+  TRY(ps_metrics_counter(t->reg, "ember_worker_server_wait_seconds_total",
+                         "time waiting on servers: pulled rows and push/STEP replies", rank_l, 1,
+                         &f));
+  TRY(ps_metric_series(f, rv, &t->m_wait));
+  for (int i = 0; i < 4; i++) {
+    TRY(ps_metrics_counter(t->reg, k_rows[i][0], k_rows[i][1], rank_l, 1, &f));
+    TRY(ps_metric_series(f, rv, &t->m_rows[i]));
   }
   TRY(ps_metrics_add_process(t->reg));
   ps_error err;
@@ -55,10 +80,18 @@ void ps_train_metrics_update(ps_trainer *t, size_t n, double loss) {
   ps_counter_add(t->m_samples, n);
   if (n) ps_gauge_set(t->m_loss, loss);
   ps_gauge_set(t->m_step, (double)t->step);
-  const double now[6] = {t->t_data, t->t_pull, t->t_compute, t->t_allreduce, t->t_push, t->t_opt};
-  for (int i = 0; i < 6; i++) {
+  const double now[PS_TRAIN_NPHASES] = {t->t_data,      t->t_pull, t->t_compute, t->t_allreduce,
+                                        t->t_push,      t->t_push_wait, t->t_opt};
+  for (int i = 0; i < PS_TRAIN_NPHASES; i++) {
     ps_counter_add_f(t->m_phase[i], now[i] - t->phase_last[i]);
+    if (i == 1 || i == 5) ps_counter_add_f(t->m_wait, now[i] - t->phase_last[i]);
     t->phase_last[i] = now[i];
+  }
+  uint64_t rows[4];
+  rows_now(t, rows);
+  for (int i = 0; i < 4; i++) {
+    ps_counter_add(t->m_rows[i], rows[i] - t->rows_last[i]);
+    t->rows_last[i] = rows[i];
   }
 }
 
@@ -71,8 +104,15 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
     double per = el / (double)t->step_this_run;
     snprintf(eta, sizeof eta, "%.0fs", per * (double)(total_steps - t->step));
   }
-  PS_INFO("step %" PRIu64 "%s%" PRIu64 " epoch %d  %.0f samples/s  loss %.5f  ETA %s", t->step,
-          total_steps ? "/" : "", total_steps, epoch + 1, sps, loss, eta);
+  /* Since the start, as samples/s: the wait on servers per step and its share of the time. */
+  double steps = t->step_this_run ? (double)t->step_this_run : 1.0;
+  double smp = t->samples ? (double)t->samples : 1.0;
+  double hit = t->cache_lookups ? 100.0 * (double)t->cache_hits / (double)t->cache_lookups : 0;
+  PS_INFO("step %" PRIu64 "%s%" PRIu64 " epoch %d  %.0f samples/s  loss %.5f  ETA %s  wait "
+          "%.2f ms/step (%.0f%%)  rows/sample pulled %.2f refreshed %.2f  cache hits %.0f%%",
+          t->step, total_steps ? "/" : "", total_steps, epoch + 1, sps, loss, eta,
+          1e3 * wait_s(t) / steps, el > 0 ? 100.0 * wait_s(t) / el : 0,
+          (double)t->rows_pulled / smp, (double)t->rows_refreshed / smp, hit);
   t->loss_sum = 0;
   t->loss_n = 0;
 }
@@ -110,9 +150,28 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   json_object_set_new(tm, "compute", json_real(t->t_compute));
   json_object_set_new(tm, "allreduce", json_real(t->t_allreduce));
   json_object_set_new(tm, "push", json_real(t->t_push));
+  json_object_set_new(tm, "push_wait", json_real(t->t_push_wait));
+  json_object_set_new(tm, "wait", json_real(wait_s(t)));
   json_object_set_new(tm, "optimizer", json_real(t->t_opt));
   json_object_set_new(tm, "eval", json_real(t->t_eval));
   json_object_set_new(j, "seconds_rank0", tm);
+  /* rank 0's wait on servers per step and as a share of its training time, and its rows */
+  double steps = t->step_this_run ? (double)t->step_this_run : 1.0;
+  double smp = t->samples ? (double)t->samples : 1.0;
+  json_t *w = json_object();
+  json_object_set_new(w, "wait_ms_per_step", json_real(1e3 * wait_s(t) / steps));
+  json_object_set_new(w, "wait_share", json_real(secs > 0 ? wait_s(t) / secs : 0));
+  json_object_set_new(w, "rows_pulled", json_integer((json_int_t)t->rows_pulled));
+  json_object_set_new(w, "rows_refreshed", json_integer((json_int_t)t->rows_refreshed));
+  json_object_set_new(w, "cache_hits", json_integer((json_int_t)t->cache_hits));
+  json_object_set_new(w, "cache_lookups", json_integer((json_int_t)t->cache_lookups));
+  json_object_set_new(w, "pulled_rows_per_sample", json_real((double)t->rows_pulled / smp));
+  json_object_set_new(w, "refreshed_rows_per_sample",
+                      json_real((double)t->rows_refreshed / smp));
+  json_object_set_new(w, "cache_hit_rate",
+                      json_real(t->cache_lookups ? (double)t->cache_hits /
+                                                       (double)t->cache_lookups : 0));
+  json_object_set_new(j, "servers_rank0", w);
   int rc = json_dump_file(j, c->summary, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(j);
   if (rc != 0) {
@@ -135,8 +194,9 @@ ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool hav
             " bad lines (no --test or --holdout: no evaluation)", t->step, counts[0], secs, sps,
             counts[1]);
   PS_INFO("time (rank 0): data %.1fs pull %.1fs compute %.1fs allreduce %.1fs push %.1fs "
-          "optimizer %.1fs eval %.1fs", t->t_data, t->t_pull, t->t_compute, t->t_allreduce,
-          t->t_push, t->t_opt, t->t_eval);
+          "push_wait %.1fs optimizer %.1fs eval %.1fs (waiting on servers %.1fs)", t->t_data,
+          t->t_pull, t->t_compute, t->t_allreduce, t->t_push, t->t_push_wait, t->t_opt,
+          t->t_eval, wait_s(t));
   if (c->summary) TRY(write_summary(t, er, have_eval, counts[0], counts[1], secs, hash));
   return PS_OK;
 }

@@ -17,6 +17,8 @@
  *   region carries an event; a region is rewritten only after its copy finished. The ring
  *   (64 MiB at first) grows to twice the largest single copy seen; a step whose copies do
  *   not fit wraps and waits for the oldest copies, which bounds the host to ~1 step ahead.
+ *   Memory from ps_kern_host_alloc (page-locked) skips the ring with ps_kern_to_device_pinned:
+ *   ps-worker's pulled rows are uploaded by DMA with no host copy in the step.
  * - GEMMs are cublasSgemm with the row-major <-> column-major swap (C^T = op(B)^T op(A)^T), in
  *   plain FP32 unless TF32 is asked for (see ps_kernels_cuda.h).
  * - Every CUDA and cuBLAS call is checked (ps_cuda_check.h) and reported with file and line. */
@@ -240,6 +242,16 @@ static bool is_pinned(const void *p) {
     return false;
   }
   return a.type == cudaMemoryTypeHost;
+}
+
+/* Straight from page-locked memory (the caller keeps it unchanged until the next to_host or
+ * sync); memory that is not page-locked goes through the ring as cu_to_device. */
+static ps_status cu_to_device_pinned(ps_kern *k, void *dst, const void *src, size_t bytes) {
+  if (!is_pinned(src)) return cu_to_device(k, dst, src, bytes);
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  PS_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+  return PS_OK;
 }
 
 static ps_status cu_to_host(ps_kern *k, void *dst, const void *src, size_t bytes) {
@@ -574,6 +586,7 @@ static const ps_kern_i cuda_iface = {
     .to_host = cu_to_host,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
+    .to_device_pinned = cu_to_device_pinned,
     .copy = cu_copy,
     .sync = cu_sync,
     .stream = ps_kern_cuda_stream,

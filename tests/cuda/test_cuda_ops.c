@@ -490,6 +490,47 @@ static void test_memory(void **st) {
   assert_int_equal(ps_kern_sync(GPU), PS_OK);
 }
 
+/* ps_kern_to_device_pinned (issue 32): from ps_kern_host_alloc memory the upload is enqueued
+ * straight from the caller's page-locked buffer (the emulator sees that buffer as the copy's
+ * source, where ps_kern_to_device's source is its staging ring); from ordinary memory it goes
+ * through the ring as ps_kern_to_device. The data arrives either way, on the CPU backend too. */
+static void test_upload_pinned(void **st) {
+  (void)st;
+  enum { N = 4099 };
+  float *pinned = NULL, *dev = NULL, *back = malloc(N * sizeof(float));
+  float *plain = malloc(N * sizeof(float));
+  assert_int_equal(ps_kern_host_alloc(GPU, N * sizeof(float), (void **)&pinned), PS_OK);
+  assert_int_equal(ps_kern_alloc(GPU, N * sizeof(float), (void **)&dev), PS_OK);
+  for (int j = 0; j < N; j++) pinned[j] = (float)j * 0.5f, plain[j] = (float)-j;
+  assert_int_equal(ps_kern_to_device_pinned(GPU, dev, pinned, N * sizeof(float)), PS_OK);
+#ifdef PS_CU_EMULATE
+  assert_ptr_equal(ps_emu_last_h2d_src, pinned); /* no staging copy */
+#endif
+  assert_int_equal(ps_kern_to_host(GPU, back, dev, N * sizeof(float)), PS_OK);
+  for (int j = 0; j < N; j++) assert_true(back[j] == (float)j * 0.5f);
+  assert_int_equal(ps_kern_to_device(GPU, dev, pinned, N * sizeof(float)), PS_OK);
+#ifdef PS_CU_EMULATE
+  assert_ptr_not_equal(ps_emu_last_h2d_src, pinned); /* the staging ring */
+#endif
+  assert_int_equal(ps_kern_to_device_pinned(GPU, dev, plain, N * sizeof(float)), PS_OK);
+  memset(plain, 0xff, N * sizeof(float)); /* ordinary memory: staged, so reusable at once */
+#ifdef PS_CU_EMULATE
+  assert_ptr_not_equal(ps_emu_last_h2d_src, plain);
+#endif
+  assert_int_equal(ps_kern_to_host(GPU, back, dev, N * sizeof(float)), PS_OK);
+  for (int j = 0; j < N; j++) assert_true(back[j] == (float)-j);
+  /* the CPU backend: host memory, a plain copy */
+  float *cdst = malloc(N * sizeof(float));
+  assert_int_equal(ps_kern_to_device_pinned(CPU, cdst, pinned, N * sizeof(float)), PS_OK);
+  assert_memory_equal(cdst, pinned, N * sizeof(float));
+  free(cdst);
+  ps_kern_free(GPU, dev);
+  ps_kern_host_free(GPU, pinned);
+  free(plain);
+  free(back);
+  assert_int_equal(ps_kern_sync(GPU), PS_OK);
+}
+
 static void test_gemm_timer(void **st) {
   (void)st;
   ct_rng r = {8};
@@ -545,7 +586,7 @@ int main(void) {
       cmocka_unit_test(test_interact),       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_pool_bad_index), cmocka_unit_test(test_bce),
       cmocka_unit_test(test_optimizers),     cmocka_unit_test(test_memory),
-      cmocka_unit_test(test_gemm_timer),
+      cmocka_unit_test(test_gemm_timer),     cmocka_unit_test(test_upload_pinned),
       cmocka_unit_test(test_cross),
   };
   return cmocka_run_group_tests_name("cuda_ops", tests, ct_setup, ct_teardown);

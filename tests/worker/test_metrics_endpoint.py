@@ -48,5 +48,13 @@ with tempfile.TemporaryDirectory() as d:
         r.check("step gauge present", (value(last, "ember_worker_step") or 0) > 0)
         r.check("loss gauge plausible", 0 < (value(last, "ember_worker_loss") or -1) < 5)
         r.check("phase seconds present", 'phase="compute"' in last)
+        # issue 32: the wait on servers, its push part, and the row counters
+        r.check("wait on servers and rows pulled present",
+                'phase="push_wait"' in last and
+                (value(last, "ember_worker_server_wait_seconds_total") or -1) > 0 and
+                (value(last, "ember_worker_rows_pulled_total") or -1) > 0 and
+                value(last, "ember_worker_rows_refreshed_total") is not None and
+                value(last, "ember_worker_cache_hits_total") is not None and
+                value(last, "ember_worker_cache_lookups_total") is not None)
         r.check("process metrics present", "process_resident_memory_bytes" in last)
 r.finish()

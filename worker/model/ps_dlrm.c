@@ -360,7 +360,9 @@ static ps_status stage(ps_dlrm *m, const ps_dlrm_batch *b, bool train, const flo
     TRY(grow_sparse(m, b->nrows, b->nnz));
     TRY(ps_kern_to_device(k, m->dense_d, b->dense, (size_t)B * m->num_dense * sizeof(float)));
     if (train) TRY(ps_kern_to_device(k, m->labels_d, b->labels, (size_t)B * sizeof(float)));
-    TRY(ps_kern_to_device(k, m->rows_d, b->rows, (size_t)b->nrows * m->dim * sizeof(float)));
+    size_t rb = (size_t)b->nrows * m->dim * sizeof(float);
+    TRY(b->rows_pinned ? ps_kern_to_device_pinned(k, m->rows_d, b->rows, rb)
+                       : ps_kern_to_device(k, m->rows_d, b->rows, rb));
     TRY(ps_kern_to_device(k, m->idx_d, b->idx, (size_t)b->nnz * sizeof(int32_t)));
     TRY(ps_kern_to_device(k, m->off_d, b->offsets, ((size_t)nb + 1) * sizeof(int32_t)));
     m->x0 = m->dense_d;

@@ -36,6 +36,7 @@
 #ifndef PS_DLRM_H
 #define PS_DLRM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,6 +119,9 @@ typedef struct ps_dlrm_batch {
   int nnz;                 /* total bag entries */
   const int32_t *idx;      /* [nnz], values in [0, nrows) */
   const int32_t *offsets;  /* [batch * num_sparse + 1], offsets[0] = 0, ... = nnz */
+  bool rows_pinned;        /* rows is ps_kern_host_alloc memory of the model's backend, unchanged
+                            * until ps_dlrm_forward returns: a device backend uploads it with
+                            * no staging copy (ps_kern_to_device_pinned) */
 } ps_dlrm_batch;
 
 /* One linear layer's place in the flat parameter buffer (offsets in floats). */

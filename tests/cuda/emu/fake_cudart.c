@@ -18,6 +18,7 @@
 #include "ps_cuda_emu.h"
 
 cudaError_t ps_emu_last_error = cudaSuccess;
+const void *ps_emu_last_h2d_src;
 
 typedef struct alloc {
   unsigned char *p;
@@ -146,6 +147,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     return bad("cudaMemcpyAsync dst (device, kind says host)", dst, n);
   if (!src_dev && inside(src, n, 0))
     return bad("cudaMemcpyAsync src (device, kind says host)", src, n);
+  if (k == cudaMemcpyHostToDevice) ps_emu_last_h2d_src = src; /* staged, or straight */
   memmove(dst, src, n);
   return cudaSuccess;
 }

@@ -61,6 +61,7 @@ struct cudaDeviceProp {
 #define cudaHostAllocDefault 0x00
 
 extern cudaError_t ps_emu_last_error; /* set by a refused launch, read by cudaGetLastError */
+extern const void *ps_emu_last_h2d_src; /* the host source of the last host-to-device copy */
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
