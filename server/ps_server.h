@@ -83,7 +83,7 @@ const char *ps_server_endpoint(const ps_server *s);
  * metrics endpoint (Prometheus text) are both rendered from it. The main thread fills the
  * published copy at least every 200 ms under its own lock, so its counters need none. */
 
-#define PS_SERVER_NOPS 14 /* per-op entries, indexed by the wire's op number (Ember__Op) */
+#define PS_SERVER_NOPS 15 /* per-op entries, indexed by the wire's op number (Ember__Op) */
 
 typedef struct ps_server_op_stats {
   uint64_t count, errors, keys;

@@ -105,6 +105,8 @@ typedef struct srv_decl_stale {
   srv_coord_peer peer;
 } srv_decl_stale;
 
+typedef struct srv_changed srv_changed; /* sync: the keys each step changed (ps_server_refresh.c) */
+
 typedef struct srv_table {
   ps_table_spec spec;    /* rows and stepping (spec.consistency, .staleness, .num_workers) */
   bool meta_unknown;     /* found in the store but not in our metadata: first declare sets it */
@@ -118,6 +120,8 @@ typedef struct srv_table {
   srv_req *wait_head, *wait_tail; /* deferred pulls, FIFO */
   uint64_t deferred;     /* pulls deferred so far (stats) */
   uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
+  srv_changed *chg;      /* sync: the keys each recent step's pushes carried (NULL: none yet) */
+  uint64_t refreshed;    /* rows REFRESH replies carried (stats) */
 } srv_table;
 
 struct srv_req {
@@ -139,6 +143,7 @@ struct srv_req {
   uint32_t pending;
   srv_task *tasks;
   ps_store_batch *batch; /* keys grouped by store partition, shared by the threads */
+  uint64_t *refresh_pos; /* REFRESH: the selected keys' positions in the request */
   ps_status st;
   uint64_t t0;        /* arrival: the socket thread picked it up */
   /* Store work started: handed to the inline partition, or the last of its partition threads
@@ -258,6 +263,7 @@ struct ps_server {
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
   uint64_t expired_at;   /* step_max at the last TTL expiry */
   bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
+  uint64_t refresh_full; /* REFRESH answers with every row (the changes were not known) */
   /* stats */
   srv_opstat ops[SRV_NOPS];
   ps_server_traffic traffic;
@@ -334,6 +340,9 @@ void srv_req_free(ps_server *s, srv_req *r);
 void srv_req_destroy_pool(ps_server *s);
 /* Each of these sends its reply (or hands it to the in-process sink) and frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
+/* srv_reply with a keys frame before the values (a REFRESH reply: its rows' positions). */
+void srv_reply_keys(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *keys,
+                    zmq_msg_t *values);
 void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void srv_reply_ok(ps_server *s, srv_req *r);
@@ -349,6 +358,15 @@ srv_coord_reply srv_coord_io(ps_server *s);
 void srv_peer_of(const srv_req *r, srv_coord_peer *p);
 /* Hands the closed connections the monitor reported to the coordinator. */
 void srv_peers_poll(ps_server *s);
+
+/* ps_server_refresh.c: sync tables note the keys of every push by step (changed_note, before
+ * its store work); a REFRESH whose step may be read keeps only the keys a step of [since, step)
+ * changed, their positions in r->refresh_pos (all of them when that is not known). reset: the
+ * rows changed otherwise (a restore): the record starts again. */
+void srv_changed_note(srv_table *t, uint64_t step, const uint64_t *keys, size_t n);
+void srv_changed_reset(srv_table *t);
+void srv_changed_free(srv_changed *c);
+ps_status srv_refresh_select(ps_server *s, srv_req *r);
 
 /* ps_server_mem.c */
 ps_status srv_mem_init(ps_server *s);

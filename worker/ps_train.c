@@ -57,6 +57,8 @@ void ps_train_config_default(ps_train_config *c) {
   c->wire = "f32";
   c->wire_f16 = false;
   c->prefetch = 2;
+  c->lookahead = "on";
+  c->lookahead_on = true;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -182,7 +184,32 @@ ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s) {
   uint64_t t0 = ps_now_ns();
   ps_status st = ps_client_wait(t->cl, &s->pull, &t->cerr);
   t->t_pull += ps_train_since(t0);
+  t->rows_refreshed = ps_client_refreshed(t->cl);
   if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
+  return PS_OK;
+}
+
+/* --lookahead (sync): the slot's batch is pulled as of `step`, the step this worker is on and
+ * has not sent STEP for: a sync shard answers at once, with every step below it applied and
+ * this one not, so the pull overlaps this step's compute. */
+static ps_status slot_lookahead(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step) {
+  TRY(ps_train_slot_start(t, s, b, step));
+  s->ahead = s->pull != NULL;
+  return PS_OK;
+}
+
+/* After STEP(step) went out: the lookahead's rows are in, and the rows `step` changed of them
+ * (any worker's pushes) are asked for as a REFRESH of step + 1, waited for as its pull would
+ * be. The rows are then exactly that pull's (docs/DESIGN.md, "Lookahead pulls"). */
+static ps_status slot_refresh(ps_trainer *t, ps_train_slot *s) {
+  if (!s->ahead) return PS_OK;
+  s->ahead = false;
+  TRY(ps_train_slot_wait(t, s));
+  uint64_t since = s->step;
+  s->step = since + 1;
+  ps_status st = ps_client_refresh_start(t->cl, PS_TRAIN_TABLE_ID, s->step, since, s->unique,
+                                         s->nunique, s->rows, &s->pull, &t->cerr);
+  if (st != PS_OK) return ps_train_client_fail(t, "refresh", st);
   return PS_OK;
 }
 
@@ -358,19 +385,28 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     ps_train_slot *s = &t->slots[cur], *nx = &t->slots[cur ^ 1];
     epoch = b->epoch;
     TRY(ps_train_slot_wait(t, s));
-    ps_client_req *push = NULL, *stepreq = NULL;
-    TRY(train_step(t, s, &push, &stepreq));
-
-    /* next batch's pull goes out now and overlaps the dense optimizer step */
-    ps_batch *nb = NULL;
-    st = next_batch_ahead(t, r, &nb);
-    if (st != PS_OK) return st;
     bool last = c->max_steps && t->step_this_run + 1 >= (uint64_t)c->max_steps;
     bool ckpt = c->checkpoint_dir && c->checkpoint_every &&
                 (t->step + 1) % (uint64_t)c->checkpoint_every == 0;
     bool eval = sp->eval_path && c->eval_every && (t->step + 1) % (uint64_t)c->eval_every == 0;
-    if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
-    else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    /* The next batch's pull: with --lookahead, out now (as of this step) and refreshed once
+     * this step's STEP is sent; else sent after it, overlapping the dense optimizer step. */
+    const bool look = c->lookahead_on && c->consistency_mode == PS_CONS_SYNC;
+    ps_batch *nb = NULL;
+    if (look) {
+      TRY(next_batch_ahead(t, r, &nb));
+      if (nb && !last && !ckpt && !eval) TRY(slot_lookahead(t, nx, nb, t->step));
+      else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    }
+    ps_client_req *push = NULL, *stepreq = NULL;
+    TRY(train_step(t, s, &push, &stepreq));
+    if (look) {
+      TRY(slot_refresh(t, nx));
+    } else {
+      TRY(next_batch_ahead(t, r, &nb));
+      if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
+      else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    }
 
     uint64_t t0 = ps_now_ns();
     TRY(ps_dlrm_step(t->model, &t->dopt));
@@ -559,8 +595,8 @@ static ps_status run(ps_trainer *t) {
   if (have_eval) TRY(ps_train_evaluate(t, &sp, &er));
   uint64_t hash = 0;
   TRY(ps_train_check_replicas(t, &hash));
-  uint64_t counts[2] = {t->samples, t->bad_lines};
-  TRY(ps_train_allreduce_u64(t, counts, 2));
+  uint64_t counts[3] = {t->samples, t->bad_lines, t->rows_refreshed};
+  TRY(ps_train_allreduce_u64(t, counts, 3));
   if (t->rank == 0) TRY(ps_train_report_done(t, &er, have_eval, counts, secs, hash));
   return PS_OK;
 }

@@ -89,6 +89,8 @@ typedef struct ps_train_config {
   char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
   int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
   int failover_ms;                 /* replicated shards: the client's --failover-ms */
+  const char *lookahead;           /* on | off */
+  bool lookahead_on;               /* sync: each batch's rows pulled a step early, then refreshed */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

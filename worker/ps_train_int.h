@@ -38,6 +38,7 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   ps_client_req *pull;
   uint64_t step;
   size_t cap;         /* keys unique/inverse/rows have room for */
+  bool ahead;         /* --lookahead: pull is of `step`, to be refreshed to step + 1 */
 } ps_train_slot;
 
 /* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
@@ -80,6 +81,9 @@ typedef struct ps_trainer {
   uint64_t loss_n;
   float last_loss;
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_opt, t_eval;
+  /* --lookahead: rows the refreshes brought back (ps_client_refreshed). cache_*: the worker's
+   * row cache (not built yet: always 0, kept so that reports have one place to read them). */
+  uint64_t rows_refreshed, cache_hits, cache_lookups;
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
@@ -161,8 +165,9 @@ void ps_train_table_name(const ps_train_config *c, char *out, size_t n);
 ps_status ps_train_metrics_start(ps_trainer *t);
 void ps_train_metrics_update(ps_trainer *t, size_t n, double loss);
 void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, int epoch);
-/* Rank 0: the "done" and time lines, and --summary. counts = {samples, bad lines} of all ranks. */
+/* Rank 0: the "done" and time lines, and --summary. counts = {samples, bad lines, rows
+ * refreshed} of all ranks. */
 ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool have_eval,
-                               const uint64_t counts[2], double secs, uint64_t hash);
+                               const uint64_t counts[3], double secs, uint64_t hash);
 
 #endif
