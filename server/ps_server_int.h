@@ -122,6 +122,7 @@ typedef struct srv_table {
   uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
   srv_changed *chg;      /* sync: the keys each recent step's pushes carried (NULL: none yet) */
   uint64_t refreshed;    /* rows REFRESH replies carried (stats) */
+  uint64_t ahead_reads;  /* pulls leading their sender's own clock by more than the bound */
 } srv_table;
 
 struct srv_req {

@@ -38,7 +38,8 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   ps_client_req *pull;
   uint64_t step;
   size_t cap;         /* keys unique/inverse/rows have room for */
-  bool ahead;         /* --lookahead: pull is of `step`, to be refreshed to step + 1 */
+  ps_client_req *look; /* --lookahead: the pull of `step` whose rows `pull`, a REFRESH of
+                        * step + 1 (once sent), brings up to date */
 } ps_train_slot;
 
 /* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
@@ -51,6 +52,14 @@ typedef struct ps_train_ahead {
   ps_client_req *req[PS_TRAIN_MAX_PREFETCH + 1];
   int next;
 } ps_train_ahead;
+
+/* --lookahead in ssp and async: the push and STEP requests of the last steps, whose replies
+ * are collected up to `window` steps later (a FIFO) rather than at the end of their step. */
+#define PS_TRAIN_ASYNC_WINDOW 8 /* async: steps in flight; ssp:K: K */
+typedef struct ps_train_flight {
+  ps_client_req *push[PS_TRAIN_ASYNC_WINDOW + 1], *step[PS_TRAIN_ASYNC_WINDOW + 1];
+  int head, n, window;
+} ps_train_flight;
 
 typedef struct ps_trainer {
   const ps_train_config *cfg;
@@ -72,6 +81,7 @@ typedef struct ps_trainer {
   float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
   ps_train_slot slots[2];
   ps_train_ahead ahead;
+  ps_train_flight flight;
   int dim, batch, nkeys_max;
   int nbags, ndense;  /* the schema's categorical features and dense columns */
   uint64_t step;      /* steps done (global step, resumed runs included) */
