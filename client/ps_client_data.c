@@ -174,7 +174,6 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
   r->out = out;
   r->unique = unique;
   r->warm = warm;
-  r->since = since;
   const uint64_t *uk = keys;
   size_t nu = n;
   ps_status st = PS_OK;

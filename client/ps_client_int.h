@@ -63,7 +63,6 @@ struct ps_client_req {
   float *out;
   bool unique;
   bool warm;      /* a prefetch: a pull answered with no rows (ps_client_prefetch_start) */
-  uint64_t since; /* a REFRESH: the rows in out reflect the steps below it */
   bool idempotent;
   bool keep;      /* its frames are kept for a re-send (idempotent, or any with replicas) */
   bool in_use;

@@ -96,6 +96,9 @@ typedef struct ps_server_table_stats {
   uint32_t id;
   ps_table_spec spec; /* as the server steps it (num_workers >= 1) */
   uint64_t applied_step, pulls_deferred;
+  /* REFRESH (issue 32): rows its replies carried; replies with every row (what changed was not
+   * known) */
+  uint64_t rows_refreshed, refreshes_full;
   bool step_known;
 } ps_server_table_stats;
 

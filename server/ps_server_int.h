@@ -122,7 +122,7 @@ typedef struct srv_table {
   uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
   srv_changed *chg;      /* sync: the keys each recent step's pushes carried (NULL: none yet) */
   uint64_t refreshed;    /* rows REFRESH replies carried (stats) */
-  uint64_t ahead_reads;  /* pulls leading their sender's own clock by more than the bound */
+  uint64_t refresh_full; /* REFRESH answers with every row: what changed was not known */
 } srv_table;
 
 struct srv_req {
@@ -264,7 +264,6 @@ struct ps_server {
   uint64_t step_max;     /* the highest step any table reached (the store's clock) */
   uint64_t expired_at;   /* step_max at the last TTL expiry */
   bool meta_ok;        /* the data dir's metadata is ours: safe to rewrite it */
-  uint64_t refresh_full; /* REFRESH answers with every row (the changes were not known) */
   /* stats */
   srv_opstat ops[SRV_NOPS];
   ps_server_traffic traffic;
@@ -367,7 +366,7 @@ void srv_peers_poll(ps_server *s);
 void srv_changed_note(srv_table *t, uint64_t step, const uint64_t *keys, size_t n);
 void srv_changed_reset(srv_table *t);
 void srv_changed_free(srv_changed *c);
-ps_status srv_refresh_select(ps_server *s, srv_req *r);
+ps_status srv_refresh_select(srv_req *r);
 
 /* ps_server_mem.c */
 ps_status srv_mem_init(ps_server *s);

@@ -57,24 +57,6 @@ static ps_status check_worker(ps_server *s, srv_req *r) {
   return PS_ERR_INVALID;
 }
 
-/* How far a pull's step may lead its sender's own last STEP: its rows lack the sender's steps
- * from its clock up to the pull's step, and a sync pull may lack none (a ps-worker lookahead
- * is a pull of the step it is on, sent before that step's STEP), an ssp:K one at most K. The
- * bound on the other workers' steps is the deferral's (srv_pull_ready); this one no shard can
- * enforce without refusing a client that pulls ahead on purpose, so it is a warning (rate
- * limited) and a count (t->ahead_reads): what tests/worker/test_lookahead.py checks a
- * ps-worker never does, in ssp and async with --lookahead on. */
-static void check_own_lead(srv_table *t, const srv_req *r) {
-  const uint64_t clock = t->clock[r->h->worker], step = r->h->step;
-  const uint64_t bound = t->spec.consistency == PS_CONS_SSP ? t->spec.staleness : 0;
-  if (step <= clock + bound) return;
-  t->ahead_reads++;
-  PS_WARN_RL("%s of step %" PRIu64 " of table %u from worker %u, which has reported %" PRIu64
-             " steps: its rows may lack %" PRIu64 " of that worker's own steps, more than the "
-             "table's staleness %" PRIu64 " allows", ps_server_op_name(r->h->op), step,
-             t->spec.id, r->h->worker, clock, step - clock, bound);
-}
-
 static void handle_pull(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
   srv_table *t = r->tab;
@@ -103,10 +85,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
   if (check_worker(s, r) != PS_OK || check_keys(s, r, true) != PS_OK) return;
   if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
   s->ops[h->op].keys += r->msg.nkeys;
-  if (t->spec.consistency != PS_CONS_ASYNC) {
-    srv_adopt_step(t, h->step);
-    check_own_lead(t, r);
-  }
+  if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
     /* Its batch (12 bytes a key: 1.5 times its charged keys) would wait with it uncharged;
      * srv_dispatch makes it again when the step is readable. */

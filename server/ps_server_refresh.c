@@ -141,7 +141,7 @@ static bool changed_known(const srv_table *t, uint64_t since, uint64_t step,
   return true;
 }
 
-ps_status srv_refresh_select(ps_server *s, srv_req *r) {
+ps_status srv_refresh_select(srv_req *r) {
   if (r->refresh_pos) return PS_OK; /* selected already (a held request handled again) */
   srv_table *t = r->tab;
   const size_t n = r->msg.nkeys;
@@ -163,6 +163,6 @@ ps_status srv_refresh_select(ps_server *s, srv_req *r) {
   r->msg.nkeys = m;
   ps_store_batch_destroy(&r->batch); /* of every key: srv_dispatch makes one of the selected */
   t->refreshed += m;
-  s->refresh_full += !known;
+  t->refresh_full += !known;
   return PS_OK;
 }

@@ -148,7 +148,7 @@ bool srv_pull_ready(const srv_table *t, uint64_t step) {
 /* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). A REFRESH
  * keeps only its keys that changed since the rows its sender holds (ps_server_refresh.c). */
 void srv_start_pull(ps_server *s, srv_req *r) {
-  if (r->h->op == EMBER__OP__OP_REFRESH && srv_refresh_select(s, r) != PS_OK) {
+  if (r->h->op == EMBER__OP__OP_REFRESH && srv_refresh_select(r) != PS_OK) {
     srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory selecting a refresh's rows");
     return;
   }

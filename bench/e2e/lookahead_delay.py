@@ -15,7 +15,8 @@ on the last line.
   bench/e2e/lookahead_delay.py --variant old=/path/to/old/bin: \\
       --variant off=build/bin:--lookahead,off --variant on=build/bin:--lookahead,on
 
-A variant is NAME=BIN_DIR:FLAG,FLAG,... (flags comma-separated; none: nothing after ':'). An
+A variant is NAME=BIN_DIR:FLAG,FLAG,... (BIN_DIR up to the first colon; flags comma-separated,
+none: nothing after it). An
 old binary without a flag cannot take it: give it none."""
 import argparse
 import json
@@ -72,7 +73,7 @@ def main():
     variants = []
     for v in a.variant:
         name, rest = v.split("=", 1)
-        bindir, _, fl = rest.rpartition(":")
+        bindir, _, fl = rest.partition(":")
         variants.append((name, bindir, [x for x in fl.split(",") if x]))
     delays = [int(x) for x in a.delays.split(",")]
     layouts = [tuple(int(y) for y in x.split("x")) for x in a.layouts.split(",")]

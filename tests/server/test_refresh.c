@@ -13,6 +13,7 @@
  * and at the end every row equals the same steps on a second shard that drops nothing (the
  * re-sent pushes applied once), and the client re-sent requests (the cuts happened).
  * An async table answers a REFRESH with every row (it keeps no record of what changed). */
+#include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -70,6 +71,18 @@ static ps_client *client(const pt_server *s, ps_consistency cons) {
     if (st_ != PS_OK) fail_msg("%s: %s", #x, ps_status_str(st_)); \
   } while (0)
 
+/* A field of table 1's entry in the shard's STATS. */
+static json_int_t table_stat(ps_client *c, const char *field) {
+  char *js = NULL;
+  assert_int_equal(ps_client_stats(c, 0, &js, NULL), PS_OK);
+  json_t *doc = json_loads(js, 0, NULL);
+  assert_non_null(doc);
+  json_int_t v = json_integer_value(json_object_get(json_array_get(json_object_get(doc, "tables"), 0), field));
+  json_decref(doc);
+  free(js);
+  return v;
+}
+
 /* T steps with lookahead and refresh on shard s (cutting every `every`-th push, 0: none);
  * leaves every row of the last batch in `last`. */
 static void run(pt_server *s, int every, float last[N * DIM]) {
@@ -99,6 +112,12 @@ static void run(pt_server *s, int every, float last[N * DIM]) {
     memcpy(k, kn, sizeof k);
   }
   memcpy(last, rows, sizeof rows);
+  /* Both ends counted the same rows (a refresh cut and re-sent is answered, and counted, on
+   * the shard twice when its first copy's reply left before the cut: at least as many). */
+  json_int_t served = table_stat(c, "rows_refreshed"), full = table_stat(c, "refreshes_full");
+  if (every) assert_true(served >= (json_int_t)ps_client_refreshed(c));
+  else assert_int_equal(served, (json_int_t)ps_client_refreshed(c));
+  assert_int_equal(full, 0);
   uint64_t disc = 0, resent = 0;
   ps_client_counters(c, &disc, &resent);
   if (every) assert_true(resent >= (uint64_t)(T / every)); /* pushes, and the refreshes cut */
@@ -129,6 +148,7 @@ static void test_refresh_async_is_full(void **st) {
   OK(ps_client_refresh_start(c, 1, 1, 0, k, N, rows, &rf, NULL));
   OK(ps_client_wait(c, &rf, NULL));
   assert_int_equal(ps_client_refreshed(c), N);
+  assert_int_equal(table_stat(c, "refreshes_full"), 1);
   OK(ps_client_pull_unique(c, 1, 1, k, N, plain, NULL));
   assert_memory_equal(rows, plain, sizeof plain);
   ps_client_destroy(&c);
