@@ -466,7 +466,8 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
         PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
                 " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
     }
-    if (nb && !nx->pull && !nx->look && !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))
+    if (nb && !nx->pull && !nx->look &&
+        !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))
       TRY(ps_train_slot_start(t, nx, nb, t->step));
     if (t->rank == 0 && ps_train_since(t_last) >= c->progress_every) {
       ps_train_progress(t, t_start, total_steps, epoch);

@@ -3,7 +3,7 @@ step's compute and then refreshed (OP_REFRESH: only the rows the step pushed, by
 
 Each configuration trains twice, --lookahead off and on, on the same data in file order
 (--shuffle-buffer 0), 1x1 and 2x2, all-hot and with the cold tier (--cache-mb 1, the server
-splitting its work over 2 partition threads). Checked:
+splitting its work over 2 partition threads), and 2x2 with f16 rows on the wire. Checked:
 1. The same model bit for bit: the summary's dense_hash, AUC and logloss, and every exported
    embedding row (ps-export of the final checkpoint, keys and values).
 2. The refresh carries exactly the changed rows: the summary's rows_refreshed (summed over
@@ -70,18 +70,20 @@ def expected_refreshed(path, workers):
 r = h.Results()
 with tempfile.TemporaryDirectory() as d:
     train_path, test, _ = h.datagen(d, 8192, 2000, seed=3)
-    configs = (("1x1 all-hot", 1, 1, []),
-               ("2x2 all-hot", 2, 2, []),
-               ("1x1 cold tier", 1, 1, ["--cache-mb", "1", "--server-threads", "2"]),
-               ("2x2 cold tier", 2, 2, ["--cache-mb", "1"]))
+    configs = (("1x1 all-hot", 1, 1, [], []),
+               ("2x2 all-hot", 2, 2, [], []),
+               ("1x1 cold tier", 1, 1, ["--cache-mb", "1", "--server-threads", "2"], []),
+               ("2x2 cold tier", 2, 2, ["--cache-mb", "1"], []),
+               ("2x2 f16 wire", 2, 2, [], ["--wire", "f16"]))
     want = {w: expected_refreshed(train_path, w) for w in (1, 2)}
-    for name, S, W, local in configs:
+    for name, S, W, local, extra in configs:
         res = {}
         for la in ("off", "on"):
             tag = f"{name.replace(' ', '_')}-{la}"
             ck = os.path.join(d, "ck-" + tag)
             s, out = train(d, tag, S, W, local, ["--train", train_path, "--test", test,
-                                                 "--checkpoint-dir", ck, "--lookahead", la] + SMALL)
+                                                 "--checkpoint-dir", ck, "--lookahead", la] +
+                           SMALL + extra)
             res[la] = (s, export(ck, os.path.join(d, "x-" + tag)))
             print(f"{name} --lookahead {la}: dense_hash {s['dense_hash']} auc {s['auc']!r} "
                   f"rows_refreshed {s['rows_refreshed']} {s['samples_per_s']:.0f} samples/s")
