@@ -12,7 +12,10 @@ splitting its work over 2 partition threads), and 2x2 with f16 rows on the wire.
    batch k-1 had (every key of a batch is pushed in its step). A key is a (feature, value)
    pair: ps-worker hashes each to its own key (open vocabulary, the missing value one per
    feature). Off: rows_refreshed is 0.
-3. In ssp:1 and async, --lookahead on keeps pushes in flight and changes no read: at 1x1 the
+3. Lost requests: 1x1 on a shard of 2 replicas that cuts the connection of every 5th push it
+   takes (EMBER_TEST_DROP_REPLY=5; outstanding lookahead PULLs, REFRESHes and pushes are
+   re-sent, a push applied once): the undisturbed run's model and rows_refreshed, bit for bit.
+4. In ssp:1 and async, --lookahead on keeps pushes in flight and changes no read: at 1x1 the
    model is bit for bit --lookahead off's. --lookahead stale (2x2), which also sends each
    step's pull before the step before it computes, trains every sample to a useful AUC (its
    rows' bound is the shards' deferral of a pull of step t+1 in ssp:K, unchanged).
@@ -33,11 +36,11 @@ SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--threads", "1", "--batc
          "--shuffle-buffer", "0"]
 
 
-def train(d, name, servers, workers, local_flags, args):
+def train(d, name, servers, workers, local_flags, args, env=None):
     summary = os.path.join(d, f"{name}.json")
     cmd = [h.LOCAL, "--bin", h.BIN, "--servers", str(servers), "--workers", str(workers)]
     cmd += local_flags + ["--", "--summary", summary, "--progress-every", "30"] + args
-    rc, out = h.run(cmd, 300)
+    rc, out = h.run(cmd, 300, env=env)
     assert rc == 0, f"{name}: ember-local exited {rc}:\n{out[-4000:]}"
     return json.load(open(summary)), out
 
@@ -76,6 +79,7 @@ with tempfile.TemporaryDirectory() as d:
                ("2x2 cold tier", 2, 2, ["--cache-mb", "1"], []),
                ("2x2 f16 wire", 2, 2, [], ["--wire", "f16"]))
     want = {w: expected_refreshed(train_path, w) for w in (1, 2)}
+    res_by_name = {}
     for name, S, W, local, extra in configs:
         res = {}
         for la in ("off", "on"):
@@ -88,6 +92,7 @@ with tempfile.TemporaryDirectory() as d:
             print(f"{name} --lookahead {la}: dense_hash {s['dense_hash']} auc {s['auc']!r} "
                   f"rows_refreshed {s['rows_refreshed']} {s['samples_per_s']:.0f} samples/s")
         (off, (ko, vo)), (on, (kn, vn)) = res["off"], res["on"]
+        res_by_name[name] = on
         r.check(f"{name}: the same dense model, AUC and logloss",
                 all(on[k] == off[k] for k in ("dense_hash", "auc", "logloss", "samples")),
                 f"{on['dense_hash']} {on['auc']!r} vs {off['dense_hash']} {off['auc']!r}")
@@ -98,6 +103,20 @@ with tempfile.TemporaryDirectory() as d:
                 on["rows_refreshed"] == want[W], f"{on['rows_refreshed']} vs {want[W]}")
         r.check(f"{name}: no refresh with --lookahead off", off["rows_refreshed"] == 0,
                 str(off["rows_refreshed"]))
+    # Lost requests during lookaheads: every 5th push's connection cut (the lookahead PULLs,
+    # REFRESHes and pushes outstanding on it re-sent; with 2 replicas a sync STEP is re-sent
+    # too, so the run survives the cuts): the model of the undisturbed run, bit for bit.
+    hot = res_by_name["1x1 all-hot"]
+    s, out = train(d, "cut", 1, 1, ["--replicas", "2"],
+                   ["--train", train_path, "--test", test, "--lookahead", "on"] + SMALL,
+                   env=dict(os.environ, EMBER_TEST_DROP_REPLY="5"))
+    print(f"cuts: dense_hash {s['dense_hash']} auc {s['auc']!r} failovers {s['failovers']}")
+    r.check("connections cut under the lookahead (failovers > 0)", s["failovers"] > 0,
+            str(s["failovers"]))
+    r.check("cut and re-sent requests change nothing: the undisturbed run's model and refreshes",
+            all(s[k] == hot[k] for k in ("dense_hash", "auc", "logloss", "rows_refreshed")),
+            f"{s['dense_hash']} {s['rows_refreshed']} vs {hot['dense_hash']} {hot['rows_refreshed']}")
+
     # ssp and async: on keeps pushes in flight and reads what off reads (one worker: the same
     # model bit for bit); stale pulls a step early, within the bound.
     for cons in ("ssp:1", "async"):
