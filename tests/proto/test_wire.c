@@ -320,17 +320,22 @@ static ps_status check_reply_with(Ember__Header *h, const ps_frame *bulk, size_t
   return s;
 }
 
+/* A reply header of `count` rows of dim d in table 3, and what its request expects. */
+static ps_wire_expect rows_reply(Ember__Header *h, Ember__Op op, uint64_t n, uint32_t d) {
+  ps_wire_header_init(h, op);
+  h->table_id = 3;
+  h->count = n;
+  h->dim = d;
+  return (ps_wire_expect){op, 3, n, d, EMBER__VALUE_TYPE__VT_F32};
+}
+
 static void test_reply_checks(void **st) {
   (void)st;
   enum { N = 4, D = 8 };
   float vals[N * D] = {0};
   ps_error e;
-  ps_wire_expect pull = {EMBER__OP__OP_PULL, 3, N, D, EMBER__VALUE_TYPE__VT_F32};
   Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
-  h.table_id = 3;
-  h.count = N;
-  h.dim = D;
+  ps_wire_expect pull = rows_reply(&h, EMBER__OP__OP_PULL, N, D);
   ps_frame rows = {vals, sizeof vals};
   assert_int_equal(check_reply_with(&h, &rows, 1, &pull, &e), PS_OK);
   ps_frame short_rows = {vals, sizeof vals - 4};                        /* truncated values */
@@ -454,11 +459,8 @@ static void test_refresh_checks(void **st) {
   float vals[N * D] = {0};
   uint64_t pos[N] = {0, 1, 2, 3};
   ps_error e;
-  ps_wire_expect want = {EMBER__OP__OP_REFRESH, 3, N, D, EMBER__VALUE_TYPE__VT_F32};
   Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_REFRESH);
-  h.table_id = 3;
-  h.dim = D;
+  ps_wire_expect want = rows_reply(&h, EMBER__OP__OP_REFRESH, N, D);
   for (uint64_t m = 0; m <= N; m++) { /* any number of the rows asked for, none included */
     h.count = m;
     ps_frame two[2] = {{pos, m * sizeof(uint64_t)}, {vals, m * D * sizeof(float)}};
