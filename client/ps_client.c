@@ -253,6 +253,7 @@ void ps_client_destroy(ps_client **cp) {
   free(c->dims);
   free(c->pend);
   free(c->acc);
+  free(c->rev);
   free(c);
 }
 

@@ -132,6 +132,16 @@ ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
 ps_status ps_client_prefetch_start(ps_client *c, uint32_t table, uint64_t step,
                                    const uint64_t *keys, size_t n, bool unique,
                                    ps_client_req **r, ps_error *err);
+/* A refresh (docs/PROTOCOL.md, "Lookahead pulls and refreshes"): out holds the rows of the
+ * distinct keys as a pull of step `since` read them, sent before this worker's STEP(since) (a
+ * sync shard answers such a pull at once: the lookahead). Answered once `step` may be read, as
+ * a pull of `step` would be; ps_client_wait writes into out only the rows a step in
+ * [since, step) changed (by any worker), so that out then holds what that pull would have. */
+ps_status ps_client_refresh_start(ps_client *c, uint32_t table, uint64_t step, uint64_t since,
+                                  const uint64_t *keys, size_t n, float *out, ps_client_req **r,
+                                  ps_error *err);
+/* Rows that refreshes brought back so far, every one counted. */
+uint64_t ps_client_refreshed(const ps_client *c);
 ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r,
                                ps_error *err);
 ps_status ps_client_wait(ps_client *c, ps_client_req **r, ps_error *err);

@@ -153,7 +153,8 @@ static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *g
 /* warm: a pull that only warms the shards' hot tier (a prefetch: no out, no rows back). */
 static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                             const uint64_t *keys, size_t n, bool unique, float *out,
-                            const float *grads, bool warm, ps_client_req **rp, ps_error *err) {
+                            const float *grads, bool warm, uint64_t since, ps_client_req **rp,
+                            ps_error *err) {
   *rp = NULL;
   if (table == 0 || table > PS_WIRE_MAX_TABLE || !c->dims[table])
     return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
@@ -201,6 +202,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     h.count = s->nkeys;
     h.dim = dim;
     h.warm = warm;
+    h.since = since;
     h.keys_unique = op == EMBER__OP__OP_PUSH; /* summed above, or unique by the caller's word */
     if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
     cl_sub_start(c, s, &h, s->nparts - 1);
@@ -224,8 +226,8 @@ static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys
 /* data_start for a call over max_request_bytes: consecutive parts of k keys, chained. */
 static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                              const uint64_t *keys, size_t n, bool unique, float *out,
-                             const float *grads, bool warm, size_t k, ps_client_req **rp,
-                             ps_error *err) {
+                             const float *grads, bool warm, uint64_t since, size_t k,
+                             ps_client_req **rp, ps_error *err) {
   const size_t dim = c->dims[table];
   uint64_t *uk = NULL;
   uint32_t *inv = NULL;
@@ -245,7 +247,7 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   for (size_t off = 0; st == PS_OK && off < n; off += k) {
     size_t m = n - off < k ? n - off : k;
     st = data_start(c, op, table, step, keys + off, m, unique, out ? out + off * dim : NULL,
-                    grads ? grads + off * dim : NULL, warm, tail, err);
+                    grads ? grads + off * dim : NULL, warm, since, tail, err);
     if (st == PS_OK) tail = &(*tail)->chain;
   }
   free(uk);
@@ -256,13 +258,65 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   return st;
 }
 
-/* A pull (out), a push (grads) or a prefetch (warm): split over max_request_bytes or not. */
+/* A pull (out), a push (grads), a prefetch (warm) or a refresh (since): split over
+ * max_request_bytes or not. */
+static ps_status start_since(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
+                             const uint64_t *keys, size_t n, bool unique, float *out,
+                             const float *grads, bool warm, uint64_t since, ps_client_req **r,
+                             ps_error *err) {
+  size_t k = part_keys(c, table, keys, n);
+  if (k)
+    return split_start(c, op, table, step, keys, n, unique, out, grads, warm, since, k, r, err);
+  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, since, r, err);
+}
+
 static ps_status start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                        const uint64_t *keys, size_t n, bool unique, float *out,
                        const float *grads, bool warm, ps_client_req **r, ps_error *err) {
-  size_t k = part_keys(c, table, keys, n);
-  if (k) return split_start(c, op, table, step, keys, n, unique, out, grads, warm, k, r, err);
-  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, r, err);
+  return start_since(c, op, table, step, keys, n, unique, out, grads, warm, 0, r, err);
+}
+
+ps_status ps_client_refresh_start(ps_client *c, uint32_t table, uint64_t step, uint64_t since,
+                                  const uint64_t *keys, size_t n, float *out, ps_client_req **r,
+                                  ps_error *err) {
+  if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
+  return start_since(c, EMBER__OP__OP_REFRESH, table, step, keys, n, true, out, NULL, false,
+                     since, r, err);
+}
+
+uint64_t ps_client_refreshed(const ps_client *c) { return c->refreshed; }
+
+ps_status cl_scatter_refresh(ps_client *c, struct ps_client_req *r, ps_error *err) {
+  const size_t S = c->nsrv, dim = r->dim, row = dim * sizeof(float);
+  if (S > 1) { /* (shard, index in its sub-request) -> the key's position: rev[off[sh] + idx] */
+    if (r->nu > c->rev_cap) {
+      uint32_t *v = realloc(c->rev, r->nu * sizeof *v);
+      if (!v) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+      c->rev = v;
+      c->rev_cap = r->nu;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < S; i++) c->cnt[i] = off, off += r->subs[i].nkeys;
+    for (size_t u = 0; u < r->nu; u++) c->rev[c->cnt[r->ush[u]] + r->uidx[u]] = (uint32_t)u;
+  }
+  for (size_t i = 0; i < S; i++) {
+    const cl_sub *s = &r->subs[i];
+    if (!s->has_pos) continue;
+    const uint64_t *pos = zmq_msg_data((zmq_msg_t *)&s->pos);
+    const char *v = zmq_msg_data((zmq_msg_t *)&s->vals);
+    size_t m = zmq_msg_size((zmq_msg_t *)&s->pos) / sizeof(uint64_t);
+    for (size_t j = 0; j < m; j++) {
+      if (pos[j] >= s->nkeys)
+        return ps_error_set(err, PS_ERR_PROTO,
+                            "%s (shard %zu): REFRESH reply names position %llu of %zu keys",
+                            c->srv[i].url, i, (unsigned long long)pos[j], s->nkeys);
+      size_t k = S == 1 ? (size_t)pos[j] : c->rev[c->cnt[i] + pos[j]];
+      if (c->opt.wire_f16) ps_wire_f16_to_f32((const uint16_t *)v + j * dim, r->out + k * dim, dim);
+      else memcpy(r->out + k * dim, v + j * row, row);
+    }
+    c->refreshed += m;
+  }
+  return PS_OK;
 }
 
 ps_status ps_client_pull_start(ps_client *c, uint32_t table, uint64_t step,

@@ -47,6 +47,8 @@ typedef struct cl_sub {
   int nparts;
   zmq_msg_t vals; /* pull reply rows */
   bool has_vals;
+  zmq_msg_t pos;  /* REFRESH reply: its rows' positions among the sub-request's keys */
+  bool has_pos;
   Ember__Header *rep; /* control replies */
   size_t nkeys;
   uint64_t seq; /* a push's sequence number on its shard (0: none), settled at release */
@@ -122,6 +124,9 @@ struct ps_client {
   uint64_t id; /* exactly-once pushes: this client's id (options.client_id or random) */
   bool replicated; /* some shard has replicas: STEP is re-sent too, every request kept */
   uint64_t failovers, failover_ms_last;
+  uint64_t refreshed; /* rows REFRESH replies carried (ps_client_refreshed) */
+  uint32_t *rev;      /* REFRESH over several shards: (shard offset + index) -> unique index */
+  size_t rev_cap;
 };
 
 /* ps_client_io.c */
@@ -156,5 +161,7 @@ void cl_seq_settle(ps_client *c, uint32_t srv, uint64_t seq);
 /* ps_client_data.c */
 /* Copies a complete pull's rows from its reply frames to the caller's rows. */
 void cl_scatter_pull(ps_client *c, struct ps_client_req *r);
+/* The same for a REFRESH: only the rows its replies carry, at their positions. */
+ps_status cl_scatter_refresh(ps_client *c, struct ps_client_req *r, ps_error *err);
 
 #endif

@@ -35,6 +35,8 @@ static void sub_clear(cl_sub *s) {
   s->nparts = 0;
   if (s->has_vals) zmq_msg_close(&s->vals);
   s->has_vals = false;
+  if (s->has_pos) zmq_msg_close(&s->pos);
+  s->has_pos = false;
   if (s->rep) ember__header__free_unpacked(s->rep, NULL);
   s->rep = NULL;
 }
@@ -338,14 +340,25 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
   ps_status st = ps_wire_check_reply(h, f, (size_t)nfr, &want, &e);
   if (st != PS_OK) {
     sub_fail(s, st, "%s", e.msg);
-  } else if (r->op == EMBER__OP__OP_PULL) {
+  } else if (r->op == EMBER__OP__OP_PULL || r->op == EMBER__OP__OP_REFRESH) {
+    const int vf = r->op == EMBER__OP__OP_REFRESH ? 2 : 1; /* a REFRESH: positions first */
+    if (vf == 2) {
+      zmq_msg_init(&s->pos);
+      if ((uintptr_t)f[1].data & 7) { /* read as uint64_t: an aligned copy */
+        zmq_msg_init_size(&s->pos, f[1].size);
+        memcpy(zmq_msg_data(&s->pos), f[1].data, f[1].size);
+      } else {
+        zmq_msg_move(&s->pos, &fr[1]);
+      }
+      s->has_pos = true;
+    }
     zmq_msg_init(&s->vals);
-    if (c->opt.wire_f16 && ((uintptr_t)f[1].data & 1)) {
+    if (c->opt.wire_f16 && ((uintptr_t)f[vf].data & 1)) {
       /* f16 rows are read as uint16_t: give an odd-addressed frame an aligned copy. */
-      zmq_msg_init_size(&s->vals, f[1].size);
-      memcpy(zmq_msg_data(&s->vals), f[1].data, f[1].size);
+      zmq_msg_init_size(&s->vals, f[vf].size);
+      memcpy(zmq_msg_data(&s->vals), f[vf].data, f[vf].size);
     } else {
-      zmq_msg_move(&s->vals, &fr[1]);
+      zmq_msg_move(&s->vals, &fr[vf]);
     }
     s->has_vals = true;
     sub_done(s);
@@ -542,6 +555,7 @@ static ps_status wait_one(ps_client *c, struct ps_client_req *r, ps_error *err) 
   }
   if (r->st != PS_OK) return ps_error_set(err, r->st, "%s", r->err);
   if (r->op == EMBER__OP__OP_PULL && r->out && r->n) cl_scatter_pull(c, r);
+  if (r->op == EMBER__OP__OP_REFRESH && r->n) return cl_scatter_refresh(c, r, err);
   return PS_OK;
 }
 

@@ -41,6 +41,9 @@ static const ps_op_info rows[] = {
     /* A replica's own PING (with repl_epoch) is judged by the replication layer instead. */
     [EMBER__OP__OP_PING] = {"PING", "ping", PS_OP_CONTROL, false, false, true, true, true, true,
                             0, 0},
+    /* A REFRESH reads, like a PULL: a copy answers the same rows (those changed in its steps). */
+    [EMBER__OP__OP_REFRESH] = {"REFRESH", "refresh", PS_OP_STORE, false, false, false, false,
+                               true, true, K, K | V},
     [EMBER__OP__OP_REPL_CATCHUP] = {"REPL_CATCHUP", "repl_catchup", PS_OP_REPL, false, false,
                                     false, false, false, false, 0, 0},
     [EMBER__OP__OP_REPL_FILE] = {"REPL_FILE", "repl_file", PS_OP_REPL, false, false, false,

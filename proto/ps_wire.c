@@ -110,6 +110,9 @@ static ps_status check_header(const Ember__Header *h, size_t nframes, wire_layou
                         h->is_reply ? "reply" : "request");
   if (h->warm && op != EMBER__OP__OP_PULL)
     return ps_error_set(err, PS_ERR_PROTO, "warm on op %d (a PULL flag)", op);
+  if (h->since && (op != EMBER__OP__OP_REFRESH || h->is_reply))
+    return ps_error_set(err, PS_ERR_PROTO, "since on %s %s (a REFRESH request field)",
+                        ps_wire_op_name(op), h->is_reply ? "reply" : "request");
   if (h->keys_unique && (op != EMBER__OP__OP_PUSH || h->is_reply))
     return ps_error_set(err, PS_ERR_PROTO, "keys_unique on %s %s (a PUSH request flag)",
                         ps_wire_op_name(op), h->is_reply ? "reply" : "request");
@@ -210,14 +213,19 @@ ps_status ps_wire_check_reply(const Ember__Header *h, const ps_frame *frames, si
                         ps_wire_op_name(want->op));
   wire_layout lay = {false, false, 0};
   if ((st = check_header(h, nframes, &lay, err)) != PS_OK) return st;
-  if (want->op == EMBER__OP__OP_PULL &&
-      (h->count != want->count || h->dim != want->dim || h->value_type != want->value_type ||
-       h->table_id != want->table_id))
+  /* A REFRESH reply carries at most the rows asked for (those changed); a PULL exactly. */
+  const bool rows = want->op == EMBER__OP__OP_PULL || want->op == EMBER__OP__OP_REFRESH;
+  const bool count_ok =
+      want->op == EMBER__OP__OP_PULL ? h->count == want->count : h->count <= want->count;
+  if (rows && (!count_ok || h->dim != want->dim || h->value_type != want->value_type ||
+               h->table_id != want->table_id))
     return ps_error_set(err, PS_ERR_PROTO,
-                        "PULL reply does not match the request (%llu keys of dim %u, value "
-                        "type %d, table %u; expected %llu keys of dim %u, value type %d, "
+                        "%s reply does not match the request (%llu keys of dim %u, value "
+                        "type %d, table %u; expected %s%llu keys of dim %u, value type %d, "
                         "table %u)",
-                        (unsigned long long)h->count, h->dim, (int)h->value_type, h->table_id,
+                        ps_wire_op_name(want->op), (unsigned long long)h->count, h->dim,
+                        (int)h->value_type, h->table_id,
+                        want->op == EMBER__OP__OP_PULL ? "" : "at most ",
                         (unsigned long long)want->count, want->dim, (int)want->value_type,
                         want->table_id);
   return check_bulk(h, frames, &lay, err);

@@ -83,7 +83,7 @@ const char *ps_server_endpoint(const ps_server *s);
  * metrics endpoint (Prometheus text) are both rendered from it. The main thread fills the
  * published copy at least every 200 ms under its own lock, so its counters need none. */
 
-#define PS_SERVER_NOPS 14 /* per-op entries, indexed by the wire's op number (Ember__Op) */
+#define PS_SERVER_NOPS 15 /* per-op entries, indexed by the wire's op number (Ember__Op) */
 
 typedef struct ps_server_op_stats {
   uint64_t count, errors, keys;
@@ -96,6 +96,9 @@ typedef struct ps_server_table_stats {
   uint32_t id;
   ps_table_spec spec; /* as the server steps it (num_workers >= 1) */
   uint64_t applied_step, pulls_deferred;
+  /* REFRESH (issue 32): rows its replies carried; replies with every row (what changed was not
+   * known) */
+  uint64_t rows_refreshed, refreshes_full;
   bool step_known;
 } ps_server_table_stats;
 

@@ -57,6 +57,7 @@ void srv_table_free(srv_table *t) {
   if (!t) return;
   free(t->decls);
   free(t->clock);
+  srv_changed_free(t->chg);
   free(t);
 }
 

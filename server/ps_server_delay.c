@@ -27,7 +27,8 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
-bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *values) {
+bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *keys,
+                    zmq_msg_t *values) {
   if (!s->opt.inject_delay_us || r->delay_sent || !s->router || s->stopping ||
       rh->op == EMBER__OP__OP_STATS || rh->op == EMBER__OP__OP_PING)
     return false;
@@ -35,6 +36,11 @@ bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t
   if (zmq_msg_init_size(&r->delay_hdr, hs) != 0) return false; /* out of memory: no delay */
   ember__header__pack(rh, zmq_msg_data(&r->delay_hdr));
   r->delay_values = values != NULL;
+  r->delay_keys = keys != NULL; /* a REFRESH reply's positions frame */
+  if (keys) {
+    zmq_msg_init(&r->delay_keys_msg);
+    zmq_msg_move(&r->delay_keys_msg, keys);
+  }
   if (values) {
     if (r->has_out) zmq_msg_close(&r->out);
     zmq_msg_init(&r->out);
@@ -66,7 +72,10 @@ static void release(ps_server *s, srv_req *r) {
     zmq_msg_close(&r->out);
     r->has_out = false;
   }
-  srv_reply(s, r, rh, r->delay_values ? &out : NULL);
+  srv_reply_keys(s, r, rh, r->delay_keys ? &r->delay_keys_msg : NULL,
+                 r->delay_values ? &out : NULL);
+  if (r->delay_keys) zmq_msg_close(&r->delay_keys_msg);
+  r->delay_keys = false;
   zmq_msg_close(&out);
   ember__header__free_unpacked(rh, NULL);
 }

@@ -105,6 +105,8 @@ typedef struct srv_decl_stale {
   srv_coord_peer peer;
 } srv_decl_stale;
 
+typedef struct srv_changed srv_changed; /* sync: the keys each step changed (ps_server_refresh.c) */
+
 typedef struct srv_table {
   ps_table_spec spec;    /* rows and stepping (spec.consistency, .staleness, .num_workers) */
   bool meta_unknown;     /* found in the store but not in our metadata: first declare sets it */
@@ -118,6 +120,9 @@ typedef struct srv_table {
   srv_req *wait_head, *wait_tail; /* deferred pulls, FIFO */
   uint64_t deferred;     /* pulls deferred so far (stats) */
   uint64_t sync_bytes[SRV_WINDOW]; /* sync: charged for the pushes buffered per step slot */
+  srv_changed *chg;      /* sync: the keys each recent step's pushes carried (NULL: none yet) */
+  uint64_t refreshed;    /* rows REFRESH replies carried (stats) */
+  uint64_t refresh_full; /* REFRESH answers with every row: what changed was not known */
 } srv_table;
 
 struct srv_req {
@@ -139,6 +144,7 @@ struct srv_req {
   uint32_t pending;
   srv_task *tasks;
   ps_store_batch *batch; /* keys grouped by store partition, shared by the threads */
+  uint64_t *refresh_pos; /* REFRESH: the selected keys' positions in the request */
   ps_status st;
   uint64_t t0;        /* arrival: the socket thread picked it up */
   /* Store work started: handed to the inline partition, or the last of its partition threads
@@ -166,6 +172,8 @@ struct srv_req {
   /* --inject-delay-us (ps_server_delay.c) */
   bool delay_sent;     /* its reply was held once (or is held now): send it as it is */
   bool delay_values;   /* the held reply has values (in out) */
+  bool delay_keys;     /* ... and a keys frame (in delay_keys_msg) */
+  zmq_msg_t delay_keys_msg;
   zmq_msg_t delay_hdr; /* the held reply's packed header */
   uint64_t delay_due;  /* when the held reply leaves (ns) */
 };
@@ -342,6 +350,9 @@ void srv_req_free(ps_server *s, srv_req *r);
 void srv_req_destroy_pool(ps_server *s);
 /* Each of these sends its reply (or hands it to the in-process sink) and frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values);
+/* srv_reply with a keys frame before the values (a REFRESH reply: its rows' positions). */
+void srv_reply_keys(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *keys,
+                    zmq_msg_t *values);
 void srv_reply_error(ps_server *s, srv_req *r, ps_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void srv_reply_ok(ps_server *s, srv_req *r);
@@ -357,6 +368,15 @@ srv_coord_reply srv_coord_io(ps_server *s);
 void srv_peer_of(const srv_req *r, srv_coord_peer *p);
 /* Hands the closed connections the monitor reported to the coordinator. */
 void srv_peers_poll(ps_server *s);
+
+/* ps_server_refresh.c: sync tables note the keys of every push by step (changed_note, before
+ * its store work); a REFRESH whose step may be read keeps only the keys a step of [since, step)
+ * changed, their positions in r->refresh_pos (all of them when that is not known). reset: the
+ * rows changed otherwise (a restore): the record starts again. */
+void srv_changed_note(srv_table *t, uint64_t step, const uint64_t *keys, size_t n);
+void srv_changed_reset(srv_table *t);
+void srv_changed_free(srv_changed *c);
+ps_status srv_refresh_select(srv_req *r);
 
 /* ps_server_mem.c */
 ps_status srv_mem_init(ps_server *s);
@@ -413,7 +433,8 @@ void srv_drop_sync_all(ps_server *s);
 
 /* ps_server_delay.c: --inject-delay-us */
 /* Holds r's reply instead of sending it (true), or lets srv_reply send it now (false). */
-bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *values);
+bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *keys,
+                    zmq_msg_t *values);
 /* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
 uint64_t srv_release_delayed(ps_server *s);
 /* The timerfd the main loop polls to wake when the next reply is due (-1: none). */

@@ -69,7 +69,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
     srv_reply_error(s, r, PS_ERR_UNSUPPORTED, "value type %d (f32 or f16)", (int)h->value_type);
     return;
   }
-  if (h->warm) {
+  if (h->warm && h->op == EMBER__OP__OP_PULL) {
     /* A prefetch: rows cached, none replied, so no step to wait for (and none adopted: it
      * names a step ahead of the pulls). The store counts the rows it loads (prefetched). */
     if (check_keys(s, r, true) != PS_OK) return;
@@ -84,7 +84,7 @@ static void handle_pull(ps_server *s, srv_req *r) {
   }
   if (check_worker(s, r) != PS_OK || check_keys(s, r, true) != PS_OK) return;
   if (srv_pull_fail_lost(s, r, h->step)) return; /* it would wait for a gone rank forever */
-  s->ops[EMBER__OP__OP_PULL].keys += r->msg.nkeys;
+  s->ops[h->op].keys += r->msg.nkeys;
   if (t->spec.consistency != PS_CONS_ASYNC) srv_adopt_step(t, h->step);
   if (!srv_pull_ready(t, h->step)) {
     /* Its batch (12 bytes a key: 1.5 times its charged keys) would wait with it uncharged;
@@ -206,6 +206,7 @@ static void handle_push(ps_server *s, srv_req *r) {
   }
   r->step = h->step;
   if (!srv_mem_sync_take(s, r)) return; /* the buffers of unfinished steps are full */
+  srv_changed_note(t, h->step, r->msg.keys, r->msg.nkeys); /* what a REFRESH sends again */
   srv_dispatch(s, r, TK_BUFFER);
 }
 
@@ -357,6 +358,8 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
+    for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
+      if (s->tables[id]) srv_changed_reset(s->tables[id]); /* rows changed by no push */
     rh.step = step;
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
       if (s->tables[id]) srv_release_waiters(s, s->tables[id]);
@@ -380,7 +383,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     s->held++;
     return;
   }
-  if (op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH ||
+  if (op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_REFRESH ||
       (op == EMBER__OP__OP_STEP && h->table_id)) {
     srv_table *t = h->table_id ? s->tables[h->table_id] : NULL;
     if (!t) {
@@ -398,7 +401,8 @@ void srv_handle(ps_server *s, srv_req *r) {
   }
   switch (op) {
     case EMBER__OP__OP_DECLARE: handle_declare(s, r); return;
-    case EMBER__OP__OP_PULL: handle_pull(s, r); return;
+    case EMBER__OP__OP_PULL:
+    case EMBER__OP__OP_REFRESH: handle_pull(s, r); return;
     case EMBER__OP__OP_PUSH: handle_push(s, r); return;
     case EMBER__OP__OP_STEP: handle_step(s, r); return;
     case EMBER__OP__OP_STATS: handle_stats(s, r); return;

@@ -59,7 +59,11 @@ void srv_req_free(ps_server *s, srv_req *r) {
   if (r->has_ident) zmq_msg_close(&r->ident);
   for (size_t i = 0; i < r->nfr; i++) zmq_msg_close(&r->fr[i]);
   if (r->has_out) zmq_msg_close(&r->out);
+  if (r->delay_keys) zmq_msg_close(&r->delay_keys_msg);
+  r->delay_keys = false;
   ps_store_batch_destroy(&r->batch);
+  free(r->refresh_pos);
+  r->refresh_pos = NULL;
   ps_msg_clear(&r->msg);
   r->has_ident = r->has_out = false;
   r->nfr = 0;
@@ -92,9 +96,14 @@ static void record(ps_server *s, srv_req *r, bool ok) {
   }
 }
 
-/* Sends [ident][header][values?] (or hands it to the in-process sink), then frees r. */
+/* Sends [ident][header][keys?][values?] (or hands it to the in-process sink), then frees r. */
 void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
-  if (srv_delay_hold(s, r, rh, values)) return; /* --inject-delay-us: sent from the loop */
+  srv_reply_keys(s, r, rh, NULL, values);
+}
+
+void srv_reply_keys(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *keys,
+                    zmq_msg_t *values) {
+  if (srv_delay_hold(s, r, rh, keys, values)) return; /* --inject-delay-us: sent from the loop */
   if (r->exo_reg || r->exo_dups) srv_exo_replied(s, r, rh);
   rh->version = PS_WIRE_VERSION;
   rh->is_reply = true;
@@ -115,24 +124,29 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
       srv_req_free(s, r);
       return;
     }
-    s->traffic.bytes_out += hs + (values ? zmq_msg_size(values) : 0);
+    s->traffic.bytes_out +=
+        hs + (values ? zmq_msg_size(values) : 0) + (keys ? zmq_msg_size(keys) : 0);
     r->has_ident = false;
     /* ROUTER never blocks: a peer that is gone or past its HWM loses the reply. */
     if (zmq_msg_send(&r->ident, s->router, ZMQ_SNDMORE) < 0) {
       zmq_msg_close(&r->ident);
       zmq_msg_close(&hm);
       s->traffic.replies_dropped++;
-    } else if (zmq_msg_send(&hm, s->router, values ? ZMQ_SNDMORE : 0) < 0) {
+    } else if (zmq_msg_send(&hm, s->router, values || keys ? ZMQ_SNDMORE : 0) < 0) {
       zmq_msg_close(&hm);
+      s->traffic.replies_dropped++;
+    } else if (keys && zmq_msg_send(keys, s->router, values ? ZMQ_SNDMORE : 0) < 0) {
       s->traffic.replies_dropped++;
     } else if (values && zmq_msg_send(values, s->router, 0) < 0) {
       s->traffic.replies_dropped++;
     }
   } else {
     if (s->sink) {
-      const void *f[2] = {zmq_msg_data(&hm), values ? zmq_msg_data(values) : NULL};
-      size_t z[2] = {hs, values ? zmq_msg_size(values) : 0};
-      s->sink(s->sink_ctx, f, z, values ? 2 : 1);
+      const void *f[3] = {zmq_msg_data(&hm)};
+      size_t z[3] = {hs}, nf = 1;
+      if (keys) f[nf] = zmq_msg_data(keys), z[nf++] = zmq_msg_size(keys);
+      if (values) f[nf] = zmq_msg_data(values), z[nf++] = zmq_msg_size(values);
+      s->sink(s->sink_ctx, f, z, nf);
     }
     zmq_msg_close(&hm);
   }

@@ -10,6 +10,7 @@
  * inside a handler, so no handler re-enters another. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ps_log.h"
 #include "ps_server_int.h"
@@ -40,18 +41,26 @@ static void reply_finished(ps_server *s, srv_req *r) {
                     ps_status_str(r->st));
   } else if (r->task_kind == TK_PULL) {
     Ember__Header rh;
-    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
+    const bool refresh = r->h->op == EMBER__OP__OP_REFRESH;
+    ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
     rh.table_id = r->tab->spec.id;
     rh.count = r->msg.nkeys;
     rh.dim = r->tab->spec.dim;
     rh.step = r->h->step;
     rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
     r->has_out = false;
-    zmq_msg_t out;
+    zmq_msg_t out, pos;
     zmq_msg_init(&out);
     zmq_msg_move(&out, &r->out);
-    srv_reply(s, r, &rh, &out);
+    if (refresh) {
+      /* Its rows' positions in the request: the keys frame of a REFRESH reply. */
+      zmq_msg_init_size(&pos, r->msg.nkeys * sizeof(uint64_t));
+      if (r->msg.nkeys)
+        memcpy(zmq_msg_data(&pos), r->refresh_pos, r->msg.nkeys * sizeof(uint64_t));
+    }
+    srv_reply_keys(s, r, &rh, refresh ? &pos : NULL, &out);
     zmq_msg_close(&out);
+    if (refresh) zmq_msg_close(&pos);
   } else if (r->task_kind == TK_WARM) {
     /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
     Ember__Header rh;
@@ -101,8 +110,15 @@ bool srv_pull_ready(const srv_table *t, uint64_t step) {
   }
 }
 
-/* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). */
-void srv_start_pull(ps_server *s, srv_req *r) { srv_dispatch(s, r, TK_PULL); }
+/* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). A REFRESH
+ * keeps only its keys that changed since the rows its sender holds (ps_server_refresh.c). */
+void srv_start_pull(ps_server *s, srv_req *r) {
+  if (r->h->op == EMBER__OP__OP_REFRESH && srv_refresh_select(r) != PS_OK) {
+    srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory selecting a refresh's rows");
+    return;
+  }
+  srv_dispatch(s, r, TK_PULL);
+}
 
 void srv_release_waiters(ps_server *s, srv_table *t) {
   srv_req *r = t->wait_head, *keep_h = NULL, *keep_t = NULL;

@@ -146,6 +146,8 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
     e->spec = t->spec;
     e->applied_step = t->applied;
     e->pulls_deferred = t->deferred;
+    e->rows_refreshed = t->refreshed;
+    e->refreshes_full = t->refresh_full;
     e->step_known = t->step_init;
   }
   out->has_store = s->store != NULL;
@@ -244,13 +246,16 @@ static json_t *tables_json(const ps_server_stats *st) {
   for (size_t i = 0; i < st->ntables; i++) {
     const ps_server_table_stats *t = &st->tables[i];
     json_array_append_new(
-        tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)t->id,
+        tabs, json_pack("{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
+                        (json_int_t)t->id,
                         "name", t->spec.name, "dim", (json_int_t)t->spec.dim, "consistency",
                         ps_consistency_name(t->spec.consistency), "staleness",
                         (json_int_t)t->spec.staleness, "num_workers",
                         (json_int_t)t->spec.num_workers, "applied_step",
                         (json_int_t)t->applied_step, "pulls_deferred",
-                        (json_int_t)t->pulls_deferred, "step_known", (json_int_t)t->step_known));
+                        (json_int_t)t->pulls_deferred, "rows_refreshed",
+                        (json_int_t)t->rows_refreshed, "refreshes_full",
+                        (json_int_t)t->refreshes_full, "step_known", (json_int_t)t->step_known));
   }
   return tabs;
 }

@@ -57,6 +57,8 @@ void ps_train_config_default(ps_train_config *c) {
   c->wire = "f32";
   c->wire_f16 = false;
   c->prefetch = 2;
+  c->lookahead = "on";
+  c->lookahead_on = true;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -181,11 +183,38 @@ ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint
 }
 
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s) {
-  if (!s->pull) return PS_OK;
+  if (!s->pull && !s->look) return PS_OK;
   uint64_t t0 = ps_now_ns();
-  ps_status st = ps_client_wait(t->cl, &s->pull, &t->cerr);
+  /* The lookahead's rows first, then the refresh's over them: a client writes a reply's rows
+   * when it is waited for, so the order of the waits is the order of the writes. */
+  ps_status st = s->look ? ps_client_wait(t->cl, &s->look, &t->cerr) : PS_OK;
+  if (st == PS_OK && s->pull) st = ps_client_wait(t->cl, &s->pull, &t->cerr);
   t->t_pull += ps_train_since(t0);
+  t->rows_refreshed = ps_client_refreshed(t->cl);
   if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
+  return PS_OK;
+}
+
+/* --lookahead (sync): the slot's batch is pulled as of `step`, the step this worker is on and
+ * has not sent STEP for: a sync shard answers at once, with every step below it applied and
+ * this one not, so the pull overlaps this step's compute. */
+static ps_status slot_lookahead(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step) {
+  TRY(ps_train_slot_start(t, s, b, step));
+  s->look = s->pull;
+  s->pull = NULL;
+  return PS_OK;
+}
+
+/* After STEP(step) went out: the rows `step` changes of the lookahead's (any worker's pushes)
+ * are asked for as a REFRESH of step + 1, at once -- the shard holds it until step is applied,
+ * and the lookahead's own reply need not be in -- and waited for as its pull would be. The
+ * rows are then exactly that pull's (docs/DESIGN.md, "Lookahead pulls"). */
+static ps_status slot_refresh(ps_trainer *t, ps_train_slot *s) {
+  if (!s->look) return PS_OK;
+  ps_status st = ps_client_refresh_start(t->cl, PS_TRAIN_TABLE_ID, s->step + 1, s->step,
+                                         s->unique, s->nunique, s->rows, &s->pull, &t->cerr);
+  s->step++;
+  if (st != PS_OK) return ps_train_client_fail(t, "refresh", st);
   return PS_OK;
 }
 
@@ -336,12 +365,40 @@ static void ahead_drop(ps_trainer *t, ps_reader *r, bool wait) {
     if (a->req[i] && wait) (void)ps_client_wait(t->cl, &a->req[i], &t->cerr);
 }
 
+/* Adds a step's push and STEP requests (either may be NULL) to the flight and collects the
+ * oldest steps' replies until at most `keep` steps are left in it. In sync mode (window 0)
+ * every step's are collected at its end, as they always were; in ssp and async a failed push
+ * is then reported up to `window` steps late. Exactly-once holds either way: the client keeps
+ * each push's sequence number until its reply is collected. */
+static ps_status flight_add(ps_trainer *t, ps_client_req *push, ps_client_req *stepreq,
+                            int keep) {
+  ps_train_flight *f = &t->flight;
+  const int cap = PS_TRAIN_ASYNC_WINDOW + 1;
+  if (push || stepreq) {
+    int i = (f->head + f->n++) % cap;
+    f->push[i] = push;
+    f->step[i] = stepreq;
+  }
+  while (f->n > keep) {
+    ps_client_req **p = &f->push[f->head], **q = &f->step[f->head];
+    f->head = (f->head + 1) % cap;
+    f->n--;
+    ps_status st = *p ? ps_client_wait(t->cl, p, &t->cerr) : PS_OK;
+    if (st != PS_OK) {
+      if (*q) (void)ps_client_wait(t->cl, q, NULL);
+      return ps_train_client_fail(t, "push", st);
+    }
+    st = *q ? ps_client_wait(t->cl, q, &t->cerr) : PS_OK;
+    if (st != PS_OK) return ps_train_client_fail(t, "step", st);
+  }
+  return PS_OK;
+}
+
 /* Steps through the reader (after dropping `skip` batches) until it ends or --max-steps;
  * checkpoints and evaluates every N steps on the way; rank 0 prints progress. */
 static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t total_steps,
                             const ps_train_split *sp) {
   const ps_train_config *c = t->cfg;
-  ps_status st = PS_OK;
   /* A resumed run re-reads and drops the batches its checkpoint already trained on. */
   for (uint64_t i = 0; i < skip; i++) {
     ps_batch *b = NULL;
@@ -363,31 +420,41 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     ps_train_slot *s = &t->slots[cur], *nx = &t->slots[cur ^ 1];
     epoch = b->epoch;
     TRY(ps_train_slot_wait(t, s));
-    ps_client_req *push = NULL, *stepreq = NULL;
-    TRY(train_step(t, s, &push, &stepreq));
-
-    /* next batch's pull goes out now and overlaps the dense optimizer step */
-    ps_batch *nb = NULL;
-    st = next_batch_ahead(t, r, &nb);
-    if (st != PS_OK) return st;
     bool last = c->max_steps && t->step_this_run + 1 >= (uint64_t)c->max_steps;
     bool ckpt = c->checkpoint_dir && c->checkpoint_every &&
                 (t->step + 1) % (uint64_t)c->checkpoint_every == 0;
     bool eval = sp->eval_path && c->eval_every && (t->step + 1) % (uint64_t)c->eval_every == 0;
-    if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
-    else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    /* The next batch's pull: with --lookahead on, out now in sync, as of this step, and
+     * refreshed once this step's STEP is sent; with stale, in ssp:K (K >= 1) and async, out
+     * now as the next step's pull, whose rows then lack only this worker's own last step
+     * (within the bound); else sent after this step's STEP, overlapping the dense optimizer. */
+    const bool look = c->lookahead_on && c->consistency_mode == PS_CONS_SYNC;
+    const bool early = c->lookahead_stale && t->flight.window > 0;
+    ps_batch *nb = NULL;
+    if (look || early) {
+      TRY(next_batch_ahead(t, r, &nb));
+      const bool go = nb && !last && !ckpt && !eval;
+      if (go && look) TRY(slot_lookahead(t, nx, nb, t->step));
+      else if (go) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
+      else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    }
+    ps_client_req *push = NULL, *stepreq = NULL;
+    TRY(train_step(t, s, &push, &stepreq));
+    if (look) {
+      TRY(slot_refresh(t, nx));
+    } else if (!early) {
+      TRY(next_batch_ahead(t, r, &nb));
+      if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
+      else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
+    }
 
     uint64_t t0 = ps_now_ns();
     TRY(ps_dlrm_step(t->model, &t->dopt));
     TRY(ps_kern_sync(t->kern));
     t->t_opt += ps_train_since(t0);
     t0 = ps_now_ns();
-    if (push) {
-      st = ps_client_wait(t->cl, &push, &t->cerr);
-      if (st != PS_OK) return ps_train_client_fail(t, "push", st);
-    }
-    st = ps_client_wait(t->cl, &stepreq, &t->cerr);
-    if (st != PS_OK) return ps_train_client_fail(t, "step", st);
+    /* A checkpoint, an evaluation and the end need every push applied: no step left in flight. */
+    TRY(flight_add(t, push, stepreq, ckpt || eval || last ? 0 : t->flight.window));
     t->t_push_wait += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
     ps_reader_release(r, s->b);
@@ -404,7 +471,8 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
         PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
                 " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
     }
-    if (nb && !nx->pull && !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))
+    if (nb && !nx->pull && !nx->look &&
+        !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))
       TRY(ps_train_slot_start(t, nx, nb, t->step));
     if (t->rank == 0 && ps_train_since(t_last) >= c->progress_every) {
       ps_train_progress(t, t_start, total_steps, epoch);
@@ -413,9 +481,11 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     b = nb;
     cur ^= 1;
   }
+  TRY(flight_add(t, NULL, NULL, 0));
   /* stopped by --max-steps: a pull may be in flight for a batch we will not train on */
   for (int i = 0; i < 2; i++) {
     ps_train_slot *s = &t->slots[i];
+    if (s->look) (void)ps_client_wait(t->cl, &s->look, &t->cerr);
     if (s->pull) (void)ps_client_wait(t->cl, &s->pull, &t->cerr);
     if (s->b) ps_reader_release(r, s->b);
     s->b = NULL;
@@ -473,6 +543,12 @@ static ps_status setup(ps_trainer *t) {
   t->nkeys_max = c->batch * t->nbags;
   t->dopt = ps_dlrm_opt_default(c->dense_optimizer, (float)c->lr);
   TRY(alloc_slots(t));
+  /* --lookahead in ssp:K (K >= 1) and async: pushes and STEPs stay in flight K (async:
+   * PS_TRAIN_ASYNC_WINDOW) steps; sync and --lookahead off collect them every step. */
+  if (c->lookahead_on && c->consistency_mode != PS_CONS_SYNC)
+    t->flight.window = c->consistency_mode == PS_CONS_ASYNC ? PS_TRAIN_ASYNC_WINDOW
+                       : c->staleness < PS_TRAIN_ASYNC_WINDOW ? (int)c->staleness
+                                                              : PS_TRAIN_ASYNC_WINDOW;
   TRY(declare_table(t));
   TRY(ps_train_setup_collectives(t));
   return ps_train_metrics_start(t);
@@ -564,8 +640,8 @@ static ps_status run(ps_trainer *t) {
   if (have_eval) TRY(ps_train_evaluate(t, &sp, &er));
   uint64_t hash = 0;
   TRY(ps_train_check_replicas(t, &hash));
-  uint64_t counts[2] = {t->samples, t->bad_lines};
-  TRY(ps_train_allreduce_u64(t, counts, 2));
+  uint64_t counts[3] = {t->samples, t->bad_lines, t->rows_refreshed};
+  TRY(ps_train_allreduce_u64(t, counts, 3));
   if (t->rank == 0) TRY(ps_train_report_done(t, &er, have_eval, counts, secs, hash));
   return PS_OK;
 }

@@ -89,6 +89,10 @@ typedef struct ps_train_config {
   char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
   int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
   int failover_ms;                 /* replicated shards: the client's --failover-ms */
+  const char *lookahead;           /* off | on | stale */
+  bool lookahead_on;               /* on or stale: sync pulls each batch's rows a step early and
+                                    * refreshes them; ssp/async keep pushes in flight */
+  bool lookahead_stale;            /* stale: ssp/async also pull a step early (own step missing) */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

@@ -39,6 +39,8 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   ps_client_req *pull;
   uint64_t step;
   size_t cap;         /* keys unique/inverse/rows have room for */
+  ps_client_req *look; /* --lookahead: the pull of `step` whose rows `pull`, a REFRESH of
+                        * step + 1 (once sent), brings up to date */
 } ps_train_slot;
 
 /* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
@@ -51,6 +53,14 @@ typedef struct ps_train_ahead {
   ps_client_req *req[PS_TRAIN_MAX_PREFETCH + 1];
   int next;
 } ps_train_ahead;
+
+/* --lookahead in ssp and async: the push and STEP requests of the last steps, whose replies
+ * are collected up to `window` steps later (a FIFO) rather than at the end of their step. */
+#define PS_TRAIN_ASYNC_WINDOW 8 /* async: steps in flight; ssp:K: K */
+typedef struct ps_train_flight {
+  ps_client_req *push[PS_TRAIN_ASYNC_WINDOW + 1], *step[PS_TRAIN_ASYNC_WINDOW + 1];
+  int head, n, window;
+} ps_train_flight;
 
 typedef struct ps_trainer {
   const ps_train_config *cfg;
@@ -72,6 +82,7 @@ typedef struct ps_trainer {
   float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
   ps_train_slot slots[2];
   ps_train_ahead ahead;
+  ps_train_flight flight;
   int dim, batch, nkeys_max;
   int nbags, ndense;  /* the schema's categorical features and dense columns */
   uint64_t step;      /* steps done (global step, resumed runs included) */
@@ -83,8 +94,8 @@ typedef struct ps_trainer {
   /* Phase times of rank 0's loop (s). pull: waiting for pulled rows; push: sending the push
    * and STEP; push_wait: waiting for their replies. The wait on servers is pull + push_wait. */
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_push_wait, t_opt, t_eval;
-  /* Rows per step (issue 32): pulled from the servers, refreshed after a lookahead pull, and
-   * the worker's row cache; 0 where a feature is off. */
+  /* Rows per step (issue 32): pulled from the servers, refreshed after a lookahead pull
+   * (ps_client_refreshed), and the worker's row cache (not built: 0); 0 where a feature is off. */
   uint64_t rows_pulled, rows_refreshed, cache_hits, cache_lookups;
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
@@ -168,8 +179,9 @@ void ps_train_table_name(const ps_train_config *c, char *out, size_t n);
 ps_status ps_train_metrics_start(ps_trainer *t);
 void ps_train_metrics_update(ps_trainer *t, size_t n, double loss);
 void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, int epoch);
-/* Rank 0: the "done" and time lines, and --summary. counts = {samples, bad lines} of all ranks. */
+/* Rank 0: the "done" and time lines, and --summary. counts = {samples, bad lines, rows
+ * refreshed} of all ranks. */
 ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool have_eval,
-                               const uint64_t counts[2], double secs, uint64_t hash);
+                               const uint64_t counts[3], double secs, uint64_t hash);
 
 #endif

@@ -118,7 +118,8 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
 }
 
 static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool have_eval,
-                               uint64_t samples, uint64_t bad, double secs, uint64_t hash) {
+                               uint64_t samples, uint64_t bad, uint64_t refreshed, double secs,
+                               uint64_t hash) {
   const ps_train_config *c = t->cfg;
   json_t *j = json_object();
   json_object_set_new(j, "auc", have_eval && !isnan(er->auc) ? json_real(er->auc) : json_null());
@@ -144,6 +145,10 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   char hx[17];
   snprintf(hx, sizeof hx, "%016" PRIx64, hash);
   json_object_set_new(j, "dense_hash", json_string(hx));
+  /* --lookahead: rows the refreshes carried, all ranks; the row cache's counters (rank 0). */
+  json_object_set_new(j, "rows_refreshed", json_integer((json_int_t)refreshed));
+  json_object_set_new(j, "cache_hits", json_integer((json_int_t)t->cache_hits));
+  json_object_set_new(j, "cache_lookups", json_integer((json_int_t)t->cache_lookups));
   json_t *tm = json_object();
   json_object_set_new(tm, "data", json_real(t->t_data));
   json_object_set_new(tm, "pull", json_real(t->t_pull));
@@ -182,7 +187,7 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
 }
 
 ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool have_eval,
-                               const uint64_t counts[2], double secs, uint64_t hash) {
+                               const uint64_t counts[3], double secs, uint64_t hash) {
   const ps_train_config *c = t->cfg;
   double sps = secs > 0 ? (double)counts[0] / secs : 0;
   if (have_eval)
@@ -197,6 +202,6 @@ ps_status ps_train_report_done(ps_trainer *t, const ps_eval_result *er, bool hav
           "push_wait %.1fs optimizer %.1fs eval %.1fs (waiting on servers %.1fs)", t->t_data,
           t->t_pull, t->t_compute, t->t_allreduce, t->t_push, t->t_push_wait, t->t_opt,
           t->t_eval, wait_s(t));
-  if (c->summary) TRY(write_summary(t, er, have_eval, counts[0], counts[1], secs, hash));
+  if (c->summary) TRY(write_summary(t, er, have_eval, counts[0], counts[1], counts[2], secs, hash));
   return PS_OK;
 }

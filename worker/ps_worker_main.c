@@ -74,6 +74,12 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --wire: '%s' is not f32 or f16\n", c->wire);
     return -1;
   }
+  c->lookahead_on = !strcmp(c->lookahead, "on") || !strcmp(c->lookahead, "stale");
+  c->lookahead_stale = !strcmp(c->lookahead, "stale");
+  if (!c->lookahead_on && strcmp(c->lookahead, "off") != 0) {
+    fprintf(stderr, "ps-worker: --lookahead: '%s' is not off, on or stale\n", c->lookahead);
+    return -1;
+  }
   return 0;
 }
 
@@ -139,6 +145,7 @@ int main(int argc, char **argv) {
       {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
       {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
+      {"lookahead", 0, PS_CLI_STRING, &c.lookahead, "off|on|stale", "on: sync pulls the next batch's rows before this step's compute and then fetches only the rows this step changed (the same model); ssp and async collect push replies up to K (async 8) steps later (the same reads). stale: also, in ssp:K (K >= 1) and async, the next batch's pull goes before this step's compute, so its rows may lack this worker's own last step (docs/DESIGN.md, Lookahead pulls)", false, 0, 0},
       {"failover-ms", 0, PS_CLI_INT, &c.failover_ms, "N", "replicated shards (--servers 'U0|U1,...'): a replica moved to that does not connect within N ms is left for the next (docs/OPERATIONS.md, Replicated shards)", false, 50, 600000},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",

@@ -113,6 +113,7 @@ static void test_one_row_per_op(void **st) {
 static void test_rows_match_old_switches(void **st) {
   (void)st;
   for (int op = -2; op < ps_op_limit() + 30; op++) {
+    if (op == EMBER__OP__OP_REFRESH) continue; /* newer than the switches: test_refresh_row */
     const ps_op_info *o = ps_op_info_of(op);
     assert_string_equal(o->name, old_wire_name(op));
     assert_string_equal(ps_wire_op_name(op), old_wire_name(op));
@@ -139,5 +140,23 @@ static void test_rows_match_old_switches(void **st) {
   }
 }
 
+/* REFRESH (issue 32) came after the switches: a store read like PULL, re-sent like it, whose
+ * reply carries its rows' positions (keys frame) and the rows. */
+static void test_refresh_row(void **st) {
+  (void)st;
+  const ps_op_info *o = ps_op_info_of(EMBER__OP__OP_REFRESH);
+  const ps_op_info *p = ps_op_info_of(EMBER__OP__OP_PULL);
+  assert_string_equal(o->name, "REFRESH");
+  assert_string_equal(o->stat_name, "refresh");
+  assert_int_equal(o->kind, PS_OP_STORE);
+  assert_int_equal(o->forwarded, p->forwarded);
+  assert_int_equal(o->replica_local, p->replica_local);
+  assert_int_equal(o->unparked, p->unparked);
+  assert_int_equal(o->resend, p->resend);
+  assert_int_equal(o->resend_replicated, p->resend_replicated);
+  assert_int_equal(o->req_bulk, PS_OP_BULK_KEYS);
+  assert_int_equal(o->reply_bulk, PS_OP_BULK_KEYS | PS_OP_BULK_VALUES);
+}
+
 PS_TEST_MAIN("op", NULL, NULL, cmocka_unit_test(test_one_row_per_op),
-             cmocka_unit_test(test_rows_match_old_switches))
+             cmocka_unit_test(test_rows_match_old_switches), cmocka_unit_test(test_refresh_row))

@@ -320,17 +320,22 @@ static ps_status check_reply_with(Ember__Header *h, const ps_frame *bulk, size_t
   return s;
 }
 
+/* A reply header of `count` rows of dim d in table 3, and what its request expects. */
+static ps_wire_expect rows_reply(Ember__Header *h, Ember__Op op, uint64_t n, uint32_t d) {
+  ps_wire_header_init(h, op);
+  h->table_id = 3;
+  h->count = n;
+  h->dim = d;
+  return (ps_wire_expect){op, 3, n, d, EMBER__VALUE_TYPE__VT_F32};
+}
+
 static void test_reply_checks(void **st) {
   (void)st;
   enum { N = 4, D = 8 };
   float vals[N * D] = {0};
   ps_error e;
-  ps_wire_expect pull = {EMBER__OP__OP_PULL, 3, N, D, EMBER__VALUE_TYPE__VT_F32};
   Ember__Header h;
-  ps_wire_header_init(&h, EMBER__OP__OP_PULL);
-  h.table_id = 3;
-  h.count = N;
-  h.dim = D;
+  ps_wire_expect pull = rows_reply(&h, EMBER__OP__OP_PULL, N, D);
   ps_frame rows = {vals, sizeof vals};
   assert_int_equal(check_reply_with(&h, &rows, 1, &pull, &e), PS_OK);
   ps_frame short_rows = {vals, sizeof vals - 4};                        /* truncated values */
@@ -446,7 +451,50 @@ static void test_garbage_headers(void **st) {
   assert_int_equal(ps_wire_decode(NULL, 0, &m, NULL), PS_ERR_PROTO);
 }
 
-PS_TEST_MAIN("wire", NULL, NULL,
+/* REFRESH (issue 32): `since` only on a REFRESH request; its reply carries m <= n positions
+ * (keys frame) and m rows of the asked dim, type and table. */
+static void test_refresh_checks(void **st) {
+  (void)st;
+  enum { N = 4, D = 8 };
+  float vals[N * D] = {0};
+  uint64_t pos[N] = {0, 1, 2, 3};
+  ps_error e;
+  Ember__Header h;
+  ps_wire_expect want = rows_reply(&h, EMBER__OP__OP_REFRESH, N, D);
+  for (uint64_t m = 0; m <= N; m++) { /* any number of the rows asked for, none included */
+    h.count = m;
+    ps_frame two[2] = {{pos, m * sizeof(uint64_t)}, {vals, m * D * sizeof(float)}};
+    assert_int_equal(check_reply_with(&h, two, 2, &want, &e), PS_OK);
+  }
+  h.count = N + 1; /* more rows than asked for */
+  uint64_t pos5[N + 1] = {0};
+  float vals5[(N + 1) * D] = {0};
+  ps_frame more[2] = {{pos5, sizeof pos5}, {vals5, sizeof vals5}};
+  assert_int_equal(check_reply_with(&h, more, 2, &want, &e), PS_ERR_PROTO);
+  assert_non_null(strstr(e.msg, "REFRESH reply does not match the request"));
+  h.count = 2;
+  ps_frame rows_only = {vals, 2 * D * sizeof(float)}; /* the positions frame missing */
+  assert_int_equal(check_reply_with(&h, &rows_only, 1, &want, &e), PS_ERR_PROTO);
+  ps_frame bad_pos[2] = {{pos, 3 * sizeof(uint64_t)}, {vals, 2 * D * sizeof(float)}};
+  assert_int_equal(check_reply_with(&h, bad_pos, 2, &want, &e), PS_ERR_PROTO);
+  ps_frame ok[2] = {{pos, 2 * sizeof(uint64_t)}, {vals, 2 * D * sizeof(float)}};
+  h.dim = D / 2; /* another dim */
+  assert_int_equal(check_reply_with(&h, ok, 2, &want, &e), PS_ERR_PROTO);
+  h.dim = D;
+  h.since = 5; /* since on a reply */
+  assert_int_equal(check_reply_with(&h, ok, 2, &want, &e), PS_ERR_PROTO);
+  /* Requests: since on a REFRESH, not on a PULL. */
+  ps_wire_header_init(&h, EMBER__OP__OP_REFRESH);
+  h.table_id = 3;
+  h.count = N;
+  h.since = 7;
+  ps_frame keys = {pos, sizeof pos};
+  assert_int_equal(decode_with(&h, &keys, 1), PS_OK);
+  h.op = EMBER__OP__OP_PULL;
+  assert_int_equal(decode_with(&h, &keys, 1), PS_ERR_PROTO);
+}
+
+PS_TEST_MAIN("wire", NULL, NULL, cmocka_unit_test(test_refresh_checks),
     cmocka_unit_test(test_pull_roundtrip), cmocka_unit_test(test_push_roundtrip_unaligned),
     cmocka_unit_test(test_declare_roundtrip), cmocka_unit_test(test_rejections),
     cmocka_unit_test(test_garbage_headers), cmocka_unit_test(test_spec_conversion),

@@ -35,6 +35,8 @@ bad --max-bad-fraction 1.5
 bad --shuffle-buffer -1
 bad --wire f8
 bad --wire F16
+bad --lookahead yes
+bad --lookahead ON
 
 # Refusals that name a flag (and its path): input paths, the model's shape, the checkpoint
 # directory, --holdout (issue 17; each used to fail only after connecting, or not at all).
