@@ -57,6 +57,7 @@ void ps_train_config_default(ps_train_config *c) {
   c->wire = "f32";
   c->wire_f16 = false;
   c->prefetch = 2;
+  c->progressive_window = 100000;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -131,10 +132,10 @@ static ps_status alloc_slots(ps_trainer *t) {
   t->offsets = malloc(((size_t)t->batch * (size_t)t->nbags + 1) * sizeof *t->offsets);
   t->probs = malloc((size_t)t->batch * sizeof *t->probs);
   t->zero_dense = calloc((size_t)t->batch, sizeof *t->zero_dense);
-  t->host_grads = malloc((t->nparams + 1) * sizeof *t->host_grads);
+  t->host_grads = malloc((t->nparams + 2) * sizeof *t->host_grads);
   if (!t->offsets || !t->probs || !t->zero_dense || !t->host_grads) return PS_ERR_NOMEM;
   if (!t->kern->host_memory)
-    TRY(ps_kern_alloc(t->kern, (t->nparams + 1) * sizeof(float), (void **)&t->red_d));
+    TRY(ps_kern_alloc(t->kern, (t->nparams + 2) * sizeof(float), (void **)&t->red_d));
   return PS_OK;
 }
 
@@ -151,6 +152,7 @@ static void free_trainer(ps_trainer *t) {
   free(t->zero_dense);
   free(t->host_grads);
   if (t->red_d) ps_kern_free(t->kern, t->red_d);
+  ps_train_stream_free(t);
   ps_http_destroy(&t->http);
   ps_metrics_destroy(&t->reg);
   ps_coll_destroy(&t->coll);
@@ -216,12 +218,14 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     ps_train_fill_batch(t, s, &mb);
     float loss = 0;
     TRY(ps_dlrm_forward(t->model, &mb, &loss));
+    TRY(ps_train_stream_score(t, b)); /* progressive validation: scored before its update */
     TRY(ps_dlrm_backward(t->model, t->emb_grad));
     t->loss_sum += (double)loss * (double)n;
     t->last_loss = loss;
     t->loss_n += n;
   }
-  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot, summed over
+  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot (and rank 0's
+   * --checkpoint-every-s vote in a second, ps_train_stream.c), summed over
    * ranks in one allreduce, then ÷ N. Host backends reduce in host memory through Gloo;
    * device backends reduce in device memory through NCCL (red_d), never touching the host
    * but for the one float N. */
@@ -232,30 +236,33 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     else memset(red, 0, np * sizeof(float));
     for (size_t i = 0; i < np; i++) red[i] *= (float)n;
     red[np] = (float)n;
+    red[np + 1] = ps_train_stream_vote(t);
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    ps_status ar = ps_train_allreduce(t, red, np + 1);
+    ps_status ar = ps_train_allreduce(t, red, np + 2);
     if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
     t->t_allreduce += ps_train_since(t0);
     t0 = ps_now_ns();
     total = red[np];
+    ps_train_stream_agree(t, red[np + 1]);
     float inv = total > 0 ? (float)(1.0 / total) : 0.0f;
     for (size_t i = 0; i < np; i++) g[i] = red[i] * inv;
   } else {
-    float nf = (float)n;
+    float nf[2] = {(float)n, ps_train_stream_vote(t)};
     if (n > 0) TRY(ps_kern_copy(t->kern, t->red_d, g, np * sizeof(float)));
     else TRY(ps_kern_memset0(t->kern, t->red_d, np * sizeof(float)));
-    TRY(ps_kern_scale(t->kern, np, nf, t->red_d));
-    TRY(ps_kern_to_device(t->kern, t->red_d + np, &nf, sizeof nf));
+    TRY(ps_kern_scale(t->kern, np, nf[0], t->red_d));
+    TRY(ps_kern_to_device(t->kern, t->red_d + np, nf, sizeof nf));
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    ps_status ar = ps_train_allreduce(t, t->red_d, np + 1);
+    ps_status ar = ps_train_allreduce(t, t->red_d, np + 2);
     if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
-    float tot = 0; /* reading N waits for the allreduce (and the backward before it) */
-    TRY(ps_kern_to_host(t->kern, &tot, t->red_d + np, sizeof tot));
+    float tot[2] = {0, 0}; /* reading N waits for the allreduce (and the backward before it) */
+    TRY(ps_kern_to_host(t->kern, tot, t->red_d + np, sizeof tot));
+    ps_train_stream_agree(t, tot[1]);
     t->t_allreduce += ps_train_since(t0);
     t0 = ps_now_ns();
-    total = tot;
+    total = tot[0];
     TRY(ps_kern_copy(t->kern, g, t->red_d, np * sizeof(float)));
     TRY(ps_kern_scale(t->kern, np, total > 0 ? (float)(1.0 / total) : 0.0f, g));
   }
@@ -366,8 +373,8 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     st = next_batch_ahead(t, r, &nb);
     if (st != PS_OK) return st;
     bool last = c->max_steps && t->step_this_run + 1 >= (uint64_t)c->max_steps;
-    bool ckpt = c->checkpoint_dir && c->checkpoint_every &&
-                (t->step + 1) % (uint64_t)c->checkpoint_every == 0;
+    bool ckpt = c->checkpoint_dir && ((c->checkpoint_every &&
+                (t->step + 1) % (uint64_t)c->checkpoint_every == 0) || t->strm.ckpt_due);
     bool eval = sp->eval_path && c->eval_every && (t->step + 1) % (uint64_t)c->eval_every == 0;
     if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
     else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
@@ -385,6 +392,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     if (st != PS_OK) return ps_train_client_fail(t, "step", st);
     t->t_push += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
+    ps_train_stream_step_done(t, s->b);
     ps_reader_release(r, s->b);
     s->b = NULL;
     t->step++;
@@ -470,6 +478,7 @@ static ps_status setup(ps_trainer *t) {
   TRY(alloc_slots(t));
   TRY(declare_table(t));
   TRY(ps_train_setup_collectives(t));
+  TRY(ps_train_stream_start(t));
   return ps_train_metrics_start(t);
 }
 
@@ -480,7 +489,8 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
   uint64_t total = 0;
   int64_t lpe = ps_reader_lines_per_epoch(r);
   uint64_t lines = 0;
-  if (lpe < 0 && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
+  bool once = c->train_stream || c->follow_input; /* read once, or not yet whole: no count */
+  if (lpe < 0 && !once && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
     lpe = (int64_t)(sp->train_end ? sp->train_end : lines);
   uint64_t round = (uint64_t)c->batch * (uint64_t)t->world;
   if (lpe > 0) total = ((uint64_t)lpe + round - 1) / round * (uint64_t)c->epochs;
@@ -524,10 +534,11 @@ static ps_status run(ps_trainer *t) {
     t->step = skip;
     t->ckpt_step = skip;
     t->have_ckpt = true;
+    ps_train_stream_resume_plan(t, &skip); /* a recorded input position: no batch to drop */
   }
 
   ps_reader *r = NULL;
-  TRY(ps_train_open_reader(t, c->train, c->epochs, 0, sp.train_end, (size_t)c->shuffle_buffer, &r));
+  TRY(ps_train_stream_open_train(t, &sp, &r));
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
@@ -559,6 +570,7 @@ static ps_status run(ps_trainer *t) {
   if (have_eval) TRY(ps_train_evaluate(t, &sp, &er));
   uint64_t hash = 0;
   TRY(ps_train_check_replicas(t, &hash));
+  TRY(ps_train_stream_finish(t));
   uint64_t counts[2] = {t->samples, t->bad_lines};
   TRY(ps_train_allreduce_u64(t, counts, 2));
   if (t->rank == 0) TRY(ps_train_report_done(t, &er, have_eval, counts, secs, hash));

@@ -16,6 +16,7 @@
 #ifndef PS_TRAIN_H
 #define PS_TRAIN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -89,6 +90,16 @@ typedef struct ps_train_config {
   char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
   int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
   int failover_ms;                 /* replicated shards: the client's --failover-ms */
+  /* Streaming input and progressive validation (ps_train_stream.c; docs/TRAINING.md): */
+  bool follow_input;               /* --train grows: at its end wait for more lines */
+  double input_idle_s;             /* a stream or followed file ends after S s with no data (0:
+                                    * never) */
+  double checkpoint_every_s;       /* also a checkpoint every S seconds (0: off) */
+  int64_t progressive_window;      /* scored samples in the rolling AUC/logloss (0: off) */
+  const char *progressive_dump;    /* every (score, label) scored by this rank, as text */
+  const volatile sig_atomic_t *stop; /* a signal handler's flag: a stream or followed file ends
+                                    * at its next line (ps-worker: SIGINT, SIGTERM) */
+  bool train_stream;               /* set by ps_train_config_check: --train is "-" or a FIFO */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

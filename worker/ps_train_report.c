@@ -38,6 +38,7 @@ ps_status ps_train_metrics_start(ps_trainer *t) {
     const char *pv[] = {rank, k_phases[i]};
     TRY(ps_metric_series(f, pv, &t->m_phase[i]));
   }
+  if (t->strm.cap) TRY(ps_train_stream_metrics(t));
   TRY(ps_metrics_add_process(t->reg));
   ps_error err;
   const char *bind = t->cfg->metrics_bind ? t->cfg->metrics_bind : "127.0.0.1";
@@ -66,13 +67,22 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
   double el = ps_train_since(t_start);
   double sps = el > 0 ? (double)t->samples * t->world / el : 0;
   double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
+  char prog[128];
+  ps_train_stream_progress(t, prog, sizeof prog);
+  if (t->cfg->train_stream || t->cfg->follow_input) { /* by time: no end to estimate */
+    PS_INFO("step %" PRIu64 "  %.0f s  %" PRIu64 " samples  %.0f samples/s  loss %.5f%s", t->step,
+            el, t->samples * (uint64_t)t->world, sps, loss, prog);
+    t->loss_sum = 0;
+    t->loss_n = 0;
+    return;
+  }
   char eta[32] = "?";
   if (total_steps && t->step > 0 && t->step <= total_steps) {
     double per = el / (double)t->step_this_run;
     snprintf(eta, sizeof eta, "%.0fs", per * (double)(total_steps - t->step));
   }
-  PS_INFO("step %" PRIu64 "%s%" PRIu64 " epoch %d  %.0f samples/s  loss %.5f  ETA %s", t->step,
-          total_steps ? "/" : "", total_steps, epoch + 1, sps, loss, eta);
+  PS_INFO("step %" PRIu64 "%s%" PRIu64 " epoch %d  %.0f samples/s  loss %.5f  ETA %s%s", t->step,
+          total_steps ? "/" : "", total_steps, epoch + 1, sps, loss, eta, prog);
   t->loss_sum = 0;
   t->loss_n = 0;
 }
@@ -113,6 +123,7 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   json_object_set_new(tm, "optimizer", json_real(t->t_opt));
   json_object_set_new(tm, "eval", json_real(t->t_eval));
   json_object_set_new(j, "seconds_rank0", tm);
+  ps_train_stream_summary(t, j);
   int rc = json_dump_file(j, c->summary, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(j);
   if (rc != 0) {

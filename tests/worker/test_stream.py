@@ -1,0 +1,204 @@
+"""ps-worker on a stream (issue 34, item 1), sync 1 worker x 1 server, file order:
+(1) the same lines through stdin (a pipe) and through a named pipe train the model the file
+    trains: the same dense hash and sample count;
+(2) progressive validation: the summary's rolling AUC and logloss equal scikit-learn's (and
+    numpy's clipped logloss) over the last --progressive-window scores of --progressive-dump;
+    every sample was scored once;
+(3) kill -9 mid-stream on a growing file (--follow-input) with --checkpoint-every-s: the
+    checkpoint records the input position (data lines = step x batch, bytes = that line's
+    offset in the file), --resume continues exactly there (nothing re-read and dropped), trains
+    the remaining lines exactly once and ends with the uninterrupted run's dense hash;
+(4) refusals, exit 2 in one line: --epochs 2 or --holdout with a stream, --checkpoint-every-s
+    without --checkpoint-dir, --follow-input on a gzip file.
+Servers and workers are started here (not through ember-local) to feed stdin, own the FIFO
+and kill the worker by its PID."""
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, os.path.dirname(__file__))
+import harness as h
+
+BATCH = 256
+SMALL = ["--mlp-bot", "13-16-8", "--mlp-top", "16-1", "--emb-dim", "8", "--threads", "1",
+         "--batch", str(BATCH), "--shuffle-buffer", "0", "--progress-every", "30"]
+
+
+def start_server(d, name, ckroot=None):
+    p, url = h.start_server(["--data-dir", os.path.join(d, name), "--log-level", "warn"] +
+                            (["--checkpoint-root", ckroot] if ckroot else []))
+    assert url, "server did not start"
+    return p, url
+
+
+stop = h.stop
+
+
+def worker(url, args, summary, stdin=None, feed=None, timeout=300):
+    """ps-worker with --servers url; feed(bytes) is written to its stdin and closed."""
+    p = subprocess.Popen([f"{h.BIN}/ps-worker", "--servers", url, "--summary", summary] + SMALL +
+                         args, stdin=subprocess.PIPE if feed is not None else stdin,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=False)
+    out, _ = p.communicate(input=feed, timeout=timeout)
+    out = out.decode(errors="replace")
+    js = json.load(open(summary)) if p.returncode == 0 else {}
+    return p.returncode, js, out
+
+
+def fresh_run(d, tag, args, **kw):
+    srv, url = start_server(d, f"srv-{tag}")
+    try:
+        return worker(url, args, os.path.join(d, f"{tag}.json"), **kw)
+    finally:
+        stop(srv)
+
+
+r = h.Results()
+with tempfile.TemporaryDirectory() as d:
+    train, _, _ = h.datagen(d, 6000, 10, seed=3)
+    data = open(train, "rb").read()
+    lines = data.splitlines(keepends=True)
+    N = len(lines)
+
+    # (1) file, stdin, FIFO: the same model
+    rc, ref, out = fresh_run(d, "file", ["--train", train])
+    r.check("file run", rc == 0, out[-1500:] if rc else "")
+    rc, sin, out = fresh_run(d, "stdin", ["--train", "-"], feed=data)
+    r.check("--train - (a pipe on stdin) trains the file's model",
+            rc == 0 and sin.get("dense_hash") == ref.get("dense_hash") and sin["samples"] == N,
+            out[-1500:] if rc else f"{sin.get('dense_hash')} vs {ref.get('dense_hash')}")
+    fifo = os.path.join(d, "train.fifo")
+    os.mkfifo(fifo)
+    dump = os.path.join(d, "scores.txt")
+
+    def write_fifo():
+        with open(fifo, "wb") as f:  # waits for the worker to open it
+            for i in range(0, N, 500):
+                f.write(b"".join(lines[i:i + 500]))
+                f.flush()
+    wr = threading.Thread(target=write_fifo, daemon=True)
+    wr.start()
+    rc, ff, out = fresh_run(d, "fifo", ["--train", fifo, "--progressive-window", "3000",
+                                        "--progressive-dump", dump])
+    wr.join(timeout=30)
+    r.check("--train FIFO trains the file's model",
+            rc == 0 and ff.get("dense_hash") == ref.get("dense_hash") and ff["samples"] == N,
+            out[-1500:] if rc else f"{ff.get('dense_hash')} vs {ref.get('dense_hash')}")
+
+    # (2) progressive validation against scikit-learn on the dumped scores
+    if rc == 0:
+        sc = np.loadtxt(dump)
+        p, y = sc[-3000:, 0], sc[-3000:, 1]
+        auc = roc_auc_score(y, p)
+        q = np.clip(p, 1e-7, 1 - 1e-7)
+        ll = float(-np.mean(y * np.log(q) + (1 - y) * np.log1p(-q)))
+        pr = ff["progressive"]
+        r.check("every sample scored once", len(sc) == N and pr["samples"] == 3000,
+                f"{len(sc)} scores, window {pr['samples']}")
+        r.check("progressive AUC = sklearn's over the window", abs(pr["auc"] - auc) < 1e-9,
+                f"{pr['auc']:.12f} vs {auc:.12f}")
+        r.check("progressive logloss = numpy's over the window", abs(pr["logloss"] - ll) < 1e-9,
+                f"{pr['logloss']:.12f} vs {ll:.12f}")
+        r.check("labels dumped are the file's",
+                [int(l.split(b"\t")[0]) for l in lines] == [int(v) for v in sc[:, 1]])
+
+    # (3) kill -9 mid-stream on a growing file, then --resume at the recorded position
+    grow = os.path.join(d, "grow.tsv")
+    ck = os.path.join(d, "ckpt")
+    os.makedirs(ck)
+    srv, url = start_server(d, "srv-kill", ck)
+    try:
+        open(grow, "wb").close()
+        w = subprocess.Popen([f"{h.BIN}/ps-worker", "--servers", url, "--train", grow,
+                              "--follow-input", "--checkpoint-dir", ck, "--checkpoint-every-s",
+                              "0.3"] + SMALL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        latest = os.path.join(ck, "latest")
+        step_of = lambda: int(open(latest).read().strip().split("-")[1]) if os.path.exists(latest) else 0
+        at, t0 = 0, time.time()
+        # about 2 batches every 0.1 s, until a checkpoint past step 4 exists and half is written
+        while at < N and time.time() - t0 < 60 and (at < N // 2 or step_of() < 4):
+            with open(grow, "ab") as f:
+                f.write(b"".join(lines[at:at + 2 * BATCH]))
+            at = min(N, at + 2 * BATCH)
+            time.sleep(0.1)
+        time.sleep(0.3)
+        w.send_signal(signal.SIGKILL)
+        w.wait(timeout=30)
+        ck_step = step_of()
+        with open(grow, "ab") as f:
+            f.write(b"".join(lines[at:]))
+        pos = {}
+        if ck_step:
+            for l in open(os.path.join(ck, f"step-{ck_step}", "input")):
+                if "=" in l and not l.startswith("#"):
+                    k, v = l.strip().split("=", 1)
+                    pos[k] = v
+        L = int(pos.get("lines", -1))
+        r.check("killed mid-stream after a checkpoint", 0 < ck_step and at < N,
+                f"checkpoint step {ck_step}, {at} of {N} lines written")
+        r.check("the checkpoint records the input position",
+                L == ck_step * BATCH and int(pos.get("bytes", -1)) == len(b"".join(lines[:L])),
+                f"{pos}, step {ck_step}")
+        # The trained lines are overwritten in place by bad ones of the same length: a resume
+        # that re-read them (and dropped its batches) would count them as bad.
+        if L > 0:
+            with open(grow, "r+b") as f:
+                f.write(b"".join(b"x" * (len(l) - 1) + b"\n" for l in lines[:L]))
+        rc, res, out = worker(url, ["--train", grow, "--follow-input", "--input-idle-s", "1",
+                                    "--checkpoint-dir", ck, "--resume"],
+                              os.path.join(d, "resumed.json"))
+        r.check("resume continues at the recorded line, reading nothing before it",
+                rc == 0 and f"continues at data line {L} " in out and res["bad_lines"] == 0,
+                out[-1500:] if rc else f"bad lines {res['bad_lines']}")
+        r.check("the rest trained exactly once", rc == 0 and res["samples"] == N - L,
+                f"{res.get('samples')} samples after line {L} of {N}")
+        r.check("resumed model = the uninterrupted run's",
+                res.get("dense_hash") == ref.get("dense_hash"),
+                f"{res.get('dense_hash')} vs {ref.get('dense_hash')}")
+    finally:
+        if "w" in dir() and w.poll() is None:
+            w.kill()
+        stop(srv)
+
+    # SIGTERM ends a followed file's run cleanly: all it read trained, summary written
+    srv, url = start_server(d, "srv-term")
+    try:
+        summ = os.path.join(d, "term.json")
+        w = subprocess.Popen([f"{h.BIN}/ps-worker", "--servers", url, "--train", train,
+                              "--follow-input", "--summary", summ] + SMALL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(3)
+        w.send_signal(signal.SIGTERM)
+        out, _ = w.communicate(timeout=30)
+        js = json.load(open(summ)) if w.returncode == 0 else {}
+        r.check("SIGTERM ends --follow-input: exit 0, every line trained",
+                w.returncode == 0 and js.get("samples") == N and
+                js.get("dense_hash") == ref.get("dense_hash"), out[-1500:] if w.returncode else "")
+    finally:
+        if w.poll() is None:
+            w.kill()
+        stop(srv)
+
+    # (4) refusals
+    def refused(args, want):
+        rc, o, e = h.tool("ps-worker", ["--servers", "tcp://127.0.0.1:1"] + args, timeout=30)
+        lines_ = e.strip().splitlines()
+        return rc == 2 and len(lines_) == 1 and want in e, f"rc {rc}: {e.strip()}"
+    r.check("--epochs 2 with a stream", *refused(["--train", "-", "--epochs", "2"], "one epoch"))
+    r.check("--holdout with a FIFO", *refused(["--train", fifo, "--holdout", "10"], "--holdout"))
+    r.check("--checkpoint-every-s without --checkpoint-dir",
+            *refused(["--train", train, "--checkpoint-every-s", "5"], "needs --checkpoint-dir"))
+    gz = os.path.join(d, "t.tsv.gz")
+    with gzip.open(gz, "wb") as f:
+        f.write(data[:1000])
+    r.check("--follow-input on gzip", *refused(["--train", gz, "--follow-input"], "plain text"))
+r.finish()
