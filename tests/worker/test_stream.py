@@ -188,6 +188,48 @@ with tempfile.TemporaryDirectory() as d:
             w.kill()
         stop(srv)
 
+    # (5) deploy/kafka-train with a stand-in kcat (no broker here) that prints the topic's lines
+    # from the -o offset it is given: a run stopped after 10 steps commits offset 10 x batch
+    # beside its checkpoint; the restart resumes there and trains the rest exactly once.
+    ck2 = os.path.join(d, "ckpt-kafka")
+    os.makedirs(ck2)
+    fake = os.path.join(d, "kcat")
+    kcat_log = os.path.join(d, "kcat.log")
+    with open(fake, "w") as f:
+        f.write(f'''#!/usr/bin/python3
+import sys
+a = sys.argv[1:]
+off = int(a[a.index("-o") + 1])
+open({kcat_log!r}, "a").write(" ".join(a) + "\\n")
+try:
+    sys.stdout.buffer.writelines(open({train!r}, "rb").readlines()[off:])
+    sys.stdout.flush()
+except BrokenPipeError:
+    pass
+''')
+    os.chmod(fake, 0o755)
+    srv, url = start_server(d, "srv-kafka", ck2)
+    try:
+        wrap = [os.path.join(h.SRC, "deploy", "kafka-train"), "--brokers", "127.0.0.1:9", "--topic",
+                "clicks", "--checkpoint-dir", ck2, "--exit-at-end", "--kcat", fake, "--worker",
+                f"{h.BIN}/ps-worker", "--poll-s", "0.2", "--", "--servers", url] + SMALL
+        rc1, out1 = h.run(wrap + ["--max-steps", "10", "--summary", os.path.join(d, "k1.json")], 120)
+        off1 = open(os.path.join(ck2, "kafka-offset")).read().split() if rc1 == 0 else []
+        r.check("kafka-train commits the offset its checkpoint holds",
+                off1 == ["clicks", "0", str(10 * BATCH)], out1[-1500:] if off1 == [] else str(off1))
+        rc2, out2 = h.run(wrap + ["--summary", os.path.join(d, "k2.json")], 120)
+        k2 = json.load(open(os.path.join(d, "k2.json"))) if rc2 == 0 else {}
+        starts = [l.split("-o ")[1].split()[0] for l in open(kcat_log)]
+        off2 = open(os.path.join(ck2, "kafka-offset")).read().split()
+        r.check("kafka-train restarts kcat at the committed offset and ends at the topic's end",
+                starts == ["0", str(10 * BATCH)] and off2 == ["clicks", "0", str(N)],
+                f"kcat -o {starts}, committed {off2}")
+        r.check("kafka-train: every message trained once, the file's model",
+                k2.get("samples") == N - 10 * BATCH and k2.get("dense_hash") == ref.get("dense_hash"),
+                out2[-1500:] if rc2 else f"{k2.get('samples')} {k2.get('dense_hash')}")
+    finally:
+        stop(srv)
+
     # (4) refusals
     def refused(args, want):
         rc, o, e = h.tool("ps-worker", ["--servers", "tcp://127.0.0.1:1"] + args, timeout=30)
