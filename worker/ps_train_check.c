@@ -179,8 +179,8 @@ static ps_status check_header(const char *flag, const char *path, const ps_schem
 
 /* --train as a stream ("-" or a named pipe) or a growing file (--follow-input): read once, so
  * nothing that reads it twice or to its end: one epoch, no --holdout (the tail of a stream is
- * not there yet); --follow-input follows a plain text file. */
-static ps_status check_stream(const ps_train_config *c, ps_error *err) {
+ * not there yet), no --prefetch; --follow-input follows a plain text file. */
+static ps_status check_stream(ps_train_config *c, ps_error *err) {
   const char *what = c->train_stream ? "a stream" : "followed (--follow-input)";
   if (c->epochs > 1)
     return ps_error_set(err, PS_ERR_INVALID, "--epochs %d: --train %s is %s, read once: one "
@@ -189,6 +189,9 @@ static ps_status check_stream(const ps_train_config *c, ps_error *err) {
     return ps_error_set(err, PS_ERR_INVALID, "--holdout: --train %s is %s, whose end is not "
                         "there yet: evaluate with --test FILE (progressive validation needs "
                         "neither)", c->train, what);
+  /* The loop reads --prefetch batches ahead of the one it trains: on a stream that holds the
+   * N batches that came last until N more come. Off: a batch waits for one more only. */
+  c->prefetch = 0;
   if (c->train_stream) return PS_OK;
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   ps_input_format fmt;

@@ -16,11 +16,13 @@ import gzip
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -120,15 +122,25 @@ with tempfile.TemporaryDirectory() as d:
         open(grow, "wb").close()
         w = subprocess.Popen([f"{h.BIN}/ps-worker", "--servers", url, "--train", grow,
                               "--follow-input", "--checkpoint-dir", ck, "--checkpoint-every-s",
-                              "0.3"] + SMALL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              "0.3"] + SMALL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        up = threading.Event()
+
+        def watch():  # the worker is up once it says what it trains on (slow on a busy machine)
+            for l in w.stdout:
+                if "training on" in l:
+                    up.set()
+        threading.Thread(target=watch, daemon=True).start()
         latest = os.path.join(ck, "latest")
         step_of = lambda: int(open(latest).read().strip().split("-")[1]) if os.path.exists(latest) else 0
+        up.wait(60)
         at, t0 = 0, time.time()
-        # about 2 batches every 0.1 s, until a checkpoint past step 4 exists and half is written
-        while at < N and time.time() - t0 < 60 and (at < N // 2 or step_of() < 4):
+        # a batch every 0.1 s, until half is written and a checkpoint past step 3 exists, never
+        # all of it (the rest is written after the kill)
+        while at < N - 2 * BATCH and time.time() - t0 < 60 and (at < N // 2 or step_of() < 3):
             with open(grow, "ab") as f:
-                f.write(b"".join(lines[at:at + 2 * BATCH]))
-            at = min(N, at + 2 * BATCH)
+                f.write(b"".join(lines[at:at + BATCH]))
+            at += BATCH
             time.sleep(0.1)
         time.sleep(0.3)
         w.send_signal(signal.SIGKILL)
@@ -169,16 +181,44 @@ with tempfile.TemporaryDirectory() as d:
             w.kill()
         stop(srv)
 
-    # SIGTERM ends a followed file's run cleanly: all it read trained, summary written
+    # SIGTERM ends a followed file's run cleanly: all it read trained, summary written; while it
+    # waits for more lines, /metrics shows the progressive figures
     srv, url = start_server(d, "srv-term")
     try:
         summ = os.path.join(d, "term.json")
+        sk = socket.socket()
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+        sk.close()
         w = subprocess.Popen([f"{h.BIN}/ps-worker", "--servers", url, "--train", train,
-                              "--follow-input", "--summary", summ] + SMALL,
+                              "--follow-input", "--summary", summ] + SMALL +
+                             ["--metrics-port", str(port), "--progress-every", "0.05",
+                              "--progressive-dump", os.path.join(d, "term.txt")],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(3)
+        vals, t0 = {}, time.time()
+        # until half the lines trained and the window refreshed (bounded)
+        while time.time() - t0 < 60 and w.poll() is None:
+            time.sleep(0.2)
+            try:
+                met = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            except OSError:
+                continue
+            vals = {l.split()[0]: float(l.split()[1]) for l in met.splitlines()
+                    if l.startswith(("ember_worker_progressive_", "ember_worker_samples_total"))}
+            if vals.get('ember_worker_samples_total{rank="0"}', 0) >= N // 2 and \
+                    vals.get('ember_worker_progressive_auc{rank="0"}', 0) > 0:
+                break
         w.send_signal(signal.SIGTERM)
         out, _ = w.communicate(timeout=30)
+        # the gauge is the window's AUC at its last refresh: that of the first k scores, k a
+        # whole number of batches (the window, 100000, holds them all)
+        sc = np.loadtxt(os.path.join(d, "term.txt")) if w.returncode == 0 else np.zeros((0, 2))
+        g = vals.get('ember_worker_progressive_auc{rank="0"}', -1)
+        ks = [k for k in range(BATCH, len(sc) + 1, BATCH)
+              if len(set(sc[:k, 1])) == 2 and abs(roc_auc_score(sc[:k, 1], sc[:k, 0]) - g) < 1e-9]
+        r.check("/metrics has the rolling progressive AUC (sklearn's over the scores so far)",
+                len(ks) > 0 and 'ember_worker_progressive_logloss{rank="0"}' in vals,
+                f"{vals}, = the first {ks[:1]} scores'")
         js = json.load(open(summ)) if w.returncode == 0 else {}
         r.check("SIGTERM ends --follow-input: exit 0, every line trained",
                 w.returncode == 0 and js.get("samples") == N and
@@ -230,7 +270,12 @@ except BrokenPipeError:
     finally:
         stop(srv)
 
-    # (4) refusals
+    # (4) refusals; a gzip stream is refused at its first bytes (exit 1: a run-time failure)
+    rc, _, out = fresh_run(d, "gz", ["--train", "-"], feed=gzip.compress(data[:5000]))
+    err = [l for l in out.splitlines() if "ERROR" in l]
+    r.check("a gzip stream is refused", rc == 1 and "the stream is gzip" in out,
+            err[0][-160:] if err else out[-800:])
+
     def refused(args, want):
         rc, o, e = h.tool("ps-worker", ["--servers", "tcp://127.0.0.1:1"] + args, timeout=30)
         lines_ = e.strip().splitlines()
