@@ -1,17 +1,23 @@
-"""ps-worker on a stream (issue 34, item 1), sync 1 worker x 1 server, file order:
+"""ps-worker on a stream (issue 34, item 1), sync, file order (1 worker x 1 server unless said):
 (1) the same lines through stdin (a pipe) and through a named pipe train the model the file
     trains: the same dense hash and sample count;
 (2) progressive validation: the summary's rolling AUC and logloss equal scikit-learn's (and
     numpy's clipped logloss) over the last --progressive-window scores of --progressive-dump;
-    every sample was scored once;
+    every sample was scored once; /metrics' gauge is sklearn's AUC of the scores up to its
+    last refresh;
 (3) kill -9 mid-stream on a growing file (--follow-input) with --checkpoint-every-s: the
     checkpoint records the input position (data lines = step x batch, bytes = that line's
-    offset in the file), --resume continues exactly there (nothing re-read and dropped), trains
-    the remaining lines exactly once and ends with the uninterrupted run's dense hash;
+    offset in the file), --resume continues exactly there (the lines before it, overwritten
+    with bad ones, are never read), trains the remaining lines exactly once and ends with the
+    uninterrupted run's dense hash; SIGTERM ends a followed file's run with exit 0;
+(5) deploy/kafka-train with a stand-in kcat: the offset committed is the checkpoint's, and a
+    restart trains the rest exactly once (the file's model);
+(6) 2 workers: checkpoints by time at positions step x 2 x batch, and a resume from one ends
+    with the uninterrupted 2-worker model;
 (4) refusals, exit 2 in one line: --epochs 2 or --holdout with a stream, --checkpoint-every-s
-    without --checkpoint-dir, --follow-input on a gzip file.
-Servers and workers are started here (not through ember-local) to feed stdin, own the FIFO
-and kill the worker by its PID."""
+    without --checkpoint-dir, --follow-input on a gzip file; a gzip stream fails (exit 1).
+Servers and workers are started here (but for (6), through ember-local) to feed stdin, own
+the FIFO and kill the worker by its PID."""
 import gzip
 import json
 import os
@@ -269,6 +275,29 @@ except BrokenPipeError:
                 out2[-1500:] if rc2 else f"{k2.get('samples')} {k2.get('dense_hash')}")
     finally:
         stop(srv)
+
+    # (6) 2 workers: --checkpoint-every-s (rank 0's vote in the allreduce) checkpoints, each at
+    # position step x 2 x batch (both ranks read every line), and a resume from a middle one
+    # ends with the uninterrupted 2-worker model
+    two = ["--train", train] + SMALL[:-6] + ["--batch", "128", "--shuffle-buffer", "0"]
+    full2, _ = h.train(1, 2, two)
+    ck3, sd3 = os.path.join(d, "ckpt2w"), os.path.join(d, "srv2w")
+    part, _ = h.train(1, 2, two + ["--checkpoint-dir", ck3, "--checkpoint-every-s", "0.02",
+                                   "--max-steps", "16"], data_dir=sd3)
+    steps = sorted(int(n[5:]) for n in os.listdir(ck3) if n.startswith("step-"))
+    pos_ok = all(open(os.path.join(ck3, f"step-{k}", "input")).read().count(f"lines={k * 256}\n")
+                 for k in steps)
+    r.check("2 workers: checkpoints by time, each at step x 2 x batch lines",
+            len(steps) >= 2 and pos_ok, f"steps {steps}")
+    if steps:
+        mid = steps[len(steps) // 2]
+        with open(os.path.join(ck3, "latest"), "w") as f:
+            f.write(f"step-{mid}\n")
+        res2, out = h.train(1, 2, two + ["--checkpoint-dir", ck3, "--resume"], data_dir=sd3)
+        r.check("2 workers: resume at the position = the uninterrupted model",
+                f"continues at data line {mid * 256} " in out and
+                res2["dense_hash"] == full2["dense_hash"] and res2["samples"] == N - mid * 256,
+                f"{res2['dense_hash']} vs {full2['dense_hash']}, {res2['samples']} samples")
 
     # (4) refusals; a gzip stream is refused at its first bytes (exit 1: a run-time failure)
     rc, _, out = fresh_run(d, "gz", ["--train", "-"], feed=gzip.compress(data[:5000]))
