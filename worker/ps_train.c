@@ -369,8 +369,8 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     TRY(train_step(t, s, &push, &stepreq));
 
     /* next batch's pull goes out now and overlaps the dense optimizer step */
-    ps_batch *nb = NULL;
-    st = next_batch_ahead(t, r, &nb);
+    ps_batch *nb = NULL; /* none after a stop the ranks agreed on (ps_train_stream.c) */
+    st = t->strm.stop_due ? PS_OK : next_batch_ahead(t, r, &nb);
     if (st != PS_OK) return st;
     bool last = c->max_steps && t->step_this_run + 1 >= (uint64_t)c->max_steps;
     bool ckpt = c->checkpoint_dir && ((c->checkpoint_every &&

@@ -63,6 +63,7 @@ typedef struct ps_train_stream {
   double auc, logloss;      /* of the window at the last refresh (NaN: none yet) */
   uint64_t t_refresh, t_ckpt; /* when metrics were last refreshed; the last checkpoint (rank 0) */
   bool ckpt_due;            /* this step's checkpoint, as the allreduce agreed */
+  bool stop_due;            /* a rank was told to stop: no batch after this step */
   bool pos_exact;           /* batches carry their input position (file order, text or binary) */
   uint64_t in_line, in_byte; /* the input position after the last trained batch */
   bool have_pos;            /* ... when pos_exact and a batch was trained or resumed from */

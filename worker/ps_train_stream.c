@@ -15,7 +15,9 @@
  *
  * --checkpoint-every-s. Ranks must checkpoint at the same step, and their clocks do not agree:
  * rank 0 alone decides, and its "now" travels in a spare slot of the step's gradient
- * allreduce, which every rank runs anyway, so the agreement costs no message. */
+ * allreduce, which every rank runs anyway, so the agreement costs no message. A stop signal
+ * (SIGINT, SIGTERM on a stream) travels in the same slot: the ranks that got it say so, and
+ * every rank reads no further batch after that step, so all stop at the same step. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -82,13 +84,25 @@ static void refresh(ps_train_stream *s) {
   s->logloss = ps_eval_logloss(s->win_p, s->win_y, s->len, 1e-7);
 }
 
+/* 1 from rank 0 for "checkpoint now", 2 from every rank that was told to stop: the sum says
+ * both to every rank (exact in a float for any world up to 2^23). */
 float ps_train_stream_vote(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
-  if (t->rank != 0 || c->checkpoint_every_s <= 0 || !c->checkpoint_dir) return 0.0f;
-  return ps_train_since(t->strm.t_ckpt) >= c->checkpoint_every_s ? 1.0f : 0.0f;
+  float v = c->stop && *c->stop ? 2.0f : 0.0f;
+  if (t->rank == 0 && c->checkpoint_every_s > 0 && c->checkpoint_dir &&
+      ps_train_since(t->strm.t_ckpt) >= c->checkpoint_every_s)
+    v += 1.0f;
+  return v;
 }
 
-void ps_train_stream_agree(ps_trainer *t, float votes) { t->strm.ckpt_due = votes > 0.5f; }
+void ps_train_stream_agree(ps_trainer *t, float votes) {
+  long v = lrintf(votes);
+  t->strm.ckpt_due = (v & 1) != 0;
+  if (v >= 2 && !t->strm.stop_due && t->rank == 0)
+    PS_INFO("stopping after step %" PRIu64 " (a stop signal): the final checkpoint and summary "
+            "follow", t->step + 1);
+  t->strm.stop_due = t->strm.stop_due || v >= 2;
+}
 
 void ps_train_stream_step_done(ps_trainer *t, const ps_batch *b) {
   ps_train_stream *s = &t->strm;

@@ -77,13 +77,14 @@ static int parse_names(ps_train_config *c) {
   return 0;
 }
 
-/* SIGINT / SIGTERM with a stream or --follow-input: the input ends at its next line, so the
- * run trains what it read, takes its final checkpoint and writes its summary (the default
- * action would lose everything since the last checkpoint). */
+/* SIGINT / SIGTERM with a stream or --follow-input: the ranks stop at the next step they all
+ * take (or the input ends, when none is coming), take the final checkpoint and write the
+ * summary (the default action would lose everything since the last checkpoint). A second
+ * signal has its default action. */
 static volatile sig_atomic_t g_stop;
 static void on_stop(int sig) {
-  (void)sig;
   g_stop = 1;
+  signal(sig, SIG_DFL);
 }
 
 int main(int argc, char **argv) {

@@ -9,7 +9,8 @@
     checkpoint records the input position (data lines = step x batch, bytes = that line's
     offset in the file), --resume continues exactly there (the lines before it, overwritten
     with bad ones, are never read), trains the remaining lines exactly once and ends with the
-    uninterrupted run's dense hash; SIGTERM ends a followed file's run with exit 0;
+    uninterrupted run's dense hash; SIGTERM ends a followed file's run with exit 0, at the
+    position its summary records;
 (5) deploy/kafka-train with a stand-in kcat: the offset committed is the checkpoint's, and a
     restart trains the rest exactly once (the file's model);
 (6) 2 workers: checkpoints by time at positions step x 2 x batch, and a resume from one ends
@@ -187,7 +188,7 @@ with tempfile.TemporaryDirectory() as d:
             w.kill()
         stop(srv)
 
-    # SIGTERM ends a followed file's run cleanly: all it read trained, summary written; while it
+    # SIGTERM ends a followed file's run cleanly at a step: summary written; while it
     # waits for more lines, /metrics shows the progressive figures
     srv, url = start_server(d, "srv-term")
     try:
@@ -226,9 +227,10 @@ with tempfile.TemporaryDirectory() as d:
                 len(ks) > 0 and 'ember_worker_progressive_logloss{rank="0"}' in vals,
                 f"{vals}, = the first {ks[:1]} scores'")
         js = json.load(open(summ)) if w.returncode == 0 else {}
-        r.check("SIGTERM ends --follow-input: exit 0, every line trained",
-                w.returncode == 0 and js.get("samples") == N and
-                js.get("dense_hash") == ref.get("dense_hash"), out[-1500:] if w.returncode else "")
+        r.check("SIGTERM ends --follow-input: exit 0, what it trained = the position it records",
+                w.returncode == 0 and N // 2 <= js.get("samples", 0) <= N and
+                js.get("samples") == js.get("input", {}).get("lines"),
+                out[-1500:] if w.returncode else f"{js.get('samples')} {js.get('input')}")
     finally:
         if w.poll() is None:
             w.kill()

@@ -96,8 +96,8 @@ typedef struct ps_reader_opts {
   /* Streams (ps_reader_stream.c). `stream`: path is "-" (stdin) or a named pipe: read once, in
    * order, as plain text (epochs 1, no rewind, no shuffle). `follow`: a regular text file that
    * grows: at its end the reader waits for more lines. Either ends at the writer's end (a
-   * stream), after idle_s seconds without a new byte (0: never), or when *stop turns non-zero
-   * (a signal handler's flag; NULL: never). Neither waits for a round of look-ahead: a batch
+   * stream), after idle_s seconds without a new byte (0: never), or once *stop is non-zero (a
+   * signal handler's flag; NULL: never) and no data is waiting. Neither waits for a round of look-ahead: a batch
    * goes out once its lines are read (last_in_epoch stays 0). */
   int stream, follow;
   double idle_s;

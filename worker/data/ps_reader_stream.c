@@ -7,7 +7,11 @@
  * ps_reader_destroy's) within POLL_MS: a blocking read(2) would hold the reader thread until
  * the writer wrote again, and destroy would hang on its join. The input ends (read returns 0)
  * when a pipe's writer closes it, after idle_s without a byte, or on a stop flag; a partial
- * last line is then read as a line, as at a file's end. */
+ * last line is then read as a line, as at a file's end.
+ *
+ * The caller's stop flag (a signal) ends the input only when no data is there to read: while
+ * data flows, ps-worker's ranks agree on the step to stop at instead (ps_train_stream.c), since
+ * each rank reading on to its own last line would give the ranks different step counts. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -26,9 +30,7 @@ int ps_data_is_stream(const char *path) {
   return strcmp(path, "-") == 0 || (stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode));
 }
 
-static int stopped(const ps_reader *r) {
-  return __atomic_load_n(&r->stop, __ATOMIC_RELAXED) || (r->o.stop && *r->o.stop);
-}
+static int destroying(const ps_reader *r) { return __atomic_load_n(&r->stop, __ATOMIC_RELAXED); }
 
 /* A stream is text: a first chunk in gzip or Ember's binary format is refused, since neither
  * can be parsed as lines (a gzip stream: zcat it into the pipe). */
@@ -45,7 +47,7 @@ static int sniff_bad(ps_reader *r, const char *p, size_t n) {
 ssize_t ps_reader_stream_read(ps_reader *r, char *dst, size_t n) {
   uint64_t idle_from = ps_now_ns();
   for (;;) {
-    if (stopped(r)) return 0;
+    if (destroying(r)) return 0;
     if (r->o.stream) {
       struct pollfd pf = {.fd = r->fd, .events = POLLIN};
       int k = poll(&pf, 1, POLL_MS);
@@ -69,7 +71,8 @@ ssize_t ps_reader_stream_read(ps_reader *r, char *dst, size_t n) {
     /* a followed file's current end: wait for its writer */
     struct timespec ts = {0, POLL_MS * 1000000L};
     nanosleep(&ts, NULL);
-  idle:
+  idle: /* the caller's stop ends the input only while none comes: see the top of the file */
+    if (r->o.stop && *r->o.stop) return 0;
     if (r->o.idle_s > 0 && ps_ns_to_s(ps_now_ns() - idle_from) >= r->o.idle_s) return 0;
   }
 }
