@@ -224,8 +224,8 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     t->last_loss = loss;
     t->loss_n += n;
   }
-  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot (and rank 0's
-   * --checkpoint-every-s vote in a second, ps_train_stream.c), summed over
+  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot (and in a
+   * second the ranks' checkpoint and stop votes, ps_train_stream.c), summed over
    * ranks in one allreduce, then ÷ N. Host backends reduce in host memory through Gloo;
    * device backends reduce in device memory through NCCL (red_d), never touching the host
    * but for the one float N. */

@@ -203,11 +203,12 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
  * (counted from that stream's start) or a file's (from its first data line). */
 static ps_status save_input(ps_trainer *t, const char *dir) {
   if (!t->strm.have_pos) return PS_OK;
-  char path[4200], text[5000];
+  char path[4200], text[9000], abs[4096];
   TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_INPUT));
+  const char *train = t->cfg->train_stream || !realpath(t->cfg->train, abs) ? t->cfg->train : abs;
   int len = snprintf(text, sizeof text, "# ps-worker: how far into --train this checkpoint "
                      "trained\ntrain=%s\nstream=%d\nlines=%" PRIu64 "\nbytes=%" PRIu64 "\n",
-                     t->cfg->train, t->cfg->train_stream, t->strm.in_line, t->strm.in_byte);
+                     train, t->cfg->train_stream, t->strm.in_line, t->strm.in_byte);
   ps_error werr;
   if (len < 0 || (size_t)len >= sizeof text ||
       ps_kvfile_write(path, text, (size_t)len, &werr) != PS_OK) {
@@ -231,6 +232,8 @@ static ps_status load_input(ps_trainer *t, const char *dir) {
     return st;
   }
   const char *l = ps_kvfile_get(kv, "lines"), *b = ps_kvfile_get(kv, "bytes");
+  const char *f = ps_kvfile_get(kv, "train");
+  snprintf(t->strm.in_train, sizeof t->strm.in_train, "%s", f ? f : "");
   if (l && b) {
     t->strm.in_line = strtoull(l, NULL, 10);
     t->strm.in_byte = strtoull(b, NULL, 10);

@@ -67,6 +67,7 @@ typedef struct ps_train_stream {
   bool pos_exact;           /* batches carry their input position (file order, text or binary) */
   uint64_t in_line, in_byte; /* the input position after the last trained batch */
   bool have_pos;            /* ... when pos_exact and a batch was trained or resumed from */
+  char in_train[4096];      /* resumed: the --train the checkpoint's position is in (absolute) */
   uint64_t start_line, start_byte; /* where this run's reader starts (a resumed position) */
   ps_series *m_auc, *m_logloss, *m_lines;
   ps_eval_result all;       /* every rank's windows together, at the end (ps_train_stream_finish) */

@@ -20,6 +20,7 @@
  * every rank reads no further batch after that step, so all stop at the same step. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,7 +222,14 @@ void ps_train_stream_resume_plan(ps_trainer *t, uint64_t *skip) {
     s->in_line = s->in_byte = 0;
     return;
   }
-  bool seekable = s->have_pos && c->epochs == 1 && (c->follow_input || !c->shuffle_buffer) &&
+  char abs[4096];
+  bool same = realpath(c->train, abs) && strcmp(abs, s->in_train) == 0;
+  if (s->have_pos && !same && t->rank == 0)
+    PS_WARN("--resume: the checkpoint's position is in %s, not --train %s: reading --train from "
+            "its start and dropping the %" PRIu64 " batches trained, as without a position",
+            s->in_train, c->train, *skip);
+  bool seekable = s->have_pos && same && c->epochs == 1 &&
+                  (c->follow_input || !c->shuffle_buffer) &&
                   ps_data_detect(c->train, &fmt) == PS_OK && fmt == PS_INPUT_TSV;
   if (!seekable) return; /* re-read and drop *skip batches, as ever */
   s->start_line = s->in_line;
