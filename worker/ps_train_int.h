@@ -58,7 +58,6 @@ typedef struct ps_train_ahead {
 typedef struct ps_train_stream {
   float *win_p, *win_y;     /* [cap] scores and labels, a ring */
   size_t cap, len, at;
-  uint64_t scored;          /* this rank's samples scored so far */
   FILE *dump;               /* --progressive-dump */
   double auc, logloss;      /* of the window at the last refresh (NaN: none yet) */
   uint64_t t_refresh, t_ckpt; /* when metrics were last refreshed; the last checkpoint (rank 0) */

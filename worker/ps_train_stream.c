@@ -73,7 +73,6 @@ ps_status ps_train_stream_score(ps_trainer *t, const ps_batch *b) {
     }
     if (s->dump) fprintf(s->dump, "%.9g %d\n", t->probs[i], b->labels[i] != 0.0f);
   }
-  s->scored += b->n;
   return PS_OK;
 }
 

@@ -26,7 +26,7 @@ start_server() {
     > "$tmp/srv.out" 2>&1 &
   srv_pid=$!
   for _ in $(seq 1 200); do
-    url="$(sed -n 's/.*listening on //p' "$tmp/srv.out")"
+    url="$(sed -n 's/.*listening on //p' "$tmp/srv.out" 2>/dev/null)"
     [ -n "$url" ] && return 0
     sleep 0.05
   done
