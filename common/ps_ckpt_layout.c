@@ -20,6 +20,7 @@ static const char *const file_names[] = {
     [PS_CKPT_DENSE] = "dense.bin",
     [PS_CKPT_SCHEMA] = "schema.json",
     [PS_CKPT_SHARDS] = "shards",
+    [PS_CKPT_INPUT] = "input",
 };
 
 static const char *const shard_suffix[] = {

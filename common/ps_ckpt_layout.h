@@ -8,6 +8,8 @@
  *     config                      the flags that fix the model (a ps_kvfile)
  *     dense.bin                   the dense state (worker/model/ps_dense_file.h)
  *     schema.json                 the run's JSON schema, copied
+ *     input                       how far into --train it trained (lines, bytes; a ps_kvfile;
+ *                                 only for a run in file order)
  *     shards/                     the shards' directory: the root a server checkpoints into
  *       shard-I/, shard-I.json    shard I's committed snapshot and its metadata
  *       shard-I.staging/, .json   the same, prepared and not yet committed (ps-server)
@@ -31,6 +33,7 @@ typedef enum ps_ckpt_file {
   PS_CKPT_DENSE,
   PS_CKPT_SCHEMA,
   PS_CKPT_SHARDS,
+  PS_CKPT_INPUT, /* the --train position the checkpoint trained up to (ps-worker, a ps_kvfile) */
 } ps_ckpt_file;
 
 /* What of one shard under the shards' directory. */
@@ -42,7 +45,8 @@ typedef enum ps_ckpt_shard_part {
   PS_CKPT_SHARD_BUILD,        /* shard-I.build */
 } ps_ckpt_shard_part;
 
-/* The name of file f in a step directory ("config", "dense.bin", "schema.json", "shards"). */
+/* The name of file f in a step directory ("config", "dense.bin", "schema.json", "shards",
+ * "input"). */
 const char *ps_ckpt_file_name(ps_ckpt_file f);
 
 /* "step-N" into out. */

@@ -59,6 +59,7 @@ void ps_train_config_default(ps_train_config *c) {
   c->prefetch = 2;
   c->lookahead = "on";
   c->lookahead_on = true;
+  c->progressive_window = 100000;
 }
 
 ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
@@ -136,10 +137,10 @@ static ps_status alloc_slots(ps_trainer *t) {
   t->offsets = malloc(((size_t)t->batch * (size_t)t->nbags + 1) * sizeof *t->offsets);
   t->probs = malloc((size_t)t->batch * sizeof *t->probs);
   t->zero_dense = calloc((size_t)t->batch, sizeof *t->zero_dense);
-  t->host_grads = malloc((t->nparams + 1) * sizeof *t->host_grads);
+  t->host_grads = malloc((t->nparams + 2) * sizeof *t->host_grads);
   if (!t->offsets || !t->probs || !t->zero_dense || !t->host_grads) return PS_ERR_NOMEM;
   if (!t->kern->host_memory)
-    TRY(ps_kern_alloc(t->kern, (t->nparams + 1) * sizeof(float), (void **)&t->red_d));
+    TRY(ps_kern_alloc(t->kern, (t->nparams + 2) * sizeof(float), (void **)&t->red_d));
   return PS_OK;
 }
 
@@ -156,6 +157,7 @@ static void free_trainer(ps_trainer *t) {
   free(t->zero_dense);
   free(t->host_grads);
   if (t->red_d) ps_kern_free(t->kern, t->red_d);
+  ps_train_stream_free(t);
   ps_http_destroy(&t->http);
   ps_metrics_destroy(&t->reg);
   ps_coll_destroy(&t->coll);
@@ -249,12 +251,14 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     ps_train_fill_batch(t, s, &mb);
     float loss = 0;
     TRY(ps_dlrm_forward(t->model, &mb, &loss));
+    TRY(ps_train_stream_score(t, b)); /* progressive validation: scored before its update */
     TRY(ps_dlrm_backward(t->model, t->emb_grad));
     t->loss_sum += (double)loss * (double)n;
     t->last_loss = loss;
     t->loss_n += n;
   }
-  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot, summed over
+  /* Dense grads × n_r (the sum-of-losses gradient) with n_r in one extra slot (and in a
+   * second the ranks' checkpoint and stop votes, ps_train_stream.c), summed over
    * ranks in one allreduce, then ÷ N. Host backends reduce in host memory through Gloo;
    * device backends reduce in device memory through NCCL (red_d), never touching the host
    * but for the one float N. */
@@ -265,30 +269,33 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
     else memset(red, 0, np * sizeof(float));
     for (size_t i = 0; i < np; i++) red[i] *= (float)n;
     red[np] = (float)n;
+    red[np + 1] = ps_train_stream_vote(t);
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    ps_status ar = ps_train_allreduce(t, red, np + 1);
+    ps_status ar = ps_train_allreduce(t, red, np + 2);
     if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
     t->t_allreduce += ps_train_since(t0);
     t0 = ps_now_ns();
     total = red[np];
+    ps_train_stream_agree(t, red[np + 1]);
     float inv = total > 0 ? (float)(1.0 / total) : 0.0f;
     for (size_t i = 0; i < np; i++) g[i] = red[i] * inv;
   } else {
-    float nf = (float)n;
+    float nf[2] = {(float)n, ps_train_stream_vote(t)};
     if (n > 0) TRY(ps_kern_copy(t->kern, t->red_d, g, np * sizeof(float)));
     else TRY(ps_kern_memset0(t->kern, t->red_d, np * sizeof(float)));
-    TRY(ps_kern_scale(t->kern, np, nf, t->red_d));
-    TRY(ps_kern_to_device(t->kern, t->red_d + np, &nf, sizeof nf));
+    TRY(ps_kern_scale(t->kern, np, nf[0], t->red_d));
+    TRY(ps_kern_to_device(t->kern, t->red_d + np, nf, sizeof nf));
     t->t_compute += ps_train_since(t0);
     t0 = ps_now_ns();
-    ps_status ar = ps_train_allreduce(t, t->red_d, np + 1);
+    ps_status ar = ps_train_allreduce(t, t->red_d, np + 2);
     if (ar != PS_OK) return ps_train_coll_fail(t, "allreduce of the dense gradients", ar);
-    float tot = 0; /* reading N waits for the allreduce (and the backward before it) */
-    TRY(ps_kern_to_host(t->kern, &tot, t->red_d + np, sizeof tot));
+    float tot[2] = {0, 0}; /* reading N waits for the allreduce (and the backward before it) */
+    TRY(ps_kern_to_host(t->kern, tot, t->red_d + np, sizeof tot));
+    ps_train_stream_agree(t, tot[1]);
     t->t_allreduce += ps_train_since(t0);
     t0 = ps_now_ns();
-    total = tot;
+    total = tot[0];
     TRY(ps_kern_copy(t->kern, g, t->red_d, np * sizeof(float)));
     TRY(ps_kern_scale(t->kern, np, total > 0 ? (float)(1.0 / total) : 0.0f, g));
   }
@@ -428,8 +435,11 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
      * refreshed once this step's STEP is sent; with stale, in ssp:K (K >= 1) and async, out
      * now as the next step's pull, whose rows then lack only this worker's own last step
      * (within the bound); else sent after this step's STEP, overlapping the dense optimizer. */
-    const bool look = c->lookahead_on && c->consistency_mode == PS_CONS_SYNC;
-    const bool early = c->lookahead_stale && t->flight.window > 0;
+    /* Not for a stream or a followed file: reading batch t+1 before step t's compute would
+     * hold the step until more input arrives. */
+    const bool live = c->train_stream || c->follow_input;
+    const bool look = c->lookahead_on && c->consistency_mode == PS_CONS_SYNC && !live;
+    const bool early = c->lookahead_stale && t->flight.window > 0 && !live;
     ps_batch *nb = NULL;
     if (look || early) {
       TRY(next_batch_ahead(t, r, &nb));
@@ -440,10 +450,18 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     }
     ps_client_req *push = NULL, *stepreq = NULL;
     TRY(train_step(t, s, &push, &stepreq));
+    /* A checkpoint by time is agreed in train_step's allreduce (ps_train_stream.c). A lookahead
+     * already sent stays valid: its refresh is answered once this step is applied, before the
+     * checkpoint starts, and a checkpoint changes no row. */
+    ckpt = ckpt || (c->checkpoint_dir && t->strm.ckpt_due);
+    /* A stop agreed in the same allreduce (a signal): the batch read ahead is not trained; its
+     * slot is released (and any pull of it collected) after the loop. */
+    if ((look || early) && t->strm.stop_due) nb = NULL;
     if (look) {
       TRY(slot_refresh(t, nx));
     } else if (!early) {
-      TRY(next_batch_ahead(t, r, &nb));
+      /* none after a stop the ranks agreed on (ps_train_stream.c) */
+      if (!t->strm.stop_due) TRY(next_batch_ahead(t, r, &nb));
       if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
       else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
     }
@@ -457,6 +475,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     TRY(flight_add(t, push, stepreq, ckpt || eval || last ? 0 : t->flight.window));
     t->t_push_wait += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
+    ps_train_stream_step_done(t, s->b);
     ps_reader_release(r, s->b);
     s->b = NULL;
     t->step++;
@@ -551,6 +570,7 @@ static ps_status setup(ps_trainer *t) {
                                                               : PS_TRAIN_ASYNC_WINDOW;
   TRY(declare_table(t));
   TRY(ps_train_setup_collectives(t));
+  TRY(ps_train_stream_start(t));
   return ps_train_metrics_start(t);
 }
 
@@ -561,7 +581,8 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
   uint64_t total = 0;
   int64_t lpe = ps_reader_lines_per_epoch(r);
   uint64_t lines = 0;
-  if (lpe < 0 && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
+  bool once = c->train_stream || c->follow_input; /* read once, or not yet whole: no count */
+  if (lpe < 0 && !once && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
     lpe = (int64_t)(sp->train_end ? sp->train_end : lines);
   uint64_t round = (uint64_t)c->batch * (uint64_t)t->world;
   if (lpe > 0) total = ((uint64_t)lpe + round - 1) / round * (uint64_t)c->epochs;
@@ -605,10 +626,11 @@ static ps_status run(ps_trainer *t) {
     t->step = skip;
     t->ckpt_step = skip;
     t->have_ckpt = true;
+    ps_train_stream_resume_plan(t, &skip); /* a recorded input position: no batch to drop */
   }
 
   ps_reader *r = NULL;
-  TRY(ps_train_open_reader(t, c->train, c->epochs, 0, sp.train_end, (size_t)c->shuffle_buffer, &r));
+  TRY(ps_train_stream_open_train(t, &sp, &r));
   uint64_t total = 0;
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
@@ -640,6 +662,7 @@ static ps_status run(ps_trainer *t) {
   if (have_eval) TRY(ps_train_evaluate(t, &sp, &er));
   uint64_t hash = 0;
   TRY(ps_train_check_replicas(t, &hash));
+  TRY(ps_train_stream_finish(t));
   uint64_t counts[3] = {t->samples, t->bad_lines, t->rows_refreshed};
   TRY(ps_train_allreduce_u64(t, counts, 3));
   if (t->rank == 0) TRY(ps_train_report_done(t, &er, have_eval, counts, secs, hash));

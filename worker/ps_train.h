@@ -16,6 +16,7 @@
 #ifndef PS_TRAIN_H
 #define PS_TRAIN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -93,6 +94,16 @@ typedef struct ps_train_config {
   bool lookahead_on;               /* on or stale: sync pulls each batch's rows a step early and
                                     * refreshes them; ssp/async keep pushes in flight */
   bool lookahead_stale;            /* stale: ssp/async also pull a step early (own step missing) */
+  /* Streaming input and progressive validation (ps_train_stream.c; docs/TRAINING.md): */
+  bool follow_input;               /* --train grows: at its end wait for more lines */
+  double input_idle_s;             /* a stream or followed file ends after S s with no data (0:
+                                    * never) */
+  double checkpoint_every_s;       /* also a checkpoint every S seconds (0: off) */
+  int64_t progressive_window;      /* scored samples in the rolling AUC/logloss (0: off) */
+  const char *progressive_dump;    /* every (score, label) scored by this rank, as text */
+  const volatile sig_atomic_t *stop; /* a signal handler's flag: a stream or followed file ends
+                                    * at its next line (ps-worker: SIGINT, SIGTERM) */
+  bool train_stream;               /* set by ps_train_config_check: --train is "-" or a FIFO */
 } ps_train_config;
 
 void ps_train_config_default(ps_train_config *c);

@@ -27,9 +27,10 @@
 #include "ps_train_int.h"
 
 /* A file ps-worker will read: exists, is a regular file, opens for reading. A FIFO, a device
- * or a socket is refused: the worker reads its inputs more than once (counting the lines,
+ * or a socket is refused: the worker reads these inputs more than once (counting the lines,
  * each epoch, the evaluation), and opening a FIFO waits for a writer while /dev/zero never
- * ends a line, so either hung with no output. Streaming input is for a later issue. */
+ * ends a line, so either hung with no output. --train alone may be a stream ("-" or a FIFO,
+ * check_train): it is read once, and not opened here, since that would wait for its writer. */
 static ps_status check_input(const char *flag, const char *path, ps_error *err) {
   struct stat sb;
   if (stat(path, &sb) != 0)
@@ -43,8 +44,8 @@ static ps_status check_input(const char *flag, const char *path, ps_error *err) 
                        : S_ISSOCK(sb.st_mode) ? "a socket"
                                               : "not a regular file";
     return ps_error_set(err, PS_ERR_INVALID,
-                        "%s %s: is %s; ps-worker reads a regular file (several times: it "
-                        "cannot stream a pipe or a device yet): write the data to a file first",
+                        "%s %s: is %s; ps-worker reads a regular file here (several times; "
+                        "only --train may be a stream: '-' or a named pipe)",
                         flag, path, kind);
   }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -176,6 +177,30 @@ static ps_status check_header(const char *flag, const char *path, const ps_schem
   return PS_OK;
 }
 
+/* --train as a stream ("-" or a named pipe) or a growing file (--follow-input): read once, so
+ * nothing that reads it twice or to its end: one epoch, no --holdout (the tail of a stream is
+ * not there yet), no --prefetch; --follow-input follows a plain text file. */
+static ps_status check_stream(ps_train_config *c, ps_error *err) {
+  const char *what = c->train_stream ? "a stream" : "followed (--follow-input)";
+  if (c->epochs > 1)
+    return ps_error_set(err, PS_ERR_INVALID, "--epochs %d: --train %s is %s, read once: one "
+                        "epoch only", c->epochs, c->train, what);
+  if (!c->test && c->holdout > 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--holdout: --train %s is %s, whose end is not "
+                        "there yet: evaluate with --test FILE (progressive validation needs "
+                        "neither)", c->train, what);
+  /* The loop reads --prefetch batches ahead of the one it trains: on a stream that holds the
+   * N batches that came last until N more come. Off: a batch waits for one more only. */
+  c->prefetch = 0;
+  if (c->train_stream) return PS_OK;
+  if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
+  ps_input_format fmt;
+  if (ps_data_detect(c->train, &fmt) != PS_OK || fmt != PS_INPUT_TSV)
+    return ps_error_set(err, PS_ERR_INVALID, "--follow-input: --train %s is not a plain text "
+                        "file (gzip and binary files do not grow line by line)", c->train);
+  return PS_OK;
+}
+
 void ps_train_config_free(ps_train_config *c) { ps_schema_destroy(&c->schema_obj); }
 
 /* --dcn-rank -1 (auto) as the model resolves it, so that the checkpoint's config, the summary
@@ -188,9 +213,15 @@ static void resolve_rank(ps_train_config *c) {
 ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
   if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
   if (load_schema(c, err) != PS_OK) return PS_ERR_INVALID;
-  if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
+  c->train_stream = ps_data_is_stream(c->train);
+  if (c->train_stream || c->follow_input) {
+    if (check_stream(c, err) != PS_OK) return PS_ERR_INVALID;
+  } else if (check_input("--train", c->train, err) != PS_OK) {
+    return PS_ERR_INVALID;
+  }
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
-  if (check_header("--train", c->train, c->schema_obj, err) != PS_OK) return PS_ERR_INVALID;
+  if (!c->train_stream && check_header("--train", c->train, c->schema_obj, err) != PS_OK)
+    return PS_ERR_INVALID;
   if (c->test && check_header("--test", c->test, c->schema_obj, err) != PS_OK)
     return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;

@@ -195,6 +195,54 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   return PS_OK;
 }
 
+/* The input position the checkpoint trained up to (the `input` file): the data lines and, for
+ * text, the bytes of --train read through the last trained batch's round. Written only when
+ * batches carry an exact position (file order); a resume on the same plain file starts there
+ * instead of re-reading and dropping the trained batches, and a stream's wrapper (deploy/
+ * kafka-train) commits its offsets from it. "stream" says whether the lines were a stream's
+ * (counted from that stream's start) or a file's (from its first data line). */
+static ps_status save_input(ps_trainer *t, const char *dir) {
+  if (!t->strm.have_pos) return PS_OK;
+  char path[4200], text[9000], abs[4096];
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_INPUT));
+  const char *train = t->cfg->train_stream || !realpath(t->cfg->train, abs) ? t->cfg->train : abs;
+  int len = snprintf(text, sizeof text, "# ps-worker: how far into --train this checkpoint "
+                     "trained\ntrain=%s\nstream=%d\nlines=%" PRIu64 "\nbytes=%" PRIu64 "\n",
+                     train, t->cfg->train_stream, t->strm.in_line, t->strm.in_byte);
+  ps_error werr;
+  if (len < 0 || (size_t)len >= sizeof text ||
+      ps_kvfile_write(path, text, (size_t)len, &werr) != PS_OK) {
+    PS_ERROR("writing %s: %s", path, len < 0 || (size_t)len >= sizeof text ? "too long" : werr.msg);
+    return PS_ERR_IO;
+  }
+  return PS_OK;
+}
+
+/* The position of save_input, into t->strm (have_pos); none (an older checkpoint, a run with
+ * a shuffle buffer) leaves have_pos false. A damaged file is refused. */
+static ps_status load_input(ps_trainer *t, const char *dir) {
+  char path[4800];
+  TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_INPUT));
+  ps_kvfile *kv = NULL;
+  ps_error err;
+  ps_status st = ps_kvfile_read(path, &kv, &err);
+  if (st == PS_ERR_NOT_FOUND) return PS_OK;
+  if (st != PS_OK) {
+    PS_ERROR("--resume: %s", err.msg);
+    return st;
+  }
+  const char *l = ps_kvfile_get(kv, "lines"), *b = ps_kvfile_get(kv, "bytes");
+  const char *f = ps_kvfile_get(kv, "train");
+  snprintf(t->strm.in_train, sizeof t->strm.in_train, "%s", f ? f : "");
+  if (l && b) {
+    t->strm.in_line = strtoull(l, NULL, 10);
+    t->strm.in_byte = strtoull(b, NULL, 10);
+    t->strm.have_pos = true;
+  }
+  ps_kvfile_free(&kv);
+  return PS_OK;
+}
+
 /* The directory `latest` names, into dir; PS_ERR_NOT_FOUND when there is none. */
 static ps_status latest_dir(const char *base, char *dir, size_t n) {
   return ps_ckpt_latest_dir(base, dir, n, NULL) == PS_OK ? PS_OK : PS_ERR_NOT_FOUND;
@@ -279,6 +327,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
 ps_status ps_train_checkpoint(ps_trainer *t) {
   t->ckpt_step = t->step; /* every rank: the end of the run writes no second one */
   t->have_ckpt = true;
+  t->strm.t_ckpt = ps_now_ns(); /* --checkpoint-every-s counts from here */
   if (t->rank != 0) return PS_OK;
   char dir[4096];
   char abs_base[4096];
@@ -315,6 +364,7 @@ ps_status ps_train_checkpoint(ps_trainer *t) {
   snprintf(t->ckpt_base, sizeof t->ckpt_base, "%s", shards);
   TRY(save_dense(t, dir));
   TRY(save_config(t, dir));
+  TRY(save_input(t, dir));
   ps_error werr;
   if (ps_ckpt_latest_write(abs_base, t->step, &werr) != PS_OK) {
     PS_ERROR("%s", werr.msg);
@@ -338,6 +388,7 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step) {
   }
   TRY(ps_ckpt_file_path(shards, sizeof shards, dir, PS_CKPT_SHARDS));
   TRY(load_dense(t, dir, step));
+  TRY(load_input(t, dir));
   if (t->rank == 0) {
     uint64_t sstep = 0;
     ps_status st = ps_client_restore(t->cl, shards, &sstep, &t->cerr);

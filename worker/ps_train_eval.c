@@ -15,8 +15,8 @@
 
 void ps_train_reader_fail(const ps_error *err) { PS_ERROR("%s", ps_error_str(err)); }
 
-ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
-                               uint64_t row_end, size_t shuffle, ps_reader **out) {
+void ps_train_reader_opts(const ps_trainer *t, int epochs, uint64_t row_begin, uint64_t row_end,
+                          size_t shuffle, ps_reader_opts *out) {
   const ps_train_config *c = t->cfg;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
@@ -32,6 +32,13 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   o.shuffle_buffer = shuffle;
   o.seed = (uint64_t)c->seed;
   o.prefetch += c->prefetch; /* the trainer holds --prefetch batches more (ps_train.c) */
+  *out = o;
+}
+
+ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
+                               uint64_t row_end, size_t shuffle, ps_reader **out) {
+  ps_reader_opts o;
+  ps_train_reader_opts(t, epochs, row_begin, row_end, shuffle, &o);
   ps_error err;
   ps_status st = ps_reader_create(path, &o, out, &err);
   if (st != PS_OK) PS_ERROR("cannot read %s: %s", path, ps_error_str(&err));

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ps_client.h"
 #include "ps_collectives.h"
@@ -62,6 +63,27 @@ typedef struct ps_train_flight {
   int head, n, window;
 } ps_train_flight;
 
+/* Streaming input and progressive validation (ps_train_stream.c): the ring of the last scored
+ * samples (each batch scored by its training forward, before its update), the time-based
+ * checkpoint vote, and the input position after the last trained batch. */
+typedef struct ps_train_stream {
+  float *win_p, *win_y;     /* [cap] scores and labels, a ring */
+  size_t cap, len, at;
+  FILE *dump;               /* --progressive-dump */
+  double auc, logloss;      /* of the window at the last refresh (NaN: none yet) */
+  uint64_t t_refresh, t_ckpt; /* when metrics were last refreshed; the last checkpoint (rank 0) */
+  bool ckpt_due;            /* this step's checkpoint, as the allreduce agreed */
+  bool stop_due;            /* a rank was told to stop: no batch after this step */
+  bool pos_exact;           /* batches carry their input position (file order, text or binary) */
+  uint64_t in_line, in_byte; /* the input position after the last trained batch */
+  bool have_pos;            /* ... when pos_exact and a batch was trained or resumed from */
+  char in_train[4096];      /* resumed: the --train the checkpoint's position is in (absolute) */
+  uint64_t start_line, start_byte; /* where this run's reader starts (a resumed position) */
+  ps_series *m_auc, *m_logloss, *m_lines;
+  ps_eval_result all;       /* every rank's windows together, at the end (ps_train_stream_finish) */
+  bool have_all;
+} ps_train_stream;
+
 typedef struct ps_trainer {
   const ps_train_config *cfg;
   int rank, world;
@@ -107,6 +129,7 @@ typedef struct ps_trainer {
   ps_series *m_samples, *m_loss, *m_step, *m_phase[PS_TRAIN_NPHASES], *m_wait, *m_rows[4];
   double phase_last[PS_TRAIN_NPHASES];
   uint64_t rows_last[4];
+  ps_train_stream strm;
 } ps_trainer;
 
 /* Where the run evaluates: a --test file, the held-out tail of --train, or nothing. */
@@ -140,6 +163,9 @@ void ps_train_reader_fail(const ps_error *err);
 /* shuffle: the reader's shuffle buffer in samples (0: file order), seeded by --seed and rank. */
 ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint64_t row_begin,
                                uint64_t row_end, size_t shuffle, ps_reader **out);
+/* The options ps_train_open_reader opens with (ps_train_stream_open_train adds to them). */
+void ps_train_reader_opts(const ps_trainer *t, int epochs, uint64_t row_begin, uint64_t row_end,
+                          size_t shuffle, ps_reader_opts *o);
 ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);
 ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res);
 
@@ -174,6 +200,27 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
  * `table-name`, or PS_TRAIN_TABLE_NAME for a checkpoint written before that line existed, so
  * a resumed run declares the table its servers' rows were saved under. */
 void ps_train_table_name(const ps_train_config *c, char *out, size_t n);
+
+/* ps_train_stream.c. start: the window and dump (after setup); score: after a training
+ * forward, its batch's scores into the window (before the update); vote / agree: rank 0's
+ * "checkpoint now" (--checkpoint-every-s) into / out of the step's allreduce slot; step_done:
+ * after a trained step, its input position; finish: every rank's window gathered (collective).
+ * open_train: --train's reader (stream options, a resumed position); resume_plan: after
+ * ps_train_resume, how the reader starts (a recorded position, or *skip batches dropped). */
+ps_status ps_train_stream_start(ps_trainer *t);
+ps_status ps_train_stream_score(ps_trainer *t, const ps_batch *b);
+float ps_train_stream_vote(ps_trainer *t);
+void ps_train_stream_agree(ps_trainer *t, float votes);
+void ps_train_stream_step_done(ps_trainer *t, const ps_batch *b);
+ps_status ps_train_stream_finish(ps_trainer *t);
+void ps_train_stream_free(ps_trainer *t);
+ps_status ps_train_stream_open_train(ps_trainer *t, const ps_train_split *sp, ps_reader **out);
+void ps_train_stream_resume_plan(ps_trainer *t, uint64_t *skip);
+ps_status ps_train_stream_metrics(ps_trainer *t);   /* with --metrics-port */
+/* the progress line's tail (samples so far, the window's AUC and logloss) into buf */
+void ps_train_stream_progress(ps_trainer *t, char *buf, size_t n);
+void ps_train_stream_summary(ps_trainer *t, void *summary); /* a json_t object */
+/* ps_train_ckpt.c: the input position beside a checkpoint (its `input` file) */
 
 /* ps_train_report.c */
 ps_status ps_train_metrics_start(ps_trainer *t);

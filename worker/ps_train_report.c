@@ -63,6 +63,7 @@ ps_status ps_train_metrics_start(ps_trainer *t) {
     TRY(ps_metrics_counter(t->reg, k_rows[i][0], k_rows[i][1], rank_l, 1, &f));
     TRY(ps_metric_series(f, rv, &t->m_rows[i]));
   }
+  if (t->strm.cap) TRY(ps_train_stream_metrics(t));
   TRY(ps_metrics_add_process(t->reg));
   ps_error err;
   const char *bind = t->cfg->metrics_bind ? t->cfg->metrics_bind : "127.0.0.1";
@@ -99,6 +100,15 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
   double el = ps_train_since(t_start);
   double sps = el > 0 ? (double)t->samples * t->world / el : 0;
   double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
+  char prog[128];
+  ps_train_stream_progress(t, prog, sizeof prog);
+  if (t->cfg->train_stream || t->cfg->follow_input) { /* by time: no end to estimate */
+    PS_INFO("step %" PRIu64 "  %.0f s  %" PRIu64 " samples  %.0f samples/s  loss %.5f%s", t->step,
+            el, t->samples * (uint64_t)t->world, sps, loss, prog);
+    t->loss_sum = 0;
+    t->loss_n = 0;
+    return;
+  }
   char eta[32] = "?";
   if (total_steps && t->step > 0 && t->step <= total_steps) {
     double per = el / (double)t->step_this_run;
@@ -109,10 +119,10 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
   double smp = t->samples ? (double)t->samples : 1.0;
   double hit = t->cache_lookups ? 100.0 * (double)t->cache_hits / (double)t->cache_lookups : 0;
   PS_INFO("step %" PRIu64 "%s%" PRIu64 " epoch %d  %.0f samples/s  loss %.5f  ETA %s  wait "
-          "%.2f ms/step (%.0f%%)  rows/sample pulled %.2f refreshed %.2f  cache hits %.0f%%",
+          "%.2f ms/step (%.0f%%)  rows/sample pulled %.2f refreshed %.2f  cache hits %.0f%%%s",
           t->step, total_steps ? "/" : "", total_steps, epoch + 1, sps, loss, eta,
           1e3 * wait_s(t) / steps, el > 0 ? 100.0 * wait_s(t) / el : 0,
-          (double)t->rows_pulled / smp, (double)t->rows_refreshed / smp, hit);
+          (double)t->rows_pulled / smp, (double)t->rows_refreshed / smp, hit, prog);
   t->loss_sum = 0;
   t->loss_n = 0;
 }
@@ -177,6 +187,7 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
                       json_real(t->cache_lookups ? (double)t->cache_hits /
                                                        (double)t->cache_lookups : 0));
   json_object_set_new(j, "servers_rank0", w);
+  ps_train_stream_summary(t, j);
   int rc = json_dump_file(j, c->summary, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(j);
   if (rc != 0) {

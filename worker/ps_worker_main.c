@@ -83,6 +83,16 @@ static int parse_names(ps_train_config *c) {
   return 0;
 }
 
+/* SIGINT / SIGTERM with a stream or --follow-input: the ranks stop at the next step they all
+ * take (or the input ends, when none is coming), take the final checkpoint and write the
+ * summary (the default action would lose everything since the last checkpoint). A second
+ * signal has its default action. */
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig) {
+  g_stop = 1;
+  signal(sig, SIG_DFL);
+}
+
 int main(int argc, char **argv) {
   /* Gloo writes its TCP sockets without MSG_NOSIGNAL: a peer that exits mid-collective would
    * kill this worker with SIGPIPE before it could say which collective failed. */
@@ -96,7 +106,12 @@ int main(int argc, char **argv) {
   bool check_only = false;
   ps_cli_opt opts[] = {
       {"servers", 0, PS_CLI_STRING, &c.servers, "URL,...", "parameter servers, shard order; the first hosts the coordinator", true, 0, 0},
-      {"train", 0, PS_CLI_STRING, &c.train, "FILE", "training data: Criteo TSV, .gz, or ps-convert binary", true, 0, 0},
+      {"train", 0, PS_CLI_STRING, &c.train, "FILE|-", "training data: Criteo TSV, .gz, or ps-convert binary; '-' (stdin) or a named pipe: a stream, read once (docs/TRAINING.md)", true, 0, 0},
+      {"follow-input", 0, PS_CLI_FLAG, &c.follow_input, NULL, "--train is a text file that grows: at its end wait for more lines (ends on SIGINT/SIGTERM, --max-steps or --input-idle-s)", false, 0, 0},
+      {"input-idle-s", 0, PS_CLI_DOUBLE, &c.input_idle_s, "S", "a stream or --follow-input ends after S seconds without new data (0: never)", false, 0, 1e9},
+      {"checkpoint-every-s", 0, PS_CLI_DOUBLE, &c.checkpoint_every_s, "S", "also checkpoint every S seconds (rank 0's clock; with --checkpoint-dir)", false, 0, 1e9},
+      {"progressive-window", 0, PS_CLI_I64, &c.progressive_window, "N", "rolling AUC/logloss over each rank's last N samples, each scored before it trains (0: off)", false, 0, 1e8},
+      {"progressive-dump", 0, PS_CLI_STRING, &c.progressive_dump, "FILE", "write every progressively scored 'score label' of this rank (rank R > 0: FILE.R)", false, 0, 0},
       {"test", 0, PS_CLI_STRING, &c.test, "FILE", "evaluation data (AUC, logloss, accuracy)", false, 0, 0},
       {"holdout", 0, PS_CLI_I64, &c.holdout, "LINES", "without --test: evaluate on the last LINES lines of --train", false, 0, 1e15},
       {"rank", 0, PS_CLI_INT, &c.rank, "R", "this worker's rank (-1: assigned by the coordinator)", false, -1, 65535},
@@ -164,6 +179,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-worker: --resume needs --checkpoint-dir\n");
     return 2;
   }
+  if (c.checkpoint_every_s > 0 && !c.checkpoint_dir) {
+    fprintf(stderr, "ps-worker: --checkpoint-every-s needs --checkpoint-dir\n");
+    return 2;
+  }
   if (parse_names(&c) != 0) return 2;
   if (c.metrics_bind && !ps_http_addr_ok(c.metrics_bind)) {
     fprintf(stderr, "ps-worker: --metrics-bind: '%s' is not an IPv4 or IPv6 address\n",
@@ -185,6 +204,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   c.metrics_port = (int)metrics_port;
+  if (c.train_stream || c.follow_input) {
+    signal(SIGINT, on_stop); /* the reader polls its input: no read to interrupt */
+    signal(SIGTERM, on_stop);
+    c.stop = &g_stop;
+  }
   rc = ps_train_run(&c) == PS_OK ? 0 : 1;
   ps_train_config_free(&c);
   return rc;

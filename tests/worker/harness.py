@@ -80,6 +80,28 @@ class Results:
         sys.exit(1 if self.failed else 0)
 
 
+def start_server(args, timeout=60, **kw):
+    """ps-server with args (its --listen tcp://127.0.0.1:0 first); returns (process, URL) once
+    it says where it listens."""
+    import select
+    p = subprocess.Popen([f"{BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"] + list(args),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **kw)
+    ready = select.select([p.stdout], [], [], timeout)[0]
+    line = p.stdout.readline() if ready else ""
+    return p, (line.split("listening on ")[-1].strip() if "listening on" in line else "")
+
+
+def stop(p):
+    """SIGTERM, then SIGKILL after 30 s."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=30)
+
+
 def tool(name, args, timeout=300):
     """Runs the binary BIN/name with args; returns (exit code, stdout, stderr)."""
     p = subprocess.run([f"{BIN}/{name}"] + args, capture_output=True, text=True,

@@ -16,7 +16,6 @@ Without incremental checkpoints A's shards are all full snapshots and (1) fails 
 import glob
 import json
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -108,25 +107,16 @@ with tempfile.TemporaryDirectory() as d:
     tmp = os.path.join(d, "tmp")  # where the serving servers compose the chain
     os.makedirs(tmp)
     for shard in (0, 1):
-        p = subprocess.Popen([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0", "--serve", da,
-                              "--shard", str(shard), "--shards", "2", "--log-level", "warn"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             env=dict(os.environ, TMPDIR=tmp))
+        p, url = h.start_server(["--serve", da, "--shard", str(shard), "--shards", "2",
+                                 "--log-level", "warn"], env=dict(os.environ, TMPDIR=tmp))
         procs.append(p)
-        ready = select.select([p.stdout], [], [], 60)[0]
-        line = p.stdout.readline() if ready else ""
-        urls.append(line.split("listening on ")[-1].strip() if "listening on" in line else "")
+        urls.append(url)
     ps_ = os.path.join(d, "ps.txt")
     rc3, _, e3 = run_tool([f"{h.BIN}/ps-predict", "--checkpoint", db, "--input", test, "--out", ps_,
                            "--threads", "1", "--progress-every", "0", "--servers", ",".join(urls)])
     composed = len(os.listdir(tmp))
     for p in procs:
-        p.terminate()
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=30)
+        h.stop(p)
     r.check("ps-server --serve of the delta: ps-predict --servers equals offline on the full one",
             all(urls) and rc3 == 0 and open(ps_).read() == open(pb).read(), f"{urls} {e3[-800:]}")
     r.check("the serving servers composed under $TMPDIR and removed it at exit",

@@ -54,7 +54,9 @@ named "--test $TMP/none.tsv" --test "$TMP/none.tsv"
 # Issue 36, 10: a FIFO or a device as an input hung with no output (open waits for a writer,
 # /dev/zero never ends a line); each is refused at once (timeout 20 in bad()).
 mkfifo "$TMP/fifo"
-named "--train $TMP/fifo: is a named pipe (FIFO)" --train "$TMP/fifo"
+# Issue 34: --train may be a FIFO (a stream, read once: not opened by the checks); --test not.
+named "--test $TMP/fifo: is a named pipe (FIFO)" --test "$TMP/fifo"
+named "--epochs 2: --train $TMP/fifo is a stream" --train "$TMP/fifo" --epochs 2
 named "--train /dev/zero: is a character device" --train /dev/zero
 named "--test /dev/zero: is a character device" --test /dev/zero
 named "--holdout" --holdout 10

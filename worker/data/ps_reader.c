@@ -93,11 +93,19 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
     return ps_error_set(err, PS_ERR_INVALID, "reader: bad options (batch %d, rank %d of %d)",
                         o.batch, o.rank, o.world);
   }
-  ps_input_format fmt;
-  ps_status st = ps_data_detect(path, &fmt);
+  if ((o.stream || o.follow) && (o.epochs > 1 || o.shuffle_buffer || o.shuffle_window > 1))
+    return ps_error_set(err, PS_ERR_INVALID, "%s: a stream is read once, in order: one epoch, "
+                        "no shuffle", path);
+  if (o.stream && o.start_byte)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: a stream cannot start at a byte offset", path);
+  ps_input_format fmt = PS_INPUT_TSV; /* a stream's first bytes are checked as they come */
+  ps_status st = o.stream ? PS_OK : ps_data_detect(path, &fmt);
   if (st)
     return ps_error_set(err, st, "%s: %s", path,
                         st == PS_ERR_NOT_FOUND ? "no such file" : strerror(errno));
+  if ((o.follow || o.start_byte) && fmt != PS_INPUT_TSV)
+    return ps_error_set(err, PS_ERR_INVALID, "%s: %s a plain text file (not gzip or binary)",
+                        path, o.follow ? "following a growing input reads" : "a start offset needs");
   ps_reader *r = calloc(1, sizeof *r);
   if (!r) return ps_error_set(err, PS_ERR_NOMEM, "%s: out of memory", path);
   r->o = o;
@@ -124,7 +132,8 @@ ps_status ps_reader_create(const char *path, const ps_reader_opts *opts, ps_read
   if ((st = ps_sample_keymap_init(&r->km, r->schema, o.hash_buckets, err))) goto fail;
   st = PS_ERR_NOMEM;
 
-  r->fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* stdin is duplicated so destroy closes only the reader's own descriptor */
+  r->fd = strcmp(path, "-") == 0 ? fcntl(0, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC);
   if (r->fd < 0) {
     st = ps_error_set(err, PS_ERR_IO, "%s: %s", path, strerror(errno));
     goto fail;

@@ -33,6 +33,7 @@
 #ifndef PS_READER_H
 #define PS_READER_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,11 @@ typedef struct ps_batch {
   uint64_t index;           /* batch index within this rank's epoch, 0-based */
   int last_in_epoch;        /* 1 on this rank's last batch of the epoch */
   uint64_t first_line;      /* 0-based data line of the round's first line (for logs) */
+  uint64_t end_line;        /* the input position after this batch's round (every rank reads
+                             * every line, so all ranks agree): data lines read, and for text
+                             * the byte offset of the next line (uncompressed for .gz); in file
+                             * order only (0 with a shuffle window or buffer) */
+  uint64_t end_byte;
   ps_criteo_row *rows;      /* [n] the parsed rows, only with opts.keep_rows and the built-in
                              * criteo schema, else NULL (a binary sample with strings or bags
                              * then reads as corrupt) */
@@ -87,6 +93,19 @@ typedef struct ps_reader_opts {
   size_t shuffle_buffer;   /* sample records held in the seeded shuffle buffer of
                             * ps_shuffle.h (seed, rank), any schema; 0 = off (default). Not
                             * with keep_rows or shuffle_window. */
+  /* Streams (ps_reader_stream.c). `stream`: path is "-" (stdin) or a named pipe: read once, in
+   * order, as plain text (epochs 1, no rewind, no shuffle). `follow`: a regular text file that
+   * grows: at its end the reader waits for more lines. Either ends at the writer's end (a
+   * stream), after idle_s seconds without a new byte (0: never), or once *stop is non-zero (a
+   * signal handler's flag; NULL: never) and no data is waiting. Neither waits for a round of look-ahead: a batch
+   * goes out once its lines are read (last_in_epoch stays 0). */
+  int stream, follow;
+  double idle_s;
+  const volatile sig_atomic_t *stop;
+  /* Start at this byte offset of a plain text file, counting data lines from start_line (a
+   * position a checkpoint recorded: ps_batch.end_byte/end_line); the header is not checked
+   * again. 0, 0: the start. */
+  uint64_t start_byte, start_line;
 } ps_reader_opts;
 
 void ps_reader_opts_default(ps_reader_opts *o);
@@ -117,6 +136,8 @@ int64_t ps_reader_lines_per_epoch(const ps_reader *r);
 
 /* Detects the format of a file by its first bytes (binary magic, gzip magic, else TSV). */
 ps_status ps_data_detect(const char *path, ps_input_format *fmt);
+/* "-" or a named pipe: an input that can be read only once (ps_reader_opts.stream). */
+int ps_data_is_stream(const char *path);
 /* Counts data lines of a TSV/TSV.gz file (a trailing line without '\n' counts) or reads the
  * row count of a binary file. For progress/ETA. */
 ps_status ps_data_count_lines(const char *path, uint64_t *lines);

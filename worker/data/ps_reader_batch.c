@@ -62,6 +62,12 @@ static void fetch_raw(ps_reader *r, staged *s) {
 /* The next batch's rows in r->cur with one round of look-ahead. Returns F_BATCH (sets
  * *last), F_END_ALL or F_ERROR. Epochs without any batch are passed over. */
 static int next_rows(ps_reader *r, int *last) {
+  if (r->o.stream || r->o.follow) { /* no look-ahead: a batch goes out once its lines came */
+    *last = 0;
+    do fetch_raw(r, &r->cur);
+    while (r->cur.kind == F_END_EPOCH);
+    return r->cur.kind;
+  }
   if (!r->la_valid) {
     fetch_raw(r, &r->la);
     r->la_valid = 1;
@@ -172,6 +178,7 @@ static ps_status produce_window(ps_reader *r, ps_batch *b, int *end) {
   size_t n = r->win_sizes[r->win_pos];
   ps_status st = fill_batch(r, b, r->win_data.p, r->win_off + r->win_at, n);
   if (st) return st;
+  b->end_line = b->end_byte = 0; /* a window's rows come from several rounds */
   b->epoch = r->win_epoch[r->win_pos];
   b->first_line = r->win_first[r->win_pos];
   r->win_at += n;
@@ -225,6 +232,8 @@ ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end) {
   }
   if (st || *end) return st;
   if ((st = fill_batch(r, b, sb.data, sb.off, sb.n))) return st;
+  b->end_line = r->o.shuffle_buffer ? 0 : r->cur.end_line; /* in file order: this round's end */
+  b->end_byte = r->o.shuffle_buffer ? 0 : r->cur.end_byte;
   b->epoch = sb.epoch;
   b->first_line = sb.first_line;
   b->last_in_epoch = sb.last_in_epoch;

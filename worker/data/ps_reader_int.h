@@ -35,6 +35,7 @@ typedef struct staged { /* this rank's rows of one round, as sample records */
   ps_status st;
   int epoch;
   uint64_t first_line;
+  uint64_t end_line, end_byte; /* the input position after the round */
 } staged;
 
 typedef struct ready_item {
@@ -67,6 +68,7 @@ struct ps_reader {
   char *buf;
   size_t buf_cap, buf_pos, buf_len;
   int src_eof;
+  uint64_t src_bytes; /* text bytes read from the input's start (start_byte included) */
   /* text round: copied lines */
   char *rtext;
   size_t rtext_cap;
@@ -135,6 +137,12 @@ static inline uint64_t row_end_of(const ps_reader *r) {
 ps_status ps_reader_start_epoch(ps_reader *r);
 ps_status ps_reader_fetch_text(ps_reader *r, staged *s);
 ps_status ps_reader_fetch_bin(ps_reader *r, staged *s);
+
+/* ps_reader_stream.c: read(2) of a stream or a followed file: waits for data (poll on a pipe,
+ * a short sleep at a growing file's end) and returns 0 only at the input's end: the writer
+ * closed a pipe, idle_s passed without a byte, or a stop flag (the caller's or destroy's). A
+ * first chunk that is gzip or Ember binary is refused (one line in r->err): a stream is text. */
+ssize_t ps_reader_stream_read(ps_reader *r, char *dst, size_t n);
 
 /* ps_reader_batch.c. produce fills b with the next batch (*end = 1 when nothing is left). */
 ps_status ps_reader_produce(ps_reader *r, ps_batch *b, int *end);

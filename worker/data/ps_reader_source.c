@@ -49,6 +49,7 @@ ps_status ps_data_detect(const char *path, ps_input_format *fmt) {
 /* ---------- text source ---------- */
 
 static ssize_t src_read(ps_reader *r, char *dst, size_t n) {
+  if (r->o.stream || r->o.follow) return ps_reader_stream_read(r, dst, n);
   if (r->fmt == PS_INPUT_TSV_GZ) {
     int got = gzread(r->gz, dst, (unsigned)n), zerr = Z_OK;
     /* zlib reports a truncated stream only through gzerror (Z_BUF_ERROR) once gzread has
@@ -70,15 +71,19 @@ static ssize_t src_read(ps_reader *r, char *dst, size_t n) {
   }
 }
 
+/* To the input's start, or to start_byte (a plain file). A stream is never rewound: it has one
+ * epoch, read from where its writer is. */
 static ps_status src_rewind(ps_reader *r) {
   r->buf_pos = r->buf_len = 0;
   r->src_eof = 0;
+  r->src_bytes = r->o.start_byte;
+  if (r->o.stream) return PS_OK;
   if (r->fmt == PS_INPUT_TSV_GZ) {
     if (gzrewind(r->gz) != 0) {
       set_err(r, "%s: cannot rewind", r->path);
       return PS_ERR_IO;
     }
-  } else if (r->fmt == PS_INPUT_TSV && lseek(r->fd, 0, SEEK_SET) < 0) {
+  } else if (r->fmt == PS_INPUT_TSV && lseek(r->fd, (off_t)r->o.start_byte, SEEK_SET) < 0) {
     set_err(r, "%s: cannot rewind: %s", r->path, strerror(errno));
     return PS_ERR_IO;
   }
@@ -131,6 +136,7 @@ static ps_status next_line(ps_reader *r, const char **line, size_t *len, int *ha
     if (got < 0) return PS_ERR_IO;
     if (got == 0) r->src_eof = 1;
     r->buf_len += (size_t)got;
+    r->src_bytes += (uint64_t)got;
   }
 }
 
@@ -180,8 +186,8 @@ ps_status ps_reader_start_epoch(ps_reader *r) {
   if (r->fmt == PS_INPUT_BIN) return PS_OK;
   ps_status st = src_rewind(r);
   if (st) return st;
-  r->line_no = 0;
-  if (r->header) { /* not a data line: checked, not counted */
+  r->line_no = r->o.start_line;
+  if (r->header && r->o.start_byte == 0) { /* not a data line: checked, not counted */
     const char *l;
     size_t len;
     int have;
@@ -231,6 +237,8 @@ ps_status ps_reader_fetch_text(ps_reader *r, staged *s) {
     r->line_no++;
   }
   if (n_round < WB) r->epoch_done = 1; /* the input (or the range) ended in this round */
+  s->end_line = r->line_no;
+  s->end_byte = r->src_bytes - (r->buf_len - r->buf_pos);
   if (n_round == 0 || (n_round < WB && r->o.tail == PS_TAIL_DROP)) {
     if (r->sep) judge_separators(r);
     s->kind = F_END_EPOCH;
@@ -324,6 +332,8 @@ ps_status ps_reader_fetch_bin(ps_reader *r, staged *s) {
   size_t a, b;
   own_slice(r, n_round, &a, &b);
   s->first_line = start;
+  s->end_line = start + n_round;
+  s->end_byte = 0;
   s->n = 0;
   s->data.len = 0;
   ps_status st = r->hdr.version == PS_CRITEO_BIN_VERSION ? bin_v1(r, start + a, b - a, s)
