@@ -39,12 +39,24 @@ typedef struct rows_out {
   ps_npy *keys, *values;
   uint64_t rows;
   ps_error *err;
+  const ps_table_spec *sp; /* its row_type: how the values are written */
 } rows_out;
+
+/* A 16-bit table's rows are written in their type (the scan widened them exactly, so this
+ * narrowing gives the stored bits back): f16 as "<f2", bf16 as its bits, "<u2" (NumPy has no
+ * bfloat16; manifest.json's row_type says so). */
+static const char *const k_values_descr[PS_ROW_TYPE_COUNT_] = {"<f4", "<f2", "<u2"};
 
 static ps_status put_row(void *ctx, uint64_t key, const float *values) {
   rows_out *o = ctx;
+  uint16_t narrow[PS_TABLE_MAX_DIM];
+  const void *v = values;
+  if (o->sp->row_type != PS_ROW_F32) {
+    ps_row_narrow(o->sp->row_type, values, narrow, o->sp->dim);
+    v = narrow;
+  }
   ps_status st = ps_npy_write(o->keys, &key, 1, o->err);
-  if (st == PS_OK) st = ps_npy_write(o->values, values, 1, o->err);
+  if (st == PS_OK) st = ps_npy_write(o->values, v, 1, o->err);
   o->rows += st == PS_OK;
   return st;
 }
@@ -55,9 +67,9 @@ static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, ps_error
   char kp[4400], vp[4400];
   snprintf(kp, sizeof kp, "%s/embeddings/table_%u.keys.npy", out, sp->id);
   snprintf(vp, sizeof vp, "%s/embeddings/table_%u.values.npy", out, sp->id);
-  rows_out o = {NULL, NULL, 0, err};
+  rows_out o = {NULL, NULL, 0, err, sp};
   ps_status st = ps_npy_create(kp, "<u8", 0, &o.keys, err);
-  if (st == PS_OK) st = ps_npy_create(vp, "<f4", sp->dim, &o.values, err);
+  if (st == PS_OK) st = ps_npy_create(vp, k_values_descr[sp->row_type], sp->dim, &o.values, err);
   uint64_t t0 = ps_now_ns();
   for (uint32_t i = 0; st == PS_OK && i < ps_ckpt_nshards(ck); i++) {
     st = ps_store_scan(ps_ckpt_shard(ck, i), sp->id, put_row, &o, err);
@@ -68,6 +80,7 @@ static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, ps_error
   ps_status c1 = ps_npy_close(&o.keys, &e2), c2 = ps_npy_close(&o.values, &e2);
   if (st == PS_OK && (c1 != PS_OK || c2 != PS_OK)) st = ps_error_set(err, e2.code, "%s", e2.msg);
   json_object_set_new(tab, "rows", json_integer((json_int_t)o.rows));
+  json_object_set_new(tab, "row_type", json_string(ps_row_type_name(sp->row_type)));
   json_object_set_new(tab, "keys", json_sprintf("embeddings/table_%u.keys.npy", sp->id));
   json_object_set_new(tab, "values", json_sprintf("embeddings/table_%u.values.npy", sp->id));
   return st;

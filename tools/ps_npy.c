@@ -44,7 +44,7 @@ ps_status ps_npy_create(const char *path, const char *descr, uint64_t cols, ps_n
   snprintf(n->path, sizeof n->path, "%s", path);
   snprintf(n->descr, sizeof n->descr, "%s", descr);
   n->cols = cols;
-  n->item = strcmp(descr, "<u8") == 0 ? 8 : 4;
+  n->item = (size_t)(descr[2] - '0'); /* "<f4", "<u8", "<f2", "<u2": the size is the digit */
   if (!(n->f = fopen(path, "wb"))) {
     ps_status st = ps_error_set(err, PS_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     free(n);
