@@ -165,8 +165,14 @@ ps_status ps_store_flush(ps_store *s, ps_error *err);
 ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
 /* Replaces the store's content by the snapshot in dir (the hot tier is dropped); a delta is
  * composed with its chain first (below), and the checkpoint restored becomes the base of the
- * store's next delta. */
+ * store's next delta. PS_ERR_CONFLICT (nothing changed) when a table declared here has
+ * another row type in the checkpoint's manifest. */
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
+/* The spec of table `table` as checkpoint dir's manifest records it (row type included), without
+ * opening it: PS_ERR_NOT_FOUND when the checkpoint has no manifest or no such table. For a
+ * server that checks a restore against the tables declared to it before restoring. */
+ps_status ps_store_checkpoint_spec(const char *dir, uint32_t table, ps_table_spec *out,
+                                   ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
 
