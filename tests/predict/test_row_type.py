@@ -121,15 +121,19 @@ try:
 
             if rt != "f16":
                 continue
-            # Resume: the same row type runs on; another is refused in one line.
-            wrong = os.path.join(d, "wrong")
-            shutil.copytree(ck, wrong)
-            rc, out = h.run([h.LOCAL, "--bin", h.BIN, "--servers", "2", "--workers", "1", "--"] +
-                            common + ["--checkpoint-dir", wrong, "--resume"], 300)
-            lines = [l for l in out.splitlines() if "row_type f16 vs f32" in l or
-                     "row_type f32 vs f16" in l]
-            r.check("resume with another row type refused in one line",
-                    rc != 0 and len(lines) == 1, f"rc {rc}: {lines or out[-800:]}")
+            # Resume: the same row type runs on; another is refused in one line, from the
+            # latest checkpoint (a delta) and from the full one it is based on.
+            for kind, latest in (("delta", None), ("full", "step-5\n")):
+                wrong = os.path.join(d, f"wrong-{kind}")
+                shutil.copytree(ck, wrong)
+                if latest:
+                    open(os.path.join(wrong, "latest"), "w").write(latest)
+                rc, out = h.run([h.LOCAL, "--bin", h.BIN, "--servers", "2", "--workers", "1",
+                                 "--"] + common + ["--checkpoint-dir", wrong, "--resume"], 300)
+                lines = [l for l in out.splitlines() if "row_type f32 vs f16" in l]
+                r.check(f"resume of the {kind} checkpoint with another row type refused in one "
+                        "line", rc != 0 and len(lines) == 1 and "resumed from" not in out,
+                        f"rc {rc}: {lines or out[-800:]}")
             same = os.path.join(d, "same")
             shutil.copytree(ck, same)
             got, out = h.train(2, 1, common + ["--row-type", "f16", "--checkpoint-dir", same,

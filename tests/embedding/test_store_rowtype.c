@@ -1,0 +1,161 @@
+/* 16-bit row types in the store (issue 33): a record is its header (byte 3 the row type), the
+ * values in the row type padded to 4 bytes, and the f32 optimizer state; ps_store_pull_rows
+ * gives the stored halves and ps_store_pull the same widened; rows evicted to RocksDB and read
+ * back (a hot tier of 64 KB) equal the rows of a roomy store bit for bit; the spec's row type
+ * survives a reopen; a record of an f16 table is refused by an f32 one; a checkpoint's
+ * manifest names its row type (ps_store_checkpoint_spec) and restoring it over a table declared
+ * f32 is refused, changing nothing. (Values against an independent reference: tests/lib/
+ * test_py_row_type.py.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ps_test_main.h"
+
+#include "ps_store.h"
+#include "ps_wire_half.h"
+
+enum { DIM = 9, NKEYS = 3000 };
+
+static char g_dir[4][128];
+
+static ps_store *open_at(int i, size_t cache) {
+  ps_store_options o = {.path = g_dir[i], .cache_bytes = cache, .partitions = 2};
+  ps_store *s = NULL;
+  ps_error e;
+  if (ps_store_open(&o, &s, &e) != PS_OK) fail_msg("open: %s", e.msg);
+  return s;
+}
+
+static ps_table_spec spec_of(ps_row_type rt) {
+  ps_table_spec sp;
+  ps_table_spec_default(&sp, 4, "rows", DIM);
+  sp.optimizer = PS_OPT_ADAGRAD;
+  sp.lr = 0.3f;
+  sp.initial_accumulator = 0.1f;
+  sp.init_a = -0.7f;
+  sp.init_b = 0.7f;
+  sp.seed = 9;
+  sp.row_type = rt;
+  return sp;
+}
+
+static void declare(ps_store *s, ps_row_type rt) {
+  ps_table_spec sp = spec_of(rt);
+  ps_error e;
+  if (ps_store_declare(s, &sp, &e) != PS_OK) fail_msg("declare: %s", e.msg);
+}
+
+static void train(ps_store *s) {
+  static uint64_t keys[NKEYS];
+  static float g[NKEYS * DIM];
+  for (int t = 0; t < 5; t++) {
+    for (int i = 0; i < NKEYS; i++) {
+      keys[i] = (uint64_t)((i * 7 + t * 13) % NKEYS) + 1;
+      for (int j = 0; j < DIM; j++) g[i * DIM + j] = (float)((i + 3 * j + t) % 13 - 6) * 0.05f;
+    }
+    ps_store_set_step(s, (uint64_t)t + 1);
+    assert_int_equal(ps_store_push(s, 4, keys, NKEYS, g), PS_OK);
+  }
+}
+
+static void all_keys(uint64_t *k) {
+  for (int i = 0; i < NKEYS; i++) k[i] = (uint64_t)i + 1;
+}
+
+static void test_rows_are_halves(void **st) {
+  (void)st;
+  ps_table_spec sp = spec_of(PS_ROW_F16);
+  /* header 8 + metadata 16 + 9 halves padded to 20 + 9 f32 sums */
+  assert_int_equal(ps_store_record_bytes(&sp), 8 + 16 + 20 + 36);
+  sp.row_type = PS_ROW_F32;
+  assert_int_equal(ps_store_record_bytes(&sp), 8 + 16 + 36 + 36);
+
+  ps_store *roomy = open_at(0, 64u << 20), *tiny = open_at(1, 64u << 10);
+  declare(roomy, PS_ROW_F16);
+  declare(tiny, PS_ROW_F16);
+  train(roomy);
+  train(tiny);
+  static uint64_t k[NKEYS];
+  static float a[NKEYS * DIM], b[NKEYS * DIM], w[NKEYS * DIM];
+  static uint16_t h[NKEYS * DIM];
+  all_keys(k);
+  assert_int_equal(ps_store_pull(roomy, 4, k, NKEYS, a), PS_OK);
+  assert_int_equal(ps_store_pull(tiny, 4, k, NKEYS, b), PS_OK);
+  ps_store_stats stats;
+  ps_store_get_stats(tiny, &stats);
+  assert_true(stats.evictions > NKEYS / 2); /* the tiny store's rows went through RocksDB */
+  assert_memory_equal(a, b, sizeof a);
+  assert_int_equal(ps_store_pull_rows(tiny, 4, k, NKEYS, h), PS_OK);
+  ps_wire_f16_to_f32(h, w, NKEYS * DIM);
+  assert_memory_equal(w, a, sizeof a); /* the stored halves, widened: the f32 pull */
+  /* a record: its header names f16, its values are the stored halves */
+  char rec[128];
+  size_t len = 0;
+  assert_int_equal(ps_store_export_row(tiny, 4, 1, rec, sizeof rec, &len, NULL), PS_OK);
+  assert_int_equal(len, 80);
+  assert_int_equal(rec[3], PS_ROW_F16);
+  assert_memory_equal(rec + 24, h, DIM * 2);
+  ps_store_close(&roomy);
+  ps_store_close(&tiny);
+
+  /* reopened: still f16 rows, the same bits; an f32 declaration is refused naming row_type */
+  tiny = open_at(1, 64u << 10);
+  ps_table_spec got;
+  assert_int_equal(ps_store_get_spec(tiny, 4, &got), PS_OK);
+  assert_int_equal(got.row_type, PS_ROW_F16);
+  assert_int_equal(ps_store_pull(tiny, 4, k, NKEYS, b), PS_OK);
+  assert_memory_equal(a, b, sizeof a);
+  ps_table_spec f32 = spec_of(PS_ROW_F32);
+  ps_error e;
+  assert_int_equal(ps_store_declare(tiny, &f32, &e), PS_ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "row_type f16 vs f32"));
+
+  /* an f16 record into an f32 table: refused, nothing written */
+  ps_store *other = open_at(2, 8u << 20);
+  declare(other, PS_ROW_F32);
+  uint64_t one = 1;
+  assert_int_equal(ps_store_import_rows(other, 4, &one, rec, 1, &e), PS_ERR_INVALID);
+  ps_store_close(&other);
+
+  /* a checkpoint names its row type; restoring it over an f32 table is refused */
+  char ck[160];
+  snprintf(ck, sizeof ck, "%s/ck", g_dir[3]);
+  assert_int_equal(mkdir(g_dir[3], 0755), 0);
+  if (ps_store_checkpoint(tiny, ck, 5, 0, NULL, &e) != PS_OK) fail_msg("checkpoint: %s", e.msg);
+  assert_int_equal(ps_store_checkpoint_commit(tiny, ck, &e), PS_OK);
+  ps_table_spec cs;
+  assert_int_equal(ps_store_checkpoint_spec(ck, 4, &cs, &e), PS_OK);
+  assert_int_equal(cs.row_type, PS_ROW_F16);
+  assert_int_equal(ps_store_checkpoint_spec(ck, 5, &cs, NULL), PS_ERR_NOT_FOUND);
+  other = open_at(2, 8u << 20);
+  assert_int_equal(ps_store_restore(other, ck, &e), PS_ERR_CONFLICT);
+  assert_non_null(strstr(e.msg, "row_type f32 vs f16"));
+  assert_int_equal(ps_store_get_spec(other, 4, &got), PS_OK);
+  assert_int_equal(got.row_type, PS_ROW_F32); /* unchanged */
+  ps_store_close(&other);
+  ps_store_close(&tiny);
+}
+
+static int setup(void **st) {
+  (void)st;
+  for (int i = 0; i < 4; i++)
+    snprintf(g_dir[i], sizeof g_dir[i], "/tmp/ember-test-rowtype-%d-%d", i, (int)getpid());
+  return 0;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  ps_error e;
+  for (int i = 0; i < 4; i++) ps_store_snapshot_remove(g_dir[i], &e);
+  return 0;
+}
+
+PS_TEST_MAIN("store_rowtype", setup, teardown, cmocka_unit_test(test_rows_are_halves))
