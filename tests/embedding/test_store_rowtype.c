@@ -144,6 +144,36 @@ static void test_rows_are_halves(void **st) {
   ps_store_close(&tiny);
 }
 
+/* The hot budget counts a row's real bytes: at the same cache_bytes an f16 SGD table of dim 64
+ * (128-byte rows) keeps 1.45x or more the rows of an f32 one (256 bytes), within budget. */
+static void test_budget_counts_real_bytes(void **st) {
+  (void)st;
+  enum { N = 20000, D = 64 };
+  static uint64_t k[N];
+  static float g[N * D];
+  uint64_t hot[2];
+  for (int i = 0; i < N; i++) k[i] = (uint64_t)i * 7919u + 1;
+  for (size_t i = 0; i < (size_t)N * D; i++) g[i] = 0.01f;
+  for (int r = 0; r < 2; r++) {
+    ps_store *s = open_at(r, 1u << 20);
+    ps_table_spec sp;
+    ps_table_spec_default(&sp, 2, "b", D);
+    sp.row_type = r ? PS_ROW_F16 : PS_ROW_F32;
+    ps_error e;
+    assert_int_equal(ps_store_declare(s, &sp, &e), PS_OK);
+    assert_int_equal(ps_store_push(s, 2, k, N, g), PS_OK);
+    ps_store_stats stats;
+    ps_store_get_stats(s, &stats);
+    assert_true(stats.hot_bytes <= 1u << 20);
+    hot[r] = stats.rows_hot;
+    ps_store_close(&s);
+    ps_store_snapshot_remove(g_dir[r], &e);
+  }
+  print_message("rows hot in 1 MB: f32 %llu, f16 %llu\n", (unsigned long long)hot[0],
+                (unsigned long long)hot[1]);
+  assert_true(hot[1] * 100 >= hot[0] * 145); /* >= 1.45x: index entries keep their 24 bytes */
+}
+
 static int setup(void **st) {
   (void)st;
   for (int i = 0; i < 4; i++)
@@ -158,4 +188,5 @@ static int teardown(void **st) {
   return 0;
 }
 
-PS_TEST_MAIN("store_rowtype", setup, teardown, cmocka_unit_test(test_rows_are_halves))
+PS_TEST_MAIN("store_rowtype", setup, teardown, cmocka_unit_test(test_budget_counts_real_bytes),
+             cmocka_unit_test(test_rows_are_halves))
