@@ -137,8 +137,6 @@ size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_
  * partition sets may run concurrently on the same batch and out buffer. */
 ps_status ps_store_pull_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
                               uint32_t first, uint32_t stride, float *out);
-ps_status ps_store_pull_rows_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
-                                   uint32_t first, uint32_t stride, void *out);
 ps_status ps_store_push_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
                               uint32_t first, uint32_t stride, const float *grads);
 /* Warms the hot tier for keys about to be pulled (a prefetch): rows in RocksDB and not in

@@ -282,11 +282,6 @@ ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_bat
   return pull_batch(s, table_id, b, first, stride, out, false);
 }
 
-ps_status ps_store_pull_rows_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
-                                   uint32_t first, uint32_t stride, void *out) {
-  return pull_batch(s, table_id, b, first, stride, out, true);
-}
-
 /* ---------------------------------------------------------------- warm (prefetch) */
 
 /* Loads the partition's keys that are in RocksDB but not in memory into the hot tier, clean

@@ -326,6 +326,8 @@ void store_hot_drop(ps_store *s);
 
 /* Floats of optimizer state a row of this spec carries after its values. */
 size_t store_state_floats(const ps_table_spec *sp);
+/* Bytes of its values: dim x the row type's size, padded to 4 (table.val_bytes). */
+size_t store_val_bytes(const ps_table_spec *sp);
 /* A new stored row (entry e's): initial values and optimizer state, its step stamped. */
 void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step);
 /* Applies one (already summed) gradient to entry e's row and stamps its last step. */

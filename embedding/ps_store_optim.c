@@ -22,9 +22,12 @@ size_t store_state_floats(const ps_table_spec *sp) {
   return 0;
 }
 
+size_t store_val_bytes(const ps_table_spec *sp) {
+  return ((size_t)sp->dim * ps_row_type_size(sp->row_type) + 3) & ~(size_t)3;
+}
+
 size_t ps_store_record_bytes(const ps_table_spec *spec) {
-  const size_t vb = ((size_t)spec->dim * ps_row_type_size(spec->row_type) + 3) & ~(size_t)3;
-  return REC_HDR + ROW_META + vb + 4 * store_state_floats(spec);
+  return REC_HDR + ROW_META + store_val_bytes(spec) + 4 * store_state_floats(spec);
 }
 
 /* ------------------------------------------------------------ initializer */
@@ -83,6 +86,7 @@ void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step)
     float v[PS_TABLE_MAX_DIM];
     init_row_f32(&t->spec, key, v);
     ps_row_narrow(t->spec.row_type, v, w, t->spec.dim);
+    if (t->spec.dim & 1) ((uint16_t *)w)[t->spec.dim] = 0; /* the padding: records are exact */
   } else {
     init_row_f32(&t->spec, key, w);
   }

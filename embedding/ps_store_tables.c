@@ -30,7 +30,7 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   memset(t, 0, sizeof(*t));
   t->spec = *sp;
   t->state_floats = store_state_floats(sp);
-  t->val_bytes = ((size_t)sp->dim * ps_row_type_size(sp->row_type) + 3) & ~(size_t)3;
+  t->val_bytes = store_val_bytes(sp);
   t->float_bytes = t->val_bytes + 4 * t->state_floats;
   /* Adam's step count after the floats: row_adam_t */
   t->row_bytes = t->float_bytes + (sp->optimizer == PS_OPT_ADAM ? sizeof(uint32_t) : 0);

@@ -103,6 +103,7 @@ static void test_rows_are_halves(void **st) {
   assert_int_equal(len, 80);
   assert_int_equal(rec[3], PS_ROW_F16);
   assert_memory_equal(rec + 24, h, DIM * 2);
+  assert_int_equal(rec[24 + DIM * 2] | rec[25 + DIM * 2], 0); /* the padding is zero */
   ps_store_close(&roomy);
   ps_store_close(&tiny);
 
