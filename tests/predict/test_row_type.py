@@ -4,6 +4,7 @@ trains on 2 servers with Adagrad and checkpoints, full then deltas. Required:
 - ps-export writes the rows in their type (f16 as <f2, bf16 as its bits <u2; manifest.json's
   row_type), every value one the row type holds (the rows were not trained in f32);
 - ps-reshard to 1 shard moves the rows bit for bit (the same keys, the same 16-bit values);
+- ps-predict on the checkpoint gives the trainer's own test logloss;
 - ps-server --serve of the checkpoint answers pulls with exactly the exported values, as f32
   and with f16 on the wire (not widened and rounded again);
 - resuming with the same row type runs on from the checkpoint; with another it is refused in
@@ -81,9 +82,19 @@ try:
         for rt, code in (("f16", 1), ("bf16", 2)):
             ck = os.path.join(d, f"ck-{rt}")
             os.makedirs(ck)
-            h.train(2, 1, common + ["--row-type", rt, "--checkpoint-dir", ck,
-                                    "--checkpoint-every", "5", "--checkpoint-full-every", "3",
-                                    "--max-steps", "15"])
+            trained, _ = h.train(2, 1, common + ["--row-type", rt, "--checkpoint-dir", ck,
+                                                 "--checkpoint-every", "5",
+                                                 "--checkpoint-full-every", "3",
+                                                 "--max-steps", "15"])
+            # ps-predict offline on the checkpoint: the trainer's own test figures.
+            summ = os.path.join(d, f"predict-{rt}.json")
+            rc, _, err = h.tool("ps-predict", ["--checkpoint", ck, "--input", test, "--out",
+                                               os.path.join(d, f"p-{rt}.txt"), "--summary", summ,
+                                               "--threads", "1", "--log-level", "warn"])
+            got = json.load(open(summ)) if rc == 0 else {}
+            r.check(f"{rt}: ps-predict on the checkpoint = the trainer's test logloss",
+                    rc == 0 and abs(got["logloss"] - trained["logloss"]) < 1e-6,
+                    f"rc {rc}: {got.get('logloss')} vs {trained['logloss']} {err[-300:]}")
             step = os.path.join(ck, open(os.path.join(ck, "latest")).read().strip())
             types = manifest_row_types(step)
             r.check(f"{rt}: the shards' manifests record the row type",
