@@ -128,16 +128,26 @@ static ps_status miss_done(ps_store *s, partition *pa, uint64_t *mk, size_t *mi,
   return st;
 }
 
-/* Row i of a pull's output from stored values v: as stored when the output is in the row
- * type (raw) or the row type is f32, else widened (exact). */
-static inline void row_out(const table *t, bool raw, void *out, size_t i, const void *v) {
-  const uint32_t dim = t->spec.dim;
-  if (raw || !tab_narrow(t)) {
-    const size_t ob = (size_t)dim * ps_row_type_size(raw ? t->spec.row_type : PS_ROW_F32);
-    ps_row_copy((char *)out + i * ob, v, ob);
-  } else {
-    ps_row_widen(t->spec.row_type, v, (float *)out + i * dim, dim);
-  }
+/* How a pull writes its rows: widened from `from` (a 16-bit row type, into f32), or copied as
+ * stored (from = PS_ROW_F32: an f32 table, or a pull in the row type), ob bytes a row. Worked
+ * out once per call, so an f32 table's copy loop is what it was. */
+typedef struct pull_out {
+  ps_row_type from;
+  size_t ob;
+  uint32_t dim;
+} pull_out;
+
+static pull_out pull_out_of(const table *t, bool raw) {
+  const bool widen = !raw && tab_narrow(t);
+  return (pull_out){widen ? t->spec.row_type : PS_ROW_F32,
+                    (size_t)t->spec.dim * ps_row_type_size(raw ? t->spec.row_type : PS_ROW_F32),
+                    t->spec.dim};
+}
+
+/* Row i of a pull's output from stored values v. */
+static inline void row_out(const pull_out *po, void *out, size_t i, const void *v) {
+  if (po->from == PS_ROW_F32) ps_row_copy((char *)out + i * po->ob, v, po->ob);
+  else ps_row_widen(po->from, v, (float *)out + i * po->dim, po->dim);
 }
 
 /* The initial row of a key never stored, into row i of a pull's output. */
@@ -158,9 +168,8 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
   const uint32_t dim = t->spec.dim;
-  /* bytes of stored values (vb) and of an output row (ob) */
-  const size_t vb = (size_t)dim * ps_row_type_size(t->spec.row_type);
-  const size_t ob = (size_t)dim * ps_row_type_size(raw ? t->spec.row_type : PS_ROW_F32);
+  const size_t vb = (size_t)dim * ps_row_type_size(t->spec.row_type); /* stored values */
+  const pull_out po = pull_out_of(t, raw);
   size_t nmiss = 0;
   ps_status st = PS_OK;
   /* Hits in one software pipeline: the index slot of key i + 2D is prefetched, key i + D is
@@ -188,7 +197,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         hentry *e = ents[i - D];
         if (!e) continue;
         if (!(e->p & F_REF)) e->p |= F_REF;
-        row_out(t, raw, out, ord[i - D], ent_row(e));
+        row_out(&po, out, ord[i - D], ent_row(e));
       }
     }
   } else {
@@ -231,21 +240,21 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
     hentry *e = idx_find(pt, mk[j], hs[i]); /* a duplicate key inserted just before */
     if (e) {
-      row_out(t, raw, out, ord[i], ent_row(e));
+      row_out(&po, out, ord[i], ent_row(e));
     } else {
       ps_status ls = PS_OK;
       hentry *le = store_hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
       const char *rec = le ? NULL : store_cold_row_of(t, v, len);
       if (le) {
-        row_out(t, raw, out, ord[i], ent_row(le));
+        row_out(&po, out, ord[i], ent_row(le));
       } else if (ls != PS_ERR_CORRUPT && rec) {
         /* no room to cache it: served as read (a record's values are 4-aligned in it, but a
          * RocksDB value is not: copied before a 16-bit widening reads it as uint16_t) */
         uint16_t al[PS_TABLE_MAX_DIM];
         memcpy(al, rec + ROW_META, vb);
-        row_out(t, raw, out, ord[i], tab_narrow(t) ? (const void *)al : rec + ROW_META);
+        row_out(&po, out, ord[i], tab_narrow(t) ? (const void *)al : rec + ROW_META);
       } else {
-        if (ls == PS_ERR_CORRUPT) memset((char *)out + (size_t)ord[i] * ob, 0, ob);
+        if (ls == PS_ERR_CORRUPT) memset((char *)out + (size_t)ord[i] * po.ob, 0, po.ob);
         st = ls;
       }
     }
