@@ -4,7 +4,7 @@
  * back (a hot tier of 64 KB) equal the rows of a roomy store bit for bit; the spec's row type
  * survives a reopen; a record of an f16 table is refused by an f32 one; a checkpoint's
  * manifest names its row type (ps_store_checkpoint_spec) and restoring it over a table declared
- * f32 is refused, changing nothing. (Values against an independent reference: tests/lib/
+ * f32 is refused, changing nothing; a spec stored before row types reads as f32. (Values against an independent reference: tests/lib/
  * test_py_row_type.py.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,8 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+
+#include <rocksdb/c.h>
 
 #include "ps_store.h"
 #include "ps_wire_half.h"
@@ -175,6 +177,60 @@ static void test_budget_counts_real_bytes(void **st) {
   assert_true(hot[1] * 100 >= hot[0] * 145); /* >= 1.45x: index entries keep their 24 bytes */
 }
 
+/* A data dir written before row types: its spec record is today's less the trailing row type
+ * (4 bytes). Made by cutting them off with RocksDB directly; the store reads it as f32 rows. */
+static void test_spec_before_row_types(void **st) {
+  (void)st;
+  ps_store *s = open_at(0, 8u << 20);
+  declare(s, PS_ROW_F32);
+  train(s);
+  static uint64_t k[NKEYS];
+  static float a[NKEYS * DIM], b[NKEYS * DIM];
+  all_keys(k);
+  assert_int_equal(ps_store_pull(s, 4, k, NKEYS, a), PS_OK);
+  ps_store_close(&s);
+
+  char *err = NULL;
+  rocksdb_options_t *o = rocksdb_options_create();
+  size_t ncf = 0;
+  char **names = rocksdb_list_column_families(o, g_dir[0], &ncf, &err);
+  assert_null(err);
+  const rocksdb_options_t **cfo = malloc(ncf * sizeof *cfo);
+  rocksdb_column_family_handle_t **h = malloc(ncf * sizeof *h);
+  for (size_t i = 0; i < ncf; i++) cfo[i] = o;
+  rocksdb_t *db = rocksdb_open_column_families(o, g_dir[0], (int)ncf, (const char *const *)names,
+                                               cfo, h, &err);
+  assert_null(err);
+  rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+  rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+  size_t len = 0;
+  char *v = rocksdb_get(db, ro, "spec/00004", 10, &len, &err);
+  assert_non_null(v);
+  assert_int_equal(len, 148); /* 144 bytes before row types, then the u32 row type */
+  rocksdb_put(db, wo, "spec/00004", 10, v, len - 4, &err);
+  assert_null(err);
+  free(v);
+  for (size_t i = 0; i < ncf; i++) rocksdb_column_family_handle_destroy(h[i]);
+  rocksdb_close(db);
+  rocksdb_list_column_families_destroy(names, ncf);
+  rocksdb_readoptions_destroy(ro);
+  rocksdb_writeoptions_destroy(wo);
+  rocksdb_options_destroy(o);
+  free(cfo);
+  free(h);
+
+  s = open_at(0, 8u << 20);
+  ps_table_spec got;
+  assert_int_equal(ps_store_get_spec(s, 4, &got), PS_OK);
+  assert_int_equal(got.row_type, PS_ROW_F32);
+  assert_int_equal(ps_store_pull(s, 4, k, NKEYS, b), PS_OK);
+  assert_memory_equal(a, b, sizeof a);
+  declare(s, PS_ROW_F32); /* the same spec as today's f32 declaration */
+  ps_store_close(&s);
+  ps_error e;
+  ps_store_snapshot_remove(g_dir[0], &e);
+}
+
 static int setup(void **st) {
   (void)st;
   for (int i = 0; i < 4; i++)
@@ -190,4 +246,4 @@ static int teardown(void **st) {
 }
 
 PS_TEST_MAIN("store_rowtype", setup, teardown, cmocka_unit_test(test_budget_counts_real_bytes),
-             cmocka_unit_test(test_rows_are_halves))
+             cmocka_unit_test(test_spec_before_row_types), cmocka_unit_test(test_rows_are_halves))
