@@ -72,6 +72,20 @@ static void all_keys(uint64_t *k) {
   for (int i = 0; i < NKEYS; i++) k[i] = (uint64_t)i + 1;
 }
 
+/* Store i reopened: its table 4 has row type `want` and rows a (every key), bit for bit. */
+static ps_store *reopened_same(int i, size_t cache, ps_row_type want, const float *a) {
+  static uint64_t k[NKEYS];
+  static float b[NKEYS * DIM];
+  all_keys(k);
+  ps_store *s = open_at(i, cache);
+  ps_table_spec got;
+  assert_int_equal(ps_store_get_spec(s, 4, &got), PS_OK);
+  assert_int_equal(got.row_type, want);
+  assert_int_equal(ps_store_pull(s, 4, k, NKEYS, b), PS_OK);
+  assert_memory_equal(a, b, sizeof b);
+  return s;
+}
+
 static void test_rows_are_halves(void **st) {
   (void)st;
   ps_table_spec sp = spec_of(PS_ROW_F16);
@@ -110,12 +124,8 @@ static void test_rows_are_halves(void **st) {
   ps_store_close(&tiny);
 
   /* reopened: still f16 rows, the same bits; an f32 declaration is refused naming row_type */
-  tiny = open_at(1, 64u << 10);
+  tiny = reopened_same(1, 64u << 10, PS_ROW_F16, a);
   ps_table_spec got;
-  assert_int_equal(ps_store_get_spec(tiny, 4, &got), PS_OK);
-  assert_int_equal(got.row_type, PS_ROW_F16);
-  assert_int_equal(ps_store_pull(tiny, 4, k, NKEYS, b), PS_OK);
-  assert_memory_equal(a, b, sizeof a);
   ps_table_spec f32 = spec_of(PS_ROW_F32);
   ps_error e;
   assert_int_equal(ps_store_declare(tiny, &f32, &e), PS_ERR_CONFLICT);
@@ -185,7 +195,7 @@ static void test_spec_before_row_types(void **st) {
   declare(s, PS_ROW_F32);
   train(s);
   static uint64_t k[NKEYS];
-  static float a[NKEYS * DIM], b[NKEYS * DIM];
+  static float a[NKEYS * DIM];
   all_keys(k);
   assert_int_equal(ps_store_pull(s, 4, k, NKEYS, a), PS_OK);
   ps_store_close(&s);
@@ -219,12 +229,7 @@ static void test_spec_before_row_types(void **st) {
   free(cfo);
   free(h);
 
-  s = open_at(0, 8u << 20);
-  ps_table_spec got;
-  assert_int_equal(ps_store_get_spec(s, 4, &got), PS_OK);
-  assert_int_equal(got.row_type, PS_ROW_F32);
-  assert_int_equal(ps_store_pull(s, 4, k, NKEYS, b), PS_OK);
-  assert_memory_equal(a, b, sizeof a);
+  s = reopened_same(0, 8u << 20, PS_ROW_F32, a);
   declare(s, PS_ROW_F32); /* the same spec as today's f32 declaration */
   ps_store_close(&s);
   ps_error e;
