@@ -41,10 +41,13 @@ static ps_status read_spec(const char *dir, json_t *t, ps_export_rows *x, uint64
   ps_status st = ps_init_parse(init, &x->spec.init, err);
   if (st == PS_OK) st = ps_optimizer_parse(opt, &x->spec.optimizer, err);
   if (st != PS_OK) return ps_error_prefix(err, "%s/manifest.json: ", dir);
-  if (strcmp(rt, "f32") != 0 && strcmp(rt, "int8") != 0)
+  ps_row_type r16;
+  if (strcmp(rt, "int8") != 0 && ps_row_type_parse(rt, &r16, NULL) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "row_type '%s' is not one this build reads "
-                        "(f32, int8)", rt);
+                        "(f32, f16, bf16, int8)", rt);
   snprintf(x->row_type, sizeof x->row_type, "%s", rt);
+  /* A 16-bit table's unseen keys get its initial row rounded once, as the store gives them */
+  if (strcmp(rt, "int8") != 0) x->spec.row_type = r16;
   size_t want = ps_quant_int8_row_bytes(x->spec.dim);
   if (!strcmp(rt, "int8") && (!layout || strcmp(layout, PS_QUANT_INT8_LAYOUT) != 0 ||
                               (size_t)rb != want))
@@ -64,13 +67,24 @@ static ps_status read_rows(const char *dir, json_t *t, ps_export_rows *x, uint64
   uint64_t nk = 0, nv = 0, *keys = NULL;
   void *values = NULL;
   bool int8 = !strcmp(x->row_type, "int8");
+  /* f16 and bf16 rows ("<f2", bf16's bits as "<u2") are widened exactly to f32 once, here */
+  ps_row_type r16 = PS_ROW_F32;
+  if (!int8) (void)ps_row_type_parse(x->row_type, &r16, NULL);
+  const char *descr = r16 == PS_ROW_F16 ? "<f2" : r16 == PS_ROW_BF16 ? "<u2" : "<f4";
   ps_status st = ps_export_rows_path(dir, kf, kp, sizeof kp, err);
   if (st == PS_OK) st = ps_export_rows_path(dir, vf, vp, sizeof vp, err);
   if (st == PS_OK) st = ps_npy_load(kp, "<u8", 0, &nk, (void **)&keys, err);
   if (st == PS_OK) {
     st = int8 ? ps_npy_load(vp, "|u1", ps_quant_int8_row_bytes(x->spec.dim), &nv, &values, err)
-              : ps_npy_load(vp, "<f4", x->spec.dim, &nv, &values, err);
+              : ps_npy_load(vp, descr, x->spec.dim, &nv, &values, err);
     if (st == PS_ERR_INVALID) ps_error_prefix(err, "the manifest says row_type %s: ", x->row_type);
+  }
+  if (st == PS_OK && r16 != PS_ROW_F32) {
+    float *wide = malloc((size_t)nv * x->spec.dim * sizeof *wide + 1);
+    if (!wide) st = ps_error_set(err, PS_ERR_NOMEM, "out of memory widening %s rows", x->row_type);
+    else ps_row_widen(r16, values, wide, (size_t)nv * x->spec.dim);
+    free(values);
+    values = wide;
   }
   if (st == PS_OK && (nk != nv || nk != rows))
     st = ps_error_set(err, PS_ERR_CORRUPT, "%s: %" PRIu64 " keys and %" PRIu64 " rows, the "

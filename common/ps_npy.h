@@ -17,8 +17,8 @@
 
 typedef struct ps_npy ps_npy;
 
-/* A file of rows: descr is "<f4", "<u8" or "|u1" (bytes: the fused int8 rows of ps_quant.h);
- * cols 0 = a vector [N], else a matrix [N, cols].
+/* A file of rows: descr is "<f4", "<u8", "<f2", "<u2" (its digit is the item size) or "|u1"
+ * (bytes: the fused int8 rows of ps_quant.h); cols 0 = a vector [N], else a matrix [N, cols].
  * PS_ERR_IO with err naming the path. */
 ps_status ps_npy_create(const char *path, const char *descr, uint64_t cols, ps_npy **out,
                         ps_error *err);

@@ -1,6 +1,8 @@
 /* ps_table: defaults, validation, comparison and names of a table spec (see ps_table.h). */
 #include "ps_table.h"
 
+#include "ps_wire_half.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@ static const char *const k_opt[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise_adag
                                                  "ftrl"};
 static const char *const k_init[PS_INIT_COUNT_] = {"uniform", "normal", "zero"};
 static const char *const k_cons[PS_CONS_COUNT_] = {"sync", "async", "ssp"};
+static const char *const k_row[PS_ROW_TYPE_COUNT_] = {"f32", "f16", "bf16"};
 
 void ps_table_spec_default(ps_table_spec *t, uint32_t id, const char *name, uint32_t dim) {
   memset(t, 0, sizeof(*t));
@@ -46,6 +49,9 @@ ps_status ps_table_spec_validate(const ps_table_spec *t, ps_error *err) {
   if ((unsigned)t->init >= PS_INIT_COUNT_)
     return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown init %d", t->id, t->name,
                         (int)t->init);
+  if ((unsigned)t->row_type >= PS_ROW_TYPE_COUNT_)
+    return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown row type %d", t->id,
+                        t->name, (int)t->row_type);
   if ((unsigned)t->consistency >= PS_CONS_COUNT_)
     return ps_error_set(err, PS_ERR_INVALID, "table %u '%s': unknown consistency %d", t->id,
                         t->name, (int)t->consistency);
@@ -77,7 +83,8 @@ bool ps_table_spec_rows_equal(const ps_table_spec *a, const ps_table_spec *b) {
   return SAME(id) && strncmp(a->name, b->name, sizeof(a->name)) == 0 && SAME(dim) &&
          SAME(optimizer) && SAME(lr) && SAME(beta1) && SAME(beta2) && SAME(eps) && SAME(l1) &&
          SAME(l2) && SAME(lr_power) && SAME(initial_accumulator) && SAME(init) && SAME(init_a) &&
-         SAME(init_b) && SAME(seed) && SAME(admit_threshold) && SAME(ttl_steps);
+         SAME(init_b) && SAME(seed) && SAME(admit_threshold) && SAME(ttl_steps) &&
+         SAME(row_type);
 #undef SAME
 }
 
@@ -124,6 +131,8 @@ const char *ps_table_spec_diff(const ps_table_spec *a, const ps_table_spec *b, c
   DIFF(a->init != b->init, "init %s vs %s", ps_init_name(a->init), ps_init_name(b->init))
   DIFF_F(init_a) DIFF_F(init_b)
   DIFF_U(seed) DIFF_U(admit_threshold) DIFF_U(ttl_steps)
+  DIFF(a->row_type != b->row_type, "row_type %s vs %s", ps_row_type_name(a->row_type),
+       ps_row_type_name(b->row_type))
   DIFF(a->consistency != b->consistency, "consistency %s vs %s",
        ps_consistency_name(a->consistency), ps_consistency_name(b->consistency))
   DIFF_U(staleness) DIFF_U(num_workers)
@@ -152,6 +161,7 @@ static ps_status parse_of(const char *const *names, unsigned n, const char *what
 const char *ps_optimizer_name(ps_optimizer o) { return name_of(k_opt, PS_OPT_COUNT_, o); }
 const char *ps_init_name(ps_init i) { return name_of(k_init, PS_INIT_COUNT_, i); }
 const char *ps_consistency_name(ps_consistency c) { return name_of(k_cons, PS_CONS_COUNT_, c); }
+const char *ps_row_type_name(ps_row_type r) { return name_of(k_row, PS_ROW_TYPE_COUNT_, r); }
 
 ps_status ps_optimizer_parse(const char *s, ps_optimizer *out, ps_error *err) {
   int v = 0;
@@ -172,4 +182,45 @@ ps_status ps_consistency_parse(const char *s, ps_consistency *out, ps_error *err
   ps_status st = parse_of(k_cons, PS_CONS_COUNT_, "consistency", s, &v, err);
   if (st == PS_OK) *out = (ps_consistency)v;
   return st;
+}
+
+ps_status ps_row_type_parse(const char *s, ps_row_type *out, ps_error *err) {
+  int v = 0;
+  ps_status st = parse_of(k_row, PS_ROW_TYPE_COUNT_, "row type", s, &v, err);
+  if (st == PS_OK) *out = (ps_row_type)v;
+  return st;
+}
+
+size_t ps_row_type_size(ps_row_type r) { return r == PS_ROW_F32 ? 4 : 2; }
+
+/* bf16 is the top 16 bits of an f32: round to nearest even by adding 0x7fff plus the kept
+ * part's lowest bit (a carry into the exponent is right: it rounds up to the next binade or
+ * to inf); NaN is kept a quiet NaN instead, as the rounding could carry it into inf. The
+ * loops are plain so the compiler vectorizes them. */
+static void f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t x;
+    memcpy(&x, &src[i], 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((x >> 16) | 0x40u);
+    else dst[i] = (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+  }
+}
+
+static void bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t x = (uint32_t)src[i] << 16;
+    memcpy(&dst[i], &x, 4);
+  }
+}
+
+void ps_row_narrow(ps_row_type r, const float *src, void *dst, size_t n) {
+  if (r == PS_ROW_F16) ps_wire_f32_to_f16(src, dst, n);
+  else if (r == PS_ROW_BF16) f32_to_bf16(src, dst, n);
+  else memcpy(dst, src, n * sizeof(float));
+}
+
+void ps_row_widen(ps_row_type r, const void *src, float *dst, size_t n) {
+  if (r == PS_ROW_F16) ps_wire_f16_to_f32(src, dst, n);
+  else if (r == PS_ROW_BF16) bf16_to_f32(src, dst, n);
+  else memcpy(dst, src, n * sizeof(float));
 }

@@ -47,6 +47,16 @@ typedef enum ps_consistency {
 } ps_consistency;
 #define PS_CONS_COUNT_ 3u
 
+/* How a table stores its row values (issue 33): f32, or 16 bits each: IEEE half (f16) or
+ * bfloat16 (bf16, the top half of an f32). Optimizer state stays f32 whatever the row type;
+ * an update computes in f32 and rounds the new values once (round to nearest even). */
+typedef enum ps_row_type {
+  PS_ROW_F32 = 0,
+  PS_ROW_F16 = 1,
+  PS_ROW_BF16 = 2
+} ps_row_type;
+#define PS_ROW_TYPE_COUNT_ 3u
+
 typedef struct ps_table_spec {
   /* Row fields: persisted by the store. */
   uint32_t id;            /* 1..PS_TABLE_MAX_ID */
@@ -67,6 +77,7 @@ typedef struct ps_table_spec {
                              * N-1 such pushes are dropped, the N-th creates the row and
                              * applies its gradient. Pulls do not count. */
   uint64_t ttl_steps;       /* 0: rows never expire */
+  ps_row_type row_type;     /* how the values are stored (0 = f32) */
   /* Stepping fields: the server's bookkeeping, ignored by the store. */
   ps_consistency consistency;
   uint32_t staleness;       /* PS_CONS_SSP only (0 otherwise) */
@@ -74,7 +85,7 @@ typedef struct ps_table_spec {
 } ps_table_spec;
 
 /* SGD, lr 0.01, uniform(-0.05, 0.05), Adam betas 0.9/0.999, eps 1e-8, FTRL lr_power -0.5,
-
+ * f32 rows,
  * seed 0, async, one worker; name truncated to fit. */
 void ps_table_spec_default(ps_table_spec *t, uint32_t id, const char *name, uint32_t dim);
 /* PS_OK, or PS_ERR_INVALID with a message naming the first bad field. */
@@ -95,9 +106,19 @@ const char *ps_table_spec_diff(const ps_table_spec *a, const ps_table_spec *b, c
 const char *ps_optimizer_name(ps_optimizer o);
 const char *ps_init_name(ps_init i);
 const char *ps_consistency_name(ps_consistency c);
+const char *ps_row_type_name(ps_row_type r); /* "f32", "f16", "bf16" */
 /* The inverse: PS_OK, or PS_ERR_INVALID with a message listing the known names. */
 ps_status ps_optimizer_parse(const char *s, ps_optimizer *out, ps_error *err);
 ps_status ps_init_parse(const char *s, ps_init *out, ps_error *err);
 ps_status ps_consistency_parse(const char *s, ps_consistency *out, ps_error *err);
+ps_status ps_row_type_parse(const char *s, ps_row_type *out, ps_error *err);
+
+/* Bytes of one stored value of a row type (4 or 2). */
+size_t ps_row_type_size(ps_row_type r);
+/* n f32 values to a row type, each rounded once to nearest even (f16 as ps_wire_f32_to_f16;
+ * bf16 keeps NaN a quiet NaN); for PS_ROW_F32 a copy. dst holds n * ps_row_type_size bytes. */
+void ps_row_narrow(ps_row_type r, const float *src, void *dst, size_t n);
+/* The inverse: exact (every f16 and bf16 is an f32). */
+void ps_row_widen(ps_row_type r, const void *src, float *dst, size_t n);
 
 #endif

@@ -332,7 +332,14 @@ ps_status ps_store_scan(ps_store *s, uint32_t table_id, ps_store_row_fn fn, void
       break;
     }
     uint64_t key = be_key(k);
-    if ((st = store_cold_decode(t, key, v, vl, NULL, row, err)) == PS_OK) st = fn(ctx, key, row);
+    if ((st = store_cold_decode(t, key, v, vl, NULL, row, err)) != PS_OK) break;
+    if (tab_narrow(t)) { /* values widened (exact): fn sees f32 whatever the row type */
+      float wide[PS_TABLE_MAX_DIM];
+      ps_row_widen(t->spec.row_type, row, wide, t->spec.dim);
+      st = fn(ctx, key, wide);
+    } else {
+      st = fn(ctx, key, row);
+    }
   }
   char *rerr = NULL;
   if (it && st == PS_OK) rocksdb_iter_get_error(it, &rerr);

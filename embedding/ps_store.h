@@ -92,9 +92,15 @@ ps_status ps_store_get_spec(ps_store *s, uint32_t table, ps_table_spec *out);
 /* The ids of all declared tables (at most max); returns the count. */
 size_t ps_store_tables(ps_store *s, uint32_t *ids, size_t max);
 
-/* out[i*dim .. (i+1)*dim) = row of keys[i]. A key never seen gets its deterministic initial
- * value (from table seed and key) without being stored. Duplicate keys are fine. */
+/* out[i*dim .. (i+1)*dim) = row of keys[i] (a 16-bit table's values widened, exactly). A key
+ * never seen gets its deterministic initial value (from table seed and key) without being
+ * stored. Duplicate keys are fine. */
 ps_status ps_store_pull(ps_store *s, uint32_t table, const uint64_t *keys, size_t n, float *out);
+/* ps_store_pull with the rows as the table stores them (its row_type, ps_table.h): n * dim
+ * values of ps_row_type_size bytes each, never widened and rounded again (for an f32 table the
+ * same as ps_store_pull). What ps-server sends for a pull in the table's own 16-bit type. */
+ps_status ps_store_pull_rows(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
+                             void *out);
 /* Applies the table's optimizer with grads[i*dim ..] for keys[i]; gradients of the same key
  * within one call are summed first, then applied once. */
 ps_status ps_store_push(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
@@ -157,8 +163,14 @@ ps_status ps_store_flush(ps_store *s, ps_error *err);
 ps_status ps_store_snapshot(ps_store *s, const char *dir, ps_error *err);
 /* Replaces the store's content by the snapshot in dir (the hot tier is dropped); a delta is
  * composed with its chain first (below), and the checkpoint restored becomes the base of the
- * store's next delta. */
+ * store's next delta. PS_ERR_CONFLICT (nothing changed) when a table declared here has
+ * another row type in the checkpoint's manifest. */
 ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err);
+/* The spec of table `table` as checkpoint dir's manifest records it (row type included), without
+ * opening it: PS_ERR_NOT_FOUND when the checkpoint has no manifest or no such table. For a
+ * server that checks a restore against the tables declared to it before restoring. */
+ps_status ps_store_checkpoint_spec(const char *dir, uint32_t table, ps_table_spec *out,
+                                   ps_error *err);
 /* Deletes a snapshot directory and everything under it; PS_OK when there is none. */
 ps_status ps_store_snapshot_remove(const char *dir, ps_error *err);
 
@@ -205,7 +217,8 @@ void ps_store_checkpoint_abort(ps_store *s);
 bool ps_store_is_delta(const char *dir);
 
 /* Calls fn(ctx, key, values) for every stored row of a table of a READ-ONLY store (a snapshot:
- * its RocksDB files hold every row), in RocksDB's key order; values (dim floats) are valid
+ * its RocksDB files hold every row), in RocksDB's key order; values (dim floats, a 16-bit
+ * table's widened exactly, so narrowing them to the row type again gives the stored bits) are valid
  * during the call only. Stops at the first status fn returns other than PS_OK and returns it.
  * PS_ERR_INVALID on a writable store (its newest rows may be in the hot tier only); a record
  * that does not decode is PS_ERR_CORRUPT, said in err. For ps-export. */
@@ -218,7 +231,8 @@ void ps_store_get_stats(ps_store *s, ps_store_stats *out);
 uint32_t ps_store_partition_of(const ps_store *s, uint64_t key);
 uint32_t ps_store_partitions(const ps_store *s);
 
-/* The deterministic initial row of a key (what a pull of an unseen key returns). */
+/* The deterministic initial row of a key (what a pull of an unseen key returns): for a 16-bit
+ * row type, the f32 initial values rounded once to it (and widened back). */
 void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row);
 
 /* Size in bytes of a stored row record of this spec (what ps_store_export_row writes):

@@ -128,13 +128,48 @@ static ps_status miss_done(ps_store *s, partition *pa, uint64_t *mk, size_t *mi,
   return st;
 }
 
+/* How a pull writes its rows: widened from `from` (a 16-bit row type, into f32), or copied as
+ * stored (from = PS_ROW_F32: an f32 table, or a pull in the row type), ob bytes a row. Worked
+ * out once per call, so an f32 table's copy loop is what it was. */
+typedef struct pull_out {
+  ps_row_type from;
+  size_t ob;
+  uint32_t dim;
+} pull_out;
+
+static pull_out pull_out_of(const table *t, bool raw) {
+  const bool widen = !raw && tab_narrow(t);
+  return (pull_out){widen ? t->spec.row_type : PS_ROW_F32,
+                    (size_t)t->spec.dim * ps_row_type_size(raw ? t->spec.row_type : PS_ROW_F32),
+                    t->spec.dim};
+}
+
+/* Row i of a pull's output from stored values v. */
+static inline void row_out(const pull_out *po, void *out, size_t i, const void *v) {
+  if (po->from == PS_ROW_F32) ps_row_copy((char *)out + i * po->ob, v, po->ob);
+  else ps_row_widen(po->from, v, (float *)out + i * po->dim, po->dim);
+}
+
+/* The initial row of a key never stored, into row i of a pull's output. */
+static void init_out(const table *t, bool raw, void *out, size_t i, uint64_t key) {
+  const uint32_t dim = t->spec.dim;
+  if (!raw || !tab_narrow(t)) {
+    ps_store_init_row(&t->spec, key, (float *)out + i * dim);
+    return;
+  }
+  float v[PS_TABLE_MAX_DIM];
+  ps_store_init_row(&t->spec, key, v); /* already rounded: narrowing it again is exact */
+  ps_row_narrow(t->spec.row_type, v, (char *)out + i * dim * (size_t)2, dim);
+}
+
 static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t *keys,
-                           const uint32_t *ord, const uint64_t *hs, size_t n, float *out,
-                           hentry **ents) {
+                           const uint32_t *ord, const uint64_t *hs, size_t n, void *out,
+                           bool raw, hentry **ents) {
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
   const uint32_t dim = t->spec.dim;
-  const size_t vb = sizeof(float) * dim;
+  const size_t vb = (size_t)dim * ps_row_type_size(t->spec.row_type); /* stored values */
+  const pull_out po = pull_out_of(t, raw);
   size_t nmiss = 0;
   ps_status st = PS_OK;
   /* Hits in one software pipeline: the index slot of key i + 2D is prefetched, key i + D is
@@ -162,7 +197,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
         hentry *e = ents[i - D];
         if (!e) continue;
         if (!(e->p & F_REF)) e->p |= F_REF;
-        ps_row_copy(out + (size_t)ord[i - D] * dim, ent_row(e), vb);
+        row_out(&po, out, ord[i - D], ent_row(e));
       }
     }
   } else {
@@ -197,26 +232,29 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   }
   for (size_t j = 0; j < m; j++) {
     size_t i = mi[j];
-    float *dst = out + (size_t)ord[i] * dim;
     if (!vals[j]) {
-      ps_store_init_row(&t->spec, mk[j], dst);
+      init_out(t, raw, out, ord[i], mk[j]);
       continue;
     }
     size_t len;
     const char *v = rocksdb_pinnableslice_value(vals[j], &len);
     hentry *e = idx_find(pt, mk[j], hs[i]); /* a duplicate key inserted just before */
     if (e) {
-      memcpy(dst, ent_row(e), vb);
+      row_out(&po, out, ord[i], ent_row(e));
     } else {
       ps_status ls = PS_OK;
       hentry *le = store_hot_load(s, pa, ti, mk[j], hs[i], F_REF, v, len, &ls);
       const char *rec = le ? NULL : store_cold_row_of(t, v, len);
       if (le) {
-        memcpy(dst, ent_row(le), vb);
+        row_out(&po, out, ord[i], ent_row(le));
       } else if (ls != PS_ERR_CORRUPT && rec) {
-        memcpy(dst, rec + ROW_META, vb); /* no room to cache it: served as read */
+        /* no room to cache it: served as read (a record's values are 4-aligned in it, but a
+         * RocksDB value is not: copied before a 16-bit widening reads it as uint16_t) */
+        uint16_t al[PS_TABLE_MAX_DIM];
+        memcpy(al, rec + ROW_META, vb);
+        row_out(&po, out, ord[i], tab_narrow(t) ? (const void *)al : rec + ROW_META);
       } else {
-        if (ls == PS_ERR_CORRUPT) memset(dst, 0, vb);
+        if (ls == PS_ERR_CORRUPT) memset((char *)out + (size_t)ord[i] * po.ob, 0, po.ob);
         st = ls;
       }
     }
@@ -226,8 +264,8 @@ out:
   return miss_done(s, pa, mk, mi, vals, st);
 }
 
-ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
-                              uint32_t first, uint32_t stride, float *out) {
+static ps_status pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
+                           uint32_t first, uint32_t stride, void *out, bool raw) {
   if (!s || !b || stride == 0 || (b->n && !out) || b->nparts != s->nparts) return PS_ERR_INVALID;
   size_t ti;
   ps_status st;
@@ -239,13 +277,18 @@ ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_bat
     if (lo == hi) continue;
     partition *pa = &s->parts[p];
     pthread_mutex_lock(&pa->mu);
-    st = pull_part(s, pa, ti, b->keys, b->order + lo, b->hash + lo, hi - lo, out, ents);
+    st = pull_part(s, pa, ti, b->keys, b->order + lo, b->hash + lo, hi - lo, out, raw, ents);
     pthread_mutex_unlock(&pa->mu);
   }
   free(ents);
 done:
   pthread_rwlock_unlock(&s->lock);
   return st;
+}
+
+ps_status ps_store_pull_batch(ps_store *s, uint32_t table_id, const ps_store_batch *b,
+                              uint32_t first, uint32_t stride, float *out) {
+  return pull_batch(s, table_id, b, first, stride, out, false);
 }
 
 /* ---------------------------------------------------------------- warm (prefetch) */
@@ -463,14 +506,15 @@ done:
   return st;
 }
 
-/* The whole-batch calls: one batch over every partition (out for a pull, grads for a push). */
-static ps_status whole(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n, float *out,
-                       const float *grads) {
+/* The whole-batch calls: one batch over every partition (out for a pull, in the row type when
+ * raw; grads for a push). */
+static ps_status whole(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n, void *out,
+                       bool raw, const float *grads) {
   if (!s || (n && (!keys || (!out && !grads)))) return PS_ERR_INVALID;
   ps_store_batch *b;
   ps_status st = ps_store_batch_create(s, keys, n, &b);
   if (st != PS_OK) return st;
-  st = out ? ps_store_pull_batch(s, table_id, b, 0, 1, out)
+  st = out ? pull_batch(s, table_id, b, 0, 1, out, raw)
            : ps_store_push_batch(s, table_id, b, 0, 1, grads);
   ps_store_batch_destroy(&b);
   return st;
@@ -478,10 +522,15 @@ static ps_status whole(ps_store *s, uint32_t table_id, const uint64_t *keys, siz
 
 ps_status ps_store_pull(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
                         float *out) {
-  return whole(s, table_id, keys, n, out, NULL);
+  return whole(s, table_id, keys, n, out, false, NULL);
+}
+
+ps_status ps_store_pull_rows(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
+                             void *out) {
+  return whole(s, table_id, keys, n, out, true, NULL);
 }
 
 ps_status ps_store_push(ps_store *s, uint32_t table_id, const uint64_t *keys, size_t n,
                         const float *grads) {
-  return whole(s, table_id, keys, n, NULL, grads);
+  return whole(s, table_id, keys, n, NULL, false, grads);
 }

@@ -192,6 +192,9 @@ size_t store_spec_encode(const ps_table_spec *sp, char *b) {
   memcpy(b + o, sp->name, strnlen(sp->name, sizeof(sp->name)));
   o += sizeof(sp->name);
   SPEC_FIELDS(PUT, sp->)
+  /* Last, so a spec stored before row types (4 bytes shorter) decodes as f32. */
+  uint32_t rt = (uint32_t)sp->row_type;
+  PUT(rt)
 #undef PUT
   return o;
 }
@@ -201,7 +204,7 @@ ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp) {
   char chk[SPEC_BYTES];
   memset(&tmp, 0, sizeof(tmp));
   size_t need = store_spec_encode(&tmp, chk);
-  if (len != need) return PS_ERR_CORRUPT;
+  if (len != need && len != need - 4) return PS_ERR_CORRUPT;
   size_t o = 0;
 #define GET(x) (memcpy(&(x), b + o, sizeof(x)), o += sizeof(x));
   uint32_t ver, opt, init;
@@ -212,7 +215,10 @@ ps_status store_spec_decode(const char *b, size_t len, ps_table_spec *sp) {
   tmp.name[sizeof(tmp.name) - 1] = 0;
   o += sizeof(tmp.name);
   SPEC_FIELDS(GET, tmp.)
+  uint32_t rt = PS_ROW_F32;
+  if (len == need) GET(rt)
 #undef GET
+  tmp.row_type = (ps_row_type)rt;
   tmp.optimizer = (ps_optimizer)opt;
   tmp.init = (ps_init)init;
   *sp = tmp;

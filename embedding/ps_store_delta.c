@@ -227,6 +227,16 @@ static ps_status write_delta(ps_store *s, const char *dir, uint64_t **k, const s
   return st;
 }
 
+/* A full checkpoint's manifest lists its tables too, with no file (rows 0): their specs, so a
+ * restore can be checked against the declared tables' row types without opening it. */
+static ps_status full_tables(ps_store *s, store_manifest *m, ps_error *err) {
+  m->tables = calloc(s->ntables ? s->ntables : 1, sizeof *m->tables);
+  if (!m->tables) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  m->ntables = s->ntables;
+  for (size_t t = 0; t < s->ntables; t++) m->tables[t].spec = s->tables[t].spec;
+  return PS_OK;
+}
+
 ps_status ps_store_checkpoint(ps_store *s, const char *dir, uint64_t step, uint32_t max_depth,
                               ps_store_ckpt_info *info, ps_error *err) {
   if (!s || !dir || !dir[0] || s->opt.read_only)
@@ -255,6 +265,7 @@ ps_status ps_store_checkpoint(ps_store *s, const char *dir, uint64_t step, uint3
                s->base.depth < max_depth && !atomic_load(&s->track_lost);
   if (st == PS_OK)
     st = delta ? write_delta(s, dir, k, n, &m, err) : store_snapshot_locked(s, dir, err);
+  if (st == PS_OK && !delta) st = full_tables(s, &m, err);
   if (st == PS_OK) st = store_manifest_write(dir, &m, err);
   store_pend_keys *pk = NULL;
   char *pdir = NULL;

@@ -146,6 +146,8 @@ typedef struct partition {
 typedef struct table {
   ps_table_spec spec;
   size_t state_floats;
+  size_t val_bytes;   /* the values as stored: dim x the row type's size, padded to 4 bytes so
+                       * the f32 optimizer state after them is aligned */
   size_t float_bytes; /* values + optimizer state, as a record holds them after its row_meta */
   size_t row_bytes;   /* a hot row: float_bytes, + 4 for Adam's step count (see hentry) */
   size_t rec_bytes;   /* a record: REC_HDR + ROW_META + float_bytes */
@@ -219,6 +221,12 @@ static inline void *ent_row(const hentry *e) { return (void *)(e->p & ~F_MASK); 
 static inline uint32_t *row_adam_t(const table *t, void *row) {
   return t->spec.optimizer == PS_OPT_ADAM ? (uint32_t *)((char *)row + t->float_bytes) : NULL;
 }
+/* The optimizer state of a row: f32, after its values whatever the row type. */
+static inline float *row_state(const table *t, void *row) {
+  return (float *)((char *)row + t->val_bytes);
+}
+/* Row type of a table, and whether its values are stored as 16-bit numbers. */
+static inline bool tab_narrow(const table *t) { return t->spec.row_type != PS_ROW_F32; }
 /* The row_meta a record of hot entry e carries: its step from the entry, Adam's step count
  * from the end of the row. */
 static inline row_meta ent_meta(const table *t, const hentry *e) {
@@ -318,6 +326,8 @@ void store_hot_drop(ps_store *s);
 
 /* Floats of optimizer state a row of this spec carries after its values. */
 size_t store_state_floats(const ps_table_spec *sp);
+/* Bytes of its values: dim x the row type's size, padded to 4 (table.val_bytes). */
+size_t store_val_bytes(const ps_table_spec *sp);
 /* A new stored row (entry e's): initial values and optimizer state, its step stamped. */
 void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step);
 /* Applies one (already summed) gradient to entry e's row and stamps its last step. */

@@ -22,8 +22,12 @@ size_t store_state_floats(const ps_table_spec *sp) {
   return 0;
 }
 
+size_t store_val_bytes(const ps_table_spec *sp) {
+  return ((size_t)sp->dim * ps_row_type_size(sp->row_type) + 3) & ~(size_t)3;
+}
+
 size_t ps_store_record_bytes(const ps_table_spec *spec) {
-  return REC_HDR + ROW_META + 4 * ((size_t)spec->dim + store_state_floats(spec));
+  return REC_HDR + ROW_META + store_val_bytes(spec) + 4 * store_state_floats(spec);
 }
 
 /* ------------------------------------------------------------ initializer */
@@ -32,7 +36,7 @@ size_t ps_store_record_bytes(const ps_table_spec *spec) {
  * r_j = ps_mix64(ps_hash_u64(key, seed) + j * golden): pure function of (seed, key, j), so the
  * value is the same on every shard, partition, thread and run. Normal uses Box-Muller on
  * consecutive pairs in double precision. */
-void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row) {
+static void init_row_f32(const ps_table_spec *spec, uint64_t key, float *row) {
   const uint64_t base = ps_hash_u64(key, spec->seed);
   const uint64_t gamma = 0x9e3779b97f4a7c15ull;
   const uint32_t dim = spec->dim;
@@ -63,13 +67,30 @@ void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row) {
   }
 }
 
+/* A 16-bit table's initial row is the f32 one rounded once: what it stores, and what a pull
+ * of a key it never stored returns. */
+void ps_store_init_row(const ps_table_spec *spec, uint64_t key, float *row) {
+  init_row_f32(spec, key, row);
+  if (spec->row_type == PS_ROW_F32) return;
+  uint16_t h[PS_TABLE_MAX_DIM];
+  ps_row_narrow(spec->row_type, row, h, spec->dim);
+  ps_row_widen(spec->row_type, h, row, spec->dim);
+}
+
 void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step) {
-  float *w = ent_row(e);
+  void *w = ent_row(e);
   e->step = step;
   uint32_t *at = row_adam_t(t, w);
   if (at) *at = 0;
-  ps_store_init_row(&t->spec, key, w);
-  float *st = w + t->spec.dim;
+  if (tab_narrow(t)) {
+    float v[PS_TABLE_MAX_DIM];
+    init_row_f32(&t->spec, key, v);
+    ps_row_narrow(t->spec.row_type, v, w, t->spec.dim);
+    if (t->spec.dim & 1) ((uint16_t *)w)[t->spec.dim] = 0; /* the padding: records are exact */
+  } else {
+    init_row_f32(&t->spec, key, w);
+  }
+  float *st = row_state(t, w);
   const uint32_t d = t->spec.dim;
   switch (t->spec.optimizer) {
     case PS_OPT_ADAGRAD:
@@ -94,7 +115,12 @@ void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step)
 void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) {
   const ps_table_spec *sp = &t->spec;
   const uint32_t d = sp->dim;
-  float *w = ent_row(e), *st = w + d;
+  void *row = ent_row(e);
+  float *st = row_state(t, row), wide[PS_TABLE_MAX_DIM];
+  /* A 16-bit row is widened (exact), updated in f32 like an f32 row, and rounded once. */
+  const bool narrow = tab_narrow(t);
+  float *w = narrow ? wide : row;
+  if (narrow) ps_row_widen(sp->row_type, row, w, d);
   e->step = step;
   switch (sp->optimizer) {
     case PS_OPT_SGD: {
@@ -122,7 +148,7 @@ void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) 
     }
     case PS_OPT_ADAM: {
       float *m = st, *v = st + d;
-      const uint32_t ts = ++*row_adam_t(t, w);
+      const uint32_t ts = ++*row_adam_t(t, row);
       const double b1 = sp->beta1, b2 = sp->beta2;
       const float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), fb2 = sp->beta2;
       const double bc1 = 1.0 - pow(b1, ts), bc2 = 1.0 - pow(b2, ts);
@@ -161,4 +187,5 @@ void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) 
       break;
     }
   }
+  if (narrow) ps_row_narrow(sp->row_type, w, row, d);
 }

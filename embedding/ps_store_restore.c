@@ -21,6 +21,46 @@ static void unload(ps_store *s) {
   store_hot_drop(s);
 }
 
+/* A checkpoint's rows are records of its tables' row types: restoring one over a table declared
+ * here with another row type would replace the declared table by another, so it is refused (the
+ * store write-locked). A checkpoint without a manifest (from before them) is not checked. */
+static ps_status check_row_types(ps_store *s, const char *dir, ps_error *err) {
+  store_manifest m;
+  memset(&m, 0, sizeof m);
+  if (store_manifest_read(dir, &m, NULL) != PS_OK) return PS_OK; /* compose said what is wrong */
+  ps_status st = PS_OK;
+  for (size_t i = 0; st == PS_OK && i < m.ntables; i++) {
+    const ps_table_spec *c = &m.tables[i].spec;
+    size_t ti;
+    const table *t = find_table(s, c->id, &ti);
+    if (t && t->spec.row_type != c->row_type)
+      st = ps_error_set(err, PS_ERR_CONFLICT,
+                        "restore: table %u '%s' is declared with another row type than the "
+                        "checkpoint %s holds: row_type %s vs %s (declared vs checkpoint)",
+                        c->id, c->name, dir, ps_row_type_name(t->spec.row_type),
+                        ps_row_type_name(c->row_type));
+  }
+  store_manifest_free(&m);
+  return st;
+}
+
+ps_status ps_store_checkpoint_spec(const char *dir, uint32_t table, ps_table_spec *out,
+                                   ps_error *err) {
+  store_manifest m;
+  memset(&m, 0, sizeof m);
+  ps_status st = store_manifest_read(dir, &m, err);
+  if (st != PS_OK) return st;
+  st = ps_error_set(err, PS_ERR_NOT_FOUND, "checkpoint %s has no table %u", dir, table);
+  for (size_t i = 0; i < m.ntables; i++)
+    if (m.tables[i].spec.id == table) {
+      *out = m.tables[i].spec;
+      st = PS_OK;
+      ps_error_clear(err);
+    }
+  store_manifest_free(&m);
+  return st;
+}
+
 /* Restore: copy the snapshot beside the data dir, close RocksDB, swap directories, reopen.
  * The live directory is replaced only once the copy is complete; on a failed reopen the old
  * one is put back. */
@@ -43,6 +83,13 @@ ps_status ps_store_restore(ps_store *s, const char *dir, ps_error *err) {
   ps_error local;
   if (!err) err = &local;
   pthread_rwlock_wrlock(&s->lock);
+  ps_status rt = check_row_types(s, dir, err);
+  if (rt != PS_OK) {
+    pthread_rwlock_unlock(&s->lock);
+    rm_rf(tmp);
+    store_ckpt_ref_clear(&head);
+    return rt;
+  }
   /* The rows changed since the last flush go to RocksDB first, so that a restore that fails
    * halfway puts back exactly the content it found (a successful one replaces them anyway). */
   ps_status st = store_flush_locked(s, err);

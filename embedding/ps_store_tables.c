@@ -30,7 +30,8 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   memset(t, 0, sizeof(*t));
   t->spec = *sp;
   t->state_floats = store_state_floats(sp);
-  t->float_bytes = 4 * ((size_t)sp->dim + t->state_floats);
+  t->val_bytes = store_val_bytes(sp);
+  t->float_bytes = t->val_bytes + 4 * t->state_floats;
   /* Adam's step count after the floats: row_adam_t */
   t->row_bytes = t->float_bytes + (sp->optimizer == PS_OPT_ADAM ? sizeof(uint32_t) : 0);
   t->rec_bytes = REC_HDR + ROW_META + t->float_bytes;
@@ -40,7 +41,7 @@ static ps_status add_table(ps_store *s, const ps_table_spec *sp, rocksdb_column_
   t->hdr[0] = REC_MAGIC;
   t->hdr[1] = REC_VERSION;
   t->hdr[2] = (char)sp->optimizer;
-  t->hdr[3] = 0;
+  t->hdr[3] = (char)sp->row_type; /* 0 for f32: records from before row types read the same */
   memcpy(t->hdr + 4, &sp->dim, 4);
   s->ntables++;
   s->idmap[sp->id] = (uint16_t)s->ntables;

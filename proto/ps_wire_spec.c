@@ -21,6 +21,7 @@ void ps_wire_spec_to_pb(const ps_table_spec *t, Ember__TableSpec *p) {
   p->optimizer = (Ember__Optimizer)t->optimizer;
   p->init = (Ember__Init)t->init;
   p->consistency = (Ember__Consistency)t->consistency;
+  p->row_type = (Ember__RowType)t->row_type;
   p->staleness = t->staleness;
   p->num_workers = t->num_workers;
 }
@@ -38,6 +39,7 @@ ps_status ps_wire_spec_from_pb(const Ember__TableSpec *p, ps_table_spec *t, ps_e
   o.optimizer = (ps_optimizer)p->optimizer;
   o.init = (ps_init)p->init;
   o.consistency = (ps_consistency)p->consistency;
+  o.row_type = (ps_row_type)p->row_type;
   o.staleness = o.consistency == PS_CONS_SSP ? p->staleness : 0;
   o.num_workers = p->num_workers ? p->num_workers : 1;
   ps_status st = ps_table_spec_validate(&o, err);

@@ -570,6 +570,21 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
                         "restore it",
                         root, (int64_t)st_step, meta, why);
   }
+  /* A table declared here (provisional ones too: its first user's spec) with another row type
+   * than the checkpoint's would be replaced by the checkpoint's silently: refused first. */
+  for (uint32_t id = 1; id <= s->max_table; id++) {
+    ps_table_spec cs;
+    const srv_table *t = s->tables[id];
+    if (!t || t->meta_unknown || ps_store_checkpoint_spec(dir, id, &cs, NULL) != PS_OK ||
+        cs.row_type == t->spec.row_type)
+      continue;
+    json_decref(j);
+    return ps_error_set(err, PS_ERR_CONFLICT,
+                        "table %u '%s' is declared with another row type than checkpoint %s "
+                        "holds: row_type %s vs %s (declared vs checkpoint)",
+                        id, t->spec.name, root, ps_row_type_name(t->spec.row_type),
+                        ps_row_type_name(cs.row_type));
+  }
   ps_status st = ps_store_restore(s->store, dir, err);
   if (st != PS_OK) {
     json_decref(j);

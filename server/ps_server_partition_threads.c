@@ -177,12 +177,22 @@ static ps_status part_run(srv_part *p, srv_req *r) {
   switch (r->task_kind) {
     case TK_WARM: return m ? ps_store_warm(store, id, keys, m) : PS_OK;
     case TK_PULL: {
+      /* An f16 table pulled as f16 sends its stored rows: never widened and rounded again. */
+      const bool rows16 = r->f16 && tab->spec.row_type == PS_ROW_F16;
       if (!split && !r->f16) return ps_store_pull(store, id, keys, n, r->outp);
+      if (!split && rows16) return ps_store_pull_rows(store, id, keys, n, r->outp);
       if (m == 0) return PS_OK;
       if (!grow((void **)&p->vbuf, &p->vcap, m * dim, sizeof(float))) return PS_ERR_NOMEM;
+      uint16_t *o16 = (uint16_t *)r->outp;
+      if (rows16) {
+        const uint16_t *v16 = (const uint16_t *)p->vbuf;
+        st = ps_store_pull_rows(store, id, keys, m, p->vbuf);
+        for (size_t i = 0; st == PS_OK && i < m; i++)
+          memcpy(o16 + (size_t)pos[i] * dim, v16 + i * dim, dim * sizeof(uint16_t));
+        return st;
+      }
       st = ps_store_pull(store, id, keys, m, p->vbuf);
       if (st != PS_OK) return st;
-      uint16_t *o16 = (uint16_t *)r->outp;
       if (!split) ps_wire_f32_to_f16(p->vbuf, o16, m * dim);
       else if (r->f16)
         for (size_t i = 0; i < m; i++)

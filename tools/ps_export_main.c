@@ -46,17 +46,30 @@ typedef struct rows_out {
   ps_error *err;
   uint8_t *qrow; /* --quantize int8: one fused row (ps_quant.h), else NULL */
   uint32_t dim;
+  const ps_table_spec *sp; /* its row_type: how the values are written (not int8) */
 } rows_out;
+
+/* A 16-bit table's rows are written in their type (the scan widened them exactly, so this
+ * narrowing gives the stored bits back): f16 as "<f2", bf16 as its bits, "<u2" (NumPy has no
+ * bfloat16; manifest.json's row_type says so). */
+static const char *const k_values_descr[PS_ROW_TYPE_COUNT_] = {"<f4", "<f2", "<u2"};
 
 static ps_status put_row(void *ctx, uint64_t key, const float *values) {
   rows_out *o = ctx;
+  uint16_t narrow[PS_TABLE_MAX_DIM];
+  const void *v = values;
+  if (o->sp->row_type != PS_ROW_F32) {
+    ps_row_narrow(o->sp->row_type, values, narrow, o->sp->dim);
+    v = narrow;
+  }
   ps_status st = ps_npy_write(o->keys, &key, 1, o->err);
-  if (st == PS_OK) st = ps_npy_write(o->values, values, 1, o->err);
+  if (st == PS_OK) st = ps_npy_write(o->values, v, 1, o->err);
   o->rows += st == PS_OK;
   return st;
 }
 
-/* --quantize int8: the row quantized (FBGEMM's fused row-wise layout) instead of its floats. */
+/* --quantize int8: the row quantized (FBGEMM's fused row-wise layout) instead of its floats;
+ * a 16-bit table's rows are quantized from the exactly widened stored values. */
 static ps_status put_row_int8(void *ctx, uint64_t key, const float *values) {
   rows_out *o = ctx;
   if (ps_quant_int8_encode(values, o->dim, o->qrow) != PS_OK)
@@ -69,8 +82,9 @@ static ps_status put_row_int8(void *ctx, uint64_t key, const float *values) {
 }
 
 /* The manifest's row_type and, for int8, the layout a reader needs to decode the values file. */
-static void describe_row_type(json_t *tab, bool int8, uint32_t dim) {
-  json_object_set_new(tab, "row_type", json_string(int8 ? "int8" : "f32"));
+static void describe_row_type(json_t *tab, bool int8, const ps_table_spec *sp) {
+  uint32_t dim = sp->dim;
+  json_object_set_new(tab, "row_type", json_string(int8 ? "int8" : ps_row_type_name(sp->row_type)));
   if (!int8) return;
   json_object_set_new(tab, "layout", json_pack(
       "{s:s, s:I, s:s, s:I, s:I, s:s}", "name", PS_QUANT_INT8_LAYOUT, "row_bytes",
@@ -89,14 +103,14 @@ static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, bool int
   snprintf(vrel, sizeof vrel, "embeddings/table_%u.values%s.npy", sp->id, int8 ? ".int8" : "");
   snprintf(kp, sizeof kp, "%s/embeddings/table_%u.keys.npy", out, sp->id);
   snprintf(vp, sizeof vp, "%s/%s", out, vrel);
-  rows_out o = {NULL, NULL, 0, err, NULL, sp->dim};
+  rows_out o = {NULL, NULL, 0, err, NULL, sp->dim, sp};
   ps_status st = PS_OK;
   if (int8 && !(o.qrow = malloc(ps_quant_int8_row_bytes(sp->dim))))
     st = ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   if (st == PS_OK) st = ps_npy_create(kp, "<u8", 0, &o.keys, err);
   if (st == PS_OK)
     st = int8 ? ps_npy_create(vp, "|u1", ps_quant_int8_row_bytes(sp->dim), &o.values, err)
-              : ps_npy_create(vp, "<f4", sp->dim, &o.values, err);
+              : ps_npy_create(vp, k_values_descr[sp->row_type], sp->dim, &o.values, err);
   uint64_t t0 = ps_now_ns();
   for (uint32_t i = 0; st == PS_OK && i < ps_ckpt_nshards(ck); i++) {
     st = ps_store_scan(ps_ckpt_shard(ck, i), sp->id, int8 ? put_row_int8 : put_row, &o, err);
@@ -110,7 +124,7 @@ static ps_status export_rows(ps_ckpt *ck, const char *out, json_t *tab, bool int
   json_object_set_new(tab, "rows", json_integer((json_int_t)o.rows));
   json_object_set_new(tab, "keys", json_sprintf("embeddings/table_%u.keys.npy", sp->id));
   json_object_set_new(tab, "values", json_string(vrel));
-  describe_row_type(tab, int8, sp->dim);
+  describe_row_type(tab, int8, sp);
   return st;
 }
 

@@ -24,7 +24,7 @@
  *   one (checked once, at start). A serving server answers a key it stores no row for with the
  *   same initial row, so the scores are the offline ones.
  * - --export DIR (instead of --checkpoint) scores from a ps-export directory alone
- *   (ps_export_model.h): its manifest, schema, dense/params.npy and rows, f32 or int8
+ *   (ps_export_model.h): its manifest, schema, dense/params.npy and rows, f32, f16, bf16 or int8
  *   (ps-export --quantize int8, held as int8 and dequantized per batch); the manifest's row type
  *   is checked against the files and anything else is refused in one line. An f32 export
  *   scores as its checkpoint does. With --servers (ps-server --serve of the export), the rows

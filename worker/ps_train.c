@@ -56,6 +56,8 @@ void ps_train_config_default(ps_train_config *c) {
   c->dcn_rank = m.dcn_rank;
   c->wire = "f32";
   c->wire_f16 = false;
+  c->row_type = "f32";
+  c->row_type_kind = PS_ROW_F32;
   c->prefetch = 2;
   c->lookahead = "on";
   c->lookahead_on = true;
@@ -90,6 +92,7 @@ static ps_status declare_table(ps_trainer *t) {
   tb.consistency = c->consistency_mode;
   tb.staleness = c->staleness;
   tb.num_workers = (uint32_t)t->world;
+  tb.row_type = c->row_type_kind;
   ps_status st = ps_client_declare(t->cl, &tb, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "declaring the embedding table", st);
   return PS_OK;

@@ -70,6 +70,7 @@ typedef struct ps_train_config {
   const char *metrics_bind; /* its address; NULL = 127.0.0.1 */
   int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   const char *wire;         /* f32 | f16: how pulled rows and pushed gradients travel */
+  const char *row_type;     /* f32 | f16 | bf16: how the servers store the table's rows */
   int prefetch;             /* batches ahead whose keys are sent as a prefetch (0: off; at
                              * most PS_TRAIN_MAX_PREFETCH) */
   /* The names above, parsed: */
@@ -81,6 +82,7 @@ typedef struct ps_train_config {
   ps_dlrm_interaction interaction_kind; /* interaction */
   bool out_bias_zero;                   /* out_bias_init is zero */
   bool wire_f16;                   /* wire */
+  ps_row_type row_type_kind;       /* row_type */
   uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
                                     * holdout needs them (0: not counted) */
   const char *schema;              /* --schema: "criteo" (built in) or a JSON file */

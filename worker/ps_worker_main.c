@@ -80,6 +80,10 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --lookahead: '%s' is not off, on or stale\n", c->lookahead);
     return -1;
   }
+  if (ps_row_type_parse(c->row_type, &c->row_type_kind, NULL) != PS_OK) {
+    fprintf(stderr, "ps-worker: --row-type: '%s' is not f32, f16 or bf16\n", c->row_type);
+    return -1;
+  }
   return 0;
 }
 
@@ -157,7 +161,8 @@ int main(int argc, char **argv) {
       {"metrics-bind", 0, PS_CLI_STRING, &c.metrics_bind, "ADDR",
        "address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 = every interface)", false, 0, 0},
       {"shuffle-buffer", 0, PS_CLI_I64, &c.shuffle_buffer, "N", "each rank draws its training samples at random from a buffer of N, seeded by --seed and the rank (0: file order; ~300 bytes a sample)", false, 0, 1e9},
-      {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (the store keeps f32; bench/RESULTS-e2e.md)", false, 0, 0},
+      {"wire", 0, PS_CLI_STRING, &c.wire, "f32|f16", "how pulled rows and pushed gradients travel to and from the servers (bench/RESULTS-e2e.md)", false, 0, 0},
+      {"row-type", 0, PS_CLI_STRING, &c.row_type, "f32|f16|bf16", "how the servers store the embedding rows: f16/bf16 take half the bytes (optimizer state stays f32; resuming a checkpoint of another row type is refused)", false, 0, 0},
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
       {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
       {"lookahead", 0, PS_CLI_STRING, &c.lookahead, "off|on|stale", "on: sync pulls the next batch's rows before this step's compute and then fetches only the rows this step changed (the same model); ssp and async collect push replies up to K (async 8) steps later (the same reads). stale: also, in ssp:K (K >= 1) and async, the next batch's pull goes before this step's compute, so its rows may lack this worker's own last step (docs/DESIGN.md, Lookahead pulls)", false, 0, 0},

@@ -7,7 +7,8 @@
 # Environment: BIN (default <src>/build/bin), ROWS (300000: the quickstart data, seed 1),
 # SERVERS / WORKERS (2 / 2: the quickstart cluster), CACHE_MB (4: each server's --cache-mb for
 # the cold runs; the quickstart data makes ~466k rows of ~190 bytes with their index, so 2 x 4
-# MB hold ~10% of them), CONFIGS (what to run: hot-P / cold-P, P the --prefetch), ROUNDS (3),
+# MB hold ~10% of them), CONFIGS (what to run: hot-P / cold-P, P the --prefetch, optionally
+# -ROWTYPE for ps-worker --row-type, e.g. cold-0-f16; f32 without), ROUNDS (3),
 # PSW_EXTRA (more ps-worker flags, e.g. "--threads 1").
 #
 # Design decisions: the configurations are interleaved within each round (hot-0 cold-0 cold-1
@@ -38,12 +39,14 @@ res="$out/results.tsv"
 : > "$res"
 for round in $(seq 1 "$ROUNDS"); do
   for cfg in $CONFIGS; do
-    tier="${cfg%-*}" pf="${cfg#*-}"
+    tier="${cfg%%-*}" rest="${cfg#*-}"
+    pf="${rest%%-*}" rt=f32
+    [ "$rest" != "$pf" ] && rt="${rest#*-}"
     cache=()
     [ "$tier" = cold ] && cache=(--cache-mb "$CACHE_MB")
     sum="$out/sum-$cfg-$round.json"
     "$src/deploy/ember-local" --bin "$BIN" --servers "$SERVERS" --workers "$WORKERS" "${cache[@]}" \
-      -- --train "$data/train.tsv" --test "$data/test.tsv" --prefetch "$pf" --summary "$sum" \
+      -- --train "$data/train.tsv" --test "$data/test.tsv" --prefetch "$pf" --row-type "$rt" --summary "$sum" \
       --progress-every 600 $PSW_EXTRA > "$out/log-$cfg-$round.txt" 2>&1
     $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], \
 '%.0f' % d['samples_per_s'], '%.10f' % d['auc'], d['dense_hash'], sep='\t')" \
@@ -58,12 +61,12 @@ rows = [l.split("\t") for l in open(sys.argv[1]).read().splitlines()]
 cfgs = list(dict.fromkeys(r[0] for r in rows))
 med = {c: statistics.median(float(r[2]) for r in rows if r[0] == c) for c in cfgs}
 hot = med.get("hot-0")
-print("| run | --prefetch | samples/s (runs) | median | vs all-hot | AUC | dense hash |")
-print("|---|---|---|---|---|---|---|")
+print("| run | --prefetch | rows | samples/s (runs) | median | vs all-hot | AUC | dense hash |")
+print("|---|---|---|---|---|---|---|---|")
 for c in cfgs:
     rs = [r for r in rows if r[0] == c]
-    tier, pf = c.split("-")
+    tier, pf, rt = (c.split("-") + ["f32"])[:3]
     ratio = f"{med[c] / hot:.2f}x" if hot else "-"
-    print(f"| {'all-hot' if tier == 'hot' else 'cold'} | {pf} | {', '.join(r[2] for r in rs)} | "
+    print(f"| {'all-hot' if tier == 'hot' else 'cold'} | {pf} | {rt} | {', '.join(r[2] for r in rs)} | "
           f"{med[c]:.0f} | {ratio} | {rs[0][3][:8]} | {','.join(sorted(set(r[4] for r in rs)))} |")
 EOF

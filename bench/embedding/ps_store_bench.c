@@ -165,6 +165,8 @@ static void report(const char *regime, const char *dist, const char *op, uint32_
                                   gather > 0 ? rate / gather : 0.0, "key_space", (json_int_t)space));
 }
 
+static ps_row_type g_row_type = PS_ROW_F32; /* --row-type */
+
 static ps_table_spec mkspec(uint32_t dim, const char *opt) {
   ps_table_spec sp;
   memset(&sp, 0, sizeof(sp));
@@ -188,6 +190,7 @@ static ps_table_spec mkspec(uint32_t dim, const char *opt) {
   if (!strcmp(opt, "rowwise")) sp.optimizer = PS_OPT_ROWWISE_ADAGRAD;
   if (!strcmp(opt, "adam")) sp.optimizer = PS_OPT_ADAM;
   if (!strcmp(opt, "ftrl")) sp.optimizer = PS_OPT_FTRL;
+  sp.row_type = g_row_type;
   return sp;
 }
 
@@ -413,6 +416,7 @@ static int run_tail(const cfg *c, uint32_t dim, size_t calls, uint64_t space, fl
 
 int main(int argc, char **argv) {
   const char *regimes = "hot,over", *dims_s = "16,64", *json_path = NULL, *dir = NULL, *opt = "adagrad";
+  const char *row_type = "f32";
   int64_t batch = 4096, cache_mb = 64, over_cache_mb = 8;
   int partitions = 4;
   double seconds = 0.5, zipf_s = 1.1, over = 10;
@@ -428,6 +432,7 @@ int main(int argc, char **argv) {
       {"seconds", 's', PS_CLI_DOUBLE, &seconds, "S", "measuring time per case", false, 0.01, 600},
       {"zipf", 0, PS_CLI_DOUBLE, &zipf_s, "A", "Zipf exponent", false, 0.5, 5},
       {"opt", 0, PS_CLI_STRING, &opt, "NAME", "sgd|adagrad|rowwise|adam|ftrl", false, 0, 0},
+      {"row-type", 0, PS_CLI_STRING, &row_type, "f32|f16|bf16", "how the table stores its rows", false, 0, 0},
       {"dir", 0, PS_CLI_STRING, &dir, "DIR", "scratch directory (default /tmp/ps-store-bench-PID)", false, 0, 0},
       {"json", 0, PS_CLI_STRING, &json_path, "FILE", "write results as JSON", false, 0, 0},
       {"tail-calls", 0, PS_CLI_I64, &tail_calls, "N", "instead: latency of N single Zipf pulls per dim, rows existing vs not (0: off)", false, 0, 10000000},
@@ -440,6 +445,10 @@ int main(int argc, char **argv) {
   if (strcmp(opt, "sgd") && strcmp(opt, "adagrad") && strcmp(opt, "rowwise") &&
       strcmp(opt, "adam") && strcmp(opt, "ftrl")) {
     fprintf(stderr, "ps-store-bench: --opt: '%s' is not sgd|adagrad|rowwise|adam|ftrl\n", opt);
+    return 2;
+  }
+  if (ps_row_type_parse(row_type, &g_row_type, NULL) != PS_OK) {
+    fprintf(stderr, "ps-store-bench: --row-type: '%s' is not f32, f16 or bf16\n", row_type);
     return 2;
   }
   char *items[16];

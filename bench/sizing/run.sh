@@ -21,7 +21,9 @@
 #   ckpt    ps-ckpt-bench with dim 64 rows (full and delta checkpoints, beside the store and
 #           on /dev/shm)
 # Usage: bench/sizing/run.sh [OUT [PARTS]]   (default /tmp/ember-sizing, "wire memory rocks shard ckpt")
-# Environment: BIN (default <src>/build/bin), ROWS (ps-datagen training rows, default 100000).
+# Environment: BIN (default <src>/build/bin), ROWS (ps-datagen training rows, default 100000),
+# ROW_TYPES (memory: the row types measured, default "f32"; "f32 f16" compares them) and
+# MEM_OPTS (memory: the optimizers, default all five).
 # Prints one line per measurement ("wire ...", "memory ...", ...) and keeps the logs in OUT.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -114,16 +116,19 @@ part_memory() {
   # Per optimizer two servers: one trained on ROWS lines, one on those and ROWS more of other
   # keys (ps-datagen seed 2). The RSS difference over the row difference is the cost of a row
   # without the server's fixed costs (buffers, memtables, arenas), which both servers have.
-  for opt in sgd adagrad rowwise-adagrad adam ftrl; do
-    line="memory opt=$opt"
-    for f in onehot onehot12; do
-      start_server "mem-$opt-$f" --cache-mb 8192
-      line="$line rss0_kb=$(rss_kb)"
-      worker "$out/$f.tsv" criteo f32 "$opt" > "$out/mem-$opt-$f.log" 2>&1
-      line="$line rss_kb=$(rss_kb) rows_hot=$(metric 'ember_store_rows{tier="hot"}') hot_bytes=$(metric 'ember_store_bytes{tier="hot"}')"
-      stop_server
+  # Each row type of ROW_TYPES in turn per optimizer (ps-worker --row-type, issue 33).
+  for opt in ${MEM_OPTS:-sgd adagrad rowwise-adagrad adam ftrl}; do
+    for rt in ${ROW_TYPES:-f32}; do
+      line="memory opt=$opt row_type=$rt"
+      for f in onehot onehot12; do
+        start_server "mem-$opt-$rt-$f" --cache-mb 8192
+        line="$line rss0_kb=$(rss_kb)"
+        worker "$out/$f.tsv" criteo f32 "$opt" --row-type "$rt" > "$out/mem-$opt-$rt-$f.log" 2>&1
+        line="$line rss_kb=$(rss_kb) rows_hot=$(metric 'ember_store_rows{tier="hot"}') hot_bytes=$(metric 'ember_store_bytes{tier="hot"}')"
+        stop_server
+      done
+      echo "$line load=$(load)"
     done
-    echo "$line load=$(load)"
   done
 }
 

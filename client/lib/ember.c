@@ -183,6 +183,7 @@ static ps_status set_table_opt(void *ctx, const char *k, const char *v, ps_error
   if (!strcmp(k, "optimizer")) return ps_optimizer_parse(v, &t->optimizer, e);
   if (!strcmp(k, "init_dist")) return ps_init_parse(v, &t->init, e);
   if (!strcmp(k, "consistency")) return ps_consistency_parse(v, &t->consistency, e);
+  if (!strcmp(k, "row_type")) return ps_row_type_parse(v, &t->row_type, e);
   uint64_t *u64 = !strcmp(k, "seed") ? &t->seed : !strcmp(k, "ttl_steps") ? &t->ttl_steps : NULL;
   uint32_t *u32 = !strcmp(k, "admit_threshold") ? &t->admit_threshold
                 : !strcmp(k, "staleness") ? &t->staleness

@@ -81,7 +81,9 @@ void ember_client_close(ember_client **c);
  *   optimizer (sgd|adagrad|rowwise_adagrad|adam|ftrl; sgd), lr (0.01), eps, beta1, beta2, l1,
  *   l2, lr_power, initial_accumulator, init (x: rows start U(-x, x); 0.05), init_dist
  *   (uniform|normal|zero), init_a, init_b (the distribution's parameters), seed (0),
- *   admit_threshold, ttl_steps, consistency (async|sync|ssp; async), staleness, num_workers.
+ *   admit_threshold, ttl_steps, consistency (async|sync|ssp; async), staleness, num_workers,
+ *   row_type (f32|f16|bf16; f32: how the servers store the row values; pulls and pushes stay
+ *   float either way).
  * A table is pulled and pushed by id after this. ps-worker's table is id 1, named by its
  * schema ("criteo_emb" for the built-in Criteo layout). */
 int ember_table_declare(ember_client *c, uint32_t id, const char *name, uint32_t dim,

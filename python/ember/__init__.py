@@ -166,7 +166,9 @@ class Client:
         """Declares the table, or attaches to it when it exists with the same spec. id defaults
         to a hash of the name (1..65535); ps-worker's table is id=1, name "criteo_emb". Other options
         (ember.h): eps, beta1, beta2, l1, l2, lr_power, initial_accumulator, init_dist, init_a,
-        init_b, seed, admit_threshold, ttl_steps, consistency, staleness, num_workers.
+        init_b, seed, admit_threshold, ttl_steps, consistency, staleness, num_workers, and
+        row_type ("f32", "f16" or "bf16": how the servers store the rows; half the bytes for
+        the 16-bit ones, pulls still return float32).
         Without dim: attaches read-only by name to the table as the servers hold it (training
         or ps-server --serve), whatever its spec; its id and dim are the servers'; push raises."""
         if dim is None:

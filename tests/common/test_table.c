@@ -141,6 +141,48 @@ static void test_diff_names_the_field(void **st) {
   assert_string_equal(ps_table_spec_diff(&a, &b, small, sizeof small), "dim 16 "); /* truncated */
 }
 
+/* Row types (issue 33): names, sizes, and the bf16 rounding against hand-made bit patterns
+ * (round to nearest even on the top 16 bits; the f16 path is test_half's). */
+static void test_row_types(void **st) {
+  (void)st;
+  for (unsigned i = 0; i < PS_ROW_TYPE_COUNT_; i++) {
+    ps_row_type v;
+    assert_int_equal(ps_row_type_parse(ps_row_type_name((ps_row_type)i), &v, NULL), PS_OK);
+    assert_int_equal(v, i);
+  }
+  assert_int_equal(ps_row_type_size(PS_ROW_F32), 4);
+  assert_int_equal(ps_row_type_size(PS_ROW_F16), 2);
+  assert_int_equal(ps_row_type_size(PS_ROW_BF16), 2);
+  ps_table_spec a, b;
+  char buf[64];
+  ps_table_spec_default(&a, 1, "t", 8);
+  assert_int_equal(a.row_type, PS_ROW_F32);
+  b = a;
+  b.row_type = PS_ROW_BF16;
+  assert_false(ps_table_spec_rows_equal(&a, &b));
+  assert_string_equal(ps_table_spec_diff(&a, &b, buf, sizeof buf), "row_type f32 vs bf16");
+  b.row_type = (ps_row_type)3;
+  assert_int_equal(ps_table_spec_validate(&b, NULL), PS_ERR_INVALID);
+  /* f32 bits -> bf16 bits: exact, below half (down), above half (up), ties to even both ways,
+   * a carry into the exponent, the largest finite to inf, a negative, NaN kept quiet. */
+  const uint32_t in[] = {0x3f800000u, 0x3f807fffu, 0x3f808001u, 0x3f808000u, 0x3f818000u,
+                         0x3fffff00u, 0x7f7fffffu, 0xbf808001u, 0x7f800001u};
+  const uint16_t want[] = {0x3f80, 0x3f80, 0x3f81, 0x3f80, 0x3f82, 0x4000, 0x7f80, 0xbf81, 0x7fc0};
+  enum { N = sizeof in / sizeof in[0] };
+  float f[N], back[N];
+  uint16_t got[N];
+  memcpy(f, in, sizeof f);
+  ps_row_narrow(PS_ROW_BF16, f, got, N);
+  for (int i = 0; i < N; i++) assert_int_equal(got[i], want[i]);
+  ps_row_widen(PS_ROW_BF16, got, back, N);
+  for (int i = 0; i < N - 1; i++) {
+    uint32_t x;
+    memcpy(&x, &back[i], 4);
+    assert_int_equal(x, (uint32_t)want[i] << 16); /* widening is exact */
+  }
+  assert_true(isnan(back[N - 1]));
+}
+
 static void test_error_convention(void **st) {
   (void)st;
   assert_int_equal(ps_error_set(NULL, PS_ERR_IO, "x %d", 1), PS_ERR_IO); /* NULL is fine */
@@ -172,5 +214,5 @@ static void test_error_convention(void **st) {
 PS_TEST_MAIN("table", NULL, NULL,
     cmocka_unit_test(test_default_is_valid), cmocka_unit_test(test_validate_rules),
     cmocka_unit_test(test_names_both_ways), cmocka_unit_test(test_equality_parts),
-    cmocka_unit_test(test_diff_names_the_field),
+    cmocka_unit_test(test_diff_names_the_field), cmocka_unit_test(test_row_types),
     cmocka_unit_test(test_error_convention))

@@ -17,7 +17,11 @@
  *     again (replica 1 counts the catch-up, both live), and after more pushes both replicas'
  *     rows and accumulators are identical;
  *   - the backup killed: the primary drops it and goes on (no push fails, the client stays),
- *     and the backup restarted catches up from the primary the same way. */
+ *     and the backup restarted catches up from the primary the same way.
+ * With EMBER_TEST_ROW_TYPE=f16 (test_server_replica_f16, issue 33) the tables store f16 rows:
+ * forwarding and catch-up run again, the replicas' rows still equal bit for bit, every value
+ * is an f16 (stored as one, not widened), and the async rows equal an f32 Adagrad rounded
+ * once to f16 per push, exactly. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -35,6 +39,7 @@
 
 #include "ps_client.h"
 #include "ps_curve.h"
+#include "ps_wire_half.h"
 #include "pt_cluster.h"
 
 #define DIM 8
@@ -95,8 +100,13 @@ static ps_client *client_of(const char *urls, uint32_t rank) {
   return c;
 }
 
+static ps_row_type g_row_type = PS_ROW_F32; /* EMBER_TEST_ROW_TYPE */
+
 static ps_table_spec spec_of(uint32_t id, ps_consistency cons, uint32_t workers) {
-  return pt_adagrad_spec(id, id == 1 ? "sync" : "async", DIM, LR, EPS, A0, cons, workers);
+  ps_table_spec t = pt_adagrad_spec(id, id == 1 ? "sync" : "async", DIM, LR, EPS, A0, cons,
+                                    workers);
+  t.row_type = g_row_type;
+  return t;
 }
 
 static void declare(ps_client *c, uint32_t id, ps_consistency cons, uint32_t workers) {
@@ -154,7 +164,31 @@ static void reference(double w[NKEYS][DIM], double a[NKEYS][DIM], int T) {
     }
 }
 
+/* The same in the store's f32 operations with an f16 row: widened, updated, rounded once (with
+ * ps_wire_f32_to_f16, which tests/proto/test_half.c holds to numpy's float16). Exact. */
+static void check_reference_f16(const float *got, int T) {
+  for (int i = 0; i < NKEYS; i++)
+    for (int j = 0; j < DIM; j++) {
+      float w = 0, a = (float)A0;
+      for (int t = 0; t < T; t++) {
+        float g = (float)gval(0, i, t, j);
+        uint16_t h;
+        a = a + g * g;
+        float den = sqrtf(a) + (float)EPS;
+        w = w + -(float)LR * (g / den);
+        ps_wire_f32_to_f16(&w, &h, 1);
+        ps_wire_f16_to_f32(&h, &w, 1);
+      }
+      if (memcmp(&got[i * DIM + j], &w, sizeof w) != 0)
+        fail_msg("key %d [%d]: f16 row %.7f, reference %.7f", i, j, got[i * DIM + j], w);
+    }
+}
+
 static void check_reference(const float *got, int T) {
+  if (g_row_type == PS_ROW_F16) {
+    check_reference_f16(got, T);
+    return;
+  }
   static double w[NKEYS][DIM], a[NKEYS][DIM];
   reference(w, a, T);
   for (int i = 0; i < NKEYS; i++)
@@ -189,12 +223,19 @@ static void rows_alone(pair *p, int r, int T, float *out, bool with_sync) {
   assert_int_equal(pt_stop(&s, SIGTERM, 10000), 0);
 }
 
-/* Every value of both replicas' rows_alone equal, bit for bit. */
+/* Every value of both replicas' rows_alone equal, bit for bit (and, for f16 rows, an f16). */
 static void same_rows(const float *x, const float *y, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    float back;
+    ps_wire_f32_to_f16(&x[i], &h, 1);
+    ps_wire_f16_to_f32(&h, &back, 1);
+    if (g_row_type == PS_ROW_F16 && memcmp(&back, &x[i], sizeof back) != 0)
+      fail_msg("row value %zu: %.9g is not an f16", i, x[i]);
     if (memcmp(&x[i], &y[i], sizeof *x) != 0)
       fail_msg("row value %zu (table %zu, key %zu): replica 0 %.9g, replica 1 %.9g", i,
                i / (NKEYS * DIM) % 2 + 1, i % (NKEYS * DIM) / DIM, x[i], y[i]);
+  }
 }
 
 static void test_forward(void **st) {
@@ -491,6 +532,13 @@ static void test_backup_lost(void **st) {
 }
 
 int main(void) {
+  const char *rt = getenv("EMBER_TEST_ROW_TYPE");
+  if (rt && ps_row_type_parse(rt, &g_row_type, NULL) != PS_OK) return 2;
+  const struct CMUnitTest rows16[] = {
+      cmocka_unit_test(test_forward),
+      cmocka_unit_test(test_backup_lost),
+  };
+  if (g_row_type != PS_ROW_F32) return cmocka_run_group_tests(rows16, NULL, NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_forward),
       cmocka_unit_test(test_backup_refuses),
