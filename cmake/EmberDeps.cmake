@@ -35,6 +35,14 @@ add_library(ember_blas INTERFACE)
 target_include_directories(ember_blas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(ember_blas INTERFACE ${OPENBLAS_LIBRARY} OpenMP::OpenMP_C m)
 
+# oneDNN (libdnnl-dev): the CPU backend's bf16 GEMM (AMX / AVX512_BF16 matmul); OpenBLAS
+# 0.3.21 has no sbgemm. Its OpenMP runtime shares libgomp's pool with OpenBLAS and ours.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h REQUIRED)
+find_library(DNNL_LIBRARY dnnl REQUIRED)
+add_library(ember_dnnl INTERFACE)
+target_include_directories(ember_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(ember_dnnl INTERFACE ${DNNL_LIBRARY})
+
 # Gloo (CPU allreduce), C++ only: reached through worker/collectives_gloo.cc.
 find_path(GLOO_INCLUDE_DIR gloo/allreduce.h)
 find_library(GLOO_LIBRARY gloo)

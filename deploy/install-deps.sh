@@ -11,6 +11,8 @@ PKGS=(
   libzmq3-dev librocksdb-dev libprotobuf-c-dev protobuf-c-compiler libjemalloc-dev
   # compute: OpenBLAS OpenMP build (the fastest here, also for PyTorch's libblas.so.3)
   libopenblas-openmp-dev libopenblas0-openmp
+  # compute: oneDNN, the bf16 GEMM (--precision bf16) on AMX / AVX512_BF16
+  libdnnl-dev
   # collectives on CPU, JSON, hashing, compression, HTTP metrics
   libgloo-dev libjansson-dev libxxhash-dev zlib1g-dev libmicrohttpd-dev
   # tests and references

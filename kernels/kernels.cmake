@@ -12,8 +12,8 @@ target_link_libraries(ember_kernels_iface INTERFACE ember_common)
 
 ember_library(ember_kernels_cpu
   SOURCES cpu/ps_kern_cpu.c cpu/ps_kern_cpu_interact.c cpu/ps_kern_cpu_pool.c
-          cpu/ps_kern_cpu_cross.c
-  LIBS ember_kernels_iface ember_blas)
+          cpu/ps_kern_cpu_cross.c cpu/ps_kern_cpu_bf16.c
+  LIBS ember_kernels_iface ember_blas ember_dnnl)
 if(NOT EMBER_SANITIZE)
   # The hot loops are written to vectorize; -ffast-math is NOT used so results stay IEEE
   # (the reference tests compare with PyTorch at 1e-5).

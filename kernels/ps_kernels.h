@@ -60,6 +60,11 @@ static inline bool ps_kern_pool_valid(ps_kern_pool p) {
 
 typedef struct ps_kern ps_kern;
 
+/* The input precision of a dense GEMM (ps_kern_gemm). PS_KERN_BF16 rounds both inputs to bf16
+ * (round to nearest even) and multiplies them with FP32 accumulation into an FP32 C, as
+ * torch.autocast does for matmul; everything else stays FP32. */
+typedef enum ps_kern_prec { PS_KERN_FP32 = 0, PS_KERN_BF16 = 1 } ps_kern_prec;
+
 /* The backend vtable. Implementers fill it; users call the ps_kern_* wrappers instead.
  * Each slot's contract is documented at its wrapper. */
 typedef struct ps_kern_i {
@@ -83,6 +88,10 @@ typedef struct ps_kern_i {
   ps_status (*sgemm)(ps_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc);
+  /* sgemm's contract with bf16 inputs (see ps_kern_gemm); NULL slot: not built */
+  ps_status (*gemm_bf16)(ps_kern *k, bool trans_a, bool trans_b, int m, int n, int kk,
+                         float alpha, const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c, int ldc);
   ps_status (*bias_act_fwd)(ps_kern *k, ps_kern_act act, int m, int n, const float *x,
                             const float *bias, float *y);
   ps_status (*bias_act_bwd)(ps_kern *k, ps_kern_act act, int m, int n, const float *y,
@@ -125,6 +134,7 @@ struct ps_kern {
   void *ctx;            /* the backend's private state */
   const char *name;     /* "cpu", "cuda" */
   bool host_memory;     /* backend memory is ordinary host memory (CPU backend) */
+  bool bf16;            /* gemm_bf16 runs on this hardware (CPU: AVX512_BF16; CUDA: sm_80+) */
 };
 
 /* ---- creation --------------------------------------------------------------------------- */
@@ -248,6 +258,29 @@ static inline ps_status ps_kern_sgemm(ps_kern *k, bool trans_a, bool trans_b, in
     return PS_ERR_INVALID;
   if (m == 0 || n == 0) return PS_OK;
   return PS_KERN_CALL_(k, sgemm, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Whether ps_kern_gemm with PS_KERN_BF16 runs on k (the slot is built and the hardware has
+ * the instructions); where not, the caller says so once and uses PS_KERN_FP32. */
+static inline bool ps_kern_has_bf16(const ps_kern *k) {
+  return k && k->bf16 && k->iface->gemm_bf16;
+}
+/* ps_kern_sgemm at precision prec: FP32, or bf16 inputs with FP32 accumulation (each input
+ * rounded once; the error bound is in tests/kernels/test_kern_bf16.c). PS_ERR_UNSUPPORTED for
+ * bf16 where !ps_kern_has_bf16(k). */
+static inline ps_status ps_kern_gemm(ps_kern *k, ps_kern_prec prec, bool trans_a, bool trans_b,
+                                     int m, int n, int kk, float alpha, const float *a, int lda,
+                                     const float *b, int ldb, float beta, float *c, int ldc) {
+  if (prec != PS_KERN_BF16)
+    return ps_kern_sgemm(k, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (m < 0 || n < 0 || kk < 0 || ldc < (n > 1 ? n : 1) ||
+      lda < ((trans_a ? m : kk) > 1 ? (trans_a ? m : kk) : 1) ||
+      ldb < ((trans_b ? kk : n) > 1 ? (trans_b ? kk : n) : 1))
+    return PS_ERR_INVALID;
+  if (!k) return PS_ERR_INVALID;
+  if (m == 0 || n == 0) return PS_OK;
+  if (!ps_kern_has_bf16(k)) return PS_ERR_UNSUPPORTED;
+  return k->iface->gemm_bf16(k, trans_a, trans_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Fused bias + activation, forward: y[i, j] = act(x[i, j] + bias[j]); x, y [m, n], bias [n].

@@ -56,6 +56,7 @@
 #define PROG "ps-predict"
 
 typedef struct predictor {
+  ps_kern_prec prec; /* --precision of the MLPs' GEMMs */
   ps_ckpt *ck;
   ps_export_model *ex;    /* --export: the model and rows from an export, ck NULL */
   ps_kern *kern;
@@ -132,6 +133,7 @@ static ps_status predictor_init(predictor *p, const char *device, int threads, i
   ps_dlrm_config mc;
   if (p->ex) ps_export_model_config(p->ex, batch, &mc);
   else ps_ckpt_model_config(p->ck, batch, &mc);
+  mc.precision = p->prec;
   if ((st = ps_dlrm_create(p->kern, &mc, &p->model, err)) != PS_OK)
     return ps_error_prefix(err, "the checkpoint's model: ");
   size_t np;
@@ -424,6 +426,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   const char *ckpt = NULL, *in = NULL, *outp = NULL, *schema = NULL, *summary = NULL;
   const char *device = "cpu", *level = "info", *servers = NULL, *export = NULL;
+  const char *precision = "fp32";
   int batch = 4096, threads = 0;
   double progress = 5.0;
   ps_cli_opt opts[] = {
@@ -436,6 +439,7 @@ int main(int argc, char **argv) {
       {"batch", 0, PS_CLI_INT, &batch, "N", "lines scored together", false, 1, 1 << 20},
       {"threads", 0, PS_CLI_INT, &threads, "T", "compute threads (0: all cores)", false, 0, 1024},
       {"device", 0, PS_CLI_STRING, &device, "D", "cpu | cuda | cuda:N", false, 0, 0},
+      {"precision", 0, PS_CLI_STRING, &precision, "fp32|bf16", "the MLPs' GEMMs in FP32, or with bf16 inputs and FP32 accumulation (FP32, with a warning, where the device has no bf16)", false, 0, 0},
       {"progress-every", 0, PS_CLI_DOUBLE, &progress, "S", "seconds between progress lines on stderr (0: none)", false, 0, 1e9},
       PS_CLI_LOG_LEVEL_OPT(&level),
       {"servers", 0, PS_CLI_STRING, &servers, "URL,...", "look rows up on ps-server --serve servers of the checkpoint (one per shard, in order) instead of its snapshots, which DIR then need not hold; with --export, servers of the export, whose embeddings/ files are then not read", false, 0, 0},
@@ -445,12 +449,16 @@ int main(int argc, char **argv) {
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
   if (ps_log_apply_level(PROG, level) != 0) return 2;
+  ps_kern_prec prec;
+  if (ps_dlrm_precision_parse(precision, &prec) != PS_OK)
+    return fail(2, "--precision: '%s' is not fp32 or bf16", precision);
   ps_input_format fmt;
   if (ps_data_detect(in, &fmt) != PS_OK) return fail(2, "--input %s: cannot read it", in);
   if (fmt == PS_INPUT_BIN)
     return fail(2, "--input %s: Ember's binary format has no lines to keep: give the text file", in);
   predictor p;
   memset(&p, 0, sizeof p);
+  p.prec = prec;
   if ((rc = open_source(&p, ckpt, export, servers, schema)) >= 0) return rc;
   ps_error err;
   ps_status st;

@@ -538,6 +538,7 @@ static ps_status setup(ps_trainer *t) {
   mc.dcn_layers = c->dcn_layers;
   mc.dcn_rank = c->dcn_rank;
   mc.out_bias_zero = c->out_bias_zero;
+  mc.precision = c->precision_kind;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
     PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,

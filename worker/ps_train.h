@@ -64,6 +64,7 @@ typedef struct ps_train_config {
   char curve_secret[41];    /* CURVE: this worker's Z85 secret key, the servers' public key */
   char curve_server[41];    /* (ps_curve_load_client; both "" = no CURVE) */
   const char *interaction;  /* dot | dcn */
+  const char *precision;    /* fp32 | bf16: of the dense GEMMs (NULL: fp32) */
   const char *out_bias_init; /* draw | zero: the output layer's bias at step 0 */
   int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto,
                              * resolved by ps_train_config_check) */
@@ -80,6 +81,7 @@ typedef struct ps_train_config {
   ps_optimizer sparse_optimizer;   /* sparse_opt */
   ps_bad_lines bad_lines_mode;     /* bad_lines */
   ps_dlrm_interaction interaction_kind; /* interaction */
+  ps_kern_prec precision_kind;          /* precision (zero: FP32) */
   bool out_bias_zero;                   /* out_bias_init is zero */
   bool wire_f16;                   /* wire */
   ps_row_type row_type_kind;       /* row_type */

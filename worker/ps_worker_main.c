@@ -58,6 +58,11 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c->dense_opt);
     return -1;
   }
+  if (!c->precision) c->precision = "fp32";
+  if (ps_dlrm_precision_parse(c->precision, &c->precision_kind) != PS_OK) {
+    fprintf(stderr, "ps-worker: --precision: '%s' is not fp32 or bf16\n", c->precision);
+    return -1;
+  }
   if (ps_dlrm_interaction_parse(c->interaction, &c->interaction_kind) != PS_OK) {
     fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
     return -1;
@@ -103,6 +108,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   ps_train_config c;
   ps_train_config_default(&c);
+  c.precision = "fp32";
   int64_t timeout_ms = c.timeout_ms;
   const char *log_level = "info";
   int64_t metrics_port = 0;
@@ -155,6 +161,7 @@ int main(int argc, char **argv) {
       {"curve-server", 0, PS_CLI_STRING, &curve_server, "FILE", "CURVE: the servers' public key (default: no CURVE)", false, 0, 0},
       {"schema", 0, PS_CLI_STRING, &c.schema, "criteo|FILE", "what a line of --train/--test means: the built-in Criteo layout or a JSON schema (docs/SCHEMA.md)", false, 0, 0},
       {"interaction", 0, PS_CLI_STRING, &c.interaction, "dot|dcn", "feature interaction: DLRM's dot products, or DCNv2's cross network (MLPerf DLRMv2)", false, 0, 0},
+      {"precision", 0, PS_CLI_STRING, &c.precision, "fp32|bf16", "dense GEMMs (forward and backward) in FP32, or with bf16 inputs and FP32 accumulation (weights, optimizer state and element-wise ops stay FP32; a CPU without AVX512_BF16 says so and runs FP32)", false, 0, 0},
       {"dcn-layers", 0, PS_CLI_INT, &c.dcn_layers, "L", "--interaction dcn: cross layers", false, 1, PS_DLRM_MAX_CROSS},
       {"out-bias-init", 0, PS_CLI_STRING, &c.out_bias_init, "draw|zero", "the output layer's bias at step 0: DLRM's N(0, 1) draw, or 0", false, 0, 0},
       {"dcn-rank", 0, PS_CLI_INT, &c.dcn_rank, "R", "--interaction dcn: rank of each cross layer's U V (0: full-rank W; -1: D/4 of the cross width D)", false, -1, 1 << 20},

@@ -104,6 +104,8 @@ void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg)
     cfg->interaction = (ps_dlrm_interaction)-1; /* ps_dlrm_create refuses it */
   cfg->dcn_layers = mb->dcn_layers;
   cfg->dcn_rank = mb->dcn_rank;
+  if (ps_dlrm_precision_parse(mb->precision, &cfg->precision) != PS_OK)
+    cfg->precision = PS_KERN_FP32; /* ps_bench_dense_open refuses it first */
 }
 
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
@@ -116,6 +118,10 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
   ps_dlrm_interaction it;
   if (ps_dlrm_interaction_parse(mb->interaction, &it) != PS_OK) {
     fprintf(stderr, "%s: --interaction: '%s' is not dot or dcn\n", prog, mb->interaction);
+    return -1;
+  }
+  if (ps_dlrm_precision_parse(mb->precision, &cfg.precision) != PS_OK) {
+    fprintf(stderr, "%s: --precision: '%s' is not fp32 or bf16\n", prog, mb->precision);
     return -1;
   }
   ps_status st = ps_dlrm_create(k, &cfg, m, &err);
@@ -135,6 +141,7 @@ void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb) {
   json_object_set_new(root, "num_sparse", json_integer(mb->num_sparse));
   json_object_set_new(root, "optimizer", json_string(mb->opt_name));
   json_object_set_new(root, "interaction", json_string(mb->interaction));
+  json_object_set_new(root, "precision", json_string(mb->precision));
   if (!strcmp(mb->interaction, "dcn")) {
     json_object_set_new(root, "dcn_layers", json_integer(mb->dcn_layers));
     json_object_set_new(root, "dcn_rank", json_integer(mb->dcn_rank));

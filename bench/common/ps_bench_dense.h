@@ -25,13 +25,15 @@ typedef struct ps_bench_model {
   int emb_dim, num_sparse;
   const char *interaction; /* dot | dcn */
   int dcn_layers, dcn_rank;
+  const char *precision; /* fp32 | bf16: of the GEMMs (ps_dlrm_config.precision) */
 } ps_bench_model;
 
 /* The model both benchmarks time unless told otherwise: DLRM on Criteo Kaggle (13 dense
  * features, 26 sparse ones of dimension 16), with plain SGD. */
 #define PS_BENCH_KAGGLE_MODEL                                                             \
   {.mlp_bot = "13-512-256-64-16", .mlp_top = "512-256-1", .opt_name = "sgd", .emb_dim = 16, \
-   .num_sparse = 26, .interaction = "dot", .dcn_layers = 3, .dcn_rank = -1}
+   .num_sparse = 26, .interaction = "dot", .dcn_layers = 3, .dcn_rank = -1,  \
+   .precision = "fp32"}
 
 typedef struct ps_bench_synth {
   int B, S, D, nd; /* batch, sparse features, embedding dim, dense features */
@@ -77,7 +79,9 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *batc
    false, 0, 0},                                                                              \
   {"dcn-layers", 0, PS_CLI_INT, &(mb)->dcn_layers, "L", "DCN cross layers", false, 1, 64},     \
   {"dcn-rank", 0, PS_CLI_INT, &(mb)->dcn_rank, "R", "DCN rank (0: full, -1: D/4)", false, -1,  \
-   1 << 20}
+   1 << 20},                                                                                  \
+  {"precision", 0, PS_CLI_STRING, &(mb)->precision, "fp32|bf16", "GEMM inputs (bf16: FP32 "   \
+   "accumulation)", false, 0, 0}
 
 /* The DLRM configuration of model mb for batches of up to B samples (defaults elsewhere). */
 void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg);

@@ -21,7 +21,7 @@
 #include "ps_log.h"
 #include "ps_time.h"
 
-/* ---- timing backend ---- */
+/* ---- timing backend ---- (its "sgemm" counts every GEMM, FP32 or bf16) */
 
 enum { OP_SGEMM, OP_BIAS_ACT, OP_INTERACT, OP_POOL, OP_BCE, OP_OPT, OP_COPY, OP_CROSS, OP_N };
 static const char *op_names[OP_N] = {"sgemm", "bias_act", "interact", "pool", "bce", "optimizer", "copy",
@@ -60,6 +60,10 @@ static void t_destroy(ps_kern *k) {
 static ps_status t_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float al, const float *a, int lda,
                          const float *b, int ldb, float be, float *c, int ldc) {
   TIMED(OP_SGEMM, ps_kern_sgemm(INNER(k), ta, tb, m, n, kk, al, a, lda, b, ldb, be, c, ldc));
+}
+static ps_status t_gemm_bf16(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float al, const float *a,
+                             int lda, const float *b, int ldb, float be, float *c, int ldc) {
+  TIMED(OP_SGEMM, ps_kern_gemm(INNER(k), PS_KERN_BF16, ta, tb, m, n, kk, al, a, lda, b, ldb, be, c, ldc));
 }
 static ps_status t_baf(ps_kern *k, ps_kern_act a, int m, int n, const float *x, const float *b, float *y) {
   TIMED(OP_BIAS_ACT, ps_kern_bias_act_fwd(INNER(k), a, m, n, x, b, y));
@@ -117,6 +121,7 @@ static void *t_stream(ps_kern *k) { return ps_kern_stream(INNER(k)); }
 static const ps_kern_i timing_iface = {
     .alloc = t_alloc, .free = t_free, .memset0 = t_memset0, .to_device = t_to_device,
     .to_host = t_to_host, .copy = t_copy, .sync = t_sync, .destroy = t_destroy, .sgemm = t_sgemm,
+    .gemm_bf16 = t_gemm_bf16,
     .bias_act_fwd = t_baf, .bias_act_bwd = t_bab, .interact_fwd = t_if, .interact_bwd = t_ib,
     .pool_fwd = t_pf, .pool_bwd = t_pb, .bce_fwd = t_bf, .bce_bwd = t_bb, .scale = t_scale,
     .sgd = t_sgd, .adagrad = t_adagrad, .adam = t_adam, .copy2d = t_copy2d, .cross_fwd = t_cf,
@@ -135,6 +140,7 @@ static ps_kern *timing_wrap(ps_kern *inner) {
   k->ctx = t;
   k->name = "timing";
   k->host_memory = inner->host_memory;
+  k->bf16 = inner->bf16;
   return k;
 }
 

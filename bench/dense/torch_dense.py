@@ -6,8 +6,12 @@ Two variants per batch size:
   full        the same work as ps-dense-bench: 26 one-hot bags gathered from a buffer of
               unique rows (rows[idx], a leaf tensor, so backward scatters row gradients);
   dense_only  the 26 pooled vectors are leaf inputs (no gather) - the "dense-only" yardstick.
+--bf16 runs forward (and so backward) under torch.autocast("cpu", dtype=torch.bfloat16), the
+loss on the FP32 output: PyTorch's mixed precision, the yardstick of ps-dense-bench
+--precision bf16. --mlp-bot / --mlp-top give other towers (widths as ps-dense-bench's).
 Prints which BLAS library torch loaded (from /proc/self/maps) and the OpenBLAS core type.
-Usage: torch_dense.py [--threads T] [--batch 128,2048,8192] [--seconds S] [--json FILE]"""
+Usage: torch_dense.py [--threads T] [--batch 128,2048,8192] [--seconds S] [--bf16]
+                      [--mlp-bot 13-512-256-64-16] [--mlp-top 512-256-1] [--json FILE]"""
 import argparse
 import ctypes
 import os
@@ -41,9 +45,9 @@ def blas_loaded():
     return sorted(libs), core
 
 
-def bench(B, S, D, seconds, full):
+def bench(B, S, D, seconds, full, bf16=False, mlps=None):
     torch.manual_seed(0)
-    bot, top = kaggle_mlps(S, D)
+    bot, top = mlps or kaggle_mlps(S, D)
     model = DLRM(bot, top)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.BCELoss()
@@ -63,7 +67,9 @@ def bench(B, S, D, seconds, full):
             ly = list(pooled.unbind(1))
         else:
             ly = ly_in
-        loss = loss_fn(model(dense, ly), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(dense, ly)
+        loss = loss_fn(out.float(), y)
         loss.backward()
         opt.step()
 
@@ -88,17 +94,23 @@ def main():
     ap.add_argument("--batch", default="128,2048,8192")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--json")
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast bf16 (mixed precision)")
+    ap.add_argument("--mlp-bot", default="13-512-256-64-16")
+    ap.add_argument("--mlp-top", default="512-256-1")
     a = ap.parse_args()
+    bot = [int(x) for x in a.mlp_bot.split("-")]
+    mlps = (bot, [bot[-1] + 27 * 26 // 2] + [int(x) for x in a.mlp_top.split("-")])
     torch.set_num_threads(a.threads)
     libs, core = blas_loaded()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; BLAS loaded: "
           f"{', '.join(libs) or 'none found'}; OpenBLAS core: {core}")
     out = {"torch": torch.__version__, "threads": a.threads, "blas": libs, "openblas_core": core,
+           "precision": "bf16" if a.bf16 else "fp32", "mlp_bot": a.mlp_bot, "mlp_top": a.mlp_top,
            "results": []}
     for B in [int(x) for x in a.batch.split(",")]:
         r = {"batch": B}
         for full in (True, False):
-            sps, ms = bench(B, 26, 16, a.seconds, full)
+            sps, ms = bench(B, 26, bot[-1], a.seconds, full, a.bf16, mlps)
             key = "full" if full else "dense_only"
             r[key] = {"samples_per_s": sps, "ms_per_step": ms}
         print(f"batch {B:6d}: full {r['full']['samples_per_s']:10.0f} samples/s   "

@@ -29,6 +29,10 @@ hashed by ps-worker with its own hash, which this script does not reproduce.
 Key design decision: the whole file is parsed into tensors BEFORE the clock starts, so
 samples/s is training compute only (ps-worker's figure includes its pipelined reader).
 
+--bf16 trains and evaluates the MLPs and the interaction under torch.autocast("cpu",
+dtype=torch.bfloat16) (the loss on the FP32 logit; embeddings, master weights and optimizer
+state stay FP32): PyTorch's mixed precision, the yardstick of ps-worker --precision bf16.
+
 The optimizer defaults below are ps-worker's (--lr 0.001, --sparse-lr 0.02, --emb-init 0.01);
 run.sh reads them from `ps-worker --help` and passes them explicitly so the two stay in sync.
 """
@@ -199,6 +203,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--shuffle", action="store_true", help="a seeded permutation of the rows per epoch")
     ap.add_argument("--schema", help="read the data as ps-worker --schema FILE (JSON) does")
+    ap.add_argument("--bf16", action="store_true",
+                    help="torch.autocast bf16 around the model (ps-worker --precision bf16)")
     ap.add_argument("--shuffle-buffer", type=int, default=0,
                     help="train in ps-worker --shuffle-buffer N's order (bench/e2e/ember_order.py)")
     a = ap.parse_args()
@@ -241,8 +247,9 @@ def main():
             order = torch.randperm(n, generator=gen) if a.shuffle else torch.arange(n)
         for i in range(0, n, a.batch):
             o = order[i:i + a.batch]
-            logits = model(xtr[o], batch_keys(ktr, o))
-            loss = lossf(logits, ytr[o])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                logits = model(xtr[o], batch_keys(ktr, o))
+            loss = lossf(logits.float(), ytr[o])
             opt_d.zero_grad()
             opt_s.zero_grad()
             loss.backward()
@@ -252,13 +259,14 @@ def main():
     train_s = time.time() - t1
 
     model.eval()
-    with torch.no_grad():
-        p = torch.cat([torch.sigmoid(model(xte[i:i + 8192], batch_keys(kte, torch.arange(i, min(i + 8192, len(yte))))))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        p = torch.cat([torch.sigmoid(model(xte[i:i + 8192], batch_keys(kte, torch.arange(i, min(i + 8192, len(yte))))).float())
                        for i in range(0, len(yte), 8192)]).double().numpy()
     y = yte.numpy()
     res = {
         "trainer": "torch", "torch": torch.__version__, "blas": blas_loaded(),
         "threads": a.threads, "batch": a.batch, "hash_buckets": a.hash_buckets,
+        "precision": "bf16" if a.bf16 else "fp32",
         "lr": a.lr, "sparse_lr": a.sparse_lr, "emb_init": a.emb_init, "epochs": a.epochs,
         "shuffle": a.shuffle, "shuffle_buffer": a.shuffle_buffer, "schema": a.schema,
         "samples": n, "train_seconds": train_s, "samples_per_s": n / train_s,

@@ -110,6 +110,7 @@ static ps_status cpu_memcpy(ps_kern *k, void *dst, const void *src, size_t bytes
   return PS_OK;
 }
 static void cpu_destroy(ps_kern *k) {
+  ps_kern_cpu_bf16_free(CTX(k)->bf16);
   free(CTX(k)->scratch);
   free(k->ctx);
   free(k);
@@ -382,6 +383,7 @@ static const ps_kern_i cpu_iface = {
     .sync = NULL,
     .destroy = cpu_destroy,
     .sgemm = cpu_sgemm,
+    .gemm_bf16 = ps_kern_cpu_gemm_bf16,
     .bias_act_fwd = cpu_bias_act_fwd,
     .bias_act_bwd = cpu_bias_act_bwd,
     .interact_fwd = ps_kern_cpu_interact_fwd,
@@ -411,6 +413,7 @@ ps_status ps_kern_cpu_create(int threads, ps_kern **out) {
   }
   pthread_once(&blas_once, blas_core_fixup);
   (void)ps_kern_cpu_have_avx512(); /* settle the flag before any parallel region reads it */
+  k->bf16 = ps_kern_cpu_have_bf16() != 0;
   c->threads = threads > 0 ? threads : omp_get_max_threads();
   openblas_set_num_threads(c->threads);
   k->iface = &cpu_iface;

@@ -14,11 +14,15 @@
 
 #include "ps_kernels.h"
 
+/* The bf16 GEMM's oneDNN engine, stream and primitives (ps_kern_cpu_bf16.c). */
+typedef struct ps_kern_cpu_bf16 ps_kern_cpu_bf16;
+
 /* The backend's state; an instance is used by one thread at a time (like a stream). */
 typedef struct cpu_ctx {
   int threads;
   void *scratch;
   size_t scratch_bytes;
+  ps_kern_cpu_bf16 *bf16; /* made on the first bf16 GEMM */
 } cpu_ctx;
 
 /* Work below this many elements runs on the calling thread. */
@@ -43,6 +47,14 @@ static inline void *scratch_get(ps_kern *k, size_t bytes) {
 /* 1 if the CPU has AVX-512F (the dim-16 and thin-GEMM kernels), else 0. Settled by
  * ps_kern_cpu_create before any kernel runs, so parallel regions only read it. */
 int ps_kern_cpu_have_avx512(void);
+
+/* 1 if the CPU has AVX512_BF16 (bf16 GEMMs), else 0; settled by ps_kern_cpu_create. */
+int ps_kern_cpu_have_bf16(void);
+/* The vtable's gemm_bf16 slot, and the free of its state (NULL allowed). */
+ps_status ps_kern_cpu_gemm_bf16(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha,
+                                const float *a, int lda, const float *b, int ldb, float beta,
+                                float *c, int ldc);
+void ps_kern_cpu_bf16_free(ps_kern_cpu_bf16 *s);
 
 /* The vtable's interaction and pooling slots (contracts at their wrappers in ps_kernels.h). */
 ps_status ps_kern_cpu_interact_fwd(ps_kern *k, int batch, int S, int D, const float *bottom,

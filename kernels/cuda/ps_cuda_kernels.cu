@@ -27,6 +27,7 @@
 #endif
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ps_cuda_kernels.h"
 
@@ -420,6 +421,21 @@ __global__ void cross_bwd_k(size_t total, const float *__restrict__ x0,
   }
 }
 
+/* FP32 -> bf16, round to nearest even (NaN stays a quiet NaN), by bits so that the emulator
+ * needs no cuda_bf16.h; the same rounding as __float2bfloat16_rn and the CPU backend's. */
+__device__ __forceinline__ uint16_t bf16_rne(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+__global__ void to_bf16_k(size_t total, int cols, const float *__restrict__ src, int ld,
+                          uint16_t *__restrict__ dst) {
+  GRID_STRIDE(i, total) dst[i] = bf16_rne(src[(i / cols) * ld + i % cols]);
+}
+
 /* Shared-memory sizing of the interaction kernels: samples per block within 16 KiB when
  * possible (several blocks per SM), otherwise one sample up to the 48 KiB default limit. */
 constexpr size_t kSmemTarget = 16384, kSmemMax = 49152;
@@ -568,6 +584,13 @@ cudaError_t ps_cu_cross_bwd(cudaStream_t s, int m, int n, const float *x0, const
   const size_t total = (size_t)m * n;
   PS_CU_LAUNCH(cross_bwd_k, (grid_for(total)), (kThreads), (0), (s), total, x0, zb, dy, resid, dz,
                dx0);
+  return cudaGetLastError();
+}
+
+cudaError_t ps_cu_to_bf16(cudaStream_t s, int rows, int cols, const float *src, int ld,
+                          uint16_t *dst) {
+  const size_t total = (size_t)rows * cols;
+  PS_CU_LAUNCH(to_bf16_k, (grid_for(total)), (kThreads), (0), (s), total, cols, src, ld, dst);
   return cudaGetLastError();
 }
 

@@ -74,6 +74,11 @@ cudaError_t ps_cu_cross_fwd(cudaStream_t s, int m, int n, const float *x0, const
 cudaError_t ps_cu_cross_bwd(cudaStream_t s, int m, int n, const float *x0, const float *zb,
                             const float *dy, float resid, float *dz, float *dx0);
 
+/* dst [rows, cols] (bf16 bits, row-major, compact) = src [rows, cols] (leading dimension ld)
+ * rounded to nearest even: the inputs of the backend's bf16 GEMM. rows, cols >= 1. */
+cudaError_t ps_cu_to_bf16(cudaStream_t s, int rows, int cols, const float *src, int ld,
+                          uint16_t *dst);
+
 #ifdef __cplusplus
 }
 #endif

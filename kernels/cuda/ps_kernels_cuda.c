@@ -20,7 +20,10 @@
  *   Memory from ps_kern_host_alloc (page-locked) skips the ring with ps_kern_to_device_pinned:
  *   ps-worker's pulled rows are uploaded by DMA with no host copy in the step.
  * - GEMMs are cublasSgemm with the row-major <-> column-major swap (C^T = op(B)^T op(A)^T), in
- *   plain FP32 unless TF32 is asked for (see ps_kernels_cuda.h).
+ *   plain FP32 unless TF32 is asked for (see ps_kernels_cuda.h). bf16 GEMMs (ps_kern_gemm
+ *   with PS_KERN_BF16, sm_80+) round both operands into a bf16 buffer of the backend's (one
+ *   kernel each, same orientation, compact) and call cublasGemmEx with CUDA_R_16BF inputs,
+ *   an FP32 C and CUBLAS_COMPUTE_32F: tensor cores with FP32 accumulation.
  * - Every CUDA and cuBLAS call is checked (ps_cuda_check.h) and reported with file and line. */
 #include <math.h>
 #include <omp.h>
@@ -63,6 +66,8 @@ typedef struct cuda_ctx {
   void *blas_ws;
   float *scratch; /* reduction partials (bias gradients, loss) */
   size_t scratch_floats;
+  uint16_t *bf16;   /* the bf16 GEMM's rounded operands, grown on demand */
+  size_t bf16_elems;
   unsigned int *bce_counter; /* device, zero between launches */
   int *err_dev;              /* device error flag (PS_CU_ERR_*) */
   int *err_host;             /* pinned copy of it, read at sync points */
@@ -105,19 +110,27 @@ static void host_copy(void *dst, const void *src, size_t bytes) {
 
 /* ---- scratch and staging ----------------------------------------------------------------- */
 
-static ps_status scratch_reserve(cuda_ctx *c, size_t floats) {
-  if (floats <= c->scratch_floats) return PS_OK;
-  size_t want = c->scratch_floats * 2 > floats ? c->scratch_floats * 2 : floats;
-  /* The old buffer may still be read by enqueued kernels: wait before freeing it. Happens
-   * only when a shape larger than any before is first seen. */
+/* Device buffer *buf of *have elements of `size` bytes grown to at least `want` (twice the
+ * old size when that is more). The old buffer may still be read by enqueued kernels: wait
+ * before freeing it. Happens only when a shape larger than any before is first seen. */
+static ps_status dev_reserve(cuda_ctx *c, void **buf, size_t *have, size_t want, size_t size) {
+  if (want <= *have) return PS_OK;
+  if (*have * 2 > want) want = *have * 2;
   PS_CUDA_TRY(cudaStreamSynchronize(c->stream));
-  PS_CUDA_TRY(cudaFree(c->scratch));
-  c->scratch = NULL;
-  c->scratch_floats = 0;
-  PS_CUDA_TRY(cudaMalloc((void **)&c->scratch, want * sizeof(float)));
-  c->scratch_floats = want;
-  PS_DEBUG("cuda: reduction scratch grown to %zu floats", want);
+  PS_CUDA_TRY(cudaFree(*buf));
+  *buf = NULL;
+  *have = 0;
+  PS_CUDA_TRY(cudaMalloc(buf, want * size));
+  *have = want;
+  PS_DEBUG("cuda: a work buffer grown to %zu elements of %zu bytes", want, size);
   return PS_OK;
+}
+/* The reduction scratch, at least `floats`; the bf16 GEMM's operand buffer, `elems`. */
+static ps_status scratch_reserve(cuda_ctx *c, size_t floats) {
+  return dev_reserve(c, (void **)&c->scratch, &c->scratch_floats, floats, sizeof(float));
+}
+static ps_status bf16_reserve(cuda_ctx *c, size_t elems) {
+  return dev_reserve(c, (void **)&c->bf16, &c->bf16_elems, elems, sizeof(uint16_t));
 }
 
 static ps_status ring_pop_oldest(staging_ring *r) {
@@ -323,6 +336,34 @@ static ps_status cu_sgemm(ps_kern *k, bool ta, bool tb, int m, int n, int kk, fl
   return PS_OK;
 }
 
+/* sgemm's contract with both operands rounded to bf16 first (ps_kern_gemm). */
+static ps_status cu_gemm_bf16(ps_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha,
+                              const float *a, int lda, const float *b, int ldb, float beta,
+                              float *cm, int ldc) {
+  cuda_ctx *c = ctx_of(k);
+  ENTER(c);
+  int ar = ta ? kk : m, ac = ta ? m : kk, br = tb ? n : kk, bc = tb ? kk : n;
+  size_t an = (size_t)ar * ac, aoff = (an + 127) & ~(size_t)127; /* b16 256-byte aligned */
+  ps_status st = bf16_reserve(c, aoff + (size_t)br * bc + 1);
+  if (st != PS_OK) return st;
+  uint16_t *a16 = c->bf16, *b16 = c->bf16 + aoff;
+  if (ar > 0 && ac > 0) LAUNCH(ps_cu_to_bf16(c->stream, ar, ac, a, lda, a16));
+  if (br > 0 && bc > 0) LAUNCH(ps_cu_to_bf16(c->stream, br, bc, b, ldb, b16));
+  bool timed = c->timing && c->nev + 2 <= TIMING_EVENTS;
+  if (c->timing && !timed) c->lost_timings++;
+  if (timed) PS_CUDA_TRY(cudaEventRecord(c->ev[c->nev], c->stream));
+  /* the row-major swap of cu_sgemm, over the compact copies (leading dimension = width) */
+  PS_CUBLAS_TRY(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             n, m, kk, &alpha, b16, CUDA_R_16BF, bc > 1 ? bc : 1, a16,
+                             CUDA_R_16BF, ac > 1 ? ac : 1, &beta, cm, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (timed) {
+    PS_CUDA_TRY(cudaEventRecord(c->ev[c->nev + 1], c->stream));
+    c->nev += 2;
+  }
+  return PS_OK;
+}
+
 static ps_status cu_bias_act_fwd(ps_kern *k, ps_kern_act act, int m, int n, const float *x,
                                  const float *bias, float *y) {
   ONLY_LAUNCH(k, ps_cu_bias_act_fwd(c->stream, (int)act, m, n, x, bias, y));
@@ -448,6 +489,7 @@ static void ctx_free(cuda_ctx *c) {
     }
     if (c->blas_ws) PS_CUDA_WARN(cudaFree(c->blas_ws));
     if (c->scratch) PS_CUDA_WARN(cudaFree(c->scratch));
+    if (c->bf16) PS_CUDA_WARN(cudaFree(c->bf16));
     if (c->bce_counter) PS_CUDA_WARN(cudaFree(c->bce_counter));
     if (c->err_dev) PS_CUDA_WARN(cudaFree(c->err_dev));
     if (c->err_host) PS_CUDA_WARN(cudaFreeHost(c->err_host));
@@ -521,6 +563,8 @@ ps_status ps_kern_cuda_create(int device, ps_kern **out, ps_error *err) {
   k->ctx = c;
   k->name = "cuda";
   k->host_memory = false;
+  struct cudaDeviceProp prop;
+  k->bf16 = cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major >= 8;
   char desc[160];
   if (ps_cuda_device_describe(device, desc, sizeof desc) == PS_OK)
     PS_INFO("cuda: backend on %s", desc);
@@ -592,6 +636,7 @@ static const ps_kern_i cuda_iface = {
     .stream = ps_kern_cuda_stream,
     .destroy = cu_destroy,
     .sgemm = cu_sgemm,
+    .gemm_bf16 = cu_gemm_bf16,
     .bias_act_fwd = cu_bias_act_fwd,
     .bias_act_bwd = cu_bias_act_bwd,
     .interact_fwd = cu_interact_fwd,

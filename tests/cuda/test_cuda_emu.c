@@ -262,6 +262,21 @@ static void test_cross(void **st) {
     }
 }
 
+/* The bf16 GEMM's rounding kernel on exact ties, carries, a NaN and a strided source. */
+static void test_to_bf16(void **st) {
+  (void)st;
+  const float x[] = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 1.0f + 1.0f / 256 + 1e-6f, 255.5f,
+                     -1.0f - 1.0f / 256, 3.0e38f, 0.0f, NAN};
+  const uint16_t want[] = {0x3f80, 0x3f82, 0x3f81, 0x4380, 0xbf80, 0x7f62, 0x0000, 0x7fc0};
+  float src[2 * 8]; /* two rows of 4 with leading dimension 8: the last 4 of each row unread */
+  for (int i = 0; i < 16; i++) src[i] = -7.0f;
+  for (int i = 0; i < 8; i++) src[(i / 4) * 8 + i % 4] = x[i];
+  uint16_t got[8];
+  assert_int_equal(ps_cu_to_bf16(NULL, 2, 4, src, 8, got), cudaSuccess);
+  for (int i = 0; i < 8; i++)
+    if (got[i] != want[i]) fail_msg("bf16(%g) = 0x%04x, want 0x%04x", x[i], got[i], want[i]);
+}
+
 static int setup(void **st) {
   (void)st;
   return ps_kern_cpu_create(1, &CPU) == PS_OK ? 0 : -1;
@@ -274,4 +289,5 @@ static int teardown(void **st) {
 
 PS_TEST_MAIN("cuda_emu", setup, teardown,
     cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),
-    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_cross))
+    cmocka_unit_test(test_bce), cmocka_unit_test(test_optimizers), cmocka_unit_test(test_cross),
+    cmocka_unit_test(test_to_bf16))

@@ -5,6 +5,7 @@
  * bags, repeated rows in a batch (atomic aggregation), inputs large enough for grid-stride
  * loops and for the interaction's global-memory fallback, in-place variants.
  *
+ * The bf16 GEMM (cublasGemmEx) against the CPU's FP32 GEMM of the same inputs rounded to bf16.
  * Also: memory semantics (to_device returns when the source may be reused, through the
  * staging ring; to_host into pageable and pinned memory), deferred error reporting for bad
  * pooling indices, and the GEMM timer. Without a GPU it checks that the CUDA backend reports
@@ -135,6 +136,71 @@ static void test_sgemm(void **st) {
 }
 
 /* ---- bias + activation ------------------------------------------------------------------ */
+
+/* bf16 round to nearest even by scaling (independent of both backends): x = m 2^e with
+ * 0.5 <= |m| < 1 keeps rint(m 2^8) 2^(e-8). */
+static float bf16_round(float x) {
+  if (x == 0.0f || !isfinite(x)) return x;
+  int e;
+  double m = frexp((double)x, &e);
+  return (float)ldexp(nearbyint(ldexp(m, 8)), e - 8);
+}
+
+/* ps_kern_gemm(PS_KERN_BF16) on CUDA (cublasGemmEx, bf16 inputs, FP32 accumulation) against the
+ * CPU backend's FP32 GEMM of the same inputs rounded to bf16 here: the same products, summed
+ * in FP32 in another order (normalised error ~k 2^-24, TOL is 1e-4). Against FP32 on the
+ * unrounded inputs it must differ by more than that (the rounding happened) and by less than
+ * bf16's 2u = 2^-7 of the magnitudes (a normalised bound for these well-scaled inputs). */
+static void test_gemm_bf16(void **st) {
+  (void)st;
+  ct_rng r = {3};
+  if (!ps_kern_has_bf16(GPU)) {
+    float x = 1, y = 0;
+    assert_int_equal(ps_kern_gemm(GPU, PS_KERN_BF16, false, false, 1, 1, 1, 1.0f, &x, 1, &x, 1,
+                                  0.0f, &y, 1),
+                     PS_ERR_UNSUPPORTED);
+    skip(); /* before sm_80 */
+  }
+  const int shapes[][3] = {{1, 1, 1}, {5, 1, 9}, {33, 17, 65}, {64, 16, 13}, {257, 129, 367},
+                           {4, 3, 0}, {EMU_SMALL ? 256 : 2048, 1, 256}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    int m = shapes[s][0], n = shapes[s][1], kk = shapes[s][2];
+    for (int t = 0; t < 4; t++) {
+      bool ta = t & 1, tb = t & 2;
+      float beta = s % 2 ? 0.5f : 0.0f;
+      int pad = (int)(s % 3), ar = ta ? kk : m, ac = ta ? m : kk, br = tb ? n : kk,
+          bc = tb ? kk : n;
+      int lda = (ac > 1 ? ac : 1) + pad, ldb = (bc > 1 ? bc : 1) + pad, ldc = n + pad;
+      buf A = buf_rand(&r, (size_t)(ar ? ar : 1) * lda, -1, 1);
+      buf B = buf_rand(&r, (size_t)(br ? br : 1) * ldb, -1, 1);
+      buf C = buf_rand(&r, (size_t)m * ldc, -1, 1), C32 = buf_new(C.n);
+      memcpy(C32.host, C.host, C.n * sizeof(float));
+      buf_upload(&C32);
+      assert_int_equal(ps_kern_gemm(GPU, PS_KERN_BF16, ta, tb, m, n, kk, 1.25f, A.g, lda, B.g,
+                                    ldb, beta, C.g, ldc),
+                       PS_OK);
+      assert_int_equal(ps_kern_sgemm(CPU, ta, tb, m, n, kk, 1.25f, A.c, lda, B.c, ldb, beta,
+                                     C32.c, ldc),
+                       PS_OK);
+      for (size_t i = 0; i < A.n; i++) A.host[i] = bf16_round(A.host[i]);
+      for (size_t i = 0; i < B.n; i++) B.host[i] = bf16_round(B.host[i]);
+      buf_upload(&A);
+      buf_upload(&B);
+      assert_int_equal(ps_kern_sgemm(CPU, ta, tb, m, n, kk, 1.25f, A.c, lda, B.c, ldb, beta,
+                                     C.c, ldc),
+                       PS_OK);
+      EXPECT_CLOSE(buf_err(&C), TOL, "bf16 gemm m=%d n=%d k=%d ta=%d tb=%d", m, n, kk, ta, tb);
+      float *hg = malloc(C.n * sizeof(float)), *h32 = malloc(C.n * sizeof(float));
+      assert_int_equal(ps_kern_to_host(GPU, hg, C.g, C.n * sizeof(float)), PS_OK);
+      assert_int_equal(ps_kern_to_host(CPU, h32, C32.c, C.n * sizeof(float)), PS_OK);
+      double e = ct_norm_err(hg, h32, C.n);
+      if (kk >= 9 && !(e > TOL && e < 1.0 / 128))
+        fail_msg("bf16 gemm m=%d n=%d k=%d: %.3g from FP32, want (1e-4, 2^-7)", m, n, kk, e);
+      free(hg), free(h32);
+      buf_free(&A), buf_free(&B), buf_free(&C), buf_free(&C32);
+    }
+  }
+}
 
 static void test_bias_act(void **st) {
   (void)st;
@@ -582,7 +648,8 @@ int main(void) {
   }
   ct_require_gpu("test_cuda_ops");
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sgemm),          cmocka_unit_test(test_bias_act),
+      cmocka_unit_test(test_sgemm),          cmocka_unit_test(test_gemm_bf16),
+      cmocka_unit_test(test_bias_act),
       cmocka_unit_test(test_interact),       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_pool_bad_index), cmocka_unit_test(test_bce),
       cmocka_unit_test(test_optimizers),     cmocka_unit_test(test_memory),

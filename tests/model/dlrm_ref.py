@@ -262,8 +262,13 @@ def main():
                   f"(loss {tl[0]:.4f} -> {tl[-1]:.4f})")
             if not ok:
                 failures.append(f"{pool} {name} curve")
-    if failures:
-        print("FAILED:", ", ".join(failures))
+    return verdict(failures)
+
+
+def verdict(failed):
+    """Prints the outcome; the exit status (0 pass, 1 fail)."""
+    if failed:
+        print("FAILED:", ", ".join(failed))
         return 1
     print("all checks passed")
     return 0

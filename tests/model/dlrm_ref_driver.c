@@ -7,7 +7,9 @@
  *     the loss at each step.
  * INTERACTION is dot (the default) or dcn:L:R, the DCNv2 cross network with L layers of rank R
  * (R 0: full rank).
- * Usage: dlrm_ref_driver OUT.json [sum|mean] [threads] [INTERACTION] */
+ * PRECISION (fp32, the default, or bf16) is the model's --precision; with bf16 the JSON's
+ * config says "precision": "bf16" and "precision_used" what ran (fp32 on a CPU without it).
+ * Usage: dlrm_ref_driver OUT.json [sum|mean] [threads] [INTERACTION] [PRECISION] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +75,7 @@ static json_t *batch_json(const batch_buf *bb) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s OUT.json [sum|mean|mixed] [threads] [dot|dcn:L:R]\n", argv[0]);
+    fprintf(stderr, "usage: %s OUT.json [sum|mean|mixed] [threads] [dot|dcn:L:R] [fp32|bf16]\n", argv[0]);
     return 2;
   }
   /* mixed: per feature, the even ones by mean, the odd ones by sum */
@@ -90,6 +92,11 @@ int main(int argc, char **argv) {
   ps_dlrm_config_shape(&cfg, "13-64-32-8", "32-16-1", D, S, B);
   cfg.pool = pool;
   cfg.seed = 7;
+  const char *prec = argc > 5 ? argv[5] : "fp32";
+  if (ps_dlrm_precision_parse(prec, &cfg.precision) != PS_OK) {
+    fprintf(stderr, "%s: want fp32 or bf16\n", prec);
+    return 2;
+  }
   if (argc > 4 && !strncmp(argv[4], "dcn:", 4)) {
     cfg.interaction = PS_DLRM_DCN;
     if (sscanf(argv[4] + 4, "%d:%d", &cfg.dcn_layers, &cfg.dcn_rank) != 2) {
@@ -127,6 +134,9 @@ int main(int argc, char **argv) {
                       json_string(cfg.interaction == PS_DLRM_DCN ? "dcn" : "dot"));
   json_object_set_new(jc, "dcn_layers", json_integer(cfg.dcn_layers));
   json_object_set_new(jc, "dcn_rank", json_integer(cfg.dcn_rank));
+  json_object_set_new(jc, "precision", json_string(prec));
+  json_object_set_new(jc, "precision_used",
+                      json_string(ps_dlrm_precision(m) == PS_KERN_BF16 ? "bf16" : "fp32"));
   json_object_set_new(root, "config", jc);
   json_object_set_new(root, "params", farr(p0, np));
   json_object_set_new(root, "rows", farr(rows0, U * D));

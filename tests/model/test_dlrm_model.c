@@ -4,7 +4,8 @@
  * embedding rows), refusal of bad batches, eval vs training probabilities, and that SGD steps
  * lower the loss. The same for the DCNv2 interaction: its shape rules and messages, its
  * layout and TorchRec init on the Kaggle shape, finite differences low rank and full rank,
- * and the device (staging) path. */
+ * and the device (staging) path. bf16 precision: gradients by finite differences, and the
+ * FP32 fallback. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -259,6 +260,65 @@ static void test_model_fd(void **st) {
   ps_dlrm *m = small_model(&f);
   check_fd(m, &f);
   ps_dlrm_destroy(&m);
+}
+
+/* ||x - y||_2 / ||y||_2 over n doubles/floats */
+static double norm_rel(const float *x, const double *y, size_t n) {
+  double d = 0, t = 0;
+  for (size_t i = 0; i < n; i++) d += (x[i] - y[i]) * (x[i] - y[i]), t += y[i] * y[i];
+  return sqrt(d / fmax(t, 1e-300));
+}
+
+/* Precision bf16 (every GEMM's inputs rounded to bf16, FP32 accumulation): its gradients, dense
+ * and embedding rows, against central differences of the FP32 model's loss. Norm-wise bound:
+ * each GEMM rounds its two inputs (<= 2u relative, u = 2^-8) and the error of an output of L
+ * chained GEMMs is, to first order, the sum of theirs; a gradient runs the forward path and
+ * the backward path, 2L GEMMs (L = 4 here: 2 bottom, the interaction, 1 top), with <= 4u each
+ * once the re-rounding of an already perturbed input is counted: 8 u L = 0.125. Entries sum
+ * with cancellation, so element-wise there is no bf16 bound; the norm has one. Also: the bf16
+ * gradients differ from FP32's (the rounding is done), and without the instructions
+ * (EMBER_CPU_NO_BF16=1, test_dlrm_model_nobf16) the model runs FP32, bit for bit. */
+static void test_bf16_fd(void **st) {
+  (void)st;
+  fixture f;
+  ps_dlrm *m32 = small_model(&f), *m16 = NULL;
+  ps_dlrm_config c;
+  ps_dlrm_config_shape(&c, "5-8-4", "6-1", D, S, B);
+  c.precision = PS_KERN_BF16;
+  assert_int_equal(ps_dlrm_create(K, &c, &m16, NULL), PS_OK);
+  size_t n = ps_dlrm_num_params(m32);
+  float *p = malloc(n * sizeof(float)), *g16 = malloc(n * sizeof(float)),
+        *g32 = malloc(n * sizeof(float)), r16[U * D], r32[U * D], loss;
+  double *gfd = malloc((n + U * D) * sizeof(double));
+  ps_dlrm_get_params(m32, p, n);
+  assert_int_equal(ps_dlrm_set_params(m16, p, n), PS_OK);
+  assert_int_equal(ps_dlrm_forward(m16, &f.b, &loss), PS_OK);
+  assert_int_equal(ps_dlrm_backward(m16, r16), PS_OK);
+  assert_int_equal(ps_dlrm_get_grads(m16, g16, n), PS_OK);
+  assert_int_equal(ps_dlrm_forward(m32, &f.b, &loss), PS_OK);
+  assert_int_equal(ps_dlrm_backward(m32, r32), PS_OK);
+  assert_int_equal(ps_dlrm_get_grads(m32, g32, n), PS_OK);
+  if (!ps_kern_has_bf16(K)) { /* the fallback: FP32, the same numbers */
+    assert_int_equal(ps_dlrm_precision(m16), PS_KERN_FP32);
+    assert_memory_equal(g16, g32, n * sizeof(float));
+    assert_memory_equal(r16, r32, sizeof(r16));
+  } else {
+    assert_int_equal(ps_dlrm_precision(m16), PS_KERN_BF16);
+    for (size_t i = 0; i < n; i++) gfd[i] = fd_near(m32, &f.b, &p[i], 1e-2f, p, n, g32[i]);
+    ps_dlrm_set_params(m32, p, n);
+    for (int i = 0; i < U * D; i++) gfd[n + i] = fd_near(m32, &f.b, &f.rows[i], 1e-2f, NULL, 0, r32[i]);
+    double ed = norm_rel(g16, gfd, n), er = norm_rel(r16, gfd + n, U * D);
+    double e32 = norm_rel(g32, gfd, n), bound = 8 * 4 / 256.0;
+    print_message("bf16 vs finite differences: dense %.2e, rows %.2e (FP32: %.2e); bound %.3f\n",
+                  ed, er, e32, bound);
+    assert_true(ed <= bound && er <= bound);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs(g16[i] - g32[i]));
+    assert_true(d > 0); /* the GEMMs did round */
+  }
+  ps_dlrm_destroy(&m16);
+  ps_dlrm_destroy(&m32);
+  free(p), free(g16), free(g32), free(gfd);
 }
 
 /* The small model with the DCNv2 interaction: cross width (1 + S) * D = 16. */
@@ -517,4 +577,5 @@ PS_TEST_MAIN("dlrm_model", setup, teardown,
     cmocka_unit_test(test_config), cmocka_unit_test(test_kaggle_layout_and_init),
     cmocka_unit_test(test_model_fd), cmocka_unit_test(test_bad_batches_and_eval),
     cmocka_unit_test(test_sgd_learns), cmocka_unit_test(test_device_path),
-    cmocka_unit_test(test_dcn_fd), cmocka_unit_test(test_dcn_config_layout_init))
+    cmocka_unit_test(test_dcn_fd), cmocka_unit_test(test_dcn_config_layout_init),
+    cmocka_unit_test(test_bf16_fd))

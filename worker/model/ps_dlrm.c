@@ -29,6 +29,7 @@ struct ps_dlrm {
   int nbot, ntop, nl;
   ps_dlrm_layer L[PS_DLRM_MAX_LAYERS];
   bool dcn_on; /* --interaction dcn: dcn is the interaction */
+  ps_kern_prec prec; /* of every GEMM (bf16 falls back to FP32 where the backend lacks it) */
   ps_dlrm_dcn dcn;
   size_t nparams;
   float *params, *grads;
@@ -88,6 +89,14 @@ ps_status ps_dlrm_opt_parse(const char *name, ps_dlrm_opt_kind *kind) {
   if (!strcmp(name, "sgd")) *kind = PS_DLRM_OPT_SGD;
   else if (!strcmp(name, "adagrad")) *kind = PS_DLRM_OPT_ADAGRAD;
   else if (!strcmp(name, "adam")) *kind = PS_DLRM_OPT_ADAM;
+  else return PS_ERR_INVALID;
+  return PS_OK;
+}
+
+ps_status ps_dlrm_precision_parse(const char *name, ps_kern_prec *out) {
+  if (!name || !out) return PS_ERR_INVALID;
+  if (!strcmp(name, "fp32")) *out = PS_KERN_FP32;
+  else if (!strcmp(name, "bf16")) *out = PS_KERN_BF16;
   else return PS_ERR_INVALID;
   return PS_OK;
 }
@@ -298,6 +307,13 @@ ps_status ps_dlrm_create(ps_kern *k, const ps_dlrm_config *cfg, ps_dlrm **out, p
   m->S = cfg->num_sparse;
   m->dcn_on = cfg->interaction == PS_DLRM_DCN;
   m->opt_kind = -1;
+  m->prec = cfg->precision == PS_KERN_BF16 ? PS_KERN_BF16 : PS_KERN_FP32;
+  if (m->prec == PS_KERN_BF16 && !ps_kern_has_bf16(k)) {
+    PS_WARN("precision bf16: the %s backend has no bf16 GEMM on this machine (%s); running FP32",
+            k->name, k->host_memory ? "no AVX512_BF16" : "needs compute capability 8.0");
+    m->prec = PS_KERN_FP32;
+  }
+  m->dcn.prec = m->prec;
   ps_status st = build_layers(m, cfg, err);
   if (st != PS_OK) {
     ps_dlrm_destroy(&m);
@@ -381,8 +397,8 @@ static ps_status stage(ps_dlrm *m, const ps_dlrm_batch *b, bool train, const flo
 static ps_status linear_fwd(ps_dlrm *m, int l, int B, const float *x) {
   const ps_dlrm_layer *L = &m->L[l];
   const float *w = m->params + L->w_off, *bias = m->params + L->b_off;
-  TRY(ps_kern_sgemm(m->k, false, true, B, L->out, L->in, 1.0f, x, L->in, w, L->in, 0.0f,
-                    m->act[l], L->out));
+  TRY(ps_kern_gemm(m->k, m->prec, false, true, B, L->out, L->in, 1.0f, x, L->in, w, L->in,
+                   0.0f, m->act[l], L->out));
   return ps_kern_bias_act_fwd(m->k, L->relu ? PS_KERN_ACT_RELU : PS_KERN_ACT_NONE, B, L->out,
                               m->act[l], bias, m->act[l]);
 }
@@ -446,11 +462,11 @@ static ps_status linear_bwd(ps_dlrm *m, int l, int B, const float *x, float *dcu
   TRY(ps_kern_bias_act_bwd(k, L->relu ? PS_KERN_ACT_RELU : PS_KERN_ACT_NONE, B, L->out,
                            m->act[l], dcur, dcur, m->grads + L->b_off));
   /* dW [out, in] = dZ^T [out, B] x X [B, in] */
-  TRY(ps_kern_sgemm(k, true, false, L->out, L->in, B, 1.0f, dcur, L->out, x, L->in, 0.0f,
-                    m->grads + L->w_off, L->in));
+  TRY(ps_kern_gemm(k, m->prec, true, false, L->out, L->in, B, 1.0f, dcur, L->out, x, L->in,
+                   0.0f, m->grads + L->w_off, L->in));
   if (want_dx) /* dX [B, in] = dZ [B, out] x W [out, in] */
-    TRY(ps_kern_sgemm(k, false, false, B, L->in, L->out, 1.0f, dcur, L->out,
-                      m->params + L->w_off, L->in, 0.0f, dnext, L->in));
+    TRY(ps_kern_gemm(k, m->prec, false, false, B, L->in, L->out, 1.0f, dcur, L->out,
+                     m->params + L->w_off, L->in, 0.0f, dnext, L->in));
   return PS_OK;
 }
 
@@ -553,6 +569,8 @@ ps_status ps_dlrm_layer_info(const ps_dlrm *m, int i, ps_dlrm_layer *out) {
   *out = m->L[i];
   return PS_OK;
 }
+ps_kern_prec ps_dlrm_precision(const ps_dlrm *m) { return m ? m->prec : PS_KERN_FP32; }
+
 int ps_dlrm_num_dense(const ps_dlrm *m) { return m ? m->num_dense : 0; }
 int ps_dlrm_interact_width(const ps_dlrm *m) { return m ? m->W : 0; }
 int ps_dlrm_num_cross(const ps_dlrm *m) { return m && m->dcn_on ? m->dcn.layers : 0; }

@@ -64,6 +64,10 @@ typedef struct ps_dlrm_config {
                          * (default) = D / 4 (108 for the Kaggle shape) */
   bool out_bias_zero;   /* the output layer's one bias starts at 0, not at DLRM's N(0, 1) draw
                          * (the draw is still taken, so every other parameter is the same) */
+  ps_kern_prec precision; /* of the dense GEMMs, forward and backward (FP32 by default); with
+                           * bf16 the parameters, gradients, optimizer state and element-wise
+                           * ops stay FP32, as torch.autocast. A backend without a bf16 GEMM
+                           * logs one warning and runs FP32 (ps_dlrm_precision says which). */
 } ps_dlrm_config;
 
 /* Fills cfg with the Kaggle shape: 13-512-256-64-16, 512-256-1, dim 16, 26 tables, batch 2048,
@@ -177,6 +181,10 @@ ps_status ps_dlrm_get_grads(ps_dlrm *m, float *host, size_t n);
 int ps_dlrm_num_layers(const ps_dlrm *m, int *num_bot, int *num_top);
 ps_status ps_dlrm_layer_info(const ps_dlrm *m, int i, ps_dlrm_layer *out);
 int ps_dlrm_num_dense(const ps_dlrm *m);
+/* The precision the GEMMs run at: cfg.precision, or FP32 where the backend lacks bf16. */
+ps_kern_prec ps_dlrm_precision(const ps_dlrm *m);
+/* "fp32", "bf16" -> precision; PS_ERR_INVALID otherwise. */
+ps_status ps_dlrm_precision_parse(const char *name, ps_kern_prec *out);
 /* DCN cross layers (0 for the dot interaction) and layer l's place in the flat buffers. */
 int ps_dlrm_num_cross(const ps_dlrm *m);
 ps_status ps_dlrm_cross_info(const ps_dlrm *m, int l, ps_dlrm_cross_layer *out);

@@ -123,10 +123,10 @@ ps_status ps_dlrm_dcn_forward(ps_dlrm_dcn *c, ps_kern *k, const float *params, i
     float *xl = x_of(c, l, B), *zb = zb_of(c, l, B);
     if (R > 0) { /* t = x_l V^T [B, R]; z = t U^T [B, D] */
       float *t = t_of(c, l, B);
-      TRY(ps_kern_sgemm(k, false, true, B, R, D, 1.0f, xl, D, params + L.v_off, D, 0.0f, t, R));
-      TRY(ps_kern_sgemm(k, false, true, B, D, R, 1.0f, t, R, params + L.u_off, R, 0.0f, zb, D));
+      TRY(ps_kern_gemm(k, c->prec, false, true, B, R, D, 1.0f, xl, D, params + L.v_off, D, 0.0f, t, R));
+      TRY(ps_kern_gemm(k, c->prec, false, true, B, D, R, 1.0f, t, R, params + L.u_off, R, 0.0f, zb, D));
     } else { /* z = x_l W^T */
-      TRY(ps_kern_sgemm(k, false, true, B, D, D, 1.0f, xl, D, params + L.w_off, D, 0.0f, zb, D));
+      TRY(ps_kern_gemm(k, c->prec, false, true, B, D, D, 1.0f, xl, D, params + L.w_off, D, 0.0f, zb, D));
     }
     TRY(ps_kern_cross_fwd(k, B, D, x0, zb, params + L.b_off, xl, zb, x_of(c, l + 1, B)));
   }
@@ -149,17 +149,17 @@ ps_status ps_dlrm_dcn_backward(ps_dlrm_dcn *c, ps_kern *k, const float *params, 
     TRY(ps_kern_bias_act_bwd(k, PS_KERN_ACT_NONE, B, D, c->dz, c->dz, c->dz, grads + L.b_off));
     if (R > 0) {
       /* dU [D, R] = dz^T t; dt [B, R] = dz U; dV [R, D] = dt^T x_l; dx_l += dt V */
-      TRY(ps_kern_sgemm(k, true, false, D, R, B, 1.0f, c->dz, D, t_of(c, l, B), R, 0.0f,
+      TRY(ps_kern_gemm(k, c->prec, true, false, D, R, B, 1.0f, c->dz, D, t_of(c, l, B), R, 0.0f,
                         grads + L.u_off, R));
-      TRY(ps_kern_sgemm(k, false, false, B, R, D, 1.0f, c->dz, D, params + L.u_off, R, 0.0f,
+      TRY(ps_kern_gemm(k, c->prec, false, false, B, R, D, 1.0f, c->dz, D, params + L.u_off, R, 0.0f,
                         c->dt, R));
-      TRY(ps_kern_sgemm(k, true, false, R, D, B, 1.0f, c->dt, R, xl, D, 0.0f, grads + L.v_off, D));
-      TRY(ps_kern_sgemm(k, false, false, B, D, R, 1.0f, c->dt, R, params + L.v_off, D, 1.0f, dxl,
+      TRY(ps_kern_gemm(k, c->prec, true, false, R, D, B, 1.0f, c->dt, R, xl, D, 0.0f, grads + L.v_off, D));
+      TRY(ps_kern_gemm(k, c->prec, false, false, B, D, R, 1.0f, c->dt, R, params + L.v_off, D, 1.0f, dxl,
                         D));
     } else {
       /* dW [D, D] = dz^T x_l; dx_l += dz W */
-      TRY(ps_kern_sgemm(k, true, false, D, D, B, 1.0f, c->dz, D, xl, D, 0.0f, grads + L.w_off, D));
-      TRY(ps_kern_sgemm(k, false, false, B, D, D, 1.0f, c->dz, D, params + L.w_off, D, 1.0f, dxl,
+      TRY(ps_kern_gemm(k, c->prec, true, false, D, D, B, 1.0f, c->dz, D, xl, D, 0.0f, grads + L.w_off, D));
+      TRY(ps_kern_gemm(k, c->prec, false, false, B, D, D, 1.0f, c->dz, D, params + L.w_off, D, 1.0f, dxl,
                         D));
     }
   }

@@ -1,7 +1,7 @@
 /* ps_dlrm_dcn_int: the DCNv2 cross network of ps_dlrm (--interaction dcn), private to
  * worker/model/. ps_dlrm.c owns the flat parameter and gradient buffers and places the cross
  * block in them (ps_dlrm_dcn_layout); this part owns its activations and workspace and runs
- * forward and backward through ps_kernels.h: the GEMMs are ps_kern_sgemm (BLAS / cuBLAS),
+ * forward and backward through ps_kernels.h: the GEMMs are ps_kern_gemm (BLAS / cuBLAS, FP32 or bf16),
  * the element-wise part ps_kern_cross_fwd / _bwd, x0's concatenation and its gradient's split
  * ps_kern_copy2d, the bias gradients bias_act_bwd's column sums. */
 #ifndef PS_DLRM_DCN_INT_H
@@ -14,6 +14,7 @@
 
 typedef struct ps_dlrm_dcn {
   int layers, rank; /* rank 0: full-rank W_l */
+  ps_kern_prec prec; /* of the GEMMs, set by ps_dlrm_create */
   int dim, S, D;    /* emb_dim, sparse features, D = (1 + S) * dim */
   size_t off, per;  /* first float of the block, floats per layer */
   /* workspace for max_batch rows: xs = x_0 .. x_L ([L + 1][B, D], x_0 the concatenation),

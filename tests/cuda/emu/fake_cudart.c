@@ -265,3 +265,41 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
               c, ldc);
   return CUBLAS_STATUS_SUCCESS;
 }
+
+/* cublasGemmEx for bf16 operands: each widened to FP32 exactly (a bf16 value is the top half
+ * of a float's bits), then cublasSgemm's checks and OpenBLAS: products of bf16 values are
+ * exact in FP32 and summed in FP32, what cuBLAS's CUBLAS_COMPUTE_32F computes up to order. */
+static float *bf16_widen(const void *src, int rows, int cols, int ld) {
+  size_t n = cols ? (size_t)(cols - 1) * ld + rows : 0;
+  if (n && !inside(src, n * sizeof(uint16_t), 0)) return NULL;
+  float *f = NULL; /* "device" memory, as cublasSgemm's operands must be */
+  if (cudaMalloc((void **)&f, (n ? n : 1) * sizeof(float)) != cudaSuccess) return NULL;
+  const uint16_t *h = src;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)h[i] << 16;
+    memcpy(&f[i], &u, sizeof u);
+  }
+  return f;
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *a, cudaDataType at,
+                            int lda, const void *b, cudaDataType bt, int ldb, const void *beta,
+                            void *c, cudaDataType ct, int ldc, cublasComputeType_t comp,
+                            cublasGemmAlgo_t algo) {
+  if (!h || at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F ||
+      comp != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT || m < 0 || n < 0 || k < 0 ||
+      lda < imax(1, ta == CUBLAS_OP_N ? m : k) || ldb < imax(1, tb == CUBLAS_OP_N ? k : n)) {
+    fprintf(stderr, "fake cublasGemmEx: unsupported types or bad arguments\n");
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  float *af = bf16_widen(a, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda);
+  float *bf = bf16_widen(b, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb);
+  cublasStatus_t st = CUBLAS_STATUS_INVALID_VALUE;
+  if (af && bf)
+    st = cublasSgemm(h, ta, tb, m, n, k, alpha, af, lda, bf, ldb, beta, c, ldc);
+  else
+    fprintf(stderr, "fake cublasGemmEx: an operand is outside its device allocation\n");
+  if (af) cudaFree(af);
+  if (bf) cudaFree(bf);
+  return st;
+}
