@@ -18,7 +18,7 @@
  * - One ps_predictor scores one batch at a time and the CPU backend's OpenBLAS has global state,
  *   so scoring is serialized by one lock (see serve.compute); parsing and I/O are not.
  *   Concurrent requests are not merged into one batch (each request is already a batch of its
- *   rows; merging is left for later, see docs/SERVING.md).
+ *   rows; merging is left for later, docs/CHECKPOINTS.md).
  * - HTTP is libmicrohttpd with a pool of --threads threads. Untrusted clients are bounded as
  *   the metrics endpoint bounds them (ps_http.h): a connection limit, a per-connection memory
  *   limit, an idle timeout (--timeout-s: a client that stops sending is cut while others are
