@@ -17,8 +17,9 @@
  *   at the next look (with --servers the servers may not serve the new step yet).
  * - One ps_predictor scores one batch at a time and the CPU backend's OpenBLAS has global state,
  *   so scoring is serialized by one lock (see serve.compute); parsing and I/O are not.
- *   Concurrent requests are not merged into one batch (each request is already a batch of its
- *   rows; merging is left for later, docs/CHECKPOINTS.md).
+ *   Concurrent requests are not merged into one batch: a score's last bits depend on its
+ *   batch's size (the GEMMs block differently), and a request's scores are to be ps-predict's
+ *   for the same lines; merging is left for a flag of its own.
  * - HTTP is libmicrohttpd with a pool of --threads threads. Untrusted clients are bounded as
  *   the metrics endpoint bounds them (ps_http.h): a connection limit, a per-connection memory
  *   limit, an idle timeout (--timeout-s: a client that stops sending is cut while others are

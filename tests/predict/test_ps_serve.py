@@ -4,7 +4,8 @@ from each, and ps-serve must answer POST /v1/score with exactly those scores:
 
 1. A text/plain body of 1, 64 and 300 lines and an application/json body ({"rows": [...]},
    objects keyed by column name, dense values as numbers, missing ones left out, no label):
-   {"step": N, "scores": [...]} equal to ps-predict's "%.9g" scores and the checkpoint's step.
+   {"step": N, "scores": [...]} equal to ps-predict's "%.9g" scores and the checkpoint's step;
+   the same with the rows from a ps-server --serve shard (--servers).
 2. Refusals, each one clear line while another client is served: a bad line (400 naming line
    2), bad JSON, a row with an unknown column (400), another Content-Type (415), a body over
    --max-body-kb (413, from Content-Length, and for a chunked body); a client that sends half
@@ -33,6 +34,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 import harness as h
+import serve_proc
 
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
          "--batch", "512"]
@@ -162,6 +164,15 @@ try:
         r.check("JSON body of 64 rows: ps-predict's scores", st == 200 and rep["scores"] == ref[0][64],
                 f"{st} {str(rep)[:200]}")
 
+        # rows from a serving shard (ps-server --serve, --servers): the same scores
+        _, url = serve_proc.start(["--serve", cks[0], "--shard", "0", "--shards", "1"], None, procs)
+        q, qport = start(["--checkpoint", cks[0], "--servers", url])
+        st, rep = post(qport, "\n".join(lines[:64]) + "\n")
+        r.check("--servers: rows from a serving shard, ps-predict's scores",
+                st == 200 and rep["scores"] == ref[0][64], f"{st} {str(rep)[:200]}")
+        q.terminate()
+        q.wait(timeout=30)
+
         # 2. refusals, another client served meanwhile
         bad = [("a bad line", lines[0] + "\nnot\ta\tline\n", "text/plain", 400, "line 2"),
                ("bad JSON", '{"rows": [', "application/json", 400, "JSON body"),
@@ -251,6 +262,8 @@ try:
         r.check("/metrics: swaps counted", metric(port, "ember_serve_swaps_total") == 8)
         p.terminate()
         p.wait(timeout=30)
+        r.check("--follow: stops on SIGTERM with 0 (every version freed: ASan's leak check)",
+                p.returncode == 0, "" if p.returncode == 0 else p.stderr.read()[-1500:])
 
         # 4. bad arguments
         for name, args, text in [("no model", [], "--checkpoint"),
