@@ -23,7 +23,8 @@
  * - HTTP is libmicrohttpd with a pool of --threads threads. Untrusted clients are bounded as
  *   the metrics endpoint bounds them (ps_http.h): a connection limit, a per-connection memory
  *   limit, an idle timeout (--timeout-s: a client that stops sending is cut while others are
- *   served) and a body limit (--max-body-kb: 413, refused from Content-Length before the body
+ *   served), a request deadline (--request-timeout-s: one that trickles bytes is cut too,
+ *   see cut_late) and a body limit (--max-body-kb: 413, refused from Content-Length before the body
  *   is read). GET /metrics and /healthz are served by the same daemon.
  * - It binds 127.0.0.1 unless --http names another address, as the servers do. */
 #include <arpa/inet.h>
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "ps_ckpt_layout.h"
@@ -55,7 +57,7 @@ typedef struct version {
 
 typedef struct serve_opts {
   const char *ckpt, *export, *servers, *schema, *device, *http;
-  int threads, compute_threads, batch, max_body_kb, timeout_s, max_conn, poll_ms;
+  int threads, compute_threads, batch, max_body_kb, timeout_s, request_timeout_s, max_conn, poll_ms;
   bool follow;
 } serve_opts;
 
@@ -72,7 +74,18 @@ typedef struct serve {
   ps_series *lat, *rows, *step_g, *swaps;
   ps_metric *reqs;
   struct MHD_Daemon *d;
+  pthread_mutex_t cmu; /* the connections, for the request deadline */
+  struct conn_slot *conns;
 } serve;
+
+/* A connection, from its accept: when it began waiting for a request (its accept, or its last
+ * reply when kept alive) and whether that request is still incomplete. */
+typedef struct conn_slot {
+  int fd;
+  uint64_t t0;
+  bool waiting;
+  struct conn_slot *prev, *next;
+} conn_slot;
 
 /* One request's body, gathered across libmicrohttpd's calls. */
 typedef struct req {
@@ -319,12 +332,67 @@ static enum MHD_Result get(serve *s, struct MHD_Connection *conn, const char *ur
   return reply(s, conn, 200, "text/plain", ok, sizeof ok - 1, MHD_RESPMEM_PERSISTENT);
 }
 
+/* ---- the request deadline: libmicrohttpd's timeout is an idle one, which a client that
+ * trickles a byte at a time (slowloris) resets forever; a connection whose request is not
+ * complete within --request-timeout-s of its accept (or of its last reply, kept alive) is
+ * shut down by the main thread's look (as ps_http cuts a slow scraper). ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  serve *s = cls;
+  conn_slot *c = *socket_context;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || !(c = calloc(1, sizeof *c))) return; /* no deadline then: the idle timeout stays */
+    c->fd = ci->connect_fd, c->t0 = ps_now_ns(), c->waiting = true;
+    pthread_mutex_lock(&s->cmu);
+    if ((c->next = s->conns)) c->next->prev = c;
+    s->conns = c;
+    pthread_mutex_unlock(&s->cmu);
+    *socket_context = c;
+  } else if (c) {
+    pthread_mutex_lock(&s->cmu);
+    if (c->prev) c->prev->next = c->next;
+    else s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_unlock(&s->cmu);
+    free(c);
+    *socket_context = NULL;
+  }
+}
+
+/* waiting: a request of conn is awaited (true after a reply), or is complete (false). */
+static void conn_waiting(serve *s, struct MHD_Connection *conn, bool waiting) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  conn_slot *c = ci ? ci->socket_context : NULL;
+  if (!c) return;
+  pthread_mutex_lock(&s->cmu);
+  c->waiting = waiting;
+  c->t0 = ps_now_ns();
+  pthread_mutex_unlock(&s->cmu);
+}
+
+/* The main thread's look: every connection past its request deadline is shut down
+ * (libmicrohttpd then closes it as a peer's close). */
+static void cut_late(serve *s) {
+  uint64_t now = ps_now_ns(), limit = (uint64_t)s->o.request_timeout_s * 1000000000ull;
+  pthread_mutex_lock(&s->cmu);
+  for (conn_slot *c = s->conns; c; c = c->next)
+    if (c->waiting && now - c->t0 > limit) {
+      shutdown(c->fd, SHUT_RDWR);
+      c->waiting = false;
+    }
+  pthread_mutex_unlock(&s->cmu);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version_, const char *upload,
                                   size_t *upload_size, void **con_cls) {
   (void)version_;
   serve *s = cls;
   bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+  /* The request is complete (a POST's whole body is in): its deadline is met. */
+  if (!*upload_size && (*con_cls || strcmp(method, MHD_HTTP_METHOD_POST) != 0)) conn_waiting(s, conn, false);
   if (is_get && (strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0)) return get(s, conn, url);
   if (strcmp(url, "/v1/score") != 0) return reply_error(s, conn, 404, "no such path: POST /v1/score, GET /metrics, GET /healthz");
   if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) return reply_error(s, conn, 405, "/v1/score takes POST");
@@ -391,7 +459,8 @@ too_big:;
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-  (void)cls, (void)conn, (void)toe;
+  (void)toe;
+  conn_waiting(cls, conn, true); /* the next request on a kept-alive connection */
   req *r = *con_cls;
   if (r) free(r->buf);
   free(r);
@@ -442,6 +511,7 @@ static int start_http(serve *s) {
                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.threads,
                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_conn,
                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.timeout_s,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, 256u, MHD_OPTION_END);
@@ -503,7 +573,7 @@ int main(int argc, char **argv) {
   o->device = "cpu";
   o->http = "127.0.0.1:8080";
   o->threads = 4, o->compute_threads = 1, o->batch = 4096, o->max_body_kb = 1024;
-  o->timeout_s = 5, o->max_conn = 256, o->poll_ms = 200;
+  o->timeout_s = 5, o->request_timeout_s = 10, o->max_conn = 256, o->poll_ms = 200;
   ps_cli_opt opts[] = {
       {"checkpoint", 'c', PS_CLI_STRING, &o->ckpt, "DIR", "a checkpoint directory (its latest) or one step-N in it (or give --export)", false, 0, 0},
       {"export", 0, PS_CLI_STRING, &o->export, "DIR", "score from a ps-export directory instead (float32 or int8 rows)", false, 0, 0},
@@ -514,7 +584,8 @@ int main(int argc, char **argv) {
       {"compute-threads", 0, PS_CLI_INT, &o->compute_threads, "T", "compute threads of the model (default 1; 0: all cores)", false, 0, 1024},
       {"batch", 0, PS_CLI_INT, &o->batch, "N", "rows scored together (a longer request is scored in pieces)", false, 1, 1 << 20},
       {"max-body-kb", 0, PS_CLI_INT, &o->max_body_kb, "KB", "a larger request body is refused with 413 (default 1024)", false, 1, 1 << 20},
-      {"timeout-s", 0, PS_CLI_INT, &o->timeout_s, "S", "a connection idle this long is closed (a stalled or slow client; default 5)", false, 1, 3600},
+      {"timeout-s", 0, PS_CLI_INT, &o->timeout_s, "S", "a connection idle this long is closed (a stalled client; default 5)", false, 1, 3600},
+      {"request-timeout-s", 0, PS_CLI_INT, &o->request_timeout_s, "S", "a request not complete (headers and body) this long after its connection's accept or last reply is cut (a client trickling bytes; default 10)", false, 1, 3600},
       {"max-connections", 0, PS_CLI_INT, &o->max_conn, "N", "connections at once (default 256)", false, 1, 65536},
       {"follow", 0, PS_CLI_FLAG, &o->follow, NULL, "watch --checkpoint DIR's latest and swap each new checkpoint in atomically", false, 0, 0},
       {"poll-ms", 0, PS_CLI_INT, &o->poll_ms, "MS", "--follow: milliseconds between looks at latest (default 200)", false, 10, 60000},
@@ -537,6 +608,7 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/%s", o->ckpt, seen);
   }
   pthread_mutex_init(&s.vmu, NULL);
+  pthread_mutex_init(&s.cmu, NULL);
   pthread_mutex_init(&s.compute, NULL);
   version *v;
   ps_status st = version_load(&s, dir, &v, &err);
@@ -552,6 +624,7 @@ int main(int argc, char **argv) {
     while (!g_stop) {
       struct timespec ts = {o->poll_ms / 1000, (long)(o->poll_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
+      cut_late(&s);
       if (o->follow && !g_stop) follow_look(&s, seen, failed);
     }
     MHD_stop_daemon(s.d);

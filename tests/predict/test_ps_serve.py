@@ -9,8 +9,9 @@ from each, and ps-serve must answer POST /v1/score with exactly those scores:
 2. Refusals, each one clear line while another client is served: a bad line (400 naming line
    2), bad JSON, a row with an unknown column (400), another Content-Type (415), a body over
    --max-body-kb (413, from Content-Length, and for a chunked body); a client that sends half
-   its headers, or half its body, and stalls is cut after --timeout-s, and a request on
-   another connection is answered meanwhile. /metrics counts them and has the latency
+   its headers, or half its body, and stalls is cut after --timeout-s, one that trickles a
+   header byte every 0.5 s (slowloris) after --request-timeout-s, and a request on another
+   connection is answered meanwhile. /metrics counts them and has the latency
    histogram.
 3. Hot swap under load (--follow): four clients score 64 lines in a loop while LIVE/latest is
    flipped between the two models' step directories (renamed in, as ps-worker does). Every
@@ -153,7 +154,7 @@ try:
 
         # 1. the scores of ps-predict
         p, port = start(["--checkpoint", cks[0], "--threads", "4", "--timeout-s", "2",
-                         "--max-body-kb", "100"])
+                         "--request-timeout-s", "3", "--max-body-kb", "100"])
         for n in (1, 64, 300):
             st, rep = post(port, "\n".join(lines[:n]) + "\n")
             r.check(f"text body of {n} line(s): ps-predict's scores and step",
@@ -210,6 +211,33 @@ try:
             r.check(f"a slow client ({name}): another client is served meanwhile", served)
             r.check(f"a slow client ({name}): cut after --timeout-s 2",
                     res.get("t") is not None and res["t"] < 6, str(res))
+        # slowloris: a byte of the headers every 0.5 s (under the idle timeout) is cut by the
+        # request deadline (--request-timeout-s 3) while another client is served
+        res = {}
+
+        def trickle():
+            s = socket.create_connection(("127.0.0.1", port), timeout=15)
+            t0 = time.time()
+            try:
+                for ch in b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n":
+                    s.sendall(bytes([ch]))
+                    time.sleep(0.5)
+                    if time.time() - t0 > 12:
+                        break
+                res["t"] = None
+            except OSError:
+                res["t"] = time.time() - t0
+            finally:
+                s.close()
+
+        th = threading.Thread(target=trickle)
+        th.start()
+        time.sleep(1)
+        served = good(port, lines[:64], ref[0][64])
+        th.join()
+        r.check("slowloris (a byte every 0.5 s): another client is served meanwhile", served)
+        r.check("slowloris: cut by --request-timeout-s 3", res.get("t") is not None and
+                res["t"] < 7, str(res))
         r.check("/metrics: the latency histogram counts the requests",
                 metric(port, "ember_serve_request_seconds_count") >= 10)
         r.check("/metrics: 400s counted", metric(port, 'ember_serve_requests_total{code="400"}') == 4)
