@@ -247,9 +247,9 @@ static int json_lines(const ps_schema *sc, const char *body, size_t len, char **
   return code;
 }
 
-/* The scores of lines (a text body, or a JSON body's rows, `what` names them) into out as
+/* The scores of lines (a text body, or a JSON body's rows as lines when json) into out as
  * {"step":..,"scores":[..]}; HTTP status, msg when not 200. */
-static int score_lines(version *v, const char *body, size_t len, const char *what, FILE *out,
+static int score_lines(version *v, const char *body, size_t len, bool json, FILE *out,
                        size_t *nout, char *msg, size_t msglen) {
   ps_predictor *p = &v->p;
   const ps_schema *sc = ps_predictor_schema(p);
@@ -265,14 +265,15 @@ static int score_lines(version *v, const char *body, size_t len, const char *wha
     const char *line = body + at;
     at = end + 1;
     no++;
-    /* A header line first, when the schema has one, is skipped as ps-predict skips it. */
-    if (no == 1 && ps_schema_header(sc) && ps_schema_check_header(sc, line, (size_t)(body + end - line), NULL) == PS_OK)
+    /* A header line first, when the schema has one, is skipped as ps-predict skips it (text
+     * bodies only: a JSON row is never a header). */
+    if (no == 1 && !json && ps_schema_header(sc) && ps_schema_check_header(sc, line, (size_t)(body + end - line), NULL) == PS_OK)
       continue;
     rows++;
     ps_error why;
     size_t rec = p->recs.len;
     if ((st = ps_schema_parse_line(sc, line, (size_t)(body + end - line), &p->recs, &why)) != PS_OK) {
-      snprintf(msg, msglen, "%s %zu: %s", what, no, st == PS_ERR_NOMEM ? "out of memory" : ps_error_str(&why));
+      snprintf(msg, msglen, "%s %zu: %s", json ? "row" : "line", no, st == PS_ERR_NOMEM ? "out of memory" : ps_error_str(&why));
       code = st == PS_ERR_NOMEM ? 500 : 400;
       break;
     }
@@ -434,8 +435,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (code == 200 && !out) code = 500, snprintf(msg, sizeof msg, "out of memory");
   if (code == 200) {
     pthread_mutex_lock(&s->compute);
-    code = json ? score_lines(v, lines, llen, "row", out, &nrows, msg, sizeof msg)
-                : score_lines(v, r->buf ? r->buf : "", r->len, "line", out, &nrows, msg, sizeof msg);
+    code = json ? score_lines(v, lines, llen, true, out, &nrows, msg, sizeof msg)
+                : score_lines(v, r->buf ? r->buf : "", r->len, false, out, &nrows, msg, sizeof msg);
     pthread_mutex_unlock(&s->compute);
   }
   version_put(s, v);
