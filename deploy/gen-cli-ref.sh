@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${1:-$root/build/bin}"
 out="${2:-$root/docs/CLI.md}"
-bins="ps-server ps-worker ps-datagen ps-convert ps-predict ps-export ps-reshard ps-bench ps-stats ps-keygen"
+bins="ps-server ps-worker ps-datagen ps-convert ps-predict ps-serve ps-export ps-reshard ps-bench ps-stats ps-keygen"
 for b in $bins; do
   [ -x "$bin/$b" ] || { echo "gen-cli-ref.sh: no $bin/$b (build first)" >&2; exit 1; }
 done
