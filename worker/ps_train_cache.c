@@ -6,11 +6,17 @@
  * rehashing, memory fixed at creation: the bound in MB is exact and a step allocates nothing.
  *
  * Which rows a pull of step `step` may take from the cache:
- * - sync, a lookahead (PULL(step) of batch step + 1, refreshed after STEP(step)): any row the
- *   shards' record of changed keys still covers. The refresh then asks for the rows changed
- *   since the oldest version used, so every cached row that changed comes back and the step
- *   trains on exactly PULL(step + 1)'s rows. A row older than the record would make the shard
- *   answer the refresh with every row: it is a miss instead.
+ * - sync, a lookahead (PULL(step) of batch step + 1, refreshed after STEP(step)): a row at
+ *   most PS_TRAIN_CACHE_SYNC_AGE steps older than the lookahead. The refresh asks for the rows
+ *   changed since the oldest version used, so every cached row that changed comes back and the
+ *   step trains on exactly PULL(step + 1)'s rows. The age is 0: only the rows of this worker's
+ *   batch `step` (version `step`), whose refresh since `step` is the one the lookahead sends
+ *   anyway -- the cache then saves their fetch in the lookahead and adds nothing after the
+ *   step. An older row is changed by this worker's own push in the step that last used it, so
+ *   it always comes back in the refresh, on the critical path, and its older `since` also
+ *   re-sends the misses changed since: measured slower (age 30: bench/RESULTS-e2e.md, "The
+ *   worker's row cache"). Any age up to 31 stays exact (a refresh of step s covers
+ *   [since, s) only when s - since <= 32, the shards' record, server/ps_server_refresh.c).
  * - sync, any other pull (no refresh follows): none -- nothing would make it exact.
  * - ssp:K: a row whose version is at least step - K, used as it is (counted in
  *   cache_max_age, which the summary reports).
@@ -26,9 +32,8 @@
 
 #define PS_ROWCACHE_WAYS 8
 #define PS_ROWCACHE_EMPTY UINT64_MAX
-/* A refresh of step s covers [since, s) only when s - since <= 32 (the shards' record,
- * server/ps_server_refresh.c); one step of margin. */
-#define PS_TRAIN_CACHE_SYNC_AGE 31
+/* sync: how many steps older than the lookahead a cached row may be (see the top; <= 31) */
+#define PS_TRAIN_CACHE_SYNC_AGE 0
 
 struct ps_rowcache {
   size_t nsets, dim;
@@ -137,7 +142,7 @@ ps_status ps_train_pull_start(ps_trainer *t, ps_train_slot *s, uint64_t step, bo
   }
   const bool ssp = c->consistency_mode == PS_CONS_SSP;
   const bool use = t->rc && (look || ssp);
-  uint64_t back = look ? PS_TRAIN_CACHE_SYNC_AGE - 1 : c->staleness;
+  uint64_t back = look ? PS_TRAIN_CACHE_SYNC_AGE : c->staleness;
   uint64_t minv = step > back ? step - back : 0;
   size_t nm = 0;
   s->refresh = false;
