@@ -61,6 +61,7 @@ void ps_train_config_default(ps_train_config *c) {
   c->prefetch = 2;
   c->lookahead = "on";
   c->lookahead_on = true;
+  c->row_cache_mb = 0;
   c->progressive_window = 100000;
 }
 
@@ -153,6 +154,7 @@ static void free_trainer(ps_trainer *t) {
     free(t->slots[i].inverse);
     ps_kern_host_free(t->kern, t->slots[i].rows);
   }
+  ps_train_cache_free(t);
   ps_kern_host_free(t->kern, t->emb_grad);
   free(t->idx);
   free(t->offsets);
@@ -172,53 +174,57 @@ static void free_trainer(ps_trainer *t) {
 
 /* ------------------------------------------------------------------ one batch */
 
-/* Dedups the batch's keys and sends the pull of its unique rows for `step`. */
-ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step) {
+/* Dedups the batch's keys and sends the pull of its unique rows for `step` (look: a sync
+ * lookahead -- the pull of `step`, the step this worker is on and has not sent STEP for: a sync
+ * shard answers at once, with every step below it applied and this one not, so the pull
+ * overlaps this step's compute; slot_refresh brings it up to date). */
+static ps_status slot_begin(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step,
+                            bool look) {
   s->b = b;
   s->step = step;
-  s->nunique = 0;
+  s->nunique = s->npulled = 0;
   s->pull = NULL;
+  s->ahead = look;
+  s->oldest = UINT64_MAX;
   if (!b || b->nkeys == 0) return PS_OK;
   TRY(grow_keys(t, s, b->nkeys));
   TRY(ps_dedup_keys(t->dedup, b->keys, b->nkeys, s->unique, s->inverse, &s->nunique));
-  ps_status st = ps_client_pull_start(t->cl, PS_TRAIN_TABLE_ID, step, s->unique, s->nunique, true,
-                                      s->rows, &s->pull, &t->cerr);
-  if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
-  return PS_OK;
+  return ps_train_pull_start(t, s, step, look);
+}
+
+ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step) {
+  return slot_begin(t, s, b, step, false);
 }
 
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s) {
   if (!s->pull && !s->look) return PS_OK;
   uint64_t t0 = ps_now_ns();
-  /* The lookahead's rows first, then the refresh's over them: a client writes a reply's rows
-   * when it is waited for, so the order of the waits is the order of the writes. */
+  /* The lookahead's rows first (the row cache's misses landed among its hits), then the
+   * refresh's over them: a client writes a reply's rows when it is waited for, so the order
+   * of the waits is the order of the writes. */
   ps_status st = s->look ? ps_client_wait(t->cl, &s->look, &t->cerr) : PS_OK;
+  if (st == PS_OK) ps_train_cache_landed(t, s);
   if (st == PS_OK && s->pull) st = ps_client_wait(t->cl, &s->pull, &t->cerr);
   t->t_pull += ps_train_since(t0);
   t->rows_refreshed = ps_client_refreshed(t->cl);
   if (st != PS_OK) return ps_train_client_fail(t, "pull", st);
-  return PS_OK;
-}
-
-/* --lookahead (sync): the slot's batch is pulled as of `step`, the step this worker is on and
- * has not sent STEP for: a sync shard answers at once, with every step below it applied and
- * this one not, so the pull overlaps this step's compute. */
-static ps_status slot_lookahead(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step) {
-  TRY(ps_train_slot_start(t, s, b, step));
-  s->look = s->pull;
-  s->pull = NULL;
+  ps_train_cache_keep(t, s);
   return PS_OK;
 }
 
 /* After STEP(step) went out: the rows `step` changes of the lookahead's (any worker's pushes)
  * are asked for as a REFRESH of step + 1, at once -- the shard holds it until step is applied,
  * and the lookahead's own reply need not be in -- and waited for as its pull would be. The
- * rows are then exactly that pull's (docs/DESIGN.md, "Lookahead pulls"). */
+ * rows are then exactly that pull's (docs/DESIGN.md, "Lookahead pulls"). Rows the row cache
+ * gave are as of their (older) versions: the refresh reaches back to the oldest of them. */
 static ps_status slot_refresh(ps_trainer *t, ps_train_slot *s) {
-  if (!s->look) return PS_OK;
-  ps_status st = ps_client_refresh_start(t->cl, PS_TRAIN_TABLE_ID, s->step + 1, s->step,
+  if (!s->ahead || !s->nunique) return PS_OK;
+  uint64_t since = s->oldest < s->step ? s->oldest : s->step;
+  ps_status st = ps_client_refresh_start(t->cl, PS_TRAIN_TABLE_ID, s->step + 1, since,
                                          s->unique, s->nunique, s->rows, &s->pull, &t->cerr);
   s->step++;
+  s->ahead = false;
+  s->refresh = true;
   if (st != PS_OK) return ps_train_client_fail(t, "refresh", st);
   return PS_OK;
 }
@@ -317,7 +323,7 @@ static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **pus
   if (st != PS_OK) return ps_train_client_fail(t, "step", st);
   t->t_push += ps_train_since(t0);
   t->samples += n;
-  t->rows_pulled += s->nunique;
+  t->rows_pulled += s->npulled;
   return PS_OK;
 }
 
@@ -447,7 +453,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     if (look || early) {
       TRY(next_batch_ahead(t, r, &nb));
       const bool go = nb && !last && !ckpt && !eval;
-      if (go && look) TRY(slot_lookahead(t, nx, nb, t->step));
+      if (go && look) TRY(slot_begin(t, nx, nb, t->step, true));
       else if (go) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
       else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
     }
@@ -493,7 +499,8 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
         PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
                 " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
     }
-    if (nb && !nx->pull && !nx->look &&
+    /* (a batch begun whose rows the row cache all gave has no request in flight) */
+    if (nb && !nx->pull && !nx->look && !(nx->b == nb && nx->nunique) &&
         !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))
       TRY(ps_train_slot_start(t, nx, nb, t->step));
     if (t->rank == 0 && ps_train_since(t_last) >= c->progress_every) {

@@ -41,7 +41,19 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   uint64_t step;
   size_t cap;         /* keys unique/inverse/rows have room for */
   ps_client_req *look; /* --lookahead: the pull of `step` whose rows `pull`, a REFRESH of
-                        * step + 1 (once sent), brings up to date */
+                        * step + 1 (once sent), brings up to date; with --row-cache-mb, every
+                        * pull (of the cache's misses) */
+  bool ahead;          /* a sync lookahead: its refresh is due after STEP(step) */
+  bool refresh;        /* the refresh was sent: every row will be PULL(step)'s */
+  /* --row-cache-mb (ps_train_cache.c): the keys the cache missed, their positions among
+   * `unique` and their pulled rows (scattered into `rows` once in); the oldest version of the
+   * rows the cache gave (UINT64_MAX: none); the rows this pull fetches. */
+  uint64_t *mkeys;
+  uint32_t *mpos;
+  float *mrows;
+  size_t mcap, npulled;
+  bool scattered;
+  uint64_t oldest;
 } ps_train_slot;
 
 /* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
@@ -116,9 +128,12 @@ typedef struct ps_trainer {
   /* Phase times of rank 0's loop (s). pull: waiting for pulled rows; push: sending the push
    * and STEP; push_wait: waiting for their replies. The wait on servers is pull + push_wait. */
   double t_data, t_pull, t_compute, t_allreduce, t_push, t_push_wait, t_opt, t_eval;
-  /* Rows per step (issue 32): pulled from the servers, refreshed after a lookahead pull
-   * (ps_client_refreshed), and the worker's row cache (not built: 0); 0 where a feature is off. */
-  uint64_t rows_pulled, rows_refreshed, cache_hits, cache_lookups;
+  /* Rows per step (issue 32): fetched by pulls (not those the row cache gave), refreshed after
+   * a lookahead pull (ps_client_refreshed), and the row cache's look-ups and hits; 0 where a
+   * feature is off. cache_max_age: the most steps a cached row used without a refresh lagged
+   * its pull (ssp; <= K). */
+  uint64_t rows_pulled, rows_refreshed, cache_hits, cache_lookups, cache_max_age;
+  struct ps_rowcache *rc; /* --row-cache-mb (NULL: off) */
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
@@ -156,6 +171,14 @@ ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st);
 ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step);
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
 void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
+
+/* ps_train_cache.c: a slot's pull, the row cache's hits taken out (look: a sync lookahead,
+ * refreshed after); after its fetch is waited for, the misses landed among the rows (before a
+ * refresh writes over them); after every wait, the fetched rows kept in the cache. */
+ps_status ps_train_pull_start(ps_trainer *t, ps_train_slot *s, uint64_t step, bool look);
+void ps_train_cache_landed(ps_trainer *t, ps_train_slot *s);
+void ps_train_cache_keep(ps_trainer *t, ps_train_slot *s);
+void ps_train_cache_free(ps_trainer *t);
 
 /* ps_train_eval.c; reader_fail logs why ps_reader_next failed (err: a bad line under
  * --bad-lines fail, a read or decompression error, a corrupt binary record). */

@@ -180,6 +180,7 @@ static ps_status write_summary(ps_trainer *t, const ps_eval_result *er, bool hav
   json_object_set_new(w, "rows_refreshed", json_integer((json_int_t)t->rows_refreshed));
   json_object_set_new(w, "cache_hits", json_integer((json_int_t)t->cache_hits));
   json_object_set_new(w, "cache_lookups", json_integer((json_int_t)t->cache_lookups));
+  json_object_set_new(w, "cache_max_age", json_integer((json_int_t)t->cache_max_age));
   json_object_set_new(w, "pulled_rows_per_sample", json_real((double)t->rows_pulled / smp));
   json_object_set_new(w, "refreshed_rows_per_sample",
                       json_real((double)t->rows_refreshed / smp));

@@ -89,6 +89,12 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --row-type: '%s' is not f32, f16 or bf16\n", c->row_type);
     return -1;
   }
+  /* The row cache is exact in sync only through the lookahead's refresh; async has no bound. */
+  if (c->row_cache_mb > 0 && (c->consistency_mode == PS_CONS_ASYNC ||
+                              (c->consistency_mode == PS_CONS_SYNC && !c->lookahead_on))) {
+    fprintf(stderr, "ps-worker: --row-cache-mb needs sync with --lookahead on, or ssp:K\n");
+    return -1;
+  }
   return 0;
 }
 
@@ -173,6 +179,7 @@ int main(int argc, char **argv) {
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
       {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
       {"lookahead", 0, PS_CLI_STRING, &c.lookahead, "off|on|stale", "on: sync pulls the next batch's rows before this step's compute and then fetches only the rows this step changed (the same model); ssp and async collect push replies up to K (async 8) steps later (the same reads). stale: also, in ssp:K (K >= 1) and async, the next batch's pull goes before this step's compute, so its rows may lack this worker's own last step (docs/DESIGN.md, Lookahead pulls)", false, 0, 0},
+      {"row-cache-mb", 0, PS_CLI_I64, &c.row_cache_mb, "M", "keep up to M MiB of rows on the worker and pull only the rows it lacks: sync (with --lookahead on) refreshes the cached rows that changed, so the model is the same; ssp:K uses a cached row at most K steps old (0: off; docs/DESIGN.md, The worker's row cache)", false, 0, 1 << 20},
       {"failover-ms", 0, PS_CLI_INT, &c.failover_ms, "N", "replicated shards (--servers 'U0|U1,...'): a replica moved to that does not connect within N ms is left for the next (docs/OPERATIONS.md, Replicated shards)", false, 50, 600000},
   };
   ps_cli cli = {"ps-worker", "Trains DLRM on Criteo-style data against Ember parameter servers.",

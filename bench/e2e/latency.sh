@@ -23,6 +23,9 @@
 # than one), STEPS_SMALL (400) and STEPS_DEFAULT (40): steps per run (--max-steps).
 # Output: a table on stdout, OUT_DIR/latency.json (every run and the medians). Shards per host:
 # SHAPES="1x1 2x1 4x1" DELAYS=0 compares K shards beside one worker (docs/SIZING.md).
+# WORKER_ARGS: extra ps-worker flags for every run; ARGS_OLD / ARGS_NEW (ARGS_THIS): for one
+# build's runs only. The same BIN_DIR twice compares two flag sets of one build, e.g. the row
+# cache: ARGS_NEW="--row-cache-mb 64" bench/e2e/latency.sh build build.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/e2e/latency.sh BIN_DIR [BIN_DIR_2] [OUT_DIR]" >&2; exit 2; }
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,11 +50,13 @@ run_one() { # build bin shape towers D round
   local tf=(--batch 2048 --max-steps "$STEPS_DEFAULT")
   [ "$tw" = small ] && tf=(--mlp-bot 13-32-16 --mlp-top 64-1 --batch 256 --max-steps "$STEPS_SMALL")
   local f="$out/runs/$name-$shape-$tw-d$d-r$r"
-  local sa=""
+  local sa="" ea=()
+  local v="ARGS_${name^^}"
+  read -r -a ea <<< "${WORKER_ARGS:-} ${!v:-}"
   [ "$d" -gt 0 ] && sa="--inject-delay-us $d"
   "$src/deploy/ember-local" --servers "$ns" --workers "$nw" --bin "$bin" --server-args "$sa" -- \
     --train "$data/train.tsv" --hash-buckets 100000 --threads "$THREADS" --progress-every 1000 \
-    "${tf[@]}" --summary "$f.json" > "$f.log" 2>&1 \
+    "${tf[@]}" ${ea[@]+"${ea[@]}"} --summary "$f.json" > "$f.log" 2>&1 \
     || { echo "latency: $f failed, see $f.log" >&2; tail -5 "$f.log" >&2; return 1; }
   echo "round $r $name $shape $tw D=$d: $(grep -o '[0-9]* samples/s' "$f.log" | tail -1)" >&2
 }
@@ -112,12 +117,13 @@ for b in builds:
             ok &= same
             for x in rows[-len(delays):]: x["hash_equal_across_d"] = same
 f = lambda v, p: "n/a" if v is None else f"{v:{p}}"
-print(f"| build | shape | towers | D (us) | samples/s (median of {rounds}) | / D=0 | wait share | wait ms/step | pulled rows/sample | dense hash equal across D |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print(f"| build | shape | towers | D (us) | samples/s (median of {rounds}) | / D=0 | wait share | wait ms/step | pulled rows/sample | refreshed rows/sample | cache hit rate | dense hash equal across D |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for x in rows:
     print(f"| {x['build']} | {x['shape']} | {x['towers']} | {x['delay_us']} | {x['samples_per_s']:.0f} | "
           f"{f(x['ratio_to_d0'], '.2f')} | {f(x['wait_share'], '.2f')} | {f(x['wait_ms_per_step'], '.2f')} | "
-          f"{f(x['pulled_rows_per_sample'], '.2f')} | {'yes' if x['hash_equal_across_d'] else 'NO'} {x['dense_hash'][0]} |")
+          f"{f(x['pulled_rows_per_sample'], '.2f')} | {f(x['refreshed_rows_per_sample'], '.2f')} | "
+          f"{f(x['cache_hit_rate'], '.2f')} | {'yes' if x['hash_equal_across_d'] else 'NO'} {x['dense_hash'][0]} |")
 json.dump({"rounds": rounds, "delays_us": delays, "runs": runs, "medians": rows},
           open(f"{out}/latency.json", "w"), indent=1)
 print(f"json: {out}/latency.json")

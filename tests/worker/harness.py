@@ -107,3 +107,16 @@ def tool(name, args, timeout=300):
     p = subprocess.run([f"{BIN}/{name}"] + args, capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def export_latest(ck, out):
+    """The embedding rows of the latest checkpoint under --checkpoint-dir ck (ps-export into
+    out): keys and values, sorted by key. Needs numpy."""
+    import numpy as np
+    latest = open(os.path.join(ck, "latest")).read().strip()
+    rc, _, err = tool("ps-export", ["--checkpoint", os.path.join(ck, latest), "--out", out])
+    assert rc == 0, err[-2000:]
+    keys = np.load(os.path.join(out, "embeddings", "table_1.keys.npy"))
+    vals = np.load(os.path.join(out, "embeddings", "table_1.values.npy"))
+    o = np.argsort(keys)
+    return keys[o], vals[o]

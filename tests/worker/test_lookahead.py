@@ -45,14 +45,7 @@ def train(d, name, servers, workers, local_flags, args, env=None):
     return json.load(open(summary)), out
 
 
-def export(ck, out):
-    latest = open(os.path.join(ck, "latest")).read().strip()
-    rc, _, err = h.tool("ps-export", ["--checkpoint", os.path.join(ck, latest), "--out", out])
-    assert rc == 0, err[-2000:]
-    keys = np.load(os.path.join(out, "embeddings", "table_1.keys.npy"))
-    vals = np.load(os.path.join(out, "embeddings", "table_1.values.npy"))
-    o = np.argsort(keys)
-    return keys[o], vals[o]
+export = h.export_latest
 
 
 def expected_refreshed(path, workers):
