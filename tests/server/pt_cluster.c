@@ -220,6 +220,25 @@ bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int por
   return ok;
 }
 
+bool pt_start_dropping(pt_server *s, const char *tag, char *dir, int every,
+                       const char *const *extra) {
+  pt_tmpdir(tag, dir);
+  char v[16];
+  snprintf(v, sizeof v, "%d", every);
+  if (every) setenv("EMBER_TEST_DROP_REPLY", v, 1);
+  bool ok = pt_start_args(s, 0, 1, dir, 0, 2, extra);
+  unsetenv("EMBER_TEST_DROP_REPLY");
+  return ok;
+}
+
+void pt_stop_clean(pt_server *s, const char *dir) {
+  pt_stop(s, SIGKILL, 5000);
+  pt_rmrf(dir);
+  char log[600];
+  snprintf(log, sizeof log, "%s.log", dir);
+  unlink(log);
+}
+
 int pt_stop(pt_server *s, int sig, int timeout_ms) {
   if (s->pid <= 0) return -1;
   kill(s->pid, sig);

@@ -34,6 +34,12 @@ bool pt_start(pt_server *s, int shard, int shards, const char *dir, int port, in
 /* pt_start with more ps-server arguments (a NULL-terminated list, at most 16; NULL = none). */
 bool pt_start_args(pt_server *s, int shard, int shards, const char *dir, int port, int threads,
                    const char *const *extra);
+/* One shard (shard 0 of 1, 2 partition threads) in a fresh pt_tmpdir(tag) → dir, whose ps-server
+ * drops every `every`-th reply (EMBER_TEST_DROP_REPLY; 0: none), with pt_start_args' extra. */
+bool pt_start_dropping(pt_server *s, const char *tag, char *dir, int every,
+                       const char *const *extra);
+/* SIGKILLs that shard (bounded wait) and removes its data dir and its log, dir.log. */
+void pt_stop_clean(pt_server *s, const char *dir);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1). */
 int pt_stop(pt_server *s, int sig, int timeout_ms);
 /* n shards of one cluster in dir/s0 .. dir/s{n-1} (dir from pt_tmpdir(tag)), each with

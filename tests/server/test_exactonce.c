@@ -46,22 +46,7 @@ static double gval(int k, int t, int j) { return (((k * 7 + t * 3 + j * 5) % 8) 
 
 /* Starts a shard with EMBER_TEST_DROP_REPLY=every (0: none) and extra flags. */
 static void start(pt_server *s, char *dir, int every, const char *const *extra) {
-  pt_tmpdir("exo", dir);
-  char v[16];
-  snprintf(v, sizeof v, "%d", every);
-  if (every) setenv("EMBER_TEST_DROP_REPLY", v, 1);
-  bool ok = pt_start_args(s, 0, 1, dir, 0, 2, extra);
-  unsetenv("EMBER_TEST_DROP_REPLY");
-  assert_true(ok);
-}
-
-/* Kills the shard and removes its data dir and log. */
-static void finish(pt_server *s, const char *dir) {
-  pt_stop(s, SIGKILL, 5000);
-  pt_rmrf(dir);
-  char log[600];
-  snprintf(log, sizeof log, "%s.log", dir);
-  unlink(log);
+  assert_true(pt_start_dropping(s, "exo", dir, every, extra));
 }
 
 static ps_client *client(const pt_server *s, ps_consistency cons) {
@@ -168,7 +153,7 @@ static void run(ps_consistency cons, int T, int every, const char *const *extra,
     assert_true(seen);
   }
   ps_client_destroy(&c);
-  finish(&s, dir);
+  pt_stop_clean(&s, dir);
 }
 
 static void test_async(void **st) {
@@ -227,7 +212,7 @@ static void test_restarted_shard(void **st) {
   if (ps_client_push(c, 1, 0, k, NKEYS, g, &e) != PS_OK) fail_msg("push after: %s", e.msg);
   assert_int_equal(stat(c, "exactly_once", "unknown"), 1);
   ps_client_destroy(&c);
-  finish(&s2, dir);
+  pt_stop_clean(&s2, dir);
 }
 
 /* The client keeps fewer than PS_WIRE_SEQ_WINDOW pushes unsettled per shard: the 4096th push
@@ -253,7 +238,7 @@ static void test_window(void **st) {
   if (ps_client_push(c, 1, 0, &k, 1, g, &e) != PS_OK) fail_msg("push after: %s", e.msg);
   free(r);
   ps_client_destroy(&c);
-  finish(&s, dir);
+  pt_stop_clean(&s, dir);
 }
 
 int main(void) {

@@ -40,21 +40,7 @@ static void batch(int t, uint64_t *k) {
 static float gval(int t, int i, int j) { return (float)((((t * 5 + i * 3 + j) % 9) - 4) * 0.125); }
 
 static void start(pt_server *s, char *dir, int every) {
-  pt_tmpdir("refresh", dir);
-  char v[16];
-  snprintf(v, sizeof v, "%d", every);
-  if (every) setenv("EMBER_TEST_DROP_REPLY", v, 1);
-  bool ok = pt_start_args(s, 0, 1, dir, 0, 2, NULL);
-  unsetenv("EMBER_TEST_DROP_REPLY");
-  assert_true(ok);
-}
-
-static void finish(pt_server *s, const char *dir) {
-  pt_stop(s, SIGKILL, 5000);
-  pt_rmrf(dir);
-  char log[600];
-  snprintf(log, sizeof log, "%s.log", dir);
-  unlink(log);
+  assert_true(pt_start_dropping(s, "refresh", dir, every, NULL));
 }
 
 static ps_client *client(const pt_server *s, ps_consistency cons) {
@@ -122,7 +108,7 @@ static void run(pt_server *s, int every, float last[N * DIM]) {
   ps_client_counters(c, &disc, &resent);
   if (every) assert_true(resent >= (uint64_t)(T / every)); /* pushes, and the refreshes cut */
   ps_client_destroy(&c);
-  finish(s, dir);
+  pt_stop_clean(s, dir);
 }
 
 static void test_refresh_with_lost_requests(void **st) {
@@ -152,7 +138,7 @@ static void test_refresh_async_is_full(void **st) {
   OK(ps_client_pull_unique(c, 1, 1, k, N, plain, NULL));
   assert_memory_equal(rows, plain, sizeof plain);
   ps_client_destroy(&c);
-  finish(&s, dir);
+  pt_stop_clean(&s, dir);
 }
 
 int main(void) {
