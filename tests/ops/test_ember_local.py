@@ -27,7 +27,7 @@ STUB = """#!/usr/bin/env bash
 case " $* " in *" --check "*) exit 0 ;; esac  # ember-local's check before the servers start
 rank=""; prev=""
 for a in "$@"; do [ "$prev" = --rank ] && rank="$a"; prev="$a"; done
-printf '%s\\n' "$@" > "{d}/worker-$rank.args.tmp"  # renamed whole: the test never reads half of it
+printf '%s\\n' "$@" "OMP_WAIT_POLICY=${OMP_WAIT_POLICY-unset}" > "{d}/worker-$rank.args.tmp"  # renamed whole: the test never reads half of it
 mv "{d}/worker-$rank.args.tmp" "{d}/worker-$rank.args"
 for _ in $(seq 1 300); do [ -e "{d}/go" ] && exit 0; sleep 0.1; done
 exit 3
@@ -198,17 +198,22 @@ def stub_bin(d):
     return stubs
 
 
-def run_cluster(label, opts, nserv=2, nrep=1, ckpt=False):
+def run_cluster(label, opts, nserv=2, nrep=1, ckpt=False, omp=None):
     """ckpt: the workers get a fresh --checkpoint-dir, which ember-local makes before any server
-    starts (each used to warn that its --checkpoint-root did not exist yet)."""
+    starts (each used to warn that its --checkpoint-root did not exist yet). omp: the
+    OMP_WAIT_POLICY ember-local is started with (None: unset); the stub records what each
+    worker got as its last argument line."""
     with tempfile.TemporaryDirectory() as d:
         stubs = stub_bin(d)
         data = os.path.join(d, "data")
         ckdir = os.path.join(d, "fresh", "ckpt")
         cmd = [LOCAL, "--bin", stubs, "--servers", str(nserv), "--workers", "2", "--data-dir", data] + \
             opts + ["--", "--train", "none.tsv"] + (["--checkpoint-dir", ckdir] if ckpt else [])
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if omp is not None:
+            env["OMP_WAIT_POLICY"] = omp
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+                             start_new_session=True, env=env)
         try:
             ports_txt = os.path.join(data, "ports.txt")
             end = time.time() + 30
@@ -236,6 +241,10 @@ def run_cluster(label, opts, nserv=2, nrep=1, ckpt=False):
                 want = str(mports[nproc + r]) if len(mports) == n else "?"
                 check(f"{label}: worker {r} gets --metrics-port {want}",
                       "--metrics-port" in args and args[args.index("--metrics-port") + 1] == want, args)
+                # Workers share the host's cores with the shards: libgomp's default spin-wait
+                # starved them (docs/SIZING.md), so ember-local sets passive unless told.
+                omp_want = "OMP_WAIT_POLICY=" + (omp if omp is not None else "passive")
+                check(f"{label}: worker {r} runs with {omp_want}", omp_want in args, args[-1:])
             check_servers_txt(label, data, nserv, nrep, wargs[0])
             open(os.path.join(d, "go"), "w").close()
             out, err = p.communicate(timeout=60)
@@ -257,7 +266,7 @@ def main():
     test_ps_stats_errors()
     run_cluster("--metrics", ["--metrics"], ckpt=True)
     base = base_port()
-    got = run_cluster("--metrics-base-port", ["--metrics-base-port", str(base)])
+    got = run_cluster("--metrics-base-port", ["--metrics-base-port", str(base)], omp="active")
     check("--metrics-base-port: server I on P+I, worker R on P+100+R",
           got == [base, base + 1, base + 100, base + 101], f"{got} for P={base}")
     if has_replicas():
