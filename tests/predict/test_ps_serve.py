@@ -276,9 +276,17 @@ try:
         ths = [threading.Thread(target=client) for _ in range(4)]
         for t in ths:
             t.start()
+        swapped = []
         for k in range(8):
             time.sleep(0.4)
             set_latest(live, names[(k + 1) % 2])
+            # Each flip is waited for (bounded): on a loaded machine (an ASan build beside
+            # other jobs) loading a version took longer than 0.4 s, and two flips in one poll
+            # are one swap, or none.
+            end = time.time() + 30
+            while metric(port, "ember_serve_swaps_total") != k + 1 and time.time() < end:
+                time.sleep(0.05)
+            swapped.append(metric(port, "ember_serve_swaps_total"))
         time.sleep(0.5)
         stop.set()
         for t in ths:
@@ -287,7 +295,9 @@ try:
         r.check("hot swap: no request failed, every reply one version's scores",
                 not errors and total > 20, f"{total} ok, {len(errors)} bad {errors[:3]}")
         r.check("hot swap: both steps served", len(seen) == 2, str(seen))
-        r.check("/metrics: swaps counted", metric(port, "ember_serve_swaps_total") == 8)
+        r.check("/metrics: swaps counted, one per flip of latest",
+                swapped == list(range(1, 9)) and metric(port, "ember_serve_swaps_total") == 8,
+                str(swapped))
         p.terminate()
         p.wait(timeout=30)
         r.check("--follow: stops on SIGTERM with 0 (every version freed: ASan's leak check)",

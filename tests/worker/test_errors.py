@@ -191,7 +191,7 @@ with tempfile.TemporaryDirectory() as d:
     sdir = os.path.join(d, "lost")
     cmd = [h.LOCAL, "--bin", h.BIN, "--servers", "1", "--workers", "2", "--data-dir", sdir,
            "--"] + SMALL + ["--batch", "32", "--progress-every", "0.2", "--timeout-ms", "120000",
-                            "--train", big]
+                            "--lookahead", "off", "--train", big]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     lines = []
@@ -203,6 +203,9 @@ with tempfile.TemporaryDirectory() as d:
     kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout
     rank1 = [int(k) for k in kids.split()
              if "--rank\0" + "1\0" in open(f"/proc/{k}/cmdline").read()]
+    # --lookahead off: a lookahead pull is parked while its sender goes on into the allreduce
+    # (it is collected only at the next step), so a parked pull would not mean rank 0 waits on
+    # it; without the lookahead, rank 0 waits on its pull before anything else of the next step.
     # Where a SIGSTOP lands is chance: rank 1 stopped before its allreduce holds rank 0 in the
     # allreduce; only one stopped between its allreduce and its push leaves rank 0's pull (or,
     # with the default --lookahead on, its refresh) parked on the shard. That window is a small
