@@ -69,6 +69,13 @@ typedef struct pt_group {
 struct CMUnitTest;
 /* Runs the tests as one cmocka group around g's cluster; the test program's exit status. */
 int pt_group_run(pt_group *g, const struct CMUnitTest *tests, size_t n);
+/* int main(void) running the cmocka tests given (cmocka_unit_test(...), ...) with pt_group_run
+ * around the group g (a pt_group variable): the main of a file whose tests share a cluster. */
+#define PT_GROUP_MAIN(g, ...)                                      \
+  int main(void) {                                                 \
+    const struct CMUnitTest tests[] = {__VA_ARGS__};               \
+    return pt_group_run(&(g), tests, sizeof tests / sizeof *tests); \
+  }
 /* A client of g's servers as rank; ends the test program if it cannot be created. */
 ps_client *pt_group_client(const pt_group *g, uint32_t rank);
 /* The in-process reference a test replays the servers' traffic on: a store in dir/name (one

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "ps_time.h"
 #include "pt_cluster.h"
@@ -130,10 +132,6 @@ static void test_concurrent(void **st) {
   pt_rmrf(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),
-      cmocka_unit_test(test_concurrent),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("inject_delay", NULL, NULL,
+  cmocka_unit_test(test_round_trip),
+  cmocka_unit_test(test_concurrent))
