@@ -14,12 +14,12 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
-#include "ps_test_scratch.h"
+#include "ps_test_tmpdir.h"
 
 #include "ps_fs.h"
 #include "ps_kvfile.h"
 
-PS_TEST_SCRATCH("kvfile", "config")
+PS_TEST_TMPDIR("kvfile", "config")
 
 static void put(const char *text) {
   FILE *f = fopen(path, "wb");

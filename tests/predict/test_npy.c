@@ -14,12 +14,12 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
-#include "ps_test_scratch.h"
+#include "ps_test_tmpdir.h"
 
 #include "ps_fs.h"
 #include "ps_npy.h"
 
-PS_TEST_SCRATCH("npy", "a.npy")
+PS_TEST_TMPDIR("npy", "a.npy")
 
 /* A .npy of the given header dict (version 1 or 2) and `data` bytes of payload. */
 static void put(int version, const char *dict, size_t data) {
