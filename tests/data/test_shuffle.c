@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_reader.h"
 #include "ps_test_scratch.h"
 
 #include "ps_reader.h"
@@ -53,17 +54,9 @@ typedef struct trace {
 } trace;
 
 /* Reads everything; checks each sample is whole (label, I1 and C2..C26 follow from C1). */
-static trace *read_trace(const ps_reader_opts *o) {
-  trace *t = calloc(1, sizeof *t);
-  assert_non_null(t);
-  ps_reader *r = NULL;
-  ps_error err;
-  assert_int_equal(ps_reader_create(g_path, o, &r, &err), PS_OK);
-  for (;;) {
-    ps_batch *b = NULL;
-    assert_int_equal(ps_reader_next(r, &b, &err), PS_OK);
-    if (!b) break;
-    assert_true(t->nb < 512 && t->ns + b->n <= 8192);
+static void trace_batch(const ps_batch *b, void *ctx) {
+  trace *t = ctx;
+  assert_true(t->nb < 512 && t->ns + b->n <= 8192);
     assert_int_equal(b->nkeys, b->n * 26);
     for (size_t j = 0; j <= b->n * 26; j++) assert_int_equal(b->key_offsets[j], j); /* one key a bag */
     t->n[t->nb] = b->n, t->epoch[t->nb] = b->epoch, t->last[t->nb] = b->last_in_epoch;
@@ -75,10 +68,13 @@ static trace *read_trace(const ps_reader_opts *o) {
       assert_true(fabsf(b->dense[i * 13] - (float)log1p((double)id)) < 1e-4f * (1 + (float)id));
       for (uint64_t f = 1; f < 26; f++) assert_true(b->keys[i * 26 + f] == f * N + f + 1);
       t->id[t->ns++] = id;
-    }
-    ps_reader_release(r, b);
   }
-  ps_reader_destroy(&r);
+}
+
+static trace *read_trace(const ps_reader_opts *o) {
+  trace *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  ps_test_each_batch(g_path, o, trace_batch, t);
   return t;
 }
 
