@@ -75,6 +75,11 @@ void pt_tmpdir(const char *tag, char *out) {
   if (!mkdtemp(out)) out[0] = '\0';
 }
 
+void pt_tmpdir_s0(const char *tag, char *dir, char *d0) {
+  pt_tmpdir(tag, dir);
+  snprintf(d0, 600, "%s/s0", dir);
+}
+
 void pt_rmrf(const char *dir) {
   if (!dir || strncmp(dir, "/tmp/ember-", 11) != 0) return;
   pid_t p = fork();

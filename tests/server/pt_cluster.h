@@ -27,6 +27,8 @@ void pt_client_options(ps_client_options *o, uint32_t timeout_ms);
 int pt_free_port(void);
 /* mkdtemp under /tmp; out must hold 512 bytes. */
 void pt_tmpdir(const char *tag, char *out);
+/* pt_tmpdir(tag, dir), and in d0 (600 bytes) the data dir of its first shard, dir/s0. */
+void pt_tmpdir_s0(const char *tag, char *dir, char *d0);
 void pt_rmrf(const char *dir);
 /* Starts ps-server ($EMBER_BIN/ps-server) and waits (<= 15 s) until it answers a ping.
  * port 0 picks one; dir is the data dir. Returns false on failure. */

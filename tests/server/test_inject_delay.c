@@ -32,8 +32,7 @@ static double since_s(uint64_t t0) { return (double)(ps_now_ns() - t0) / 1e9; }
 
 static void start(pt_server *s, char *dir, const char *tag, bool delay) {
   char d[600];
-  pt_tmpdir(tag, dir);
-  snprintf(d, sizeof d, "%s/s0", dir);
+  pt_tmpdir_s0(tag, dir, d);
   const char *extra[] = {"--inject-delay-us", "200000", NULL};
   assert_true(pt_start_args(s, 0, 1, d, 0, 0, delay ? extra : NULL));
 }
