@@ -29,6 +29,9 @@ int pt_free_port(void);
 void pt_tmpdir(const char *tag, char *out);
 /* pt_tmpdir(tag, dir), and in d0 (600 bytes) the data dir of its first shard, dir/s0. */
 void pt_tmpdir_s0(const char *tag, char *dir, char *d0);
+/* pt_tmpdir_s0, then pt_start of shard 0 of `shards` on d0 (a free port, `threads` partition
+ * threads). */
+bool pt_start_s0(pt_server *s, const char *tag, char *dir, char *d0, int shards, int threads);
 void pt_rmrf(const char *dir);
 /* Starts ps-server ($EMBER_BIN/ps-server) and waits (<= 15 s) until it answers a ping.
  * port 0 picks one; dir is the data dir. Returns false on failure. */

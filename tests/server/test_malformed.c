@@ -175,9 +175,8 @@ static void one(void *sock, int kind) {
 static void test_malformed(void **state) {
   (void)state;
   char dir[512], d0[600];
-  pt_tmpdir_s0("malformed", dir, d0);
   pt_server s;
-  assert_true(pt_start(&s, 0, 2, d0, 0, 2));
+  assert_true(pt_start_s0(&s, "malformed", dir, d0, 2, 2));
   /* A real table 1 (async) and a sync table 2, declared by a well-behaved client. */
   const char *urls[1] = {s.url};
   ps_client *c = NULL;

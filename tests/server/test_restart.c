@@ -273,9 +273,8 @@ static void keys_grads(uint64_t *k, float *g, uint64_t first, uint64_t stride, f
 static void test_delta_recovery(void **state) {
   (void)state;
   char dir[512], d[600];
-  pt_tmpdir_s0("delta", dir, d);
   pt_server s;
-  assert_true(pt_start(&s, 0, 1, d, 0, 2));
+  assert_true(pt_start_s0(&s, "delta", dir, d, 1, 2));
   const char *urls[1] = {s.url};
   ps_client *c = connect_declare(urls, 1, 3);
   uint64_t k[N];
