@@ -147,6 +147,13 @@ void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb) {
   json_decref(m);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void ps_bench_sort(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
+
 int ps_bench_dense_json_finish(const char *prog, json_t *root, json_t *res, const char *path,
                                int ret) {
   json_object_set_new(root, "results", res);
