@@ -146,3 +146,31 @@ function(ember_script_test name)
   _ember_test_properties(${name} TIMEOUT "${A_TIMEOUT}" DEFAULT_TIMEOUT 300 LABELS ${A_LABELS}
     ENVIRONMENT "EMBER_BIN=${CMAKE_BINARY_DIR}/bin;EMBER_TESTS=${CMAKE_BINARY_DIR}/tests;EMBER_SRC=${CMAKE_SOURCE_DIR};EMBER_SHARED=${CMAKE_SOURCE_DIR}/../shared")
 endfunction()
+
+# ember_script_tests([LABELS ...] [TIMEOUT s] [ASAN_PRELOAD] TESTS NAME SCRIPT [NAME SCRIPT ...]):
+# an ember_script_test per NAME SCRIPT pair, for the tests of one folder that share their labels
+# and timeout (a list, not a block of calls a test). SCRIPT is in this folder: *.sh runs under
+# bash, anything else under /usr/bin/python3. ASAN_PRELOAD: the test drives the instrumented
+# libember.so from the uninstrumented /usr/bin/python3, which under EMBER_SANITIZE must load the
+# ASan runtime first (Python's own allocations are not ours to leak-check).
+function(ember_script_tests)
+  cmake_parse_arguments(A "ASAN_PRELOAD" "TIMEOUT" "LABELS;TESTS" ${ARGN})
+  if(A_ASAN_PRELOAD AND EMBER_SANITIZE)
+    execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+      OUTPUT_VARIABLE _asan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  endif()
+  set(_rest ${A_TESTS})
+  while(_rest)
+    list(POP_FRONT _rest _name _script)
+    set(_run /usr/bin/python3)
+    if(_script MATCHES "[.]sh$")
+      set(_run bash)
+    endif()
+    ember_script_test(${_name} COMMAND ${_run} ${CMAKE_CURRENT_SOURCE_DIR}/${_script}
+      LABELS ${A_LABELS} TIMEOUT "${A_TIMEOUT}")
+    if(A_ASAN_PRELOAD AND EMBER_SANITIZE)
+      set_property(TEST ${_name} APPEND PROPERTY ENVIRONMENT
+        "LD_PRELOAD=${_asan}" "ASAN_OPTIONS=detect_leaks=0" "EMBER_ASAN_PRELOAD=1")
+    endif()
+  endwhile()
+endfunction()

@@ -2,6 +2,7 @@
  * --help generated from the same table, so the reference in docs/CLI.md
  * (deploy/gen-cli-ref.sh) never drifts from the code. */
 #include "ps_cli.h"
+#include "ps_log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -204,4 +205,11 @@ int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg) {
     return 2;
   }
   return help ? 0 : -1;
+}
+
+int ps_cli_run_logged(const ps_cli *cli, int argc, char **argv, int *first_arg,
+                      const char *const *level) {
+  int rc = ps_cli_run(cli, argc, argv, first_arg);
+  if (rc >= 0) return rc;
+  return ps_log_apply_level(cli->prog, *level) != 0 ? 2 : -1;
 }

@@ -62,6 +62,10 @@ ps_status ps_cli_parse(const ps_cli *cli, int argc, char **argv, int *first_arg,
  *   int rc = ps_cli_run(&cli, argc, argv, NULL);
  *   if (rc >= 0) return rc; */
 int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg);
+/* ps_cli_run for a main with PS_CLI_LOG_LEVEL_OPT(level): then also applies *level
+ * (ps_log_apply_level: a bad level is exit status 2). */
+int ps_cli_run_logged(const ps_cli *cli, int argc, char **argv, int *first_arg,
+                      const char *const *level);
 
 /* Strict number parsing shared by binaries: whole string, no overflow. 0 ok, -1 bad. */
 int ps_parse_i64(const char *s, int64_t *out);

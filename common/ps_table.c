@@ -163,33 +163,19 @@ const char *ps_init_name(ps_init i) { return name_of(k_init, PS_INIT_COUNT_, i);
 const char *ps_consistency_name(ps_consistency c) { return name_of(k_cons, PS_CONS_COUNT_, c); }
 const char *ps_row_type_name(ps_row_type r) { return name_of(k_row, PS_ROW_TYPE_COUNT_, r); }
 
-ps_status ps_optimizer_parse(const char *s, ps_optimizer *out, ps_error *err) {
-  int v = 0;
-  ps_status st = parse_of(k_opt, PS_OPT_COUNT_, "optimizer", s, &v, err);
-  if (st == PS_OK) *out = (ps_optimizer)v;
-  return st;
-}
-
-ps_status ps_init_parse(const char *s, ps_init *out, ps_error *err) {
-  int v = 0;
-  ps_status st = parse_of(k_init, PS_INIT_COUNT_, "init", s, &v, err);
-  if (st == PS_OK) *out = (ps_init)v;
-  return st;
-}
-
-ps_status ps_consistency_parse(const char *s, ps_consistency *out, ps_error *err) {
-  int v = 0;
-  ps_status st = parse_of(k_cons, PS_CONS_COUNT_, "consistency", s, &v, err);
-  if (st == PS_OK) *out = (ps_consistency)v;
-  return st;
-}
-
-ps_status ps_row_type_parse(const char *s, ps_row_type *out, ps_error *err) {
-  int v = 0;
-  ps_status st = parse_of(k_row, PS_ROW_TYPE_COUNT_, "row type", s, &v, err);
-  if (st == PS_OK) *out = (ps_row_type)v;
-  return st;
-}
+/* The four public parsers: parse_of over the type's names, then the enum written back. */
+#define PARSE_FN(fn, type, names, count, what)                         \
+  ps_status fn(const char *s, type *out, ps_error *err) {              \
+    int v = 0;                                                         \
+    ps_status st = parse_of(names, count, what, s, &v, err);           \
+    if (st == PS_OK) *out = (type)v;                                   \
+    return st;                                                         \
+  }
+PARSE_FN(ps_optimizer_parse, ps_optimizer, k_opt, PS_OPT_COUNT_, "optimizer")
+PARSE_FN(ps_init_parse, ps_init, k_init, PS_INIT_COUNT_, "init")
+PARSE_FN(ps_consistency_parse, ps_consistency, k_cons, PS_CONS_COUNT_, "consistency")
+PARSE_FN(ps_row_type_parse, ps_row_type, k_row, PS_ROW_TYPE_COUNT_, "row type")
+#undef PARSE_FN
 
 size_t ps_row_type_size(ps_row_type r) { return r == PS_ROW_F32 ? 4 : 2; }
 

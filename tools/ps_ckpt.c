@@ -36,6 +36,13 @@ struct ps_ckpt {
   int dcn_layers, dcn_rank;
 };
 
+/* The interaction as ps-worker records it: "dot" where the config has no line (a run from
+ * before DCN). */
+static const char *ckpt_interaction(const ps_ckpt *c) {
+  const char *v = ps_ckpt_config(c, "interaction");
+  return v ? v : "dot";
+}
+
 static ps_status read_config(ps_ckpt *c, ps_error *err) {
   char p[4300];
   ps_ckpt_file_path(p, sizeof p, c->dir, PS_CKPT_CONFIG);
@@ -52,7 +59,7 @@ static ps_status read_config(ps_ckpt *c, ps_error *err) {
   c->hash_buckets = strtoull(ps_ckpt_config(c, "hash-buckets"), &end, 10);
   if (*end) return ps_error_set(err, PS_ERR_CORRUPT, "%s: bad hash-buckets", p);
   /* "dot", or "dcn --dcn-layers L --dcn-rank R" as ps-worker records it (the rank resolved) */
-  const char *it = ps_ckpt_interaction(c);
+  const char *it = ckpt_interaction(c);
   int used = 0;
   c->interaction = PS_DLRM_DOT;
   if (!strcmp(it, "dot")) return PS_OK;
@@ -188,11 +195,6 @@ const char *ps_ckpt_config(const ps_ckpt *c, const char *name) {
 const char *ps_ckpt_table_name(const ps_ckpt *c) {
   const char *v = ps_ckpt_config(c, "table-name");
   return v ? v : "criteo_emb"; /* every run's table before the line existed */
-}
-
-const char *ps_ckpt_interaction(const ps_ckpt *c) {
-  const char *v = ps_ckpt_config(c, "interaction");
-  return v ? v : "dot";
 }
 
 const float *ps_ckpt_params(const ps_ckpt *c, size_t *n) {

@@ -52,7 +52,6 @@ const char *ps_ckpt_config(const ps_ckpt *c, const char *name);
 const ps_schema *ps_ckpt_schema(const ps_ckpt *c);
 const char *ps_ckpt_schema_file(const ps_ckpt *c);  /* "criteo" or the JSON file read */
 uint64_t ps_ckpt_hash_buckets(const ps_ckpt *c);
-const char *ps_ckpt_interaction(const ps_ckpt *c);  /* "dot" */
 /* The embedding table (its spec as the shards store it). */
 const ps_table_spec *ps_ckpt_table(const ps_ckpt *c);
 /* The embedding table's name (the config's table-name; criteo_emb, every run's table before

@@ -318,9 +318,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {PROG, "Export a checkpoint's model as NumPy .npy files and a manifest (docs/CHECKPOINTS.md).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
-  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  int rc = ps_cli_run_logged(&cli, argc, argv, NULL, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level(PROG, level) != 0) return 2;
   if (strcmp(quantize, "none") != 0 && strcmp(quantize, "int8") != 0) {
     fprintf(stderr, PROG ": --quantize %s: expected none or int8\n", quantize);
     return 2;

@@ -212,9 +212,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {PROG, "Score a file with a trained model from a checkpoint, offline (no server).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
-  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  int rc = ps_cli_run_logged(&cli, argc, argv, NULL, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level(PROG, level) != 0) return 2;
   ps_kern_prec prec;
   if (ps_dlrm_precision_parse(precision, &prec) != PS_OK)
     return fail(2, "--precision: '%s' is not fp32 or bf16", precision);

@@ -34,9 +34,8 @@ int main(int argc, char **argv) {
   };
   ps_cli cli = {PROG, "Rewrite a checkpoint for another number of shards: every row moves to the shard its key routes to, with its optimizer state (docs/CHECKPOINTS.md).",
                 NULL, opts, sizeof opts / sizeof opts[0]};
-  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  int rc = ps_cli_run_logged(&cli, argc, argv, NULL, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level(PROG, level) != 0) return 2;
   ps_ckpt *ck = NULL;
   if ((rc = ps_ckpt_open_main(PROG, ckpt, NULL, &ck)) != 0) return rc;
   ps_error err;

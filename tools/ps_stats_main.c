@@ -29,9 +29,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-stats",
                 "Prints each shard's STATS document (JSON, one line per shard, shard order).",
                 NULL, opts, sizeof opts / sizeof *opts};
-  int rc = ps_cli_run(&cli, argc, argv, NULL);
+  int rc = ps_cli_run_logged(&cli, argc, argv, NULL, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level("ps-stats", level) != 0) return 2;
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = (uint32_t)timeout_ms;

@@ -135,18 +135,24 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
 }
 
 void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb) {
-  json_object_set_new(root, "mlp_bot", json_string(mb->mlp_bot));
-  json_object_set_new(root, "mlp_top", json_string(mb->mlp_top));
-  json_object_set_new(root, "emb_dim", json_integer(mb->emb_dim));
-  json_object_set_new(root, "num_sparse", json_integer(mb->num_sparse));
-  json_object_set_new(root, "optimizer", json_string(mb->opt_name));
-  json_object_set_new(root, "interaction", json_string(mb->interaction));
-  json_object_set_new(root, "precision", json_string(mb->precision));
-  if (!strcmp(mb->interaction, "dcn")) {
-    json_object_set_new(root, "dcn_layers", json_integer(mb->dcn_layers));
-    json_object_set_new(root, "dcn_rank", json_integer(mb->dcn_rank));
+  json_t *m = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "mlp_bot", mb->mlp_bot, "mlp_top",
+                        mb->mlp_top, "emb_dim", mb->emb_dim, "num_sparse", mb->num_sparse,
+                        "optimizer", mb->opt_name, "interaction", mb->interaction, "precision",
+                        mb->precision);
+  if (m && !strcmp(mb->interaction, "dcn")) {
+    json_object_set_new(m, "dcn_layers", json_integer(mb->dcn_layers));
+    json_object_set_new(m, "dcn_rank", json_integer(mb->dcn_rank));
   }
+  json_object_update(root, m);
+  json_decref(m);
 }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+void ps_bench_sort(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
 
 int ps_bench_dense_json_finish(const char *prog, json_t *root, json_t *res, const char *path,
                                int ret) {

@@ -94,6 +94,8 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
 
 /* Adds the model's fields (mlp_bot, mlp_top, emb_dim, num_sparse, optimizer) to a report. */
 void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb);
+/* Sorts n timings ascending (a benchmark's median is v[n / 2], its best v[0]). */
+void ps_bench_sort(double *v, size_t n);
 
 /* Sets root's "results" to res, writes root to path (when not NULL and ret is 0) and frees
  * it. Returns ret, or 1 after "prog: cannot write path" on stderr. */

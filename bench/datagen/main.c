@@ -166,9 +166,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-datagen", "Synthetic Criteo-format (or --schema) data with a planted model.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
-  int rc = ps_cli_run(&cli, argc, argv, &first);
+  int rc = ps_cli_run_logged(&cli, argc, argv, &first, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level("ps-datagen", level) != 0) return 2;
   if ((test_rows > 0) != (test_out != NULL)) {
     fprintf(stderr, "ps-datagen: --test-rows and --test-out go together\n");
     return 2;

@@ -144,11 +144,6 @@ static ps_kern *timing_wrap(ps_kern *inner) {
   return k;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   const char *device = "cpu", *batches = "128,2048,8192", *json_path = NULL;
   ps_bench_model mb = PS_BENCH_KAGGLE_MODEL;
@@ -223,7 +218,7 @@ int main(int argc, char **argv) {
       ps_bench_synth_free(&s);
       break;
     }
-    qsort(dt, steps, sizeof(double), cmp_double);
+    ps_bench_sort(dt, steps);
     double med = dt[steps / 2], el = ps_ns_to_s(t1 - t0);
     double sps = bs[i] / med, sps_mean = (double)steps * bs[i] / el;
     free(dt);

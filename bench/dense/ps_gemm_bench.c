@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bench_dense.h"
 #include "ps_cli.h"
 #include "ps_dlrm.h"
 #include "ps_kernels.h"
@@ -105,11 +106,6 @@ static int step_shapes(const char *bot, const char *top, int dim, int S, int B, 
   return cnt;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   const char *bot = "13-512-256-64-16", *top = "512-256-1", *json_path = NULL;
   int threads = 2, batch = 2048, rounds = 7, reps = 5;
@@ -180,7 +176,7 @@ int main(int argc, char **argv) {
                          flops / 1e9);
   double med[3];
   for (int c = 0; c < nc; c++) {
-    qsort(t[c], (size_t)rounds, sizeof(double), cmp_d);
+    ps_bench_sort(t[c], (size_t)rounds);
     med[c] = t[c][rounds / 2];
     printf("  %-14s median %8.3f ms/step (min %8.3f)  %7.1f GFLOP/s  %5.2fx fp32\n", names[c],
            med[c], t[c][0], flops / med[c] / 1e6, med[0] / med[c]);

@@ -38,18 +38,15 @@
 # (and from OLD), so the yardstick always trains with the settings it is compared with.
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/env.sh"  # src BIN CRITEO PY
 prepare_only=0
 if [ "${1:-}" = --prepare-only ]; then prepare_only=1; shift; fi
 out="${1:-/tmp/ember-generalise}"
-BIN="${BIN:-$src/build/bin}"
-CRITEO="${CRITEO:-/work/shared/data/criteo_real.tsv}"
 OLD="${OLD:---batch 2048 --lr 0.001 --sparse-lr 0.1 --emb-init 0.01 --shuffle-buffer 0}"
 SETS="${SETS:-cv0 cv1 cv2 cv3 cv4 s7 s13v s5v m4}"
 RUNS="${RUNS:-new old torch torch-old lr}"
 SEEDS="${SEEDS:-1}"
 NEW_EXTRA="${NEW_EXTRA:-}"
-PY=/usr/bin/python3
 mkdir -p "$out"
 
 # --- data

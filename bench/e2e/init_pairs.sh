@@ -24,15 +24,9 @@
 # One compute thread everywhere.
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/env.sh"  # src BIN CRITEO PY
 out="${1:-/tmp/ember-init-pairs}"
-BIN="${BIN:-$src/build/bin}"
-SETS="${SETS:-m4}"
-SEEDS="${SEEDS:-$(seq -s ' ' 1 15)}"
-PARTS="${PARTS:-all emb dense}"
-RP_EXTRA="${RP_EXTRA:-}"
-RP_TAG="${RP_TAG:-}"
-PY=/usr/bin/python3
+: "${SETS:=m4}" "${SEEDS:=$(seq -s ' ' 1 15)}" "${PARTS:=all emb dense}" "${RP_EXTRA:=}" "${RP_TAG:=}"
 # the BLAS kernels generalise.sh gives torch-buf: with other kernels (OpenBLAS's default core
 # type) `--init-parts none` is not torch-buf's run (m4 seed 1: 0.82610 against 0.82542)
 core=""

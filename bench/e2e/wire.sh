@@ -16,17 +16,14 @@
 # SERVERS, WORKERS. Results are cached in OUTDIR by name (<set>-<wire>-s<seed>-<S>x<W>.json): delete a file to run it again.
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/env.sh"  # src BIN CRITEO PY
 out="${1:-/tmp/ember-wire}"
-BIN="${BIN:-$src/build/bin}"
-CRITEO="${CRITEO:-/work/shared/data/criteo_real.tsv}"
 SETS="${SETS:-s7 cv0 cv1 cv2 cv3 cv4}"
 SEEDS="${SEEDS:-1 2 3}"
 THREADS="${THREADS:-1}"
 SERVERS="${SERVERS:-1}"
 WORKERS="${WORKERS:-1}"
 topo="${SERVERS}x${WORKERS}"
-PY=/usr/bin/python3
 mkdir -p "$out"
 
 # --- data: generalise.sh makes them (the same files, the same fold split)

@@ -9,10 +9,9 @@
 # "--ops pull,push --dims 16,64 --servers 1 --inflight 1,8 --duration 2 --no-raw").
 # Results are cached in OUTDIR as net-<f32|f16>-r<round>.json: delete a file to run it again.
 set -euo pipefail
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/env.sh"  # src BIN CRITEO PY
 out="${1:-/tmp/ember-wire-net}"
 rounds="${2:-5}"
-BIN="${BIN:-$src/build/bin}"
 ARGS="${ARGS:---ops pull,push --dims 16,64 --servers 1 --inflight 1,8 --duration 2 --no-raw}"
 mkdir -p "$out"
 for r in $(seq 1 "$rounds"); do

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_collectives.h"
 #include "ps_hash.h"
 
@@ -231,11 +233,7 @@ static void test_world1(void **st) {
   run_world(1);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_world1),
-      cmocka_unit_test(test_world2),
-      cmocka_unit_test(test_world3),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("gloo", NULL, NULL,
+  cmocka_unit_test(test_world1),
+  cmocka_unit_test(test_world2),
+  cmocka_unit_test(test_world3))

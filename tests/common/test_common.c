@@ -178,6 +178,22 @@ static void test_cli_run(void **st) {
   assert_non_null(strstr(out, "Usage: prog [OPTIONS] FILE"));
 }
 
+/* ps_cli_run_logged: ps_cli_run, then the parsed --log-level applied; a bad level is exit 2
+ * (before any work), a good one leaves -1 and the level set. */
+static void test_cli_run_logged(void **st) {
+  (void)st;
+  const char *level = "info";
+  ps_cli_opt table[] = {PS_CLI_LOG_LEVEL_OPT(&level)};
+  ps_cli cli = {"prog", NULL, NULL, table, 1};
+  const char *warn[] = {"prog", "--log-level", "warn"};
+  assert_int_equal(ps_cli_run_logged(&cli, 3, (char **)warn, NULL, &level), -1);
+  assert_int_equal(ps_log_get_level(), PS_LOG_WARN);
+  const char *loud[] = {"prog", "--log-level", "loud"};
+  assert_int_equal(ps_cli_run_logged(&cli, 3, (char **)loud, NULL, &level), 2);
+  assert_int_equal(ps_log_get_level(), PS_LOG_WARN); /* unchanged */
+  ps_log_set_level(PS_LOG_INFO);
+}
+
 static void test_split_list(void **st) {
   (void)st;
   char *items[4];
@@ -229,4 +245,5 @@ PS_TEST_MAIN("common", NULL, NULL,
     cmocka_unit_test(test_log_levels), cmocka_unit_test(test_time_monotonic),
     cmocka_unit_test(test_cli_ok), cmocka_unit_test(test_cli_errors),
     cmocka_unit_test(test_cli_help), cmocka_unit_test(test_cli_run),
+    cmocka_unit_test(test_cli_run_logged),
     cmocka_unit_test(test_split_list), cmocka_unit_test(test_mkdir_p))

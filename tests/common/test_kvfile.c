@@ -14,23 +14,12 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_tmpdir.h"
 
 #include "ps_fs.h"
 #include "ps_kvfile.h"
 
-static char dir[64], path[128];
-
-static int setup(void **st) {
-  (void)st;
-  snprintf(dir, sizeof dir, "/tmp/ember-test-kvfile-%d", (int)getpid());
-  snprintf(path, sizeof path, "%s/config", dir);
-  return ps_mkdir_p(dir) == PS_OK ? 0 : -1;
-}
-
-static int teardown(void **st) {
-  (void)st;
-  return ps_rm_rf(dir) == PS_OK ? 0 : -1;
-}
+PS_TEST_TMPDIR("kvfile", "config")
 
 static void put(const char *text) {
   FILE *f = fopen(path, "wb");

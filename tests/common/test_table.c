@@ -64,23 +64,19 @@ static void test_validate_rules(void **st) {
   assert_int_equal(ps_table_spec_validate(&t, NULL), PS_OK);
 }
 
+/* Every value of an enum: its name parses back to it. */
+#define NAMES_BOTH_WAYS(type, count, name_fn, parse_fn)                      \
+  for (unsigned i = 0; i < (count); i++) {                                   \
+    type v;                                                                  \
+    assert_int_equal(parse_fn(name_fn((type)i), &v, NULL), PS_OK);           \
+    assert_int_equal(v, i);                                                  \
+  }
+
 static void test_names_both_ways(void **st) {
   (void)st;
-  for (unsigned i = 0; i < PS_OPT_COUNT_; i++) {
-    ps_optimizer o;
-    assert_int_equal(ps_optimizer_parse(ps_optimizer_name((ps_optimizer)i), &o, NULL), PS_OK);
-    assert_int_equal(o, i);
-  }
-  for (unsigned i = 0; i < PS_INIT_COUNT_; i++) {
-    ps_init v;
-    assert_int_equal(ps_init_parse(ps_init_name((ps_init)i), &v, NULL), PS_OK);
-    assert_int_equal(v, i);
-  }
-  for (unsigned i = 0; i < PS_CONS_COUNT_; i++) {
-    ps_consistency v;
-    assert_int_equal(ps_consistency_parse(ps_consistency_name((ps_consistency)i), &v, NULL), PS_OK);
-    assert_int_equal(v, i);
-  }
+  NAMES_BOTH_WAYS(ps_optimizer, PS_OPT_COUNT_, ps_optimizer_name, ps_optimizer_parse);
+  NAMES_BOTH_WAYS(ps_init, PS_INIT_COUNT_, ps_init_name, ps_init_parse);
+  NAMES_BOTH_WAYS(ps_consistency, PS_CONS_COUNT_, ps_consistency_name, ps_consistency_parse);
   assert_string_equal(ps_optimizer_name(PS_OPT_ROWWISE_ADAGRAD), "rowwise_adagrad");
   assert_string_equal(ps_consistency_name((ps_consistency)9), "?");
   ps_optimizer o = PS_OPT_ADAM;
@@ -145,11 +141,7 @@ static void test_diff_names_the_field(void **st) {
  * (round to nearest even on the top 16 bits; the f16 path is test_half's). */
 static void test_row_types(void **st) {
   (void)st;
-  for (unsigned i = 0; i < PS_ROW_TYPE_COUNT_; i++) {
-    ps_row_type v;
-    assert_int_equal(ps_row_type_parse(ps_row_type_name((ps_row_type)i), &v, NULL), PS_OK);
-    assert_int_equal(v, i);
-  }
+  NAMES_BOTH_WAYS(ps_row_type, PS_ROW_TYPE_COUNT_, ps_row_type_name, ps_row_type_parse);
   assert_int_equal(ps_row_type_size(PS_ROW_F32), 4);
   assert_int_equal(ps_row_type_size(PS_ROW_F16), 2);
   assert_int_equal(ps_row_type_size(PS_ROW_BF16), 2);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_reader.h"
 #include "ps_test_scratch.h"
 
 #include "ps_reader.h"
@@ -63,21 +64,16 @@ typedef struct got {
   uint64_t id[64], end_line[16], end_byte[16];
 } got;
 
+static void note_batch(const ps_batch *b, void *ctx) {
+  got *g = ctx;
+  for (size_t i = 0; i < b->n; i++) g->id[g->n++] = b->keys[b->key_offsets[i * 26]] % NB;
+  g->end_line[g->nb] = b->end_line;
+  g->end_byte[g->nb++] = b->end_byte;
+}
+
 static void read_all(const char *path, const ps_reader_opts *o, got *g) {
   memset(g, 0, sizeof *g);
-  ps_reader *r = NULL;
-  ps_error err;
-  assert_int_equal(ps_reader_create(path, o, &r, &err), PS_OK);
-  for (;;) {
-    ps_batch *b = NULL;
-    assert_int_equal(ps_reader_next(r, &b, &err), PS_OK);
-    if (!b) break;
-    for (size_t i = 0; i < b->n; i++) g->id[g->n++] = b->keys[b->key_offsets[i * 26]] % NB;
-    g->end_line[g->nb] = b->end_line;
-    g->end_byte[g->nb++] = b->end_byte;
-    ps_reader_release(r, b);
-  }
-  ps_reader_destroy(&r);
+  ps_test_each_batch(path, o, note_batch, g);
 }
 
 static void assert_ids(const got *g, size_t from, size_t to) {

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_reader.h"
 #include "ps_test_scratch.h"
 
 #include "ps_reader.h"
@@ -53,17 +54,9 @@ typedef struct trace {
 } trace;
 
 /* Reads everything; checks each sample is whole (label, I1 and C2..C26 follow from C1). */
-static trace *read_trace(const ps_reader_opts *o) {
-  trace *t = calloc(1, sizeof *t);
-  assert_non_null(t);
-  ps_reader *r = NULL;
-  ps_error err;
-  assert_int_equal(ps_reader_create(g_path, o, &r, &err), PS_OK);
-  for (;;) {
-    ps_batch *b = NULL;
-    assert_int_equal(ps_reader_next(r, &b, &err), PS_OK);
-    if (!b) break;
-    assert_true(t->nb < 512 && t->ns + b->n <= 8192);
+static void trace_batch(const ps_batch *b, void *ctx) {
+  trace *t = ctx;
+  assert_true(t->nb < 512 && t->ns + b->n <= 8192);
     assert_int_equal(b->nkeys, b->n * 26);
     for (size_t j = 0; j <= b->n * 26; j++) assert_int_equal(b->key_offsets[j], j); /* one key a bag */
     t->n[t->nb] = b->n, t->epoch[t->nb] = b->epoch, t->last[t->nb] = b->last_in_epoch;
@@ -75,11 +68,22 @@ static trace *read_trace(const ps_reader_opts *o) {
       assert_true(fabsf(b->dense[i * 13] - (float)log1p((double)id)) < 1e-4f * (1 + (float)id));
       for (uint64_t f = 1; f < 26; f++) assert_true(b->keys[i * 26 + f] == f * N + f + 1);
       t->id[t->ns++] = id;
-    }
-    ps_reader_release(r, b);
   }
-  ps_reader_destroy(&r);
+}
+
+static trace *read_trace(const ps_reader_opts *o) {
+  trace *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  ps_test_each_batch(g_path, o, trace_batch, t);
   return t;
+}
+
+/* The reader's defaults with batch and seed, over this file's N hash buckets. */
+static ps_reader_opts opts(int batch, uint64_t seed) {
+  ps_reader_opts o;
+  ps_reader_opts_default(&o);
+  o.batch = batch, o.hash_buckets = N, o.seed = seed;
+  return o;
 }
 
 static void assert_same_batches(const trace *a, const trace *b) {
@@ -113,9 +117,8 @@ static void assert_permutation(const uint64_t *ids, const uint64_t *want, size_t
 static void test_permutation_per_epoch_seeded(void **st) {
   (void)st;
   make_file(1000);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.batch = 64, o.epochs = 2, o.hash_buckets = N, o.seed = 5;
+  ps_reader_opts o = opts(64, 5);
+  o.epochs = 2;
   trace *plain = read_trace(&o);
   assert_int_equal(plain->ns, 2000);
   for (size_t i = 0; i < 2000; i++) assert_int_equal(plain->id[i], i % 1000); /* file order */
@@ -153,9 +156,8 @@ static void test_permutation_per_epoch_seeded(void **st) {
 static void test_ranks_shuffle_their_own_shard(void **st) {
   (void)st;
   make_file(1003);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.batch = 50, o.world = 2, o.hash_buckets = N, o.seed = 9;
+  ps_reader_opts o = opts(50, 9);
+  o.world = 2;
   trace *plain[2], *sh[2];
   for (int r = 0; r < 2; r++) {
     o.rank = r;
@@ -174,9 +176,8 @@ static void test_ranks_shuffle_their_own_shard(void **st) {
 static void test_resume_drops_batches_exactly(void **st) {
   (void)st;
   make_file(1000);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.batch = 64, o.epochs = 2, o.hash_buckets = N, o.seed = 3, o.shuffle_buffer = 256;
+  ps_reader_opts o = opts(64, 3);
+  o.epochs = 2, o.shuffle_buffer = 256;
   trace *full = read_trace(&o);
   /* a resumed run: a new reader, the first 11 batches (into epoch 0's tail) read and dropped */
   ps_reader *r = NULL;
@@ -285,9 +286,8 @@ static void test_any_schema_samples_stay_whole(void **st) {
   assert_int_equal(ps_schema_parse_json(MH_SCHEMA, "mh.json", &sc, &err), PS_OK);
   assert_int_equal(ps_schema_ndense(sc), 2);
   assert_int_equal(ps_schema_ncat(sc), 3);
-  ps_reader_opts o;
-  ps_reader_opts_default(&o);
-  o.batch = MH_BATCH, o.hash_buckets = N, o.seed = 1, o.schema = sc;
+  ps_reader_opts o = opts(MH_BATCH, 1);
+  o.schema = sc;
   static uint64_t plain[MH_SAMPLES], a[MH_SAMPLES], b[MH_SAMPLES];
   size_t nb_plain, nb_a, nb_b;
   assert_int_equal(read_mh(&o, plain, &nb_plain), MH_SAMPLES);

@@ -78,6 +78,18 @@ static void expected_sgd(const ps_table_spec *sp, uint64_t key, uint32_t passes,
     for (uint32_t j = 0; j < sp->dim; j++) w[j] = fmaf(-sp->lr, grad_of(key, j, p), w[j]);
 }
 
+/* The n rows of out, pulled for keys, equal expected_sgd's after `passes` pushes of each. */
+static void assert_sgd_rows(const ps_table_spec *sp, const uint64_t *keys, size_t n,
+                            const float *out, uint32_t passes) {
+  float *exp = malloc(sp->dim * sizeof(float));
+  assert_non_null(exp);
+  for (size_t i = 0; i < n; i++) {
+    expected_sgd(sp, keys[i], passes, exp);
+    assert_memory_equal(exp, out + i * sp->dim, sp->dim * sizeof(float));
+  }
+  free(exp);
+}
+
 static size_t rss_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long pages = 0, res = 0;
@@ -321,10 +333,7 @@ static void test_over_budget(void **st) {
   assert_memory_equal(&got, &sp, sizeof(sp));
   for (size_t i = 0; i < B; i++) keys[i] = (ps_mix64(i + 777) % nkeys) * 2654435761ull;
   assert_int_equal(ps_store_pull(s, 3, keys, B, out), PS_OK);
-  for (size_t i = 0; i < B; i++) {
-    expected_sgd(&sp, keys[i], 1, exp);
-    assert_memory_equal(exp, out + i * dim, dim * sizeof(float));
-  }
+  assert_sgd_rows(&sp, keys, B, out, 1);
   ps_store_close(&s);
   free(keys);
   free(g);
@@ -347,7 +356,6 @@ static void test_warm(void **st) {
   enum { NK = 40000, B = 256, NEW = 16 }; /* 40k rows of ~130 B: most of them in RocksDB */
   uint64_t *keys = malloc(NK * sizeof(uint64_t));
   float *g = malloc((size_t)NK * dim * sizeof(float)), *out = malloc((B + NEW) * dim * 4);
-  float *exp = malloc(dim * sizeof(float));
   for (size_t i = 0; i < NK; i++) {
     keys[i] = (i + 1) * 2654435761ull;
     for (uint32_t j = 0; j < dim; j++) g[i * dim + j] = grad_of(keys[i], j, 0);
@@ -368,26 +376,20 @@ static void test_warm(void **st) {
   ps_store_get_stats(s, &c);
   assert_int_equal(c.misses - b.misses, NEW);
   assert_int_equal(c.hits - b.hits, B);
-  for (size_t i = 0; i < B + NEW; i++) {
-    expected_sgd(&sp, keys[i], i < B ? 1 : 0, exp);
-    assert_memory_equal(exp, out + i * dim, dim * sizeof(float));
-  }
+  assert_sgd_rows(&sp, keys, B, out, 1);
+  assert_sgd_rows(&sp, keys + B, NEW, out + (size_t)B * dim, 0);
   /* A push after the warm updates the row a pull then reads (2 passes). */
   for (size_t i = 0; i < B; i++)
     for (uint32_t j = 0; j < dim; j++) g[i * dim + j] = grad_of(keys[i], j, 1);
   assert_int_equal(ps_store_warm(s, 5, keys, B), PS_OK);
   assert_int_equal(ps_store_push(s, 5, keys, B, g), PS_OK);
   assert_int_equal(ps_store_pull(s, 5, keys, B, out), PS_OK);
-  for (size_t i = 0; i < B; i++) {
-    expected_sgd(&sp, keys[i], 2, exp);
-    assert_memory_equal(exp, out + i * dim, dim * sizeof(float));
-  }
+  assert_sgd_rows(&sp, keys, B, out, 2);
   assert_int_equal(ps_store_warm(s, 99, keys, B), PS_ERR_UNKNOWN_TABLE);
   ps_store_close(&s);
   free(keys);
   free(g);
   free(out);
-  free(exp);
   rm_rf(p);
 }
 
@@ -401,7 +403,7 @@ static void test_admission(void **st) {
   assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
   enum { N = 100 };
   uint64_t keys[2 * N];
-  float g[2 * N * 8], out[N * 8], exp[8];
+  float g[2 * N * 8], out[N * 8];
   for (int i = 0; i < N; i++) {
     keys[i] = 1000 + (uint64_t)i;
     for (int j = 0; j < 8; j++) g[i * 8 + j] = grad_of(keys[i], (uint32_t)j, 0);
@@ -418,10 +420,7 @@ static void test_admission(void **st) {
   assert_int_equal(a.pending_admission_pushes, 2 * N);
   assert_int_equal(a.rows_hot, 0);
   assert_int_equal(ps_store_pull(s, 4, keys, N, out), PS_OK);
-  for (int i = 0; i < N; i++) {
-    ps_store_init_row(&sp, keys[i], exp);
-    assert_memory_equal(exp, out + i * 8, sizeof(exp));
-  }
+  assert_sgd_rows(&sp, keys, N, out, 0);
   /* The third push admits each key and applies that push's gradient (only). */
   assert_int_equal(ps_store_push(s, 4, keys, N, g), PS_OK);
   ps_store_get_stats(s, &a);
@@ -429,10 +428,7 @@ static void test_admission(void **st) {
   assert_int_equal(a.pending_admission_pushes, 2 * N);
   assert_int_equal(a.rows_hot, N);
   assert_int_equal(ps_store_pull(s, 4, keys, N, out), PS_OK);
-  for (int i = 0; i < N; i++) {
-    expected_sgd(&sp, keys[i], 1, exp);
-    assert_memory_equal(exp, out + i * 8, sizeof(exp));
-  }
+  assert_sgd_rows(&sp, keys, N, out, 1);
   /* A fourth push updates normally, without touching the admission counters. */
   assert_int_equal(ps_store_push(s, 4, keys, N, g), PS_OK);
   ps_store_get_stats(s, &a);
@@ -454,7 +450,7 @@ static void test_ttl(void **st) {
   assert_int_equal(ps_store_declare(s, &keep, NULL), PS_OK);
   enum { N = 1000 };
   uint64_t *k1 = malloc(N * 8), *k2 = malloc(N * 8);
-  float *g = malloc(N * 16 * 4), *out = malloc(N * 16 * 4), exp[16];
+  float *g = malloc(N * 16 * 4), *out = malloc(N * 16 * 4);
   for (int i = 0; i < N; i++) {
     k1[i] = (uint64_t)i;
     k2[i] = (uint64_t)(N + i);
@@ -477,20 +473,11 @@ static void test_ttl(void **st) {
   ps_store_get_stats(s, &a);
   assert_int_equal(a.expired, N);
   assert_int_equal(ps_store_pull(s, 5, k1, N, out), PS_OK);
-  for (int i = 0; i < N; i++) {
-    ps_store_init_row(&sp, k1[i], exp);
-    assert_memory_equal(exp, out + i * 16, sizeof(exp));
-  }
+  assert_sgd_rows(&sp, k1, N, out, 0);
   assert_int_equal(ps_store_pull(s, 6, k1, N, out), PS_OK); /* no TTL: kept */
-  for (int i = 0; i < N; i++) {
-    expected_sgd(&keep, k1[i], 1, exp);
-    assert_memory_equal(exp, out + i * 16, sizeof(exp));
-  }
+  assert_sgd_rows(&keep, k1, N, out, 1);
   assert_int_equal(ps_store_pull(s, 5, k2, N, out), PS_OK);
-  for (int i = 0; i < N; i++) {
-    expected_sgd(&sp, k2[i], 1, exp);
-    assert_memory_equal(exp, out + i * 16, sizeof(exp));
-  }
+  assert_sgd_rows(&sp, k2, N, out, 1);
   /* Touching half of k2 at step 8 keeps those alive at step 9. */
   ps_store_set_step(s, 8);
   assert_int_equal(ps_store_push(s, 5, k2, N / 2, g), PS_OK);
@@ -654,7 +641,7 @@ static void test_bulk_flush(void **st) {
   assert_int_equal(ps_store_declare(s, &a, NULL), PS_OK);
   assert_int_equal(ps_store_declare(s, &b, NULL), PS_OK);
   uint64_t *ka = malloc(NA * 8), *kb = malloc(NB * 8);
-  float *g = malloc((size_t)NA * DA * 4), *got = malloc((size_t)NA * DA * 4), *want = malloc(DA * 4);
+  float *g = malloc((size_t)NA * DA * 4), *got = malloc((size_t)NA * DA * 4);
   for (int i = 0; i < NA; i++) ka[i] = ps_mix64((uint64_t)i + 77);
   for (int i = 0; i < NB; i++) kb[i] = ps_mix64((uint64_t)i + 99999);
   for (uint32_t pass = 0; pass < 2; pass++) {
@@ -678,22 +665,15 @@ static void test_bulk_flush(void **st) {
     s = open_store(p, 64 << 10, 2);
     if (round == 1) assert_int_equal(ps_store_restore(s, snap, NULL), PS_OK);
     assert_int_equal(ps_store_pull(s, 20, ka, NA, got), PS_OK);
-    for (int i = 0; i < NA; i++) {
-      expected_sgd(&a, ka[i], 2, want);
-      assert_memory_equal(got + (size_t)i * DA, want, DA * 4);
-    }
+    assert_sgd_rows(&a, ka, NA, got, 2);
     assert_int_equal(ps_store_pull(s, 21, kb, NB, got), PS_OK);
-    for (int i = 0; i < NB; i++) {
-      expected_sgd(&b, kb[i], 2, want);
-      assert_memory_equal(got + (size_t)i * DB, want, DB * 4);
-    }
+    assert_sgd_rows(&b, kb, NB, got, 2);
     ps_store_close(&s);
   }
   free(ka);
   free(kb);
   free(g);
   free(got);
-  free(want);
 }
 
 static void put_raw(const char *path, const char *cf, uint64_t key, const char *val, size_t len) {

@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 
 /* A replicated shard's 'URL|URL|...': each URL checked, the bad one named; an empty replica or
@@ -181,11 +183,7 @@ static void test_silent_server(void **state) {
   ps_client_destroy(&j.c);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_url_check),
-      cmocka_unit_test(test_url_check_replicas),
-      cmocka_unit_test(test_silent_server),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("client_ops", NULL, NULL,
+  cmocka_unit_test(test_url_check),
+  cmocka_unit_test(test_url_check_replicas),
+  cmocka_unit_test(test_silent_server))

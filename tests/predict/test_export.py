@@ -100,8 +100,7 @@ def check_model(name, d, ck, test):
     r.check(f"{name}: the test file has keys with no stored row", unseen > 0, f"{unseen}")
 
 
-SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
-         "--batch", "512"]
+SMALL = h.SMALL
 with tempfile.TemporaryDirectory() as d:
     train, test, _ = h.datagen(d, 10000, 2000, seed=21)
     for name, extra in (("open", []), ("buckets", ["--hash-buckets", "3000"]),
@@ -130,12 +129,7 @@ with tempfile.TemporaryDirectory() as d:
             out.append(f"{y},{u * 7919:08x},{'|'.join(f'{t * 104729:08X}' for t in tags)},"
                        + "|".join(f"{m * 15485863 % 2**32:08x}" for m in more))
         return "\n".join(out) + "\n"
-    spath = os.path.join(d, "mh.json")
-    json.dump({"format": "csv", "header": True, "columns": [
-        {"name": "y", "type": "label"}, {"name": "u", "type": "categorical"},
-        {"name": "tags", "type": "categorical", "separator": "|", "pooling": "mean"},
-        {"name": "more", "type": "categorical", "separator": "|", "pooling": "sum"}]},
-        open(spath, "w"))
+    spath = h.multihot_schema(os.path.join(d, "mh.json"))
     mtrain, mtest = os.path.join(d, "mh_train.csv"), os.path.join(d, "mh_test.csv")
     open(mtrain, "w").write(rows(5000, 1))
     open(mtest, "w").write(rows(1000, 2))

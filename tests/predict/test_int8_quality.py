@@ -73,12 +73,7 @@ with tempfile.TemporaryDirectory() as d:
     ctrain, ctest = os.path.join(d, "c.tsv"), os.path.join(d, "c_test.tsv")
     open(ctrain, "w").write("\n".join(lines[:8000]) + "\n")
     open(ctest, "w").write("\n".join(lines[8000:]) + "\n")
-    spath = os.path.join(d, "mh.json")
-    json.dump({"format": "csv", "header": True, "columns": [
-        {"name": "y", "type": "label"}, {"name": "u", "type": "categorical"},
-        {"name": "tags", "type": "categorical", "separator": "|", "pooling": "mean"},
-        {"name": "more", "type": "categorical", "separator": "|", "pooling": "sum"}]},
-        open(spath, "w"))
+    spath = h.multihot_schema(os.path.join(d, "mh.json"))
     mtrain, mtest = os.path.join(d, "mh.csv"), os.path.join(d, "mh_test.csv")
     open(mtrain, "w").write(mh_rows(20000, 1))
     open(mtest, "w").write(mh_rows(5000, 2))

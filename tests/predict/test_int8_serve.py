@@ -39,8 +39,7 @@ import harness as h
 import lib_harness
 import serve_proc
 
-SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
-         "--batch", "512"]
+SMALL = h.SMALL
 r = h.Results()
 procs = []
 
@@ -62,11 +61,8 @@ def scores(d, name, args):
 
 
 def refused(name, args, rc_want, text, env=None):
-    p = subprocess.run([f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"] + args,
-                       capture_output=True, text=True, timeout=60, env=env)
-    lines = [l for l in p.stderr.splitlines() if l.startswith("ps-server:")]
-    r.check(name, p.returncode == rc_want and len(lines) == 1 and text in lines[0],
-            f"rc {p.returncode} {p.stderr.strip()[-400:]!r}")
+    r.refused(name, [f"{h.BIN}/ps-server", "--listen", "tcp://127.0.0.1:0"] + args, rc_want, text,
+              env)
 
 
 try:

@@ -14,23 +14,12 @@
 #include <cmocka.h>
 
 #include "ps_test_main.h"
+#include "ps_test_tmpdir.h"
 
 #include "ps_fs.h"
 #include "ps_npy.h"
 
-static char dir[64], path[128];
-
-static int setup(void **st) {
-  (void)st;
-  snprintf(dir, sizeof dir, "/tmp/ember-test-npy-%d", (int)getpid());
-  snprintf(path, sizeof path, "%s/a.npy", dir);
-  return ps_mkdir_p(dir) == PS_OK ? 0 : -1;
-}
-
-static int teardown(void **st) {
-  (void)st;
-  return ps_rm_rf(dir) == PS_OK ? 0 : -1;
-}
+PS_TEST_TMPDIR("npy", "a.npy")
 
 /* A .npy of the given header dict (version 1 or 2) and `data` bytes of payload. */
 static void put(int version, const char *dict, size_t data) {
@@ -56,6 +45,20 @@ static ps_status load(const char *descr, uint64_t cols, uint64_t *rows, void **d
   return ps_npy_load(path, descr, cols, rows, data, err);
 }
 
+/* ps_npy_save then ps_npy_load of `rows` rows of `cols` (0: a vector): the same bytes back. */
+static void round_trip(const char *descr, uint64_t rows, uint64_t cols, const void *data,
+                       size_t bytes) {
+  uint64_t n;
+  void *got;
+  ps_error err;
+  assert_int_equal(ps_npy_save(path, descr, rows, cols, data, &err), PS_OK);
+  assert_int_equal(load(descr, cols, &n, &got, &err), PS_OK);
+  assert_int_equal(n, rows);
+  if (bytes) assert_memory_equal(got, data, bytes);
+  else assert_null(got);
+  free(got);
+}
+
 static void test_round_trip(void **st) {
   (void)st;
   float m[6] = {1, 2, 3, 4, 5, 6};
@@ -63,21 +66,10 @@ static void test_round_trip(void **st) {
   uint8_t b[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   void *got;
   ps_error err;
-  assert_int_equal(ps_npy_save(path, "<f4", 3, 2, m, &err), PS_OK);
-  assert_int_equal(load("<f4", 2, &rows, &got, &err), PS_OK);
-  assert_true(rows == 3 && memcmp(got, m, sizeof m) == 0);
-  free(got);
-  assert_int_equal(ps_npy_save(path, "<u8", 3, 0, k, &err), PS_OK);
-  assert_int_equal(load("<u8", 0, &rows, &got, &err), PS_OK);
-  assert_true(rows == 3 && memcmp(got, k, sizeof k) == 0);
-  free(got);
-  assert_int_equal(ps_npy_save(path, "|u1", 2, 5, b, &err), PS_OK);
-  assert_int_equal(load("|u1", 5, &rows, &got, &err), PS_OK);
-  assert_true(rows == 2 && memcmp(got, b, sizeof b) == 0);
-  free(got);
-  assert_int_equal(ps_npy_save(path, "|u1", 0, 5, b, &err), PS_OK);
-  assert_int_equal(load("|u1", 5, &rows, &got, &err), PS_OK);
-  assert_true(rows == 0 && got == NULL);
+  round_trip("<f4", 3, 2, m, sizeof m);
+  round_trip("<u8", 3, 0, k, sizeof k);
+  round_trip("|u1", 2, 5, b, sizeof b);
+  round_trip("|u1", 0, 5, b, 0);
   put(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
   assert_int_equal(load("<f4", 3, &rows, &got, &err), PS_OK);
   assert_true(rows == 2);

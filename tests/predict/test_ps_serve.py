@@ -37,8 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 import harness as h
 import serve_proc
 
-SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
-         "--batch", "512"]
+SMALL = h.SMALL
 r = h.Results()
 procs = []
 

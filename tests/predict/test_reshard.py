@@ -19,8 +19,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 import harness as h
 
-SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
-         "--batch", "512", "--sparse-opt", "adagrad"]
+SMALL = h.SMALL + ["--sparse-opt", "adagrad"]
 r = h.Results()
 
 

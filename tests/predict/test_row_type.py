@@ -27,8 +27,7 @@ import lib_harness  # noqa: E402
 lib_harness.use_build_package()
 import ember  # noqa: E402
 
-SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
-         "--batch", "512", "--sparse-opt", "adagrad"]
+SMALL = h.SMALL + ["--sparse-opt", "adagrad"]
 DESCR = {"f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 r = h.Results()
 procs = []

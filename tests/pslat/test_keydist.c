@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_keydist.h"
 
 /* Pearson chi-square of n draws over K ranks against the exact pmf; returns the statistic
@@ -145,11 +147,9 @@ static void test_key_map_injective(void **st) {
   free(k);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_zipf_matches_pmf),  cmocka_unit_test(test_chi2_can_fail),
-      cmocka_unit_test(test_zipf_huge_key_space), cmocka_unit_test(test_uniform),
-      cmocka_unit_test(test_key_map_injective),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("keydist", NULL, NULL,
+  cmocka_unit_test(test_zipf_matches_pmf),
+  cmocka_unit_test(test_chi2_can_fail),
+  cmocka_unit_test(test_zipf_huge_key_space),
+  cmocka_unit_test(test_uniform),
+  cmocka_unit_test(test_key_map_injective))

@@ -75,6 +75,16 @@ void pt_tmpdir(const char *tag, char *out) {
   if (!mkdtemp(out)) out[0] = '\0';
 }
 
+void pt_tmpdir_s0(const char *tag, char *dir, char *d0) {
+  pt_tmpdir(tag, dir);
+  snprintf(d0, 600, "%s/s0", dir);
+}
+
+bool pt_start_s0(pt_server *s, const char *tag, char *dir, char *d0, int shards, int threads) {
+  pt_tmpdir_s0(tag, dir, d0);
+  return pt_start(s, 0, shards, d0, 0, threads);
+}
+
 void pt_rmrf(const char *dir) {
   if (!dir || strncmp(dir, "/tmp/ember-", 11) != 0) return;
   pid_t p = fork();

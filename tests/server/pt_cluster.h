@@ -27,6 +27,11 @@ void pt_client_options(ps_client_options *o, uint32_t timeout_ms);
 int pt_free_port(void);
 /* mkdtemp under /tmp; out must hold 512 bytes. */
 void pt_tmpdir(const char *tag, char *out);
+/* pt_tmpdir(tag, dir), and in d0 (600 bytes) the data dir of its first shard, dir/s0. */
+void pt_tmpdir_s0(const char *tag, char *dir, char *d0);
+/* pt_tmpdir_s0, then pt_start of shard 0 of `shards` on d0 (a free port, `threads` partition
+ * threads). */
+bool pt_start_s0(pt_server *s, const char *tag, char *dir, char *d0, int shards, int threads);
 void pt_rmrf(const char *dir);
 /* Starts ps-server ($EMBER_BIN/ps-server) and waits (<= 15 s) until it answers a ping.
  * port 0 picks one; dir is the data dir. Returns false on failure. */
@@ -69,6 +74,13 @@ typedef struct pt_group {
 struct CMUnitTest;
 /* Runs the tests as one cmocka group around g's cluster; the test program's exit status. */
 int pt_group_run(pt_group *g, const struct CMUnitTest *tests, size_t n);
+/* int main(void) running the cmocka tests given (cmocka_unit_test(...), ...) with pt_group_run
+ * around the group g (a pt_group variable): the main of a file whose tests share a cluster. */
+#define PT_GROUP_MAIN(g, ...)                                      \
+  int main(void) {                                                 \
+    const struct CMUnitTest tests[] = {__VA_ARGS__};               \
+    return pt_group_run(&(g), tests, sizeof tests / sizeof *tests); \
+  }
 /* A client of g's servers as rank; ends the test program if it cannot be created. */
 ps_client *pt_group_client(const pt_group *g, uint32_t rank);
 /* The in-process reference a test replays the servers' traffic on: a store in dir/name (one

@@ -26,6 +26,8 @@
 #include <zmq.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "ps_hash.h"
 #include "ps_wire.h"
@@ -284,11 +286,9 @@ static void test_far_prepare_abandoned(void **state) {
   teardown(&f);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_crash_between_phases),
-                                     cmocka_unit_test(test_prepare_not_acked),
-                                     cmocka_unit_test(test_committed_is_restored),
-                                     cmocka_unit_test(test_without_phase),
-                                     cmocka_unit_test(test_far_prepare_abandoned)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("ckpt_commit", NULL, NULL,
+  cmocka_unit_test(test_crash_between_phases),
+  cmocka_unit_test(test_prepare_not_acked),
+  cmocka_unit_test(test_committed_is_restored),
+  cmocka_unit_test(test_without_phase),
+  cmocka_unit_test(test_far_prepare_abandoned))

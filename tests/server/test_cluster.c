@@ -226,12 +226,8 @@ static void test_f16_wire(void **state) {
   ps_client_destroy(&c);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equal_to_store),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_stats),
-      cmocka_unit_test(test_f16_wire),
-  };
-  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
-}
+PT_GROUP_MAIN(g_cl,
+  cmocka_unit_test(test_equal_to_store),
+  cmocka_unit_test(test_refusals),
+  cmocka_unit_test(test_stats),
+  cmocka_unit_test(test_f16_wire))

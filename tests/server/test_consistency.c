@@ -237,11 +237,7 @@ static void test_sync_lost_rank(void **state) {
   ps_client_destroy(&b);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sync),
-      cmocka_unit_test(test_ssp),
-      cmocka_unit_test(test_sync_lost_rank),
-  };
-  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
-}
+PT_GROUP_MAIN(g_cl,
+  cmocka_unit_test(test_sync),
+  cmocka_unit_test(test_ssp),
+  cmocka_unit_test(test_sync_lost_rank))

@@ -31,6 +31,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "pt_cluster.h"
 
@@ -488,14 +490,13 @@ static void test_kv_flood(void **state) {
   teardown(&f);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_path_dotdot),     cmocka_unit_test(test_path_symlink),
-      cmocka_unit_test(test_path_absolute),   cmocka_unit_test(test_restore_rollback),
-      cmocka_unit_test(test_checkpoint_hijack), cmocka_unit_test(test_join_hijack),
-      cmocka_unit_test(test_declare_hijack),
-      cmocka_unit_test(test_kv_reserved),
-      cmocka_unit_test(test_kv_flood),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("control", NULL, NULL,
+  cmocka_unit_test(test_path_dotdot),
+  cmocka_unit_test(test_path_symlink),
+  cmocka_unit_test(test_path_absolute),
+  cmocka_unit_test(test_restore_rollback),
+  cmocka_unit_test(test_checkpoint_hijack),
+  cmocka_unit_test(test_join_hijack),
+  cmocka_unit_test(test_declare_hijack),
+  cmocka_unit_test(test_kv_reserved),
+  cmocka_unit_test(test_kv_flood))

@@ -168,12 +168,8 @@ static void test_rank_held_per_connection(void **state) {
   ps_client_destroy(&c);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_join),
-      cmocka_unit_test(test_kv),
-      cmocka_unit_test(test_barrier),
-      cmocka_unit_test(test_rank_held_per_connection),
-  };
-  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
-}
+PT_GROUP_MAIN(g_cl,
+  cmocka_unit_test(test_join),
+  cmocka_unit_test(test_kv),
+  cmocka_unit_test(test_barrier),
+  cmocka_unit_test(test_rank_held_per_connection))

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_coord_int.h"
 #include "ps_time.h"
 
@@ -328,12 +330,11 @@ static void test_rank_released(void **state) {
   srv_coord_destroy(&c);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_barrier_of_three), cmocka_unit_test(test_barrier_superseded),
-      cmocka_unit_test(test_kv),               cmocka_unit_test(test_timeouts_and_drain),
-      cmocka_unit_test(test_join),             cmocka_unit_test(test_rank_taken),
-      cmocka_unit_test(test_rank_released),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("coord_unit", NULL, NULL,
+  cmocka_unit_test(test_barrier_of_three),
+  cmocka_unit_test(test_barrier_superseded),
+  cmocka_unit_test(test_kv),
+  cmocka_unit_test(test_timeouts_and_drain),
+  cmocka_unit_test(test_join),
+  cmocka_unit_test(test_rank_taken),
+  cmocka_unit_test(test_rank_released))

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_dedup.h"
 #include "ps_hash.h"
 
@@ -72,7 +74,5 @@ static void test_dedup(void **state) {
   assert_null(d);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_dedup)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("dedup", NULL, NULL,
+  cmocka_unit_test(test_dedup))

@@ -31,6 +31,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "pt_cluster.h"
 
@@ -241,13 +243,9 @@ static void test_window(void **st) {
   pt_stop_clean(&s, dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_async),
-      cmocka_unit_test(test_sync),
-      cmocka_unit_test(test_copy_in_flight),
-      cmocka_unit_test(test_restarted_shard),
-      cmocka_unit_test(test_window),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("exactonce", NULL, NULL,
+  cmocka_unit_test(test_async),
+  cmocka_unit_test(test_sync),
+  cmocka_unit_test(test_copy_in_flight),
+  cmocka_unit_test(test_restarted_shard),
+  cmocka_unit_test(test_window))

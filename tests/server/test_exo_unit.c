@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_server_exactly_once_int.h"
 
 #define SEC 1000000000ull
@@ -199,11 +201,7 @@ static void test_against_model(void **st) {
   free(m);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_verdicts),
-      cmocka_unit_test(test_bounds),
-      cmocka_unit_test(test_against_model),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("exo_unit", NULL, NULL,
+  cmocka_unit_test(test_verdicts),
+  cmocka_unit_test(test_bounds),
+  cmocka_unit_test(test_against_model))

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "pt_cluster.h"
 
@@ -59,8 +61,7 @@ static json_int_t queue_field(ps_client *c, const char *key) {
 static void test_held_during_checkpoint(void **state) {
   (void)state;
   char dir[512], d[600];
-  pt_tmpdir("hold", dir);
-  snprintf(d, sizeof d, "%s/s0", dir);
+  pt_tmpdir_s0("hold", dir, d);
   pt_server s;
   const char *extra[] = {"--inject-delay-us", "1500000", NULL};
   assert_true(pt_start_args(&s, 0, 1, d, 0, 1, extra));
@@ -111,7 +112,5 @@ static void test_held_during_checkpoint(void **state) {
   pt_rmrf(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_held_during_checkpoint)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("hold", NULL, NULL,
+  cmocka_unit_test(test_held_during_checkpoint))

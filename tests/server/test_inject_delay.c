@@ -17,6 +17,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "ps_time.h"
 #include "pt_cluster.h"
@@ -30,8 +32,7 @@ static double since_s(uint64_t t0) { return (double)(ps_now_ns() - t0) / 1e9; }
 
 static void start(pt_server *s, char *dir, const char *tag, bool delay) {
   char d[600];
-  pt_tmpdir(tag, dir);
-  snprintf(d, sizeof d, "%s/s0", dir);
+  pt_tmpdir_s0(tag, dir, d);
   const char *extra[] = {"--inject-delay-us", "1000000", NULL};
   assert_true(pt_start_args(s, 0, 1, d, 0, 0, delay ? extra : NULL));
 }
@@ -130,10 +131,6 @@ static void test_concurrent(void **st) {
   pt_rmrf(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),
-      cmocka_unit_test(test_concurrent),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("inject_delay", NULL, NULL,
+  cmocka_unit_test(test_round_trip),
+  cmocka_unit_test(test_concurrent))

@@ -20,6 +20,8 @@
 #include <zmq.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ember.pb-c.h"
 #include "ps_client.h"
 #include "ps_hash.h"
@@ -173,10 +175,8 @@ static void one(void *sock, int kind) {
 static void test_malformed(void **state) {
   (void)state;
   char dir[512], d0[600];
-  pt_tmpdir("malformed", dir);
-  snprintf(d0, sizeof d0, "%s/s0", dir);
   pt_server s;
-  assert_true(pt_start(&s, 0, 2, d0, 0, 2));
+  assert_true(pt_start_s0(&s, "malformed", dir, d0, 2, 2));
   /* A real table 1 (async) and a sync table 2, declared by a well-behaved client. */
   const char *urls[1] = {s.url};
   ps_client *c = NULL;
@@ -337,7 +337,5 @@ static void test_malformed(void **state) {
   pt_rmrf(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_malformed)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("malformed", NULL, NULL,
+  cmocka_unit_test(test_malformed))

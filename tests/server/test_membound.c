@@ -568,14 +568,14 @@ static void test_declare(void **state) {
   printf("# idle server: RSS %ld MB\n", status_kb(g_cl.srv[0].pid, "VmRSS") / 1024);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_declare),     cmocka_unit_test(test_frames),
-      cmocka_unit_test(test_huge_pull),   cmocka_unit_test(test_big_pulls),
-      cmocka_unit_test(test_replies_in_flight), cmocka_unit_test(test_unread_small_replies),
-      cmocka_unit_test(test_sync_unfinished),
-      cmocka_unit_test(test_gone_frees),  cmocka_unit_test(test_legit_client_after),
-      cmocka_unit_test(test_shutdown_while_parked),
-  };
-  return pt_group_run(&g_cl, tests, sizeof tests / sizeof *tests);
-}
+PT_GROUP_MAIN(g_cl,
+  cmocka_unit_test(test_declare),
+  cmocka_unit_test(test_frames),
+  cmocka_unit_test(test_huge_pull),
+  cmocka_unit_test(test_big_pulls),
+  cmocka_unit_test(test_replies_in_flight),
+  cmocka_unit_test(test_unread_small_replies),
+  cmocka_unit_test(test_sync_unfinished),
+  cmocka_unit_test(test_gone_frees),
+  cmocka_unit_test(test_legit_client_after),
+  cmocka_unit_test(test_shutdown_while_parked))

@@ -25,6 +25,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "pt_cluster.h"
 
@@ -141,8 +143,6 @@ static void test_refresh_async_is_full(void **st) {
   pt_stop_clean(&s, dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_refresh_with_lost_requests),
-                                     cmocka_unit_test(test_refresh_async_is_full)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("refresh", NULL, NULL,
+  cmocka_unit_test(test_refresh_with_lost_requests),
+  cmocka_unit_test(test_refresh_async_is_full))

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include "ps_test_main.h"
 #include <zmq.h>
 
 #include "ember.pb-c.h"
@@ -167,7 +169,5 @@ static void test_every_outstanding_push_resent(void **st) {
   assert_int_equal(fo, 1);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_outstanding_push_resent)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("repl_resend", NULL, NULL,
+  cmocka_unit_test(test_every_outstanding_push_resent))

@@ -25,6 +25,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ps_test_main.h"
+
 #include "ps_client.h"
 #include "ps_hash.h"
 #include "pt_cluster.h"
@@ -49,8 +51,7 @@ static ps_client *connect_declare(const char **urls, size_t n, uint32_t table) {
 static void test_restart(void **state) {
   (void)state;
   char dir[512], d0[600], d1[600];
-  pt_tmpdir("restart", dir);
-  snprintf(d0, sizeof d0, "%s/s0", dir);
+  pt_tmpdir_s0("restart", dir, d0);
   snprintf(d1, sizeof d1, "%s/s1", dir);
   pt_server s[2];
   assert_true(pt_start(&s[0], 0, 2, d0, 0, 2));
@@ -185,8 +186,7 @@ static void file_edit(const char *path, const char *from, const char *to) {
 static void test_recovery_guards(void **state) {
   (void)state;
   char dir[512], d[600], logf[700], meta[700], ckmeta[700], ident[700];
-  pt_tmpdir("guards", dir);
-  snprintf(d, sizeof d, "%s/s0", dir);
+  pt_tmpdir_s0("guards", dir, d);
   snprintf(logf, sizeof logf, "%s.log", d);
   snprintf(meta, sizeof meta, "%s/ember-server.json", d);
   snprintf(ckmeta, sizeof ckmeta, "%s/ck/shard-0.json", d);
@@ -273,10 +273,8 @@ static void keys_grads(uint64_t *k, float *g, uint64_t first, uint64_t stride, f
 static void test_delta_recovery(void **state) {
   (void)state;
   char dir[512], d[600];
-  pt_tmpdir("delta", dir);
-  snprintf(d, sizeof d, "%s/s0", dir);
   pt_server s;
-  assert_true(pt_start(&s, 0, 1, d, 0, 2));
+  assert_true(pt_start_s0(&s, "delta", dir, d, 1, 2));
   const char *urls[1] = {s.url};
   ps_client *c = connect_declare(urls, 1, 3);
   uint64_t k[N];
@@ -342,10 +340,8 @@ static void test_relative_data_dir(void **state) {
   pt_rmrf(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_restart),
-                                     cmocka_unit_test(test_recovery_guards),
-                                     cmocka_unit_test(test_delta_recovery),
-                                     cmocka_unit_test(test_relative_data_dir)};
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+PS_TEST_MAIN("restart", NULL, NULL,
+  cmocka_unit_test(test_restart),
+  cmocka_unit_test(test_recovery_guards),
+  cmocka_unit_test(test_delta_recovery),
+  cmocka_unit_test(test_relative_data_dir))

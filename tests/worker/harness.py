@@ -10,6 +10,9 @@ import tempfile
 BIN = os.environ.get("EMBER_BIN", "build/bin")
 SRC = os.environ.get("EMBER_SRC", ".")
 LOCAL = os.path.join(SRC, "deploy", "ember-local")
+# The small model that the checkpoint tools' tests (tests/predict) train: seconds per run.
+SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
+         "--batch", "512"]
 
 
 def run(cmd, timeout, **kw):
@@ -37,6 +40,16 @@ def datagen(dirname, rows, test_rows, seed=1, flags=(), timeout=120):
     assert rc == 0, out
     return train, test, json.load(open(planted))
 
+
+def multihot_schema(path):
+    """Writes the schema of a CSV "y,u,tags,more" with a header: a label, one categorical id
+    and two multi-hot bags separated by '|', tags pooled by mean and more by sum."""
+    json.dump({"format": "csv", "header": True, "columns": [
+        {"name": "y", "type": "label"}, {"name": "u", "type": "categorical"},
+        {"name": "tags", "type": "categorical", "separator": "|", "pooling": "mean"},
+        {"name": "more", "type": "categorical", "separator": "|", "pooling": "sum"}]},
+        open(path, "w"))
+    return path
 
 def train(servers, workers, args, timeout=600, data_dir=None):
     """ember-local with N servers and W workers; returns (summary dict, output)."""
@@ -74,6 +87,15 @@ class Results:
         else:
             self.failed += 1
             print(f"FAIL {name} {detail}")
+
+    def refused(self, name, cmd, rc_want, text, env=None):
+        """Checks that cmd exits rc_want with exactly one line of its own on stderr (the line
+        that starts with the program's name), and that line holds text."""
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+        prog = os.path.basename(cmd[0]) + ":"
+        lines = [l for l in p.stderr.splitlines() if l.startswith(prog)]
+        self.check(name, p.returncode == rc_want and len(lines) == 1 and text in lines[0],
+                   f"rc {p.returncode} stderr {p.stderr.strip()[-400:]!r}")
 
     def finish(self):
         print(f"{self.passed} passed, {self.failed} failed")

@@ -26,9 +26,8 @@ int main(int argc, char **argv) {
   ps_cli cli = {"ps-convert", "Convert text data (Criteo TSV or as --schema says) to Ember's binary format.", NULL, opts,
                 sizeof opts / sizeof opts[0]};
   int first;
-  int rc = ps_cli_run(&cli, argc, argv, &first);
+  int rc = ps_cli_run_logged(&cli, argc, argv, &first, &level);
   if (rc >= 0) return rc;
-  if (ps_log_apply_level("ps-convert", level) != 0) return 2;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
   if (strcmp(bad, "skip") == 0) o.bad_lines = PS_BAD_LINES_SKIP;

@@ -105,6 +105,14 @@ static ps_status criteo(ps_schema **out, ps_error *err) {
   return st;
 }
 
+/* Whether v is the string a or b; *second: it is b. */
+static bool two_choices(json_t *v, const char *a, const char *b, int *second) {
+  const char *s = json_string_value(v);
+  if (!s || (strcmp(s, a) && strcmp(s, b))) return false;
+  *second = !strcmp(s, b);
+  return true;
+}
+
 /* One column object into c (i: 0-based column number). */
 static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_column *c,
                               const char *origin, ps_error *err) {
@@ -117,6 +125,9 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
                         i + 1);
   if (!(c->name = strdup(name))) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
 #define COL_ERR(...) ps_error_set(err, PS_ERR_INVALID, "%s: column %d '%s': " __VA_ARGS__)
+#define CHOICE_ERR(a, b)                                                                   \
+  COL_ERR("\"%s\": want %s or %s, got %s", origin, i + 1, name, key, a, b,                   \
+          json_string_value(v) ? json_string_value(v) : "a non-string")
   const char *type = json_string_value(jt);
   static const char *const types[] = {"skip", "label", "dense", "categorical"};
   int t = -1;
@@ -131,18 +142,13 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
   json_t *v;
   json_object_foreach(o, key, v) {
     if (!strcmp(key, "name") || !strcmp(key, "type")) continue;
+    int second; /* of a key with two choices: the value is the second one */
     if (!strcmp(key, "transform") && c->type == PS_COL_DENSE) {
-      const char *tr = json_string_value(v);
-      if (!tr || (strcmp(tr, "log1p") && strcmp(tr, "none")))
-        return COL_ERR("\"transform\": want log1p or none, got %s", origin, i + 1, name,
-                       tr ? tr : "a non-string");
-      c->log1p = !strcmp(tr, "log1p");
+      if (!two_choices(v, "log1p", "none", &second)) return CHOICE_ERR("log1p", "none");
+      c->log1p = !second;
     } else if (!strcmp(key, "missing") && c->type == PS_COL_DENSE) {
-      const char *m = json_string_value(v);
-      if (!m || (strcmp(m, "zero") && strcmp(m, "indicator")))
-        return COL_ERR("\"missing\": want zero or indicator, got %s", origin, i + 1, name,
-                       m ? m : "a non-string");
-      c->missing_ind = !strcmp(m, "indicator");
+      if (!two_choices(v, "zero", "indicator", &second)) return CHOICE_ERR("zero", "indicator");
+      c->missing_ind = second;
     } else if (!strcmp(key, "separator") && c->type == PS_COL_CAT) {
       const char *sep = json_string_value(v);
       char delim = fmt == PS_SCHEMA_CSV ? ',' : '\t';
@@ -152,11 +158,8 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
                        "'\"' and newlines", origin, i + 1, name);
       c->separator = sep[0];
     } else if (!strcmp(key, "pooling") && c->type == PS_COL_CAT) {
-      const char *p = json_string_value(v);
-      if (!p || (strcmp(p, "sum") && strcmp(p, "mean")))
-        return COL_ERR("\"pooling\": want sum or mean, got %s", origin, i + 1, name,
-                       p ? p : "a non-string");
-      c->pooling = !strcmp(p, "mean") ? PS_SCHEMA_POOL_MEAN : PS_SCHEMA_POOL_SUM;
+      if (!two_choices(v, "sum", "mean", &second)) return CHOICE_ERR("sum", "mean");
+      c->pooling = second ? PS_SCHEMA_POOL_MEAN : PS_SCHEMA_POOL_SUM;
     } else if (!strcmp(key, "hash_buckets") && c->type == PS_COL_CAT) {
       if (!json_is_integer(v) || json_integer_value(v) < 1)
         return COL_ERR("\"hash_buckets\": want a positive integer", origin, i + 1, name);
@@ -169,6 +172,7 @@ static ps_status parse_column(json_t *o, int i, ps_schema_format fmt, ps_schema_
     return COL_ERR("\"pooling\" needs a \"separator\" (a one-value column has nothing to pool)",
                    origin, i + 1, name);
 #undef COL_ERR
+#undef CHOICE_ERR
   return PS_OK;
 }
 
