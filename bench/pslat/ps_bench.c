@@ -121,7 +121,6 @@ static int run_score(const ps_bench_cfg *c, const double *rates, int nrates, ps_
     if (i == 0) ps_bench_print_header(stdout);
     ps_bench_print_row(stdout, &res[i]);
     ps_bench_print_breakdown(c, &res[i], 0);
-    if (res[i].first_error[0]) printf("  first error: %s\n", res[i].first_error);
     fflush(stdout);
   }
   for (int i = 0; sc && i < c->threads; i++) ps_bench_scorer_destroy(&sc[i]);

@@ -39,7 +39,8 @@ json_t *ps_bench_win_json(const ps_hist *h, double mean_us) {
 
 const char *const ps_bench_op_name[PS_BENCH_OPS] = {"pull", "push"};
 
-/* The ops a workload sends: pull, push, or both for --op mixed. */
+/* The ops a workload sends: pull, push, or both for --op mixed (--op score's requests are
+ * counted as op 0, named "score"). */
 static bool op_runs(const ps_bench_cfg *c, int o) {
   return c->op == PS_BENCH_OP_MIXED || (c->op == PS_BENCH_OP_PUSH) == (o == 1);
 }
@@ -61,7 +62,7 @@ json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
     const ps_bench_op_figs *f = &r->op[o];
     double kps = r->elapsed_s > 0 ? (double)f->keys / r->elapsed_s : 0.0;
     double rps = r->elapsed_s > 0 ? (double)f->rows / r->elapsed_s : 0.0;
-    json_object_set_new(by, ps_bench_op_name[o],
+    json_object_set_new(by, c->op == PS_BENCH_OP_SCORE ? "score" : ps_bench_op_name[o],
                         json_pack("{s:I, s:I, s:I, s:f, s:f, s:o}", "requests",
                                   (json_int_t)f->requests, "errors", (json_int_t)f->errors,
                                   "timeouts", (json_int_t)f->timeouts, "keys_per_s", kps,
