@@ -64,10 +64,30 @@ const char *ps_curve_keyset_find(const ps_curve_keyset *ks, const uint8_t *key, 
 /* ---------------------------------------------------------------- sockets */
 
 /* Makes sock a CURVE server with secret key sec (before bind). Clients are then held to the
- * ZAP handler of the socket's context (server/ps_server_auth.c). */
+ * ZAP handler of the socket's context (ps_curve_auth_start below). */
 ps_status ps_curve_setup_server(void *sock, const char *sec, ps_error *err);
 /* Makes sock a CURVE client with its secret key sec and the server's public key srv (before
  * connect); its own public key is derived from sec. */
 ps_status ps_curve_setup_client(void *sock, const char *sec, const char *srv, ps_error *err);
+
+/* ---------------------------------------------------------------- the ZAP handler */
+
+/* The ZAP handler of a CURVE server (ps_curve_auth.c): a thread answering libzmq's
+ * authentication requests of one context with a clients directory's verdict. Shared by
+ * ps-server and ps-serve. */
+typedef struct ps_curve_auth ps_curve_auth;
+
+/* Binds the ZAP endpoint of ctx (inproc://zeromq.zap.01) and starts the thread that answers
+ * it: a CURVE client whose public key is in keys is accepted, every other one refused. Call
+ * before any CURVE socket of ctx binds (a CURVE socket without a ZAP handler accepts every
+ * key); keys must outlive the handler. */
+ps_status ps_curve_auth_start(void *ctx, const ps_curve_keyset *keys, ps_curve_auth **out,
+                              ps_error *err);
+/* Also accepts the client key pub (Z85): a replicated shard's own server key, which its
+ * replicas use to reach each other. Callable while the handler runs. */
+void ps_curve_auth_allow_peer(ps_curve_auth *a, const char *pub);
+/* Stops and joins the thread and closes its socket. Call after the CURVE sockets are closed
+ * (until then a handshake would find no handler) and before zmq_ctx_term. */
+void ps_curve_auth_stop(ps_curve_auth **a);
 
 #endif

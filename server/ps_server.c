@@ -23,7 +23,7 @@
 
 #include "ps_fs.h"
 #include "ps_log.h"
-#include "ps_server_auth_int.h"
+#include "ps_curve.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_repl_int.h"
@@ -129,7 +129,7 @@ static ps_status monitor_start(ps_server *s, ps_error *err) {
   return PS_OK;
 }
 
-/* CURVE on the ROUTER, its ZAP handler first (ps_server_auth.c); without a key, one WARN. */
+/* CURVE on the ROUTER, its ZAP handler first (common/ps_curve_auth.c); without a key, one WARN. */
 static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *err) {
   if (!o->curve_secret) {
     PS_WARN("unauthenticated: no --curve-secret/--curve-clients, so anyone who can reach %s "
@@ -139,7 +139,7 @@ static ps_status auth_setup(ps_server *s, const ps_server_options *o, ps_error *
   }
   if (!o->curve_clients)
     return ps_error_set(err, PS_ERR_INVALID, "a CURVE secret key without client keys");
-  ps_status st = srv_auth_start(s->ctx, o->curve_clients, &s->auth, err);
+  ps_status st = ps_curve_auth_start(s->ctx, o->curve_clients, &s->auth, err);
   if (st == PS_OK) st = ps_curve_setup_server(s->router, o->curve_secret, err);
   /* A peer without a key may fill a handshake command up to R: it holds it this long at most
    * (libzmq's default is 30 s), and only SRV_HS_HEAVY such at once (srv_mem_hs_check). */
@@ -469,7 +469,7 @@ void ps_server_destroy(ps_server **sp) {
     zmq_close(s->router);
     s->router = NULL;
   }
-  srv_auth_stop(&s->auth);
+  ps_curve_auth_stop(&s->auth);
   srv_repl_stop(s);
   srv_parts_stop(s);
   srv_follow_stop(s); /* closes every version, s->store too */

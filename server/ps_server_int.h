@@ -314,7 +314,7 @@ struct ps_server {
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
-  struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
+  struct ps_curve_auth *auth; /* the ZAP handler of a CURVE server (ps_curve.h), or NULL */
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
   struct ps_export_rows *export_rows; /* --serve EXPORT: this shard's rows as exported, or NULL */
   char export_tmp[4200];               /* --serve EXPORT: the private store's directory */

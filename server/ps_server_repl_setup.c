@@ -19,7 +19,7 @@
 
 #include "ps_cli.h"
 #include "ps_log.h"
-#include "ps_server_auth_int.h"
+#include "ps_curve.h"
 #include "ps_server_repl_int.h"
 #include "ps_time.h"
 
@@ -38,7 +38,7 @@ void srv_repl_open_peer(ps_server *s, repl_peer *p) {
   zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
   zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
   /* With CURVE every replica of the shard holds its server key pair: a peer is reached with it
-   * (its ZAP handler accepts that key, ps_server_auth.c). Without keys each refused the other
+   * (its ZAP handler accepts that key, ps_curve_auth.c). Without keys each refused the other
    * and the primary ran unreplicated. */
   ps_error err;
   if ((s->repl->curve_pub[0] &&
@@ -82,7 +82,7 @@ ps_status srv_repl_start(ps_server *s, const char *listen, ps_error *err) {
       free(items[0]);
       return st;
     }
-    srv_auth_allow_peer(s->auth, x->curve_pub);
+    ps_curve_auth_allow_peer(s->auth, x->curve_pub);
   }
   for (uint32_t i = 0; i < x->n && st == PS_OK; i++) {
     repl_peer *p = &x->peer[i];

@@ -1,5 +1,6 @@
 /* ps-serve: an online scorer -- a trained model (a checkpoint or an export, rows from its
- * snapshots or from ps-server --serve shards, as ps-predict) answering POST /v1/score over HTTP.
+ * snapshots or from ps-server --serve shards, as ps-predict) answering POST /v1/score over HTTP
+ * and the same requests over ZeroMQ (--listen, ps_serve_zmq.c; both through serve_score).
  *
  * Design decisions:
  * - Scoring is ps-predict's (ps_score.h): a request's lines are parsed by the schema's own
@@ -26,7 +27,9 @@
  *   served), a request deadline (--request-timeout-s: one that trickles bytes is cut too,
  *   see cut_late) and a body limit (--max-body-kb: 413, refused from Content-Length before the body
  *   is read). GET /metrics and /healthz are served by the same daemon.
- * - It binds 127.0.0.1 unless --http names another address, as the servers do. */
+ * - It binds 127.0.0.1 unless --http names another address, as the servers do; --listen
+ *   binds loopback only unless --allow-remote (ps_serve_zmq.c).
+ * - /metrics counts both transports apart (the label transport="http" or "zmq"). */
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -43,41 +46,11 @@
 #include "ps_ckpt_layout.h"
 #include "ps_cli.h"
 #include "ps_log.h"
-#include "ps_metrics.h"
 #include "ps_score.h"
+#include "ps_serve_int.h"
 #include "ps_time.h"
 
 #define PROG "ps-serve"
-
-typedef struct version {
-  ps_predictor p;
-  uint64_t step;
-  int refs;            /* under serve.vmu: the server's own and one per request */
-} version;
-
-typedef struct serve_opts {
-  const char *ckpt, *export, *servers, *schema, *device, *http, *precision;
-  ps_kern_prec prec;
-  int threads, compute_threads, batch, max_body_kb, timeout_s, request_timeout_s, max_conn, poll_ms;
-  bool follow;
-} serve_opts;
-
-typedef struct serve {
-  serve_opts o;
-  pthread_mutex_t vmu;
-  version *cur;
-  /* Every use of the compute backend: scoring, a model's creation and its destruction. The
-   * CPU backend's OpenBLAS keeps global state (its thread count, set at each creation, and
-   * buffers) that two models must not use at once: measured, a request scored while a new
-   * version was being created got scores one float rounding off, 1 in ~4,000. */
-  pthread_mutex_t compute;
-  ps_metrics *m;
-  ps_series *lat, *rows, *step_g, *swaps;
-  ps_metric *reqs;
-  struct MHD_Daemon *d;
-  pthread_mutex_t cmu; /* the connections, for the request deadline */
-  struct conn_slot *conns;
-} serve;
 
 /* A connection, from its accept: when it began waiting for a request (its accept, or its last
  * reply when kept alive) and whether that request is still incomplete. */
@@ -291,12 +264,36 @@ static int score_lines(version *v, const char *body, size_t len, bool json, FILE
   return code;
 }
 
+int serve_score(serve *s, const char *body, size_t len, bool json, char **text, size_t *tlen,
+                char *msg, size_t msglen) {
+  char *lines = NULL;
+  size_t llen = 0, nrows = 0;
+  int code = 200;
+  *text = NULL, *tlen = 0;
+  version *v = version_get(s); /* one version from the rows' parsing to the reply */
+  if (json) code = json_lines(ps_predictor_schema(&v->p), body, len, &lines, &llen, msg, msglen);
+  FILE *out = code == 200 ? open_memstream(text, tlen) : NULL;
+  if (code == 200 && !out) code = 500, snprintf(msg, msglen, "out of memory");
+  if (code == 200) {
+    pthread_mutex_lock(&s->compute);
+    code = json ? score_lines(v, lines, llen, true, out, &nrows, msg, msglen)
+                : score_lines(v, body, len, false, out, &nrows, msg, msglen);
+    pthread_mutex_unlock(&s->compute);
+  }
+  version_put(s, v);
+  if (out && fclose(out) != 0 && code == 200) code = 500, snprintf(msg, msglen, "out of memory");
+  free(lines);
+  if (code != 200) free(*text), *text = NULL, *tlen = 0;
+  else ps_counter_add(s->rows, nrows);
+  return code;
+}
+
 /* ---- HTTP ---- */
 
-static void count(serve *s, int code) {
+void serve_count(serve *s, int t, int code) {
   char c[8];
   snprintf(c, sizeof c, "%d", code);
-  const char *lv[] = {c};
+  const char *lv[] = {t == SERVE_ZMQ ? "zmq" : "http", c};
   ps_series *se;
   if (ps_metric_series(s->reqs, lv, &se) == PS_OK) ps_counter_inc(se);
 }
@@ -311,7 +308,7 @@ static enum MHD_Result reply(serve *s, struct MHD_Connection *conn, unsigned cod
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
   enum MHD_Result ret = MHD_queue_response(conn, code, r);
   MHD_destroy_response(r);
-  count(s, (int)code);
+  serve_count(s, SERVE_HTTP, (int)code);
   return ret;
 }
 
@@ -428,31 +425,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   bool json = ct && strncmp(ct, "application/json", 16) == 0;
   if (ct && !json && strncmp(ct, "text/plain", 10) != 0)
     return reply_error(s, conn, 415, "Content-Type: give text/plain (lines) or application/json ({\"rows\": [...]})");
-  char msg[1024] = "", *text = NULL, *lines = NULL;
-  size_t tlen = 0, llen = 0, nrows = 0;
-  int code = 200;
-  version *v = version_get(s); /* one version from the rows' parsing to the reply */
-  if (json) code = json_lines(ps_predictor_schema(&v->p), r->buf, r->len, &lines, &llen, msg, sizeof msg);
-  FILE *out = code == 200 ? open_memstream(&text, &tlen) : NULL;
-  if (code == 200 && !out) code = 500, snprintf(msg, sizeof msg, "out of memory");
-  if (code == 200) {
-    pthread_mutex_lock(&s->compute);
-    code = json ? score_lines(v, lines, llen, true, out, &nrows, msg, sizeof msg)
-                : score_lines(v, r->buf ? r->buf : "", r->len, false, out, &nrows, msg, sizeof msg);
-    pthread_mutex_unlock(&s->compute);
-  }
-  version_put(s, v);
-  if (out && fclose(out) != 0 && code == 200) code = 500, snprintf(msg, sizeof msg, "out of memory");
-  free(lines);
+  char msg[1024] = "", *text = NULL;
+  size_t tlen = 0;
+  int code = serve_score(s, r->buf ? r->buf : "", r->len, json, &text, &tlen, msg, sizeof msg);
   enum MHD_Result ret;
-  if (code == 200) {
-    ps_counter_add(s->rows, nrows);
-    ret = reply(s, conn, 200, "application/json", text, tlen, MHD_RESPMEM_MUST_FREE);
-  } else {
-    free(text);
-    ret = reply_error(s, conn, (unsigned)code, msg);
-  }
-  ps_hist_series_observe_ns(s->lat, ps_now_ns() - r->t0);
+  if (code == 200) ret = reply(s, conn, 200, "application/json", text, tlen, MHD_RESPMEM_MUST_FREE);
+  else ret = reply_error(s, conn, (unsigned)code, msg);
+  ps_hist_series_observe_ns(s->lat[SERVE_HTTP], ps_now_ns() - r->t0);
   return ret;
 too_big:;
   char m[96];
@@ -531,16 +510,20 @@ static int start_http(serve *s) {
 
 static int make_metrics(serve *s) {
   ps_metric *lat, *rows, *step, *swaps;
-  const char *code[] = {"code"};
+  const char *code[] = {"transport", "code"}, *tl[] = {"transport"};
   if (ps_metrics_create(&s->m) != PS_OK ||
-      ps_metrics_histogram(s->m, "ember_serve_request_seconds", "POST /v1/score latency, from its headers to its reply",
-                           NULL, 0, ps_metrics_fine_edges_ns, ps_metrics_fine_nedges, &lat) != PS_OK ||
-      ps_metrics_counter(s->m, "ember_serve_requests_total", "HTTP requests answered, by status code", code, 1, &s->reqs) != PS_OK ||
+      ps_metrics_histogram(s->m, "ember_serve_request_seconds", "score request latency by transport: "
+                           "HTTP from its headers to its reply, ZeroMQ from its receipt to its reply",
+                           tl, 1, ps_metrics_fine_edges_ns, ps_metrics_fine_nedges, &lat) != PS_OK ||
+      ps_metrics_counter(s->m, "ember_serve_requests_total", "requests answered, by transport (http, zmq) and status code", code, 2, &s->reqs) != PS_OK ||
       ps_metrics_counter(s->m, "ember_serve_rows_total", "candidate rows scored", NULL, 0, &rows) != PS_OK ||
       ps_metrics_counter(s->m, "ember_serve_swaps_total", "models swapped in by --follow", NULL, 0, &swaps) != PS_OK ||
       ps_metrics_gauge(s->m, "ember_serve_step", "the checkpoint step being served", NULL, 0, &step) != PS_OK)
     return fail(1, "creating the metrics failed");
-  s->lat = ps_metric_single(lat), s->rows = ps_metric_single(rows);
+  const char *http[] = {"http"}, *zmq[] = {"zmq"};
+  if (ps_metric_series(lat, http, &s->lat[SERVE_HTTP]) != PS_OK || ps_metric_series(lat, zmq, &s->lat[SERVE_ZMQ]) != PS_OK)
+    return fail(1, "creating the metrics failed");
+  s->rows = ps_metric_single(rows);
   s->step_g = ps_metric_single(step), s->swaps = ps_metric_single(swaps);
   return 0;
 }
@@ -583,11 +566,15 @@ int main(int argc, char **argv) {
       {"export", 0, PS_CLI_STRING, &o->export, "DIR", "score from a ps-export directory instead (float32 or int8 rows)", false, 0, 0},
       {"servers", 0, PS_CLI_STRING, &o->servers, "URL,...", "look rows up on ps-server --serve servers (one per shard, in order) instead of the snapshots", false, 0, 0},
       {"schema", 0, PS_CLI_STRING, &o->schema, "criteo|FILE", "what a line means (default: the checkpoint's; must have its signature)", false, 0, 0},
-      {"http", 0, PS_CLI_STRING, &o->http, "HOST:PORT", "answer POST /v1/score, GET /metrics and /healthz here (default 127.0.0.1:8080; port 0: any free one, printed)", false, 0, 0},
-      {"threads", 0, PS_CLI_INT, &o->threads, "N", "HTTP threads (default 4)", false, 1, 256},
+      {"http", 0, PS_CLI_STRING, &o->http, "HOST:PORT", "answer POST /v1/score, GET /metrics and /healthz here (default 127.0.0.1:8080; port 0: any free one, printed; off: no HTTP, with --listen)", false, 0, 0},
+      {"listen", 'l', PS_CLI_STRING, &o->listen, "URL", "also answer scoring requests over ZeroMQ here, tcp://HOST:PORT (port 0: any free one, printed) or ipc://PATH (docs/PROTOCOL.md, \"ps-serve over ZeroMQ\"); loopback only unless --allow-remote", false, 0, 0},
+      {"curve-secret", 0, PS_CLI_STRING, &o->curve_secret, "FILE", "CURVE on --listen: this server's secret key (ps-keygen); with --curve-clients", false, 0, 0},
+      {"curve-clients", 0, PS_CLI_STRING, &o->curve_clients, "DIR", "CURVE on --listen: serve only the clients whose NAME.public is in DIR (default: anyone on loopback, unencrypted)", false, 0, 0},
+      {"allow-remote", 0, PS_CLI_FLAG, &o->allow_remote, NULL, "let --listen bind an address other than loopback (give --curve-secret/--curve-clients there too)", false, 0, 0},
+      {"threads", 0, PS_CLI_INT, &o->threads, "N", "HTTP threads, and as many ZeroMQ request threads with --listen (default 4)", false, 1, 256},
       {"compute-threads", 0, PS_CLI_INT, &o->compute_threads, "T", "compute threads of the model (default 1; 0: all cores)", false, 0, 1024},
       {"batch", 0, PS_CLI_INT, &o->batch, "N", "rows scored together (a longer request is scored in pieces)", false, 1, 1 << 20},
-      {"max-body-kb", 0, PS_CLI_INT, &o->max_body_kb, "KB", "a larger request body is refused with 413 (default 1024)", false, 1, 1 << 20},
+      {"max-body-kb", 0, PS_CLI_INT, &o->max_body_kb, "KB", "a larger request body is refused with 413, over HTTP and ZeroMQ (default 1024)", false, 1, 1 << 20},
       {"timeout-s", 0, PS_CLI_INT, &o->timeout_s, "S", "a connection idle this long is closed (a stalled client; default 5)", false, 1, 3600},
       {"request-timeout-s", 0, PS_CLI_INT, &o->request_timeout_s, "S", "a request not complete (headers and body) this long after its connection's accept or last reply is cut (a client trickling bytes; default 10)", false, 1, 3600},
       {"max-connections", 0, PS_CLI_INT, &o->max_conn, "N", "connections at once (default 256)", false, 1, 65536},
@@ -597,7 +584,7 @@ int main(int argc, char **argv) {
       {"precision", 0, PS_CLI_STRING, &o->precision, "fp32|bf16", "the MLPs' GEMMs in FP32, or with bf16 inputs and FP32 accumulation (FP32, with a warning, where the device has no bf16)", false, 0, 0},
       PS_CLI_LOG_LEVEL_OPT(&level),
   };
-  ps_cli cli = {PROG, "Serve scores of a trained model over HTTP (POST /v1/score), following new checkpoints.",
+  ps_cli cli = {PROG, "Serve scores of a trained model over HTTP (POST /v1/score) and ZeroMQ (--listen), following new checkpoints.",
                 NULL, opts, sizeof opts / sizeof opts[0]};
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
@@ -606,6 +593,9 @@ int main(int argc, char **argv) {
     return fail(2, "--precision: '%s' is not fp32 or bf16", o->precision);
   if (!o->ckpt == !o->export) return fail(2, "give one of --checkpoint DIR and --export DIR");
   if (o->follow && !o->ckpt) return fail(2, "--follow watches a --checkpoint DIR's latest: give --checkpoint");
+  bool http = strcmp(o->http, "off") != 0;
+  if (!http && !o->listen) return fail(2, "--http off leaves no way in: give --listen URL");
+  if ((rc = serve_zmq_check(&s)) != 0) return serve_zmq_stop(&s), rc;
   char seen[256] = "", failed[256] = "", dir[4096];
   snprintf(dir, sizeof dir, "%s", o->ckpt ? o->ckpt : o->export);
   ps_error err;
@@ -624,18 +614,19 @@ int main(int argc, char **argv) {
   if ((rc = make_metrics(&s)) != 0) return rc;
   version_swap(&s, v);
   PS_INFO("model of step %" PRIu64 " from %s%s", v->step, ps_predictor_dir(&v->p), o->servers ? " (rows from --servers)" : "");
-  if ((rc = start_http(&s)) == 0) {
+  if ((!http || (rc = start_http(&s)) == 0) && (rc = serve_zmq_start(&s)) == 0) {
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     while (!g_stop) {
       struct timespec ts = {o->poll_ms / 1000, (long)(o->poll_ms % 1000) * 1000000L};
       nanosleep(&ts, NULL);
-      cut_late(&s);
+      if (s.d) cut_late(&s);
       if (o->follow && !g_stop) follow_look(&s, seen, failed);
     }
-    MHD_stop_daemon(s.d);
   }
+  serve_zmq_stop(&s);
+  if (s.d) MHD_stop_daemon(s.d);
   version_put(&s, s.cur);
   ps_metrics_destroy(&s.m);
   return rc;

@@ -72,7 +72,7 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
   for (int i = 0; i < nrates && rc == 0; i++) {
     ps_bench_result_init(&res[i], nsrv);
     ps_bench_stats_snap(c, statcl, before, nsrv, true);
-    ps_status st = ps_bench_run_point(c, clients, statcl, rates[i], &res[i]);
+    ps_status st = ps_bench_run_point(c, clients, statcl, NULL, rates[i], &res[i]);
     *nres = i + 1;
     ps_bench_stats_snap(c, statcl, after, nsrv, true);
     ps_bench_server_window(c, &res[i], before, after, nsrv);
@@ -94,6 +94,40 @@ static int run(const ps_bench_cfg *c, ps_client **clients, const double *rates, 
   return rc;
 }
 
+/* --op score: one ps-serve client per thread (HTTP: as many connections as its share of the
+ * in-flight window), each point run without STATS (ps-serve has none; its /metrics has the
+ * server's side). Returns main's exit code. */
+static int run_score(const ps_bench_cfg *c, const double *rates, int nrates, ps_bench_result *res,
+                     int *nres) {
+  ps_bench_scorer **sc = calloc((size_t)c->threads, sizeof *sc);
+  int rc = sc ? 0 : 1;
+  for (int i = 0; i < c->threads && rc == 0; i++) {
+    int cap = c->inflight / c->threads + (i < c->inflight % c->threads ? 1 : 0);
+    if (ps_bench_scorer_create(c, cap < 1 ? 1 : cap, &sc[i]) != 0) rc = 2;
+  }
+  if (rc == 0)
+    printf("ps-bench: score, %" PRId64 " candidate(s) a request from %zu lines of %s, %s, %d "
+           "thread(s), %s%s\n", c->candidates, c->score_n, c->score_lines, c->url, c->threads,
+           c->closed ? "closed loop" : "open loop", c->closed ? "" : (c->poisson ? " (poisson)" : " (constant)"));
+  for (int i = 0; i < nrates && rc == 0; i++) {
+    ps_bench_result_init(&res[i], 0);
+    ps_status st = ps_bench_run_point(c, NULL, NULL, sc, rates[i], &res[i]);
+    *nres = i + 1;
+    if (st != PS_OK) {
+      fprintf(stderr, "ps-bench: run failed: %s\n", ps_status_str(st));
+      rc = 1;
+      break;
+    }
+    if (i == 0) ps_bench_print_header(stdout);
+    ps_bench_print_row(stdout, &res[i]);
+    ps_bench_print_breakdown(c, &res[i], 0);
+    fflush(stdout);
+  }
+  for (int i = 0; sc && i < c->threads; i++) ps_bench_scorer_destroy(&sc[i]);
+  free(sc);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   /* A server that goes away must end in a message, never a silent SIGPIPE. */
   signal(SIGPIPE, SIG_IGN);
@@ -110,10 +144,21 @@ int main(int argc, char **argv) {
   /* Sleeps of tens of microseconds must be that long, not the default 50 us slack more. */
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
-  ps_client **clients = calloc((size_t)c.threads + 1, sizeof *clients);
-  if (!clients) return 1;
   ps_bench_result res[PS_BENCH_MAX_SWEEP];
   int nres = 0;
+  if (c.op == PS_BENCH_OP_SCORE) {
+    rc = run_score(&c, rates, nrates, res, &nres);
+    if (rc == 0 && (nrates > 1 || c.sweep_s)) ps_bench_print_sweep(&c, res, nres);
+    for (int i = 0; i < nres; i++)
+      if (res[i].errors || res[i].timeouts) rc = rc ? rc : 3;
+    rc = ps_bench_write_outputs(&c, res, nres, rc);
+    for (int i = 0; i < nres; i++) ps_bench_result_free(&res[i]);
+    free(c.score_buf);
+    free(c.score_off);
+    return rc;
+  }
+  ps_client **clients = calloc((size_t)c.threads + 1, sizeof *clients);
+  if (!clients) return 1;
   rc = build(&c, clients);
   if (rc == 0) {
     printf("ps-bench: %s, %" PRId64 " keys x dim %" PRId64 ", %s over %" PRId64

@@ -37,12 +37,22 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
                        .connections = 0,
                        .inflight = 0,
                        .timeout_ms = 10000,
+                       .candidates = 64,
                        .pool_n = 1 << 22};
   bool unique = false;
   ps_cli_opt opts[] = {
-      {"servers", 's', PS_CLI_STRING, &c->servers, "URL,...", "ps-server endpoints, shard order",
-       true, 0, 0},
-      {"op", 0, PS_CLI_STRING, &c->op_s, "OP", "pull|push|mixed", false, 0, 0},
+      {"servers", 's', PS_CLI_STRING, &c->servers, "URL,...",
+       "ps-server endpoints, shard order (required but for --op score)", false, 0, 0},
+      {"op", 0, PS_CLI_STRING, &c->op_s, "OP",
+       "pull|push|mixed, or score: ps-serve's scoring requests (--url, --score-lines)", false, 0, 0},
+      {"url", 0, PS_CLI_STRING, &c->url, "URL",
+       "--op score: ps-serve's http://HOST:PORT (--http) or tcp://HOST:PORT | ipc://PATH (--listen)",
+       false, 0, 0},
+      {"score-lines", 0, PS_CLI_STRING, &c->score_lines, "FILE",
+       "--op score: the candidate rows, lines of the model's schema (a request takes the next "
+       "--candidates from a random line on)", false, 0, 0},
+      {"candidates", 0, PS_CLI_I64, &c->candidates, "N",
+       "--op score: rows per request (default 64)", false, 1, 1 << 20},
       {"mix", 0, PS_CLI_DOUBLE, &c->mix, "F", "read fraction of --op mixed (0..1)", false, 0, 1},
       {"keys", 'k', PS_CLI_I64, &c->keys, "N", "keys per request", false, 1, 1 << 22},
       {"dim", 0, PS_CLI_I64, &c->dim, "D", "embedding dimension", false, 1, 4096},
@@ -119,8 +129,33 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
   if (!strcmp(c->op_s, "pull")) c->op = PS_BENCH_OP_PULL;
   else if (!strcmp(c->op_s, "push")) c->op = PS_BENCH_OP_PUSH;
   else if (!strcmp(c->op_s, "mixed")) c->op = PS_BENCH_OP_MIXED;
+  else if (!strcmp(c->op_s, "score")) c->op = PS_BENCH_OP_SCORE;
   else {
-    fprintf(stderr, "ps-bench: --op: '%s' is not pull|push|mixed\n", c->op_s);
+    fprintf(stderr, "ps-bench: --op: '%s' is not pull|push|mixed|score\n", c->op_s);
+    return 2;
+  }
+  if (c->op == PS_BENCH_OP_SCORE) {
+    /* ps-serve, not ps-server: no tables, keys or STATS; --keys counts the candidates. */
+    if (!c->url || !c->score_lines || c->servers || c->table_name || c->bag_s || c->prepopulate) {
+      fprintf(stderr, "ps-bench: --op score takes --url URL and --score-lines FILE (and no "
+                      "--servers, --table, --bag-size or --prepopulate)\n");
+      return 2;
+    }
+    if (strncmp(c->url, "http://", 7) != 0 && strncmp(c->url, "tcp://", 6) != 0 &&
+        strncmp(c->url, "ipc://", 6) != 0) {
+      fprintf(stderr, "ps-bench: --url %s: give http://HOST:PORT, tcp://HOST:PORT or ipc://PATH\n",
+              c->url);
+      return 2;
+    }
+    if (c->curve_secret_file && strncmp(c->url, "http://", 7) == 0) {
+      fprintf(stderr, "ps-bench: --curve-secret/--curve-server are for a ZeroMQ --url (tcp://, ipc://)\n");
+      return 2;
+    }
+    c->keys = c->candidates;
+    c->pool_n = 0;
+  } else if (!c->servers || c->url || c->score_lines) {
+    fprintf(stderr, "ps-bench: --op %s takes --servers URL,... (--url and --score-lines are for "
+                    "--op score)\n", c->op_s);
     return 2;
   }
   if (!strcmp(c->dist_s, "uniform")) c->zipf_a = 0;
@@ -228,6 +263,10 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
                            c->curve_server, &err) != PS_OK) {
     fprintf(stderr, "ps-bench: %s\n", err.msg);
     return 2;
+  }
+  if (c->op == PS_BENCH_OP_SCORE) {
+    int rc = ps_bench_score_load(c);
+    if (rc) return rc;
   }
   return PS_BENCH_RUN;
 }

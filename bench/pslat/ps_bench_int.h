@@ -18,7 +18,7 @@
 #include "ps_client.h"
 #include "ps_hist.h"
 
-enum { PS_BENCH_OP_PULL, PS_BENCH_OP_PUSH, PS_BENCH_OP_MIXED };
+enum { PS_BENCH_OP_PULL, PS_BENCH_OP_PUSH, PS_BENCH_OP_MIXED, PS_BENCH_OP_SCORE };
 /* A request's kind, as the per-op figures index it (push = 1, so `is_push` indexes). */
 enum { PS_BENCH_OPS = 2 };
 extern const char *const ps_bench_op_name[PS_BENCH_OPS]; /* "pull", "push" */
@@ -44,6 +44,13 @@ typedef struct ps_bench_cfg {
    * before its unique rows are sent. bag_hi == 0: off (a request is --keys keys). */
   const char *bag_s;
   int64_t bag_lo, bag_hi;
+  /* --op score: ps-serve at --url (http://, tcp:// or ipc://), requests of --candidates lines
+   * (kept in keys too, so keys/s is candidates/s) of --score-lines, read into score_buf with
+   * the offsets of its score_n lines (score_off[score_n]: the end). */
+  const char *url, *score_lines;
+  int64_t candidates;
+  char *score_buf;
+  size_t *score_off, score_n;
 } ps_bench_cfg;
 
 /* The most ids one request can hold: --keys, or --keys x the longest bag. */
@@ -107,8 +114,26 @@ int ps_bench_attach_table(ps_bench_cfg *c, ps_client *cl, bool first);
 int ps_bench_prepopulate(const ps_bench_cfg *c, ps_client *cl);
 void ps_bench_result_init(ps_bench_result *r, size_t nsrv);
 void ps_bench_result_free(ps_bench_result *r);
+typedef struct ps_bench_scorer ps_bench_scorer;
+/* One point: clients (and statcl, STATS) for ps-server's ops, or scorers (--op score; clients
+ * and statcl NULL), one per thread. */
 ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_client *statcl,
-                             double rate, ps_bench_result *res);
+                             ps_bench_scorer **scorers, double rate, ps_bench_result *res);
+
+/* ps_bench_score.c: --op score's clients of ps-serve, one per sender thread (HTTP keep-alive
+ * connections up to cap, or one ZeroMQ DEALER). Set-up failures print one line and return
+ * -1; ps_bench_score_load returns main's exit code (2: no such file or no lines). */
+typedef void (*ps_bench_score_done)(void *arg, uint32_t tag, bool ok, const char *msg);
+int ps_bench_score_load(ps_bench_cfg *c);
+int ps_bench_scorer_create(const ps_bench_cfg *c, int cap, ps_bench_scorer **out);
+void ps_bench_scorer_destroy(ps_bench_scorer **s);
+/* Sends --candidates lines from line pick (mod the file's) as request tag; -1 with err. */
+int ps_bench_scorer_send(ps_bench_scorer *s, uint64_t pick, uint32_t tag, char *err, size_t errlen);
+/* Takes in every reply there is, waiting up to wait_ms for one: done(arg, tag, ok, msg) each
+ * (msg: the reply's status and first bytes, or why it failed). */
+void ps_bench_scorer_poll(ps_bench_scorer *s, int wait_ms, ps_bench_score_done done, void *arg);
+/* Request tag timed out: its late reply is ignored (HTTP: its connection is closed). */
+void ps_bench_scorer_forget(ps_bench_scorer *s, uint32_t tag);
 
 /* ps_bench_stats.c */
 void ps_bench_stats_snap(const ps_bench_cfg *c, ps_client *cl, ps_bench_snap *v, size_t n,

@@ -33,6 +33,8 @@
 /* One request in flight. */
 typedef struct slot {
   ps_client_req *r;
+  uint32_t tag; /* --op score: the request's tag, and its state (0 out, 1 ok, 2 failed) */
+  int state;
   uint64_t intended, sent;
   uint64_t ids, rows;  /* keys drawn, rows sent (de-duplicated with --bag-size) */
   bool measured, push; /* push: its figures go to the push side of --op mixed */
@@ -42,6 +44,8 @@ typedef struct worker {
   const ps_bench_cfg *c;
   int idx;
   ps_client *cl;
+  ps_bench_scorer *sc; /* --op score: ps-serve, instead of cl */
+  uint32_t next_tag;
   ps_keydist kd;
   ps_rng rng;
   double rate;    /* this thread's share (open loop) */
@@ -85,9 +89,48 @@ static void note_error(worker *w, ps_status st) {
              ps_error_str(&w->err));
 }
 
+static void count_send_failure(worker *w, const slot *s, ps_status st) {
+  if (!s->measured) return;
+  w->requests++;
+  w->errors++;
+  w->op[s->push].requests++;
+  w->op[s->push].errors++;
+  note_error(w, st);
+}
+
+/* --op score: a request of --candidates lines from a random line on, to ps-serve. */
+static void issue_score(worker *w, uint64_t intended) {
+  slot *s = &w->slots[w->nin];
+  *s = (slot){.intended = intended, .measured = intended >= w->t_measure, .tag = ++w->next_tag,
+              .ids = (uint64_t)w->c->candidates, .rows = (uint64_t)w->c->candidates};
+  s->sent = ps_now_ns();
+  char msg[256];
+  if (ps_bench_scorer_send(w->sc, ps_rng_next(&w->rng), s->tag, msg, sizeof msg) != 0) {
+    ps_error_set(&w->err, PS_ERR_IO, "%s", msg);
+    count_send_failure(w, s, PS_ERR_IO);
+    return;
+  }
+  w->nin++;
+}
+
+/* A reply of ps-serve (ps_bench_scorer_poll's callback): its slot's state. */
+static void score_done(void *arg, uint32_t tag, bool ok, const char *msg) {
+  worker *w = arg;
+  for (int i = 0; i < w->nin; i++)
+    if (w->slots[i].tag == tag && !w->slots[i].state) {
+      w->slots[i].state = ok ? 1 : 2;
+      if (!ok) ps_error_set(&w->err, PS_ERR_PROTO, "%s", msg);
+      return;
+    }
+}
+
 /* Sends one request with the given intended time into a free slot. */
 static void issue(worker *w, uint64_t intended) {
   const ps_bench_cfg *c = w->c;
+  if (c->op == PS_BENCH_OP_SCORE) {
+    issue_score(w, intended);
+    return;
+  }
   bool pull = c->op == PS_BENCH_OP_PULL ||
               (c->op == PS_BENCH_OP_MIXED && ps_rng_unit(&w->rng) < c->mix);
   uint32_t table = (uint32_t)c->table_id +
@@ -121,13 +164,7 @@ static void issue(worker *w, uint64_t intended) {
                                      &s->r, &w->err);
   if (st != PS_OK) {
     s->r = NULL;
-    if (s->measured) {
-      w->requests++;
-      w->errors++;
-      w->op[s->push].requests++;
-      w->op[s->push].errors++;
-      note_error(w, st);
-    }
+    count_send_failure(w, s, st);
     return;
   }
   w->nin++;
@@ -136,15 +173,30 @@ static void issue(worker *w, uint64_t intended) {
 /* Completes the requests whose replies are in; returns how many. */
 static int reap(worker *w) {
   int got = 0;
+  bool score = w->sc != NULL;
+  uint64_t limit = (uint64_t)w->c->timeout_ms * 1000000ull;
+  if (score) ps_bench_scorer_poll(w->sc, 0, score_done, w);
   for (int i = 0; i < w->nin;) {
     slot *s = &w->slots[i];
     bool done = false;
-    ps_client_ready(w->cl, s->r, 0, &done, NULL);
+    ps_status st = PS_OK;
+    if (score) {
+      /* ps-serve has no deadline of the client's: a request past --timeout-ms is given up */
+      if (!s->state && ps_now_ns() - s->sent > limit) {
+        s->state = 3;
+        ps_bench_scorer_forget(w->sc, s->tag);
+        ps_error_set(&w->err, PS_ERR_TIMEOUT, "no reply within --timeout-ms %d", w->c->timeout_ms);
+      }
+      done = s->state != 0;
+      st = s->state == 1 ? PS_OK : s->state == 3 ? PS_ERR_TIMEOUT : PS_ERR_PROTO;
+    } else {
+      ps_client_ready(w->cl, s->r, 0, &done, NULL);
+    }
     if (!done) {
       i++;
       continue;
     }
-    ps_status st = ps_client_wait(w->cl, &s->r, &w->err);
+    if (!score) st = ps_client_wait(w->cl, &s->r, &w->err);
     uint64_t now = ps_now_ns();
     if (s->measured) {
       ps_bench_op_figs *o = &w->op[s->push];
@@ -184,6 +236,10 @@ static int reap(worker *w) {
  * sleeps of at most 50 us. */
 static void pump(worker *w, bool block) {
   if (!w->nin) return;
+  if (w->sc) {
+    ps_bench_scorer_poll(w->sc, block ? 2 : 0, score_done, w);
+    return;
+  }
   bool done;
   ps_client_ready(w->cl, w->slots[0].r, block ? 2 : 1, &done, NULL);
 }
@@ -286,7 +342,7 @@ void ps_bench_result_free(ps_bench_result *r) {
 }
 
 ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_client *statcl,
-                             double rate, ps_bench_result *res) {
+                             ps_bench_scorer **scorers, double rate, ps_bench_result *res) {
   int T = c->threads;
   worker *ws = calloc((size_t)T, sizeof *ws);
   pthread_t *th = calloc((size_t)T, sizeof *th);
@@ -305,7 +361,8 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
     worker *w = &ws[i];
     w->c = c;
     w->idx = i;
-    w->cl = clients[i];
+    w->cl = clients ? clients[i] : NULL;
+    w->sc = scorers ? scorers[i] : NULL;
     ps_keydist_init(&w->kd, (uint64_t)c->key_space, c->zipf_a);
     w->rng.s = ps_mix64((uint64_t)c->seed * 1000003u + (uint64_t)i * 7919u + (uint64_t)rate);
     w->rate = rate / T;
@@ -352,9 +409,9 @@ ps_status ps_bench_run_point(const ps_bench_cfg *c, ps_client **clients, ps_clie
   /* Meanwhile, with --queue-sample-ms, sample the servers' queue depths. Off by default: each
    * STATS holds the server's socket thread while it renders (about 1 ms on a 2-core VM), and
    * the requests that arrive meanwhile wait: the bench would perturb the tail it measures. */
-  size_t nsrv = ps_client_servers(statcl);
+  size_t nsrv = statcl ? ps_client_servers(statcl) : 0;
   if (!res->q_inflight_max || !res->q_deferred_max) nsrv = 0;
-  while (c->queue_sample_ms > 0 && started == T &&
+  while (c->queue_sample_ms > 0 && statcl && started == T &&
          __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < T) {
     ps_sleep_ns((uint64_t)c->queue_sample_ms * 1000000ull);
     if (__atomic_load_n(&finished, __ATOMIC_ACQUIRE) >= T) break;

@@ -39,7 +39,8 @@ json_t *ps_bench_win_json(const ps_hist *h, double mean_us) {
 
 const char *const ps_bench_op_name[PS_BENCH_OPS] = {"pull", "push"};
 
-/* The ops a workload sends: pull, push, or both for --op mixed. */
+/* The ops a workload sends: pull, push, or both for --op mixed (--op score's requests are
+ * counted as op 0, named "score"). */
 static bool op_runs(const ps_bench_cfg *c, int o) {
   return c->op == PS_BENCH_OP_MIXED || (c->op == PS_BENCH_OP_PUSH) == (o == 1);
 }
@@ -61,7 +62,7 @@ json_t *ps_bench_result_json(const ps_bench_cfg *c, const ps_bench_result *r) {
     const ps_bench_op_figs *f = &r->op[o];
     double kps = r->elapsed_s > 0 ? (double)f->keys / r->elapsed_s : 0.0;
     double rps = r->elapsed_s > 0 ? (double)f->rows / r->elapsed_s : 0.0;
-    json_object_set_new(by, ps_bench_op_name[o],
+    json_object_set_new(by, c->op == PS_BENCH_OP_SCORE ? "score" : ps_bench_op_name[o],
                         json_pack("{s:I, s:I, s:I, s:f, s:f, s:o}", "requests",
                                   (json_int_t)f->requests, "errors", (json_int_t)f->errors,
                                   "timeouts", (json_int_t)f->timeouts, "keys_per_s", kps,
@@ -256,7 +257,7 @@ static json_t *workload_json(const ps_bench_cfg *c, const ps_bench_result *rs, i
                         "zipf_exponent", c->zipf_a, "tables", c->tables, "table_id", c->table_id);
   json_t *srv = json_array();
   char *items[1024];
-  int ns = ps_split_list(c->servers, ',', items, 1024);
+  int ns = ps_split_list(c->servers ? c->servers : c->url, ',', items, 1024);
   for (int i = 0; i < ns; i++) json_array_append_new(srv, json_string(items[i]));
   if (ns > 0) free(items[0]);
   json_object_set_new(w, "servers", srv);
@@ -279,6 +280,11 @@ static json_t *workload_json(const ps_bench_cfg *c, const ps_bench_result *rs, i
   json_object_set_new(w, "seed", json_integer((json_int_t)c->seed));
   json_object_set_new(w, "queue_sample_ms", json_integer(c->queue_sample_ms));
   json_object_set_new(w, "bag_size", c->bag_hi ? json_string(c->bag_s) : json_null());
+  if (c->op == PS_BENCH_OP_SCORE) { /* keys = candidates: keys_per_s is candidate rows/s */
+    json_object_set_new(w, "url", json_string(c->url));
+    json_object_set_new(w, "candidates", json_integer((json_int_t)c->candidates));
+    json_object_set_new(w, "score_lines", json_string(c->score_lines));
+  }
   return w;
 }
 

@@ -239,7 +239,7 @@ try:
                 res["t"] < 7, str(res))
         r.check("/metrics: the latency histogram counts the requests",
                 metric(port, "ember_serve_request_seconds_count") >= 10)
-        r.check("/metrics: 400s counted", metric(port, 'ember_serve_requests_total{code="400"}') == 4)
+        r.check("/metrics: 400s counted", metric(port, 'ember_serve_requests_total{transport="http",code="400"}') == 4)
         r.check("/metrics: rows scored", metric(port, "ember_serve_rows_total") > 365)
         p.terminate()
         p.wait(timeout=30)

@@ -1,5 +1,6 @@
-/* ps_server_auth: the ZAP handler of a CURVE server -- one thread that answers libzmq's
- * authentication requests (ZeroMQ RFC 27) with the clients directory's verdict.
+/* ps_curve_auth: the ZAP handler of a CURVE server (ps-server, ps-serve; ps_curve.h) -- one
+ * thread that answers libzmq's authentication requests (ZeroMQ RFC 27) with the clients
+ * directory's verdict.
  *
  * With CURVE on the ROUTER socket, libzmq completes the key exchange itself and then asks
  * inproc://zeromq.zap.01 of the socket's context whether the client's long-term public key
@@ -12,7 +13,7 @@
  * limited (anyone who reaches the port can cause them); accepted clients at DEBUG, with the
  * name of the file that lists their key. The replicas of a shard share its server key pair
  * (clients hold one --curve-server key for all of them) and reach each other as CURVE clients
- * with it, so the server's own public key is accepted too (srv_auth_allow_peer): whoever holds
+ * with it, so the server's own public key is accepted too (ps_curve_auth_allow_peer): whoever holds
  * the server's secret could serve its clients anyway. */
 #include <errno.h>
 #include <pthread.h>
@@ -24,12 +25,12 @@
 #include <zmq.h>
 
 #include "ps_log.h"
-#include "ps_server_auth_int.h"
+#include "ps_curve.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_FRAMES 7 /* version, request id, domain, address, identity, mechanism, key */
 
-struct srv_auth {
+struct ps_curve_auth {
   void *sock;
   const ps_curve_keyset *keys;
   uint8_t peer_key[PS_CURVE_KEY_BYTES]; /* the replicas' own (server) public key */
@@ -51,7 +52,7 @@ static void reply(void *sock, zmq_msg_t *f, const char *code, const char *text,
 }
 
 /* Receives one request (every frame; ZAP_FRAMES kept) and answers it. */
-static void serve_one(srv_auth *a) {
+static void serve_one(ps_curve_auth *a) {
   zmq_msg_t f[ZAP_FRAMES];
   int n = 0;
   bool more = true;
@@ -98,7 +99,7 @@ static void serve_one(srv_auth *a) {
 }
 
 static void *auth_main(void *arg) {
-  srv_auth *a = arg;
+  ps_curve_auth *a = arg;
   while (!atomic_load(&a->stop)) {
     zmq_pollitem_t it = {.socket = a->sock, .events = ZMQ_POLLIN};
     int rc = zmq_poll(&it, 1, 100);
@@ -108,9 +109,9 @@ static void *auth_main(void *arg) {
   return NULL;
 }
 
-ps_status srv_auth_start(void *ctx, const ps_curve_keyset *keys, srv_auth **out, ps_error *err) {
+ps_status ps_curve_auth_start(void *ctx, const ps_curve_keyset *keys, ps_curve_auth **out, ps_error *err) {
   *out = NULL;
-  srv_auth *a = calloc(1, sizeof *a);
+  ps_curve_auth *a = calloc(1, sizeof *a);
   if (!a) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   a->keys = keys;
   int zero = 0;
@@ -119,11 +120,11 @@ ps_status srv_auth_start(void *ctx, const ps_curve_keyset *keys, srv_auth **out,
       zmq_bind(a->sock, ZAP_ENDPOINT) != 0) {
     ps_error_set(err, PS_ERR_INTERNAL, "cannot bind the ZAP handler %s: %s", ZAP_ENDPOINT,
                  zmq_strerror(zmq_errno()));
-    srv_auth_stop(&a);
+    ps_curve_auth_stop(&a);
     return PS_ERR_INTERNAL;
   }
   if (pthread_create(&a->thread, NULL, auth_main, a) != 0) {
-    srv_auth_stop(&a);
+    ps_curve_auth_stop(&a);
     return ps_error_set(err, PS_ERR_INTERNAL, "cannot start the ZAP handler thread");
   }
   a->started = true;
@@ -131,14 +132,14 @@ ps_status srv_auth_start(void *ctx, const ps_curve_keyset *keys, srv_auth **out,
   return PS_OK;
 }
 
-void srv_auth_allow_peer(srv_auth *a, const char *pub) {
+void ps_curve_auth_allow_peer(ps_curve_auth *a, const char *pub) {
   if (!a || !zmq_z85_decode(a->peer_key, pub)) return;
   atomic_store_explicit(&a->has_peer, true, memory_order_release);
 }
 
-void srv_auth_stop(srv_auth **ap) {
+void ps_curve_auth_stop(ps_curve_auth **ap) {
   if (!ap || !*ap) return;
-  srv_auth *a = *ap;
+  ps_curve_auth *a = *ap;
   *ap = NULL;
   atomic_store(&a->stop, 1);
   if (a->started) pthread_join(a->thread, NULL);
