@@ -37,7 +37,7 @@ request's latency. p99 over a run of 30 checkpoints is near its maximum: the cou
 
 Usage: bench/serve/freshness.py [--bin DIR] [--secs S] [--rate LINES/S] [--batch B]
          [--every-s S] [--paths local,servers] [--probe N] [--probe-ms MS] [--json FILE]
-         [--check MAX_S]
+         [--logs DIR] [--check MAX_S] [-- PS_WORKER_FLAGS...]
 --check MAX_S: exit 1 unless every path served at least 2 checkpoints after it started, every
 step change came with changed scores, no request failed and the median update -> served delay
 is <= MAX_S (the test tests/predict/test_freshness.py runs a short one)."""
@@ -252,7 +252,9 @@ def run(a):
                                    stdout=subprocess.PIPE, text=True, start_new_session=True)
             procs.append(srv)
             url = wait_line(srv, "listening on").split("listening on ")[1]
-            wlog = open(f"{d}/worker.log", "w+")
+            logs = a.logs or d
+            os.makedirs(logs, exist_ok=True)
+            wlog = open(f"{logs}/worker.log", "w+")
             wk = subprocess.Popen([f"{b}/ps-worker", "--servers", url, "--train", f"{d}/stream",
                                    "--checkpoint-dir", ck, "--checkpoint-every-s",
                                    str(a.every_s), "--batch", str(a.batch), "--progress-every",
@@ -293,14 +295,16 @@ def run(a):
                 extra = []
                 if path == "servers":
                     sh = subprocess.Popen([f"{b}/ps-server", "--listen", "tcp://127.0.0.1:0",
-                                           "--serve", ck, "--follow", "--log-level", "warn"],
+                                           "--serve", ck, "--follow", "--log-level", "info"],
                                           stdout=subprocess.PIPE, text=True,
+                                          stderr=open(f"{logs}/shard.log", "w"),
                                           start_new_session=True)
                     procs.append(sh)
                     extra = ["--servers", wait_line(sh, "listening on").split("listening on ")[1]]
                 p = subprocess.Popen([f"{b}/ps-serve", "--checkpoint", ck, "--follow", "--http",
-                                      "127.0.0.1:0", "--threads", "2", "--log-level", "warn"]
+                                      "127.0.0.1:0", "--threads", "2", "--log-level", "info"]
                                      + extra, stdout=subprocess.PIPE, text=True,
+                                     stderr=open(f"{logs}/serve-{path}.log", "w"),
                                      start_new_session=True)
                 procs.append(p)
                 ports[path] = int(wait_line(p, "listening on").rsplit(":", 1)[1])
@@ -397,6 +401,8 @@ def main():
     ap.add_argument("--probe", type=int, default=64, help="probe lines a request")
     ap.add_argument("--probe-ms", type=float, default=20, help="a probe request every MS")
     ap.add_argument("--json", help="also write the JSON here")
+    ap.add_argument("--logs", help="keep the worker's, the serving shard's and each ps-serve's "
+                    "log (INFO: each swap with its time) in this directory")
     ap.add_argument("--check", type=float, help="exit 1 unless ... (see the top of the file)")
     ap.add_argument("worker_args", nargs="*", help="more ps-worker flags (after --)")
     a = ap.parse_args()
