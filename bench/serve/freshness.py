@@ -14,11 +14,12 @@ each reply's arrival time, its "step" and its scores.
 What the delay measures. An update is one training step: step s trains the stream's lines
 (s-1)*B+1 .. s*B (B = --batch; one worker, no shuffle buffer: a stream trains in arrival
 order, and each checkpoint's recorded input position is checked to be step*B). Its time is
-when the script finished writing line s*B into the pipe: the step cannot train before its
-last line exists, and the worker keeps up with the stream (it waits for lines), so this is the
-step's training time plus the few milliseconds the worker takes to read and train it -- an
-upper bound of the update's time by that much, and a clock the script owns (no worker
-instrumentation). A step is served at the arrival of the first reply whose "step" is >= s and
+when the script finished writing line s*B into the pipe: the earliest the update can be made,
+on a clock the script owns (no worker instrumentation). The worker keeps up with the stream
+(it waits for lines) but makes the update one batch later, since its loop reads a batch ahead
+of the one it trains (the "vote" part below, B / RATE); the delays count that batch, i.e. they
+run from the moment all of the step's data existed, and overstate the delay from the update
+itself by that much. A step is served at the arrival of the first reply whose "step" is >= s and
 whose scores differ from those of the replies before (a new "step" with unchanged scores would
 be a label, not a model: such a transition is counted, and fails --check). Figures:
   update -> served     over every step s trained after the path started: the freshness a
@@ -29,8 +30,8 @@ be a label, not a model: such a transition is counted, and fails --check). Figur
   ckpt done -> served  per checkpoint, from the worker's "checkpoint at step N" log line (after
                        `latest` was renamed; the log's UTC clock is this script's) to the served
                        reply: what the serving side adds (the follow polls, loading, swapping).
-and the parts of "last step -> served": vote (last line written -> the checkpoint starts: the
-step that trips --checkpoint-every-s is the checkpoint's last), write (the checkpoint's own
+and the parts of "last step -> served": vote (last line written -> the checkpoint starts:
+mostly the batch the worker reads ahead, B / RATE), write (the checkpoint's own
 duration from the log), publish (ckpt done -> served).
 A reply's arrival is an upper bound of when the model swapped by up to PROBE_MS plus one
 request's latency. p99 over a run of 30 checkpoints is near its maximum: the count is printed.
@@ -114,14 +115,9 @@ def delays(feed, ckpts, replies, batch):
             out["same_step_changes"] += 1
             prev_scores = scores
     start_step = replies[0][1]
-    steps_first = [s for s, _ in first]
 
-    def served(step):  # the first reply with a step >= step
-        i = bisect.bisect_left(steps_first, step)
-        # a later reply of a lower step (none: versions only move forward) would not count
-        while i < len(first) and first[i][0] < step:
-            i += 1
-        return first[i][1] if i < len(first) else None
+    def served(step):  # the first new model, in time order, of a step >= step
+        return next((t for s, t in first if s >= step), None)
 
     ck = sorted(ckpts, key=lambda c: c["step"])
     prev = start_step
