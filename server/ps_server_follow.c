@@ -20,10 +20,11 @@
  * - A poll, not inotify: DIR is typically on a shared filesystem (NFS, Lustre, a Kubernetes
  *   volume) written by a training job on another host, where inotify sees no remote writes;
  *   one small read every 200 ms costs nothing. Not a second: a stream checkpointing every
- *   few seconds (--checkpoint-every-s) is served to clients within seconds of training
- *   (bench/serve/freshness.py), and a 1 s look was up to a second of that, measured: median
- *   ckpt done -> served through a shard 2.0 s. ps-worker replaces `latest` by rename only
- *   after every shard committed, so the step it names is whole.
+ *   few seconds (--checkpoint-every-s) is served within seconds of training, and the look
+ *   was a large part of that (bench/serve/freshness.py through a shard, checkpoint done ->
+ *   served median 2.0-2.2 s with 200 ms, 4.3-5.1 s with 1 s; bench/RESULTS-serve.md).
+ *   ps-worker replaces `latest` by rename only after every shard committed, so the step it
+ *   names is whole.
  * - Warm before the switch: a new snapshot's hot tier is empty, so without help every key of
  *   the first requests after a switch would be a RocksDB read, on the request path. The main
  *   thread keeps the keys of the last pulls (a ring of --follow-warm-keys, copied at dispatch
