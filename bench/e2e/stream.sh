@@ -57,7 +57,7 @@ one() { # mode -> samples/s of its summary
 }
 
 read -r -a modes <<< "file ${MODES:-file-p0 stdin fifo follow}"
-modes=($(printf '%s\n' "${modes[@]}" | awk '!seen[$0]++'))
+mapfile -t modes < <(printf '%s\n' "${modes[@]}" | awk '!seen[$0]++')
 declare -A res
 for ((r = 1; r <= rounds; r++)); do
   for m in "${modes[@]}"; do
