@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
        false, 0, 0},
       {"follow", 0, PS_CLI_FLAG, &follow, NULL,
        "with --serve DIR (the checkpoint directory, not one step-N): serve each checkpoint "
-       "DIR/latest names next, switching without a restart (a look a second)",
+       "DIR/latest names next, switching without a restart (a look every 200 ms)",
        false, 0, 0},
       {"follow-warm-keys", 0, PS_CLI_I64, &follow_warm_keys, "N",
        "--follow: warm a new checkpoint's hot tier with the last N keys pulled before switching "

@@ -1,7 +1,7 @@
 /* ps_server_follow: ps-server --serve DIR --follow -- a serving shard that picks up each newly
  * committed checkpoint of DIR without a restart.
  *
- * A watcher thread reads DIR/latest about once a second. When it names another step-N, the
+ * A watcher thread reads DIR/latest every FOLLOW_LOOK_MS. When it names another step-N, the
  * thread opens that checkpoint's snapshot of this shard read-only (ps_server_serve.c), checks
  * it (the cluster's shard count, the same tables as the one served) and hands it to the main
  * thread as a new version; the main thread makes it current between two messages. A version is
@@ -19,9 +19,12 @@
  *   one shard's rows from the old step and another's from the new.
  * - A poll, not inotify: DIR is typically on a shared filesystem (NFS, Lustre, a Kubernetes
  *   volume) written by a training job on another host, where inotify sees no remote writes;
- *   one small read a second costs nothing, and a checkpoint lands every few minutes, so a
- *   second's delay does not matter. ps-worker replaces `latest` by rename only after every
- *   shard committed, so the step it names is whole.
+ *   one small read every 200 ms costs nothing. Not a second: a stream checkpointing every
+ *   few seconds (--checkpoint-every-s) is served within seconds of training, and the look
+ *   was a large part of that (bench/serve/freshness.py through a shard, checkpoint done ->
+ *   served median 2.0-2.2 s with 200 ms, 4.3-5.1 s with 1 s; bench/RESULTS-serve.md).
+ *   ps-worker replaces `latest` by rename only after every shard committed, so the step it
+ *   names is whole.
  * - Warm before the switch: a new snapshot's hot tier is empty, so without help every key of
  *   the first requests after a switch would be a RocksDB read, on the request path. The main
  *   thread keeps the keys of the last pulls (a ring of --follow-warm-keys, copied at dispatch
@@ -50,6 +53,9 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
+
+/* How often the watcher reads DIR/latest (see "A poll, not inotify" above). */
+#define FOLLOW_LOOK_MS 200
 
 typedef struct srv_version {
   ps_store *store;
@@ -201,7 +207,8 @@ static void *watch_main(void *arg) {
     pthread_mutex_lock(&f->mu);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
+    ts.tv_nsec += FOLLOW_LOOK_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     if (!f->stop && !f->retired) pthread_cond_timedwait(&f->cv, &f->mu, &ts);
   }
   pthread_mutex_unlock(&f->mu);
@@ -251,7 +258,7 @@ ps_status srv_follow_start(ps_server *s, ps_error *err) {
                         strerror(errno));
   }
   f->started = true;
-  PS_INFO("--follow: watching %s/latest (a look a second)", s->opt.serve_dir);
+  PS_INFO("--follow: watching %s/latest (a look every %d ms)", s->opt.serve_dir, FOLLOW_LOOK_MS);
   return PS_OK;
 }
 

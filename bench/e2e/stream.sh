@@ -7,6 +7,10 @@
 # samples/s of the summaries and its ratio to the file's, and one JSON line.
 #
 # Usage: bench/e2e/stream.sh [ROWS [ROUNDS [BIN]]]   (defaults 200000, 3, build/bin)
+#        MODES="file follow" bench/e2e/stream.sh ...   (a subset of the modes; file always runs)
+# Besides the ratio of the medians, the median of each round's ratio to that round's file run:
+# on a loaded machine whole rounds run slower or faster together, which the per-round ratio
+# cancels.
 # The model is small (13-16-8, 16-1, batch 1024, one thread) so that the input path weighs as
 # much as it can: the worst case for a stream. --follow-input ends by --input-idle-s 0.3,
 # which its time includes.
@@ -52,7 +56,8 @@ one() { # mode -> samples/s of its summary
   /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['samples_per_s'])" "$s"
 }
 
-modes=(file file-p0 stdin fifo follow)
+read -r -a modes <<< "file ${MODES:-file-p0 stdin fifo follow}"
+mapfile -t modes < <(printf '%s\n' "${modes[@]}" | awk '!seen[$0]++')
 declare -A res
 for ((r = 1; r <= rounds; r++)); do
   for m in "${modes[@]}"; do
@@ -61,14 +66,18 @@ for ((r = 1; r <= rounds; r++)); do
     res[$m]="${res[$m]:-} $v"
   done
 done
-/usr/bin/python3 - "$rows" "$rounds" "${res[file]}" "${res[file-p0]}" "${res[stdin]}" "${res[fifo]}" \
-  "${res[follow]}" <<'EOF'
+args=()
+for m in "${modes[@]}"; do args+=("$m=${res[$m]}"); done
+/usr/bin/python3 - "$rows" "$rounds" "${args[@]}" <<'EOF'
 import json, statistics, sys
 rows, rounds = int(sys.argv[1]), int(sys.argv[2])
-med = {m: statistics.median(float(x) for x in v.split())
-       for m, v in zip(["file", "file-p0", "stdin", "fifo", "follow"], sys.argv[3:])}
+runs = {a.split("=")[0]: [float(x) for x in a.split("=")[1].split()] for a in sys.argv[3:]}
+med = {m: statistics.median(v) for m, v in runs.items()}
+rr = {m: statistics.median(x / f for x, f in zip(v, runs["file"])) for m, v in runs.items()}
 for m, v in med.items():
-    print(f"{m:7s} median {v:10.0f} samples/s  {v / med['file']:.3f}x the file")
+    print(f"{m:7s} median {v:10.0f} samples/s  {v / med['file']:.3f}x the file's median, "
+          f"median of the rounds' ratios {rr[m]:.3f}")
 print(json.dumps({"bench": "stream", "rows": rows, "rounds": rounds, "median_samples_per_s": med,
-                  "ratio_to_file": {m: round(v / med["file"], 4) for m, v in med.items()}}))
+                  "ratio_to_file": {m: round(v / med["file"], 4) for m, v in med.items()},
+                  "median_round_ratio": {m: round(v, 4) for m, v in rr.items()}}))
 EOF
