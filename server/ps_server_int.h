@@ -483,6 +483,9 @@ void srv_drop_gone_peers(ps_server *s);
 void srv_handle(ps_server *s, srv_req *r);
 /* Runs a checkpoint or restore (no store work in flight) and replies. */
 void srv_run_exclusive(ps_server *s, srv_req *r);
+/* r's store work is over (srv_finish): its reply -- rows, a prefetch's ack, a push's ack, or
+ * the store's failure. */
+void srv_reply_store_work(ps_server *s, srv_req *r);
 
 /* ps_server_checkpoint.c */
 ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err);

@@ -4,7 +4,8 @@
  * A handler owns its request: it replies (an error at the first failed check, so a refused
  * request never reaches the store) or passes it on -- to the partition threads
  * (ps_server_partition_threads.c), to a wait list (ps_server_request_schedule.c), or to the
- * coordinator (ps_coord.c).
+ * coordinator (ps_coord.c). The reply of store work is built here too (srv_reply_store_work),
+ * once the partition threads are done with it.
  * Store ops that arrive during a checkpoint or restore are held and come back here, in order,
  * through the ready queue. */
 #include <inttypes.h>
@@ -208,6 +209,58 @@ static void handle_push(ps_server *s, srv_req *r) {
   if (!srv_mem_sync_take(s, r)) return; /* the buffers of unfinished steps are full */
   srv_changed_note(t, h->step, r->msg.keys, r->msg.nkeys); /* what a REFRESH sends again */
   srv_dispatch(s, r, TK_BUFFER);
+}
+
+/* A pull's rows, a prefetch's ack, a push's or a buffered push's ack: the reply of store work
+ * that is over, built here beside the handlers that started it. */
+void srv_reply_store_work(ps_server *s, srv_req *r) {
+  if (r->st != PS_OK) {
+    srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
+                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
+                    ps_status_str(r->st));
+  } else if (r->task_kind == TK_PULL) {
+    Ember__Header rh;
+    const bool refresh = r->h->op == EMBER__OP__OP_REFRESH;
+    ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
+    r->has_out = false;
+    zmq_msg_t out, pos;
+    zmq_msg_init(&out);
+    zmq_msg_move(&out, &r->out);
+    if (refresh) {
+      /* Its rows' positions in the request: the keys frame of a REFRESH reply. */
+      zmq_msg_init_size(&pos, r->msg.nkeys * sizeof(uint64_t));
+      if (r->msg.nkeys)
+        memcpy(zmq_msg_data(&pos), r->refresh_pos, r->msg.nkeys * sizeof(uint64_t));
+    }
+    srv_reply_keys(s, r, &rh, refresh ? &pos : NULL, &out);
+    zmq_msg_close(&out);
+    if (refresh) zmq_msg_close(&pos);
+  } else if (r->task_kind == TK_WARM) {
+    /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
+    Ember__Header rh;
+    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->h->value_type; /* what the client expects, though no row comes */
+    rh.warm = true;
+    zmq_msg_t out;
+    zmq_msg_init(&out);
+    srv_reply(s, r, &rh, &out);
+    zmq_msg_close(&out);
+  } else {
+    Ember__Header rh;
+    ps_wire_header_init(&rh, r->h->op);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.step = r->h->step;
+    srv_reply(s, r, &rh, NULL);
+  }
 }
 
 static void handle_step(ps_server *s, srv_req *r) {

@@ -16,7 +16,6 @@
 #include "ps_server_int.h"
 #include "ps_time.h"
 
-static void reply_finished(ps_server *s, srv_req *r);
 void srv_finish(ps_server *s, srv_req *r) {
   s->inflight--;
   if (r->kind == REQ_APPLY) {
@@ -31,57 +30,7 @@ void srv_finish(ps_server *s, srv_req *r) {
     srv_try_exclusive(s);
     return;
   }
-  reply_finished(s, r);
-}
-
-static void reply_finished(ps_server *s, srv_req *r) {
-  if (r->st != PS_OK) {
-    srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
-                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
-                    ps_status_str(r->st));
-  } else if (r->task_kind == TK_PULL) {
-    Ember__Header rh;
-    const bool refresh = r->h->op == EMBER__OP__OP_REFRESH;
-    ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
-    rh.table_id = r->tab->spec.id;
-    rh.count = r->msg.nkeys;
-    rh.dim = r->tab->spec.dim;
-    rh.step = r->h->step;
-    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
-    r->has_out = false;
-    zmq_msg_t out, pos;
-    zmq_msg_init(&out);
-    zmq_msg_move(&out, &r->out);
-    if (refresh) {
-      /* Its rows' positions in the request: the keys frame of a REFRESH reply. */
-      zmq_msg_init_size(&pos, r->msg.nkeys * sizeof(uint64_t));
-      if (r->msg.nkeys)
-        memcpy(zmq_msg_data(&pos), r->refresh_pos, r->msg.nkeys * sizeof(uint64_t));
-    }
-    srv_reply_keys(s, r, &rh, refresh ? &pos : NULL, &out);
-    zmq_msg_close(&out);
-    if (refresh) zmq_msg_close(&pos);
-  } else if (r->task_kind == TK_WARM) {
-    /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
-    Ember__Header rh;
-    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
-    rh.table_id = r->tab->spec.id;
-    rh.dim = r->tab->spec.dim;
-    rh.step = r->h->step;
-    rh.value_type = r->h->value_type; /* what the client expects, though no row comes */
-    rh.warm = true;
-    zmq_msg_t out;
-    zmq_msg_init(&out);
-    srv_reply(s, r, &rh, &out);
-    zmq_msg_close(&out);
-  } else {
-    Ember__Header rh;
-    ps_wire_header_init(&rh, r->h->op);
-    rh.table_id = r->tab->spec.id;
-    rh.count = r->msg.nkeys;
-    rh.step = r->h->step;
-    srv_reply(s, r, &rh, NULL);
-  }
+  srv_reply_store_work(s, r);
   if (s->excl_active) srv_try_exclusive(s);
 }
 
