@@ -26,7 +26,7 @@
 #include "ps_server_auth_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- message intake */
@@ -243,7 +243,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
-  if (srv_mem_init(s) != PS_OK || srv_exo_init(s) != PS_OK) goto fail;
+  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK) goto fail;
   if (opt->serve_dir) st = srv_serve_open(s, err);
   else st = open_data_dir(s, err);
   if (st != PS_OK) goto fail;
@@ -346,7 +346,7 @@ ps_status ps_server_run(ps_server *s) {
       long ms = next > now ? (long)((next - now) / 1000000 + 1) : 0;
       if (ms < timeout_ms) timeout_ms = ms;
     }
-    long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
+    long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_replication.c) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     /* what waits for a worker lost a while ago fails (ps_server_request_schedule.c) */
     srv_ranks_tick(s);
@@ -490,9 +490,9 @@ void ps_server_destroy(ps_server **sp) {
       PS_WARN("could not mark the data dir clean");
   }
   if (s->coord) srv_coord_destroy(&s->coord);
-  srv_guard_free(s);
+  srv_permit_free(s);
   free(s->rconn);
-  srv_exo_destroy(&s->exo);
+  srv_once_destroy(&s->once);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);
     free(s->tables);

@@ -14,7 +14,7 @@ typedef struct srv_auth srv_auth;
  * key); keys must outlive the handler. */
 ps_status srv_auth_start(void *ctx, const ps_curve_keyset *keys, srv_auth **out, ps_error *err);
 /* Also accepts the client key pub (Z85): the shard's own server key, which its replicas use to
- * reach each other (ps_server_repl_setup.c). Callable while the handler runs. */
+ * reach each other (ps_server_replication_setup.c). Callable while the handler runs. */
 void srv_auth_allow_peer(srv_auth *a, const char *pub);
 /* Stops and joins the thread and closes its socket. Call after the CURVE sockets are closed
  * (until then a handshake would find no handler) and before zmq_ctx_term. */

@@ -143,7 +143,7 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
   if (!j) return PS_ERR_NOMEM;
   if (s->last.have) json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&s->last));
   if (s->staged.have) json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&s->staged));
-  const char *root = srv_guard_pinned_root(s);
+  const char *root = srv_permit_pinned_root(s);
   if (root) json_object_set_new(j, "checkpoint_root", json_string(root));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
@@ -233,7 +233,7 @@ out:
 ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
   char root[PATH_MAX] = "";
   ps_status st = meta_load(s, clean, root, err);
-  return st == PS_OK ? srv_guard_load(s, root, err) : st;
+  return st == PS_OK ? srv_permit_load(s, root, err) : st;
 }
 
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {

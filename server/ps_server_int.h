@@ -2,7 +2,7 @@
  * public header. The files, one concept each:
  *   ps_server.c                    the main loop: sockets, intake of messages, poll,
  *                                  lifecycle, shutdown
- *   ps_server_req.c                requests (a pooled srv_req per message) and replies
+ *   ps_server_requests.c           requests (a pooled srv_req per message) and replies
  *   ps_server_partition_threads.c  partition threads: the thread pool, the hand-off of store
  *                                  work
  *   ps_server_mem.c                memory bounds: the request cap, bytes in flight per
@@ -22,9 +22,10 @@
  *                                  (ps_server_exactly_once_int.h)
  *   ps_server_follow.c             --follow: the watcher of `latest`, the versions of the
  *                                  served snapshot
- *   ps_server_repl.c               replicated shards: forwarding, heartbeats, failover
- *                                  (ps_server_repl_int.h), with ps_server_repl_setup.c (peers)
- *                                  and ps_server_repl_sync.c (catch-up)
+ *   ps_server_replication.c        replicated shards: forwarding, heartbeats, failover
+ *                                  (ps_server_replication_int.h), with
+ *                                  ps_server_replication_setup.c (peers) and
+ *                                  ps_server_replication_catchup.c (catch-up)
  *   ps_coord.c                     the coordinator (ps_coord_int.h), which does not see this
  *                                  header
  * Everything here runs on the main thread unless it says otherwise. */
@@ -160,11 +161,11 @@ struct srv_req {
   size_t reserved;     /* of which reserved for its pull reply */
   size_t park_bytes;   /* frame bytes while parked */
   /* exactly-once (ps_server_exactly_once.c) */
-  bool exo_reg;        /* a push taken in the records: its reply settles it */
-  srv_req *exo_dups;   /* copies of this push that arrived before its reply (via next) */
+  bool once_reg;        /* a push taken in the records: its reply settles it */
+  srv_req *once_dups;   /* copies of this push that arrived before its reply (via next) */
   ps_store *store;     /* the store its store work uses (set at dispatch) */
   struct srv_version *ver; /* --follow: the served version it holds while its store work runs */
-  /* replicated shards (ps_server_repl.c) */
+  /* replicated shards (ps_server_replication.c) */
   uint64_t repl_seq;   /* primary: the id of its forward to the backups */
   uint64_t repl_sent;  /* when it was forwarded (or held, on a replica that is not primary) */
   uint32_t repl_wait;  /* primary: backups whose ack it waits for (bit per replica) */
@@ -219,10 +220,10 @@ typedef struct srv_rank_conn {
 } srv_rank_conn;
 
 /* A connection that trained (PUSH or STEP) on this shard, until it closes. */
-typedef struct srv_guard_trainer {
+typedef struct srv_permit_trainer {
   srv_coord_peer peer;
   uint64_t last_ns; /* its last PUSH or STEP */
-} srv_guard_trainer;
+} srv_permit_trainer;
 
 typedef struct srv_opstat {
   uint64_t count, errors, keys;
@@ -286,7 +287,7 @@ struct ps_server {
   char data_real[4096];
   char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
   bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
-  srv_guard_trainer *trainers;
+  srv_permit_trainer *trainers;
   size_t ntrainers, trainers_cap;
   srv_decl_stale *decl_stale;
   size_t ndecl_stale, decl_stale_cap;
@@ -318,11 +319,11 @@ struct ps_server {
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
   struct ps_export_rows *export_rows; /* --serve EXPORT: this shard's rows as exported, or NULL */
   char export_tmp[4200];               /* --serve EXPORT: the private store's directory */
-  struct srv_exo *exo;     /* exactly-once records (ps_server_exactly_once_int.h) */
-  uint64_t exo_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
-  uint64_t exo_taken;      /* pushes taken, for the above */
+  struct srv_once *once;    /* exactly-once records (ps_server_exactly_once_int.h) */
+  uint64_t once_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
+  uint64_t once_taken;      /* pushes taken, for the above */
   struct srv_follow *follow; /* --follow: the watcher and the served versions, or NULL */
-  struct srv_repl *repl;     /* --replicas K > 1: replication (ps_server_repl_int.h), or NULL */
+  struct srv_repl *repl; /* --replicas K > 1: replication (ps_server_replication_int.h), or NULL */
 };
 
 /* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
@@ -344,7 +345,7 @@ static inline void srv_list_push(srv_req **head, srv_req **tail, srv_req *r) {
   *tail = r;
 }
 
-/* ps_server_req.c */
+/* ps_server_requests.c */
 srv_req *srv_req_new(ps_server *s, int kind);
 void srv_req_free(ps_server *s, srv_req *r);
 void srv_req_destroy_pool(ps_server *s);
@@ -525,38 +526,38 @@ struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
 /* ps_server_permissions.c */
 /* At start, after the metadata: the canonical data dir and checkpoint root (--checkpoint-root,
  * else `pinned` from the metadata, else the root of a last checkpoint outside the data dir). */
-ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err);
+ps_status srv_permit_load(ps_server *s, const char *pinned, ps_error *err);
 /* The root a checkpoint pinned (for the metadata), or NULL. */
-const char *srv_guard_pinned_root(const ps_server *s);
+const char *srv_permit_pinned_root(const ps_server *s);
 /* Whether root (what srv_ckpt_root made of the client's path) may be used: inside the data dir
  * or the checkpoint root, resolved; may_pin lets a first checkpoint or restore outside the
  * data dir pin the root (ps-worker's layout only). PS_ERR_INVALID with the reason otherwise. */
-ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool may_pin,
+ps_status srv_permit_path(ps_server *s, const char *path, const char *root, bool may_pin,
                          ps_error *err);
 /* A KV_SET of SRV_COORD_CKPT_KEY: its {"step", "path"} must be this shard's last checkpoint. */
-ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err);
+ps_status srv_permit_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err);
 /* DECLARE of a table the store does not have: provisional (not in the store until its first
  * use), its spec the latest declared; r's declaration is remembered. PS_OK: reply success. */
-ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err);
+ps_status srv_permit_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err);
 /* The first PULL, PUSH or STEP of provisional table `id` (r): the spec r's connection declared
  * (else the latest) goes into the store; connections that declared another one become stale. */
-ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
+ps_status srv_permit_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
 /* PS_ERR_CONFLICT when r's connection is stale for table id (only when some connection is). */
-ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
+ps_status srv_permit_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
 /* r declared table id with its spec: not stale any more. */
-void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id);
+void srv_permit_decl_clear(ps_server *s, srv_req *r, uint32_t id);
 /* PS_ERR_CONFLICT when r, a CHECKPOINT, comes from another connection than the one whose
  * prepared checkpoint awaits its commit or abort, while that one is open. */
-ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err);
+ps_status srv_permit_checkpoint(ps_server *s, const srv_req *r, ps_error *err);
 /* r prepared the shard's staged checkpoint. */
-void srv_guard_note_stager(ps_server *s, const srv_req *r);
+void srv_permit_note_stager(ps_server *s, const srv_req *r);
 /* r (a PUSH or STEP that passed its checks) trained on this shard. */
-void srv_guard_note_trainer(ps_server *s, const srv_req *r);
+void srv_permit_note_trainer(ps_server *s, const srv_req *r);
 /* The connection on fd closed. */
-void srv_guard_peer_gone(ps_server *s, int fd);
+void srv_permit_peer_gone(ps_server *s, int fd);
 /* PS_ERR_CONFLICT when a connection other than r's trained here and is still open. */
-ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err);
-void srv_guard_free(ps_server *s);
+ps_status srv_permit_restore(ps_server *s, const srv_req *r, ps_error *err);
+void srv_permit_free(ps_server *s);
 
 /* ps_server_serve.c (opt.serve_dir) */
 /* Opens shard opt.shard's snapshot of the checkpoint read-only and adopts its tables (as async):
@@ -598,13 +599,13 @@ void srv_follow_stop(ps_server *s);
 
 /* ps_server_exactly_once.c */
 /* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */
-ps_status srv_exo_init(ps_server *s);
+ps_status srv_once_init(ps_server *s);
 /* A push that passed its content checks: true when r was answered (a copy: with the original's
  * outcome, now or when the original's reply leaves) and must not be applied; false: apply it
  * (a push without a client id, or a new one, now recorded). */
-bool srv_exo_intake(ps_server *s, srv_req *r);
+bool srv_once_intake(ps_server *s, srv_req *r);
 /* r's reply rh is being sent (or r is dropped): settles r's record and answers its copies. */
-void srv_exo_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
+void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */

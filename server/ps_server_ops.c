@@ -18,7 +18,7 @@
 #include "ps_op.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -178,7 +178,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   /* A copy of a push taken before is answered with its outcome, never applied twice. */
-  if (srv_exo_intake(s, r)) return;
+  if (srv_once_intake(s, r)) return;
   /* While the disk refuses writes the store keeps unwritten rows in memory; a push that could
    * take them past the hot budget is refused here, before any partition applies it. */
   ps_error ae;
@@ -187,7 +187,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
-  srv_guard_note_trainer(s, r);
+  srv_permit_note_trainer(s, r);
   if (t->spec.consistency != PS_CONS_SYNC) {
     srv_dispatch(s, r, TK_PUSH);
     return;
@@ -268,7 +268,7 @@ static void handle_step(ps_server *s, srv_req *r) {
   ps_error err;
   ps_error_clear(&err);
   ps_status st = PS_OK;
-  srv_guard_note_trainer(s, r);
+  srv_permit_note_trainer(s, r);
   srv_rank_note(s, r, h->table_id, h->worker);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
@@ -311,7 +311,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
   if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
     /* Nobody has used it: provisional, the spec of its first user wins
      * (ps_server_permissions.c). */
-    if (srv_guard_declare(s, r, &spec, &err) != PS_OK)
+    if (srv_permit_declare(s, r, &spec, &err) != PS_OK)
       srv_reply_error(s, r, err.code, "%s", err.msg);
     else
       reply_declared(s, r, id);
@@ -351,7 +351,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
             ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
             spec.num_workers);
   }
-  srv_guard_decl_clear(s, r, id);
+  srv_permit_decl_clear(s, r, id);
   reply_declared(s, r, id);
 }
 
@@ -382,10 +382,10 @@ static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
     srv_ckpt_root(s, h->path, h->step, root, sizeof root);
     const bool pin = !ck || h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE ||
                      h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_ONESHOT;
-    if (srv_guard_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
+    if (srv_permit_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
   }
   srv_peers_poll(s); /* a connection closed a moment ago trains or drives no more */
-  return ck ? srv_guard_checkpoint(s, r, err) : srv_guard_restore(s, r, err);
+  return ck ? srv_permit_checkpoint(s, r, err) : srv_permit_restore(s, r, err);
 }
 
 void srv_run_exclusive(ps_server *s, srv_req *r) {
@@ -401,14 +401,14 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, r->h->ckpt_base,
                         r->h->ckpt_full_every, dir, sizeof dir, &err);
     if (st == PS_OK && r->h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE)
-      srv_guard_note_stager(s, r);
+      srv_permit_note_stager(s, r);
     rh.step = r->h->step;
     rh.path = dir;
     rh.ckpt_phase = r->h->ckpt_phase;
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
-    if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
+    if (st == PS_OK) srv_once_clear(s->once); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
@@ -445,8 +445,8 @@ void srv_handle(ps_server *s, srv_req *r) {
       return;
     }
     ps_error err;
-    if ((t->provisional && srv_guard_bind(s, r, h->table_id, &err) != PS_OK) ||
-        (s->ndecl_stale && srv_guard_decl_check(s, r, h->table_id, &err) != PS_OK)) {
+    if ((t->provisional && srv_permit_bind(s, r, h->table_id, &err) != PS_OK) ||
+        (s->ndecl_stale && srv_permit_decl_check(s, r, h->table_id, &err) != PS_OK)) {
       srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }
@@ -475,7 +475,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     }
     ps_error err;
     if (op == EMBER__OP__OP_KV_SET && h->name && strcmp(h->name, SRV_COORD_CKPT_KEY) == 0 &&
-        srv_guard_ckpt_record(s, h, &err) != PS_OK) {
+        srv_permit_ckpt_record(s, h, &err) != PS_OK) {
       srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }

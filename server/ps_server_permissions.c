@@ -71,7 +71,7 @@ static bool layout_root(const char *canon, char *out, size_t len) {
          stat(step_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err) {
+ps_status srv_permit_load(ps_server *s, const char *pinned, ps_error *err) {
   if (!realpath(s->data_dir, s->data_real))
     return ps_error_set(err, PS_ERR_IO, "resolving data dir %s: %s", s->data_dir,
                         strerror(errno));
@@ -103,11 +103,11 @@ ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err) {
   return PS_OK;
 }
 
-const char *srv_guard_pinned_root(const ps_server *s) {
+const char *srv_permit_pinned_root(const ps_server *s) {
   return s->ckpt_root_pinned ? s->ckpt_root : NULL;
 }
 
-ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool may_pin,
+ps_status srv_permit_path(ps_server *s, const char *path, const char *root, bool may_pin,
                          ps_error *err) {
   char canon[PATH_MAX];
   ps_status st = ps_path_canonical(root, canon, sizeof canon, err);
@@ -134,7 +134,7 @@ ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool 
                       path && path[0] ? path : "", canon, s->data_real, roots);
 }
 
-ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err) {
+ps_status srv_permit_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err) {
   json_error_t jerr;
   json_t *j = h->blob.data ? json_loadb((const char *)h->blob.data, h->blob.len, 0, &jerr) : NULL;
   json_int_t step = -1;
@@ -172,7 +172,7 @@ static bool spec_equal(const ps_table_spec *a, const ps_table_spec *b) {
   return ps_table_spec_rows_equal(&x, &y) && ps_table_spec_stepping_equal(&x, &y);
 }
 
-ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err) {
+ps_status srv_permit_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err) {
   const uint32_t id = spec->id;
   ps_status st = ps_table_spec_validate(spec, err);
   if (st != PS_OK) {
@@ -248,7 +248,7 @@ static ps_status stale_add(ps_server *s, uint32_t id, const srv_coord_peer *p) {
   return PS_OK;
 }
 
-ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+ps_status srv_permit_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
   srv_table *t = s->tables[id];
   ps_table_spec spec = t->spec;
   srv_coord_peer p = {0};
@@ -289,7 +289,7 @@ ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
   return PS_OK;
 }
 
-ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+ps_status srv_permit_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
   if (!r->has_ident) return PS_OK;
   srv_coord_peer p;
   srv_peer_of(r, &p);
@@ -302,7 +302,7 @@ ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *
   return PS_OK;
 }
 
-void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
+void srv_permit_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
   if (!s->ndecl_stale || !r->has_ident) return;
   srv_coord_peer p;
   srv_peer_of(r, &p);
@@ -315,7 +315,7 @@ void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
 
 /* ------------------------------------------------------------------ prepared checkpoints */
 
-ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
+ps_status srv_permit_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
   if (!s->staged.have || !s->stager_open || !r->has_ident) return PS_OK;
   srv_coord_peer p;
   srv_peer_of(r, &p);
@@ -327,19 +327,19 @@ ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
                       s->stager.addr[0] ? s->stager.addr : "an unknown address");
 }
 
-void srv_guard_note_stager(ps_server *s, const srv_req *r) {
+void srv_permit_note_stager(ps_server *s, const srv_req *r) {
   s->stager_open = r->has_ident && s->staged.have;
   if (s->stager_open) srv_peer_of(r, &s->stager);
 }
 
 /* ------------------------------------------------------------------ trainers */
 
-void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
+void srv_permit_note_trainer(ps_server *s, const srv_req *r) {
   if (!r->has_ident) return;
   srv_coord_peer p;
   srv_peer_of(r, &p);
   for (size_t i = 0; i < s->ntrainers; i++) {
-    srv_guard_trainer *t = &s->trainers[i];
+    srv_permit_trainer *t = &s->trainers[i];
     if (same_conn(&t->peer, &p)) {
       t->last_ns = ps_now_ns();
       return;
@@ -350,14 +350,14 @@ void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
       return;
     }
   }
-  if (s->ntrainers >= GUARD_MAX_TRAINERS) return; /* srv_guard_restore refuses then */
+  if (s->ntrainers >= GUARD_MAX_TRAINERS) return; /* srv_permit_restore refuses then */
   if (!srv_grow((void **)&s->trainers, &s->trainers_cap, s->ntrainers + 1, sizeof *s->trainers,
                 16))
     return;
-  s->trainers[s->ntrainers++] = (srv_guard_trainer){.peer = p, .last_ns = ps_now_ns()};
+  s->trainers[s->ntrainers++] = (srv_permit_trainer){.peer = p, .last_ns = ps_now_ns()};
 }
 
-void srv_guard_peer_gone(ps_server *s, int fd) {
+void srv_permit_peer_gone(ps_server *s, int fd) {
   for (size_t i = 0; i < s->ntrainers;)
     if (s->trainers[i].peer.fd == fd) s->trainers[i] = s->trainers[--s->ntrainers];
     else i++;
@@ -367,7 +367,7 @@ void srv_guard_peer_gone(ps_server *s, int fd) {
   if (s->stager_open && s->stager.fd == fd) s->stager_open = false;
 }
 
-ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
+ps_status srv_permit_restore(ps_server *s, const srv_req *r, ps_error *err) {
   srv_coord_peer p = {0};
   if (r->has_ident) srv_peer_of(r, &p);
   else return PS_OK; /* in-process: the caller owns the server */
@@ -375,7 +375,7 @@ ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
     return ps_error_set(err, PS_ERR_CONFLICT, "RESTORE refused: %u connections train on shard "
                         "%u", GUARD_MAX_TRAINERS, s->opt.shard);
   for (size_t i = 0; i < s->ntrainers; i++) {
-    const srv_guard_trainer *t = &s->trainers[i];
+    const srv_permit_trainer *t = &s->trainers[i];
     if (same_conn(&t->peer, &p) || t->peer.fd == p.fd) continue;
     double ago = (double)(ps_now_ns() - t->last_ns) / 1e9;
     return ps_error_set(err, PS_ERR_CONFLICT,
@@ -387,7 +387,7 @@ ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
   return PS_OK;
 }
 
-void srv_guard_free(ps_server *s) {
+void srv_permit_free(ps_server *s) {
   free(s->decl_stale);
   s->decl_stale = NULL;
   s->ndecl_stale = s->decl_stale_cap = 0;

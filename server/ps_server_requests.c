@@ -1,4 +1,4 @@
-/* ps_server_req: a request's life on the main thread, from its pooled srv_req to its reply.
+/* ps_server_requests: a request's life on the main thread, from its pooled srv_req to its reply.
  *
  * Requests are recycled through a free list (with their per-thread task array) because every
  * message needs one and the main thread is the hot path. A reply always ends the request: every
@@ -48,12 +48,12 @@ srv_req *srv_req_new(ps_server *s, int kind) {
 
 void srv_req_free(ps_server *s, srv_req *r) {
   if (!r) return;
-  if (r->exo_reg || r->exo_dups) { /* a recorded push dropped without a reply */
+  if (r->once_reg || r->once_dups) { /* a recorded push dropped without a reply */
     Ember__Header eh;
     ps_wire_header_init(&eh, EMBER__OP__OP_ERROR);
     eh.status = PS_ERR_UNAVAILABLE;
     eh.message = "the original of this push was dropped unanswered";
-    srv_exo_replied(s, r, &eh);
+    srv_once_replied(s, r, &eh);
   }
   srv_mem_done(s, r);
   if (r->has_ident) zmq_msg_close(&r->ident);
@@ -104,7 +104,7 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
 void srv_reply_keys(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *keys,
                     zmq_msg_t *values) {
   if (srv_delay_hold(s, r, rh, keys, values)) return; /* --inject-delay-us: sent from the loop */
-  if (r->exo_reg || r->exo_dups) srv_exo_replied(s, r, rh);
+  if (r->once_reg || r->once_dups) srv_once_replied(s, r, rh);
   rh->version = PS_WIRE_VERSION;
   rh->is_reply = true;
   rh->request_id = r->h ? r->h->request_id : 0;
@@ -261,7 +261,7 @@ void srv_peers_poll(ps_server *s) {
     srv_ranks_gone(s, (int)value);
     srv_mem_hs_gone(s, (int)value);
     if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
-    srv_guard_peer_gone(s, (int)value);
+    srv_permit_peer_gone(s, (int)value);
     /* Its waiting requests go later, from the main loop (srv_drop_gone_peers): this may run
      * inside a handler. Without memory to note it they stay until answered as usual. */
     if (srv_grow((void **)&s->gone, &s->gone_cap, s->ngone + 1, sizeof *s->gone, 16))

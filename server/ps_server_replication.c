@@ -1,5 +1,5 @@
-/* ps_server_repl: replicated shards -- primary-backup replication of one shard over K replicas
- * (ps-server --replica R --replicas K --peers 'URL|URL|...' --failover-ms N).
+/* ps_server_replication: replicated shards -- primary-backup replication of one shard over K
+ * replicas (ps-server --replica R --replicas K --peers 'URL|URL|...' --failover-ms N).
  *
  * Design decisions (docs/DESIGN.md, "Replicated shards", says why at more length):
  * - Primary-backup, not chain replication: the primary already orders every request of the
@@ -48,7 +48,7 @@
 
 #include "ps_log.h"
 #include "ps_op.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
 #include "ps_time.h"
 
 void srv_repl_restored(ps_server *s, uint64_t step) {
