@@ -24,6 +24,7 @@
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_auth_int.h"
+#include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_replication_int.h"
@@ -223,7 +224,6 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (!s) return ps_error_set(err_out, PS_ERR_NOMEM, "out of memory");
   s->opt = *opt;
   s->sigpipe[0] = s->sigpipe[1] = -1;
-  s->delay_fd = -1;
   pthread_mutex_init(&s->snap_mu, NULL);
   s->started_ns = ps_now_ns();
   s->nthreads = opt->threads;

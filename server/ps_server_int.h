@@ -248,10 +248,7 @@ struct ps_server {
   srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
   uint32_t max_table;  /* highest declared id: loops over tables stop there */
   srv_req *free_reqs;
-  srv_req *delay_head, *delay_tail; /* --inject-delay-us: replies not yet due, FIFO (the
-                                     * delay is fixed, so in due order) */
-  int delay_fd;        /* a timerfd armed at the head's due time (-1: none yet) */
-  bool delay_armed;
+  struct srv_delay *delay; /* --inject-delay-us: the held replies (ps_server_delay_int.h) */
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
   /* checkpoint / restore: exclusive operations, FIFO */
@@ -431,16 +428,6 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind);
 void srv_parts_drain_done(ps_server *s);
 /* Drops every buffered sync push (restore); only while no store work is in flight. */
 void srv_drop_sync_all(ps_server *s);
-
-/* ps_server_delay.c: --inject-delay-us */
-/* Holds r's reply instead of sending it (true), or lets srv_reply send it now (false). */
-bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *keys,
-                    zmq_msg_t *values);
-/* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
-uint64_t srv_release_delayed(ps_server *s);
-/* The timerfd the main loop polls to wake when the next reply is due (-1: none). */
-int srv_delay_fd(const ps_server *s);
-void srv_delay_close(ps_server *s);
 
 /* ps_server_request_schedule.c */
 /* Store work of r is over: apply bookkeeping, or its reply. */

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "ps_log.h"
+#include "ps_server_delay_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 
