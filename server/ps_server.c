@@ -28,6 +28,7 @@
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_replication_int.h"
+#include "ps_server_serve_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- message intake */
@@ -478,7 +479,7 @@ void ps_server_destroy(ps_server **sp) {
   free_list(s, &s->held_head);
   free_list(s, &s->ready_head);
   free_list(s, &s->excl_head);
-  if (s->serving || s->export_rows) {
+  if (s->serving || s->export) {
     ps_store_close(&s->store); /* read-only: nothing to flush, no data dir to mark */
     srv_serve_close(s);
   } else if (s->store) {
@@ -492,7 +493,7 @@ void ps_server_destroy(ps_server **sp) {
   if (s->coord) srv_coord_destroy(&s->coord);
   srv_permit_free(s);
   free(s->rconn);
-  srv_once_destroy(&s->once);
+  srv_once_free(s);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);
     free(s->tables);

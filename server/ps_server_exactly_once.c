@@ -261,21 +261,50 @@ void srv_once_settle(srv_once *x, uint64_t client, uint64_t seq, bool ok) {
 
 /* ---------------------------------------------------------------- the server's side */
 
+/* A shard's records, and the test-only fault injection that cuts connections after a push. */
+struct srv_exactly_once {
+  srv_once *records;
+  uint64_t drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
+  uint64_t taken;      /* pushes taken, for the above */
+};
+
 ps_status srv_once_init(ps_server *s) {
-  if (!(s->once = srv_once_create())) return PS_ERR_NOMEM;
+  srv_exactly_once *x = calloc(1, sizeof *x);
+  if (!x || !(x->records = srv_once_create())) {
+    free(x);
+    return PS_ERR_NOMEM;
+  }
+  s->once = x;
   const char *drop = getenv("EMBER_TEST_DROP_REPLY");
   if (drop && *drop) {
-    s->once_drop_every = strtoull(drop, NULL, 10);
+    x->drop_every = strtoull(drop, NULL, 10);
     PS_WARN("EMBER_TEST_DROP_REPLY=%s: the connection of every %" PRIu64
             "-th push is cut (test-only fault injection)",
-            drop, s->once_drop_every);
+            drop, x->drop_every);
   }
   return PS_OK;
 }
 
+void srv_once_free(ps_server *s) {
+  if (!s->once) return;
+  srv_once_destroy(&s->once->records);
+  free(s->once);
+  s->once = NULL;
+}
+
+void srv_once_forget(ps_server *s) {
+  if (s->once) srv_once_clear(s->once->records);
+}
+
+void srv_once_stats(const ps_server *s, uint64_t *clients, uint64_t *duplicates,
+                    uint64_t *unknown) {
+  if (s->once) srv_once_counts(s->once->records, clients, duplicates, unknown);
+}
+
 /* The fault injection: cuts r's connection under ZeroMQ, which then sees it closed. */
 static void test_cut(ps_server *s, srv_req *r) {
-  if (!s->once_drop_every || !r->has_ident || ++s->once_taken % s->once_drop_every) return;
+  srv_exactly_once *x = s->once;
+  if (!x->drop_every || !r->has_ident || ++x->taken % x->drop_every) return;
   int fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD);
   if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
@@ -289,7 +318,7 @@ bool srv_once_intake(ps_server *s, srv_req *r) {
   srv_once_verdict v =
       /* A replica that saw every push of its shard knows that a re-send it has no record of was
        * applied nowhere (a dead primary forwarded it first or not at all): new, not unknown. */
-      srv_once_check(s->once, h->client_id, h->seq, h->seq_floor,
+      srv_once_check(s->once->records, h->client_id, h->seq, h->seq_floor,
                     h->retry && !srv_repl_records_complete(s), ps_now_ns(), r, &orig);
   switch (v) {
     case SRV_ONCE_APPLY:
@@ -329,7 +358,7 @@ bool srv_once_intake(ps_server *s, srv_req *r) {
 void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh) {
   if (r->once_reg) {
     r->once_reg = false;
-    srv_once_settle(s->once, r->h->client_id, r->h->seq, rh->status == 0);
+    srv_once_settle(s->once->records, r->h->client_id, r->h->seq, rh->status == 0);
   }
   srv_req *d = r->once_dups;
   r->once_dups = NULL;

@@ -1,7 +1,7 @@
 /* ps_server_exactly_once_int.h: the exactly-once table of a shard -- which pushes of which
- * client it has taken, so that a re-sent push is answered without being applied twice. Private to server/
- * (and its unit test); the server's use of it is srv_once_intake / srv_once_replied
- * (ps_server_int.h).
+ * client it has taken, so that a re-sent push is answered without being applied twice. Private
+ * to server/ (and its unit test); the server's use of it is the last section, srv_once_intake
+ * and srv_once_replied above all.
  *
  * A client numbers its pushes to each shard 1, 2, 3, ... (seq) and sends with each the lowest
  * seq it still waits for (its floor): every seq below the floor is settled for the client, it
@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ps_server.h"
 #include "ps_wire.h"
 
 #define SRV_ONCE_WINDOW PS_WIRE_SEQ_WINDOW          /* seqs unsettled per client and shard */
@@ -64,5 +65,24 @@ void srv_once_clear(srv_once *x);
  * as UNKNOWN. */
 void srv_once_counts(const srv_once *x, uint64_t *clients, uint64_t *duplicates,
                     uint64_t *unknown);
+
+/* ---- the server's side: a shard's records (s->once) and its requests */
+typedef struct srv_exactly_once srv_exactly_once;
+typedef struct srv_req srv_req;
+
+/* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */
+ps_status srv_once_init(ps_server *s);
+void srv_once_free(ps_server *s);
+/* Forgets every client (a restore, a catch-up's base: the rows the records speak of changed). */
+void srv_once_forget(ps_server *s);
+/* The STATS counts (srv_once_counts); left as they are when there are no records. */
+void srv_once_stats(const ps_server *s, uint64_t *clients, uint64_t *duplicates,
+                    uint64_t *unknown);
+/* A push that passed its content checks: true when r was answered (a copy: with the original's
+ * outcome, now or when the original's reply leaves) and must not be applied; false: apply it
+ * (a push without a client id, or a new one, now recorded). */
+bool srv_once_intake(ps_server *s, srv_req *r);
+/* r's reply rh is being sent (or r is dropped): settles r's record and answers its copies. */
+void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 
 #endif

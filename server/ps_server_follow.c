@@ -49,6 +49,7 @@
 #include "ps_ckpt_layout.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_server_serve_int.h"
 #include "ps_time.h"
 
 typedef struct srv_version {

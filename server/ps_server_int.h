@@ -314,11 +314,9 @@ struct ps_server {
   void *sink_ctx;
   struct srv_auth *auth; /* the ZAP handler of a CURVE server (ps_server_auth_int.h), or NULL */
   bool serving;          /* --serve: a read-only checkpoint, pulls only (ps_server_serve.c) */
-  struct ps_export_rows *export_rows; /* --serve EXPORT: this shard's rows as exported, or NULL */
-  char export_tmp[4200];               /* --serve EXPORT: the private store's directory */
-  struct srv_once *once;    /* exactly-once records (ps_server_exactly_once_int.h) */
-  uint64_t once_drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
-  uint64_t once_taken;      /* pushes taken, for the above */
+  struct srv_export *export; /* --serve EXPORT: this shard's rows as exported (ps_server_serve.c),
+                              * or NULL */
+  struct srv_exactly_once *once; /* exactly-once records (ps_server_exactly_once_int.h) */
   struct srv_follow *follow; /* --follow: the watcher and the served versions, or NULL */
   struct srv_repl *repl; /* --replicas K > 1: replication (ps_server_replication_int.h), or NULL */
 };
@@ -546,30 +544,6 @@ void srv_permit_peer_gone(ps_server *s, int fd);
 ps_status srv_permit_restore(ps_server *s, const srv_req *r, ps_error *err);
 void srv_permit_free(ps_server *s);
 
-/* ps_server_serve.c (opt.serve_dir) */
-/* Opens shard opt.shard's snapshot of the checkpoint read-only and adopts its tables (as async):
- * PS_ERR_INVALID when serve_dir is no checkpoint or has another shard count. */
-ps_status srv_serve_open(ps_server *s, ps_error *err);
-/* --serve EXPORT: the rows of r's keys (those at first, first + stride, ...) into r->outp, f32
- * or f16 as r asks, from the export's rows (ps_rowset.h), initial rows for keys it has none of.
- * Read-only: any partition thread. */
-void srv_serve_pull_export(const ps_server *s, srv_req *r, uint32_t first, uint32_t stride);
-/* Frees the export's rows and removes the private store's directory (after the store closed). */
-void srv_serve_close(ps_server *s);
-/* A serving shard: replies with the refusal and returns true for an op that would change the
- * shard (push, step, checkpoint, restore). */
-bool srv_serve_refuse(ps_server *s, srv_req *r, int op);
-/* A serving shard's DECLARE: PS_OK when spec's rows are the served table's. */
-ps_status srv_serve_declare(ps_server *s, const ps_table_spec *spec, ps_error *err);
-/* A DECLARE whose spec has dim 0 (any shard, serving or not): a lookup of the table named by
- * the spec's name, answered with its spec; changes nothing (docs/PROTOCOL.md, "Tables"). */
-void srv_table_lookup(ps_server *s, srv_req *r);
-/* Opens this shard's snapshot of the committed checkpoint `dir` (one step-N) read-only, after
- * checking its shard count against the cluster's; its step into *step. Any thread (reads only
- * s->opt). PS_ERR_INVALID for another shard count, else the store's or the file's failure. */
-ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **store,
-                              uint64_t *step, ps_error *err);
-
 /* ps_server_follow.c (opt.follow) */
 /* After srv_serve_open and the signal pipe: the served snapshot becomes version 1 and the
  * watcher thread starts. */
@@ -583,16 +557,6 @@ void srv_follow_release(ps_server *s, srv_req *r);
 /* Destroy, after the partition threads stopped: the watcher stops, every version is closed
  * (s->store too). */
 void srv_follow_stop(ps_server *s);
-
-/* ps_server_exactly_once.c */
-/* Creates the records (and reads EMBER_TEST_DROP_REPLY); PS_ERR_NOMEM without memory. */
-ps_status srv_once_init(ps_server *s);
-/* A push that passed its content checks: true when r was answered (a copy: with the original's
- * outcome, now or when the original's reply leaves) and must not be applied; false: apply it
- * (a push without a client id, or a new one, now recorded). */
-bool srv_once_intake(ps_server *s, srv_req *r);
-/* r's reply rh is being sent (or r is dropped): settles r's record and answers its copies. */
-void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 
 /* ps_server_stats.c */
 /* Fills out (initialised) from the server's state. */

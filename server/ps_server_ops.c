@@ -19,6 +19,7 @@
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_replication_int.h"
+#include "ps_server_serve_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -408,7 +409,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
-    if (st == PS_OK) srv_once_clear(s->once); /* the pushes it records were rolled back */
+    if (st == PS_OK) srv_once_forget(s); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)

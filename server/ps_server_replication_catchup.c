@@ -326,7 +326,7 @@ static ps_status load_base(ps_server *s, uint64_t step, ps_error *err) {
   srv_tables_adopt_store(s);
   if (step) srv_tables_reset_steps(s, step);
   srv_drop_sync_all(s);
-  srv_once_clear(s->once);
+  srv_once_forget(s);
   log_clear(x);
   ps_store_snapshot_remove(base, err);
   x->have_base = rename(in, base) == 0;

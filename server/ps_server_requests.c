@@ -20,6 +20,7 @@
 
 #include "ps_log.h"
 #include "ps_server_delay_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
 

@@ -133,7 +133,7 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->requests_live = s->reqs_live;
   out->parked = s->parked;
   out->bytes_in_flight = atomic_load(&s->inflight_bytes);
-  srv_once_counts(s->once, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
+  srv_once_stats(s, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
   srv_repl_stats(s, out);
   out->ntables = 0;
   for (uint32_t id = 1; id <= s->max_table; id++) {
