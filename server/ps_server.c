@@ -27,6 +27,7 @@
 #include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_time.h"
@@ -244,7 +245,8 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
-  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK) goto fail;
+  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK || srv_permit_init(s) != PS_OK)
+    goto fail;
   if (opt->serve_dir) st = srv_serve_open(s, err);
   else st = open_data_dir(s, err);
   if (st != PS_OK) goto fail;

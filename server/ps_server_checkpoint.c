@@ -38,6 +38,7 @@
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_server_permissions_int.h"
 
 /* The server's table: spec's stepping fields say how workers step it (num_workers 0 = 1). */
 srv_table *srv_table_new(const ps_table_spec *spec) {
@@ -241,7 +242,7 @@ void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, siz
    * restored from by the next start, and a relative one went through here again then -- with
    * a relative --data-dir, DIR/DIR/checkpoints/..., so a kill -9 left a shard that never
    * started again. */
-  const char *dd = s->data_real[0] ? s->data_real : s->data_dir;
+  const char *dd = srv_permit_data_dir(s);
   int n = 0;
   if (!path || !path[0]) ps_ckpt_server_root(out, len, dd, step); /* too long: "" */
   else if (path[0] == '/') n = snprintf(out, len, "%s", path);

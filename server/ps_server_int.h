@@ -99,13 +99,6 @@ typedef struct srv_decl {
   ps_table_spec spec;
 } srv_decl;
 
-/* A connection whose declaration of `table` lost to its first user's: refused until it
- * declares the table's spec. */
-typedef struct srv_decl_stale {
-  uint32_t table;
-  srv_coord_peer peer;
-} srv_decl_stale;
-
 typedef struct srv_changed srv_changed; /* sync: the keys each step changed (ps_server_refresh.c) */
 
 typedef struct srv_table {
@@ -219,12 +212,6 @@ typedef struct srv_rank_conn {
   srv_coord_peer peer;
 } srv_rank_conn;
 
-/* A connection that trained (PUSH or STEP) on this shard, until it closes. */
-typedef struct srv_permit_trainer {
-  srv_coord_peer peer;
-  uint64_t last_ns; /* its last PUSH or STEP */
-} srv_permit_trainer;
-
 typedef struct srv_opstat {
   uint64_t count, errors, keys;
   ps_hist *lat;   /* arrival -> reply sent, every request */
@@ -280,16 +267,8 @@ struct ps_server {
   ps_server_stats scratch; /* the STATS reply's, main thread only */
   uint64_t snap_ns;
   size_t snap_buckets;     /* histogram buckets the last publish copied (tests, bench) */
-  /* ps_server_permissions.c: the roots checkpoints may use (canonical), and who trains */
-  char data_real[4096];
-  char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
-  bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
-  srv_permit_trainer *trainers;
-  size_t ntrainers, trainers_cap;
-  srv_decl_stale *decl_stale;
-  size_t ndecl_stale, decl_stale_cap;
-  srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
-  bool stager_open;
+  struct srv_permit *permit; /* checkpoint roots, trainers, stale declarations
+                              * (ps_server_permissions_int.h) */
   srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_request_schedule.c) */
   size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
   /* memory bounds (ps_server_mem.c) */
@@ -507,42 +486,6 @@ void srv_tables_reset_steps(ps_server *s, uint64_t step);
 void srv_ckpt_discard_staged(ps_server *s);
 /* {"step", "path"}: how metadata and STATS show a checkpoint. */
 struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
-
-/* ps_server_permissions.c */
-/* At start, after the metadata: the canonical data dir and checkpoint root (--checkpoint-root,
- * else `pinned` from the metadata, else the root of a last checkpoint outside the data dir). */
-ps_status srv_permit_load(ps_server *s, const char *pinned, ps_error *err);
-/* The root a checkpoint pinned (for the metadata), or NULL. */
-const char *srv_permit_pinned_root(const ps_server *s);
-/* Whether root (what srv_ckpt_root made of the client's path) may be used: inside the data dir
- * or the checkpoint root, resolved; may_pin lets a first checkpoint or restore outside the
- * data dir pin the root (ps-worker's layout only). PS_ERR_INVALID with the reason otherwise. */
-ps_status srv_permit_path(ps_server *s, const char *path, const char *root, bool may_pin,
-                         ps_error *err);
-/* A KV_SET of SRV_COORD_CKPT_KEY: its {"step", "path"} must be this shard's last checkpoint. */
-ps_status srv_permit_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err);
-/* DECLARE of a table the store does not have: provisional (not in the store until its first
- * use), its spec the latest declared; r's declaration is remembered. PS_OK: reply success. */
-ps_status srv_permit_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err);
-/* The first PULL, PUSH or STEP of provisional table `id` (r): the spec r's connection declared
- * (else the latest) goes into the store; connections that declared another one become stale. */
-ps_status srv_permit_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
-/* PS_ERR_CONFLICT when r's connection is stale for table id (only when some connection is). */
-ps_status srv_permit_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err);
-/* r declared table id with its spec: not stale any more. */
-void srv_permit_decl_clear(ps_server *s, srv_req *r, uint32_t id);
-/* PS_ERR_CONFLICT when r, a CHECKPOINT, comes from another connection than the one whose
- * prepared checkpoint awaits its commit or abort, while that one is open. */
-ps_status srv_permit_checkpoint(ps_server *s, const srv_req *r, ps_error *err);
-/* r prepared the shard's staged checkpoint. */
-void srv_permit_note_stager(ps_server *s, const srv_req *r);
-/* r (a PUSH or STEP that passed its checks) trained on this shard. */
-void srv_permit_note_trainer(ps_server *s, const srv_req *r);
-/* The connection on fd closed. */
-void srv_permit_peer_gone(ps_server *s, int fd);
-/* PS_ERR_CONFLICT when a connection other than r's trained here and is still open. */
-ps_status srv_permit_restore(ps_server *s, const srv_req *r, ps_error *err);
-void srv_permit_free(ps_server *s);
 
 /* ps_server_follow.c (opt.follow) */
 /* After srv_serve_open and the signal pipe: the served snapshot becomes version 1 and the

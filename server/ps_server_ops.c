@@ -18,6 +18,7 @@
 #include "ps_op.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"
 
@@ -447,7 +448,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     }
     ps_error err;
     if ((t->provisional && srv_permit_bind(s, r, h->table_id, &err) != PS_OK) ||
-        (s->ndecl_stale && srv_permit_decl_check(s, r, h->table_id, &err) != PS_OK)) {
+        srv_permit_decl_check(s, r, h->table_id, &err) != PS_OK) {
       srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }
