@@ -27,6 +27,7 @@
 #include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"
@@ -106,7 +107,7 @@ static bool recv_one(ps_server *s) {
     return true;
   }
   r->fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD); /* its disconnect drops it if it still waits */
-  if (s->nhs) srv_mem_hs_seen(s, r->fd); /* authenticated */
+  if (srv_mem_hs_young(s)) srv_mem_hs_seen(s, r->fd); /* authenticated */
   handle_frames(s, r, sent);
   return true;
 }
@@ -275,7 +276,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     int hwm = SRV_PEER_HWM, linger = 2000; /* a non-reader's queue, bounded */
-    int64_t maxmsg = (int64_t)s->req_cap; /* a larger frame: disconnected, nothing buffered */
+    int64_t maxmsg = (int64_t)srv_mem_request_cap(s); /* a larger frame: disconnected, nothing buffered */
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
@@ -293,7 +294,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   }
   PS_INFO("shard %u of %u: %s %s, %u partition threads, request cap %zu MiB%s%s",
           opt->shard, opt->shards, s->serving ? "serving" : "data dir",
-          s->serving ? s->last.path : s->data_dir, s->nthreads, s->req_cap >> 20,
+          s->serving ? s->last.path : s->data_dir, s->nthreads, srv_mem_request_cap(s) >> 20,
           s->router ? ", listening on " : "", s->endpoint);
   srv_stats_publish(s); /* so that ps_server_stats_read always has a snapshot */
   *out = s;
@@ -353,7 +354,7 @@ ps_status ps_server_run(ps_server *s) {
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     /* what waits for a worker lost a while ago fails (ps_server_request_schedule.c) */
     srv_ranks_tick(s);
-    if (s->nhs) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
+    if (srv_mem_hs_young(s)) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
       long hs_ms = srv_mem_hs_check(s);
       if (hs_ms < timeout_ms) timeout_ms = hs_ms;
     }

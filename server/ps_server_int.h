@@ -51,32 +51,12 @@
  * their product is not bounded enough to allocate blindly). */
 #define SRV_MAX_REPLY_BYTES ((size_t)512 << 20)
 #define SRV_MAX_WORKERS PS_TABLE_MAX_WORKERS
-/* Connections are told apart for the bytes-in-flight cap by a hash of their routing id. */
-#define SRV_CONN_SLOTS 4096u
 /* ZeroMQ's queues of one connection, each way (ZMQ_SNDHWM, ZMQ_RCVHWM), in messages: replies
  * past it to a connection that does not read are dropped (ROUTER), requests past it wait in
  * the peer's TCP buffers. A client never has more replies queued than requests outstanding:
  * ps_client keeps at most 4095 pushes unsettled per shard (PS_WIRE_SEQ_WINDOW), and its other
  * requests in flight are few, so twice that never drops a reply a client waits for. */
 #define SRV_PEER_HWM 8192
-/* At most this many requests wait for bytes in flight to come back (ps_server_mem.c). */
-#define SRV_PARK_MAX 1024u
-/* A released pull reply buffer this large is kept for the next pull (ps_server_mem.c). */
-#define SRV_SPARE_MIN ((size_t)1 << 20)
-#define SRV_SPARE_MAX ((size_t)64 << 20)
-/* Buffers of applied sync steps kept for the next steps, in all
- * (ps_server_partition_threads.c): reused, they spare a large push its page faults; beyond this they are freed. */
-#define SRV_SYNC_KEEP ((size_t)16 << 20)
-/* CURVE: a peer is given this long to authenticate (ZMQ_HANDSHAKE_IVL), and at most
- * SRV_HS_HEAVY connections may have received over SRV_HS_BYTES without delivering a message
- * (a handshake is < 1 KB: the rest is a frame, possibly a peer with no key filling a handshake
- * command up to R); newer ones are closed (ps_server_mem.c). */
-#define SRV_HS_IVL_MS 5000
-#define SRV_HS_HEAVY 2u
-#define SRV_HS_BYTES ((uint64_t)64 << 10)
-/* What a request costs besides its frames (its srv_req and ZeroMQ's message structures). */
-#define SRV_REQ_COST ((size_t)1024)
-enum { PARK_HANDLE = 100 };
 
 enum { REQ_CLIENT = 0, REQ_APPLY = 1 };
 /* Store work a request hands to the partition threads. */
@@ -271,23 +251,10 @@ struct ps_server {
                               * (ps_server_permissions_int.h) */
   srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_request_schedule.c) */
   size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
-  /* memory bounds (ps_server_mem.c) */
-  size_t req_cap, conn_cap, all_cap, park_cap;
-  _Atomic uint64_t inflight_bytes;   /* charged: frames of store requests, unreleased replies */
-  _Atomic uint64_t *conn_bytes;      /* the same per connection slot (SRV_CONN_SLOTS) */
-  uint32_t *conn_parked;             /* parked requests per slot */
-  srv_req *park_head, *park_tail;    /* waiting for bytes, FIFO */
-  uint64_t parked, parked_bytes;
-  atomic_bool park_wake;             /* a released reply wakes the main loop */
-  _Atomic(struct mem_hdr *) reply_spare; /* a released reply buffer kept for reuse */
+  struct srv_mem *mem; /* memory bounds: caps, charges, parked requests (ps_server_mem.c) */
   int *gone;                         /* fds of connections closed, their requests not yet
                                       * dropped (srv_drop_gone_peers) */
   size_t ngone, gone_cap;
-  struct srv_hs *hs;                 /* CURVE: connections that delivered no message yet */
-  size_t nhs, hs_cap;
-  size_t sync_cap;                   /* of sync pushes buffered for steps not applied yet */
-  uint64_t sync_bytes;               /* charged to that cap (the tables' sync_bytes summed) */
-  _Atomic uint64_t sync_kept;        /* buffers of applied steps kept for reuse (threads) */
   /* in-process feed */
   ps_server_sink sink;
   void *sink_ctx;
@@ -352,49 +319,6 @@ void srv_changed_note(srv_table *t, uint64_t step, const uint64_t *keys, size_t 
 void srv_changed_reset(srv_table *t);
 void srv_changed_free(srv_changed *c);
 ps_status srv_refresh_select(srv_req *r);
-
-/* ps_server_mem.c */
-ps_status srv_mem_init(ps_server *s);
-void srv_mem_free(ps_server *s);
-uint32_t srv_conn_slot(zmq_msg_t *ident);
-/* At intake: refuses (replies, frees r and returns true) a pull whose reply is over the cap. */
-bool srv_mem_too_large(ps_server *s, srv_req *r);
-/* At intake, after srv_mem_too_large: charges r's frames (and the reply of a pull that can
- * run now). true = handle it; false = r was parked (srv_mem_unpark handles it once its bytes
- * fit, after the earlier requests of its connection) or refused. */
-bool srv_mem_intake(ps_server *s, srv_req *r);
-/* Before a pull's store work (srv_dispatch): allocates its reply into r->out out of its
- * reservation, or charges it now; false = parked or refused. Other work: true. */
-bool srv_mem_admit(ps_server *s, srv_req *r, int kind);
-/* Dispatches the parked requests that fit now, in order per connection. */
-void srv_mem_unpark(ps_server *s);
-/* Empties the parked list: answered with PS_ERR_UNAVAILABLE (answer) or freed. */
-void srv_mem_drop_parked(ps_server *s, bool answer);
-/* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large
- * replies other than pulls: STATS); false without memory. */
-bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
-/* Header replies up to this size are not charged (acks, short errors): a connection's send
- * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~4 MB of
- * them (~1 MB of acks and PINGs, which fit in ZeroMQ's message structures). Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
-#define SRV_SMALL_REPLY ((size_t)256)
-/* CURVE: the connection on fd was accepted / delivered a message / closed. */
-void srv_mem_hs_accepted(ps_server *s, int fd);
-void srv_mem_hs_seen(ps_server *s, int fd);
-void srv_mem_hs_gone(ps_server *s, int fd);
-/* Closes the connections past SRV_HS_HEAVY that hold a frame but delivered no message; the
- * poll timeout (ms) until the next look (100 when none is young). */
-long srv_mem_hs_check(ps_server *s);
-/* The connection on fd closed: its parked requests are dropped (srv_drop_gone_peers). */
-void srv_mem_peer_gone(ps_server *s, int fd);
-/* r is freed: gives back its charged frame bytes. */
-void srv_mem_done(ps_server *s, srv_req *r);
-/* A sync push about to be buffered for its step: charges its gradients (as f32, with their
- * keys) until the step is applied; refuses it (replies, frees r, false) past the sync cap. */
-bool srv_mem_sync_take(ps_server *s, srv_req *r);
-/* Step `step` of table t was applied: its buffered pushes are gone. */
-void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step);
-/* Every buffered sync push was dropped (srv_drop_sync_all). */
-void srv_mem_sync_reset(ps_server *s);
 
 /* ps_server_partition_threads.c */
 ps_status srv_parts_start(ps_server *s);

@@ -18,6 +18,7 @@
 #include "ps_op.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_time.h"
 
@@ -64,10 +65,7 @@ static void slot_free(sync_slot *sl) {
  * table would hold memory that no cap counts (ps_server_mem.c charges steps not applied). */
 static void slot_release(ps_server *s, sync_slot *sl, uint32_t dim) {
   const uint64_t b = slot_cap_bytes(sl, dim);
-  if (b && atomic_fetch_add(&s->sync_kept, b) + b > SRV_SYNC_KEEP) {
-    atomic_fetch_sub(&s->sync_kept, b);
-    slot_free(sl);
-  }
+  if (b && !srv_mem_keep_sync(s, b)) slot_free(sl);
 }
 
 static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64_t step) {
@@ -84,7 +82,7 @@ static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64
   sync_slot *sl = &t->slot[step % SRV_WINDOW];
   if (sl->used && sl->step != step) return NULL; /* the main thread's window check failed */
   if (!sl->used && sl->cap) /* buffers kept from an applied step: in use again */
-    atomic_fetch_sub(&p->s->sync_kept, slot_cap_bytes(sl, dim));
+    srv_mem_unkeep_sync(p->s, slot_cap_bytes(sl, dim));
   sl->used = true;
   sl->step = step;
   return sl;

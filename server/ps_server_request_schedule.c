@@ -14,6 +14,7 @@
 
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_time.h"
 
 void srv_finish(ps_server *s, srv_req *r) {

@@ -22,6 +22,7 @@
 #include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_time.h"
 

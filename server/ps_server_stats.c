@@ -31,6 +31,7 @@
 #include "ps_op.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_time.h"
 
@@ -131,8 +132,7 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->deferred = s->deferred_now;
   out->held = s->held;
   out->requests_live = s->reqs_live;
-  out->parked = s->parked;
-  out->bytes_in_flight = atomic_load(&s->inflight_bytes);
+  srv_mem_stats(s, out);
   srv_once_stats(s, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
   srv_repl_stats(s, out);
   out->ntables = 0;
