@@ -31,6 +31,7 @@
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- message intake */
@@ -227,7 +228,6 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (!s) return ps_error_set(err_out, PS_ERR_NOMEM, "out of memory");
   s->opt = *opt;
   s->sigpipe[0] = s->sigpipe[1] = -1;
-  pthread_mutex_init(&s->snap_mu, NULL);
   s->started_ns = ps_now_ns();
   s->nthreads = opt->threads;
   snprintf(s->data_dir, sizeof s->data_dir, "%s", opt->data_dir ? opt->data_dir : "");
@@ -236,9 +236,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   ps_status st = PS_ERR_NOMEM;
   ps_error_set(err, st, "out of memory"); /* until a step below says otherwise */
   s->tables = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *s->tables);
-  if (!s->tables || ps_server_stats_init(&s->snap) != PS_OK ||
-      ps_server_stats_init(&s->scratch) != PS_OK)
-    goto fail;
+  if (!s->tables || srv_stats_init(s) != PS_OK) goto fail;
   for (int i = 0; i < SRV_NOPS; i++) {
     srv_opstat *o = &s->ops[i];
     if (!(o->lat = ps_hist_create()) || !(o->queue = ps_hist_create()) ||
@@ -339,7 +337,7 @@ ps_status ps_server_run(ps_server *s) {
   uint64_t stop_deadline = 0;
   for (;;) {
     uint64_t now = ps_now_ns();
-    if (now - s->snap_ns > 200000000ull) srv_stats_publish(s);
+    if (srv_stats_due(s, now)) srv_stats_publish(s);
     long timeout_ms = 100;
     /* Rounded up (the loop never spins; the delay's timerfd wakes it on time); a long delay
      * must not stretch the 100 ms tick. */
@@ -512,8 +510,6 @@ void ps_server_destroy(ps_server **sp) {
   if (s->sigpipe[0] >= 0) close(s->sigpipe[0]);
   if (s->sigpipe[1] >= 0) close(s->sigpipe[1]);
   srv_delay_close(s);
-  ps_server_stats_free(&s->snap);
-  ps_server_stats_free(&s->scratch);
-  pthread_mutex_destroy(&s->snap_mu);
+  srv_stats_free(s);
   free(s);
 }

@@ -50,6 +50,7 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 #include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_time.h"
 
 typedef struct srv_version {

@@ -242,11 +242,7 @@ struct ps_server {
   ps_server_traffic traffic;
   uint64_t deferred_now;
   uint64_t started_ns;
-  pthread_mutex_t snap_mu;
-  ps_server_stats snap;    /* the published snapshot, under snap_mu */
-  ps_server_stats scratch; /* the STATS reply's, main thread only */
-  uint64_t snap_ns;
-  size_t snap_buckets;     /* histogram buckets the last publish copied (tests, bench) */
+  struct srv_snapshot *snapshot; /* the published statistics (ps_server_stats_int.h) */
   struct srv_permit *permit; /* checkpoint roots, trainers, stale declarations
                               * (ps_server_permissions_int.h) */
   srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_request_schedule.c) */
@@ -424,12 +420,5 @@ void srv_follow_release(ps_server *s, srv_req *r);
 /* Destroy, after the partition threads stopped: the watcher stops, every version is closed
  * (s->store too). */
 void srv_follow_stop(ps_server *s);
-
-/* ps_server_stats.c */
-/* Fills out (initialised) from the server's state. */
-void srv_stats_fill(ps_server *s, ps_server_stats *out);
-/* Refreshes the published snapshot (main thread): histograms by ps_hist_sync, so it costs
- * the buckets written since the last publish; s->snap_buckets counts them. */
-void srv_stats_publish(ps_server *s);
 
 #endif

@@ -22,6 +22,7 @@
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -359,8 +360,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
 }
 
 static void handle_stats(ps_server *s, srv_req *r) {
-  srv_stats_fill(s, &s->scratch);
-  char *js = ps_server_stats_to_json(&s->scratch);
+  char *js = srv_stats_json(s);
   if (!js) {
     srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory building stats");
     return;
