@@ -30,6 +30,7 @@
 #include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_server_stats_int.h"
 #include "ps_time.h"
@@ -244,7 +245,8 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
-  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK || srv_permit_init(s) != PS_OK)
+  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK || srv_permit_init(s) != PS_OK ||
+      srv_sched_init(s) != PS_OK)
     goto fail;
   if (opt->serve_dir) st = srv_serve_open(s, err);
   else st = open_data_dir(s, err);
@@ -314,21 +316,12 @@ static void drain_waiters(ps_server *s) {
   if (s->coord) srv_coord_drain(s->coord);
   srv_repl_drain(s);
   /* Exclusive ops not started yet and held requests are refused too. */
-  if (!s->excl_active) srv_reply_unavailable_all(s, &s->excl_head, &s->excl_tail);
+  srv_exclusive_refuse_queued(s);
 }
 
 static void drain_done(ps_server *s) {
   srv_parts_drain_done(s);
   srv_run_ready(s);
-}
-
-static void free_list(ps_server *s, srv_req **head) {
-  for (srv_req *r = *head; r;) {
-    srv_req *n = r->next;
-    srv_req_free(s, r);
-    r = n;
-  }
-  *head = NULL;
 }
 
 ps_status ps_server_run(ps_server *s) {
@@ -367,7 +360,7 @@ ps_status ps_server_run(ps_server *s) {
       if (s->done) srv_parts_drain_done(s);
       srv_try_exclusive(s);
       srv_run_ready(s);
-      if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
+      if ((s->inflight == 0 && !srv_exclusive_pending(s)) || now > stop_deadline) break;
     }
     zmq_pollitem_t items[5 + SRV_REPL_MAX] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
@@ -477,9 +470,7 @@ void ps_server_destroy(ps_server **sp) {
   srv_follow_stop(s); /* closes every version, s->store too */
   /* Requests still parked (held, ready, or an exclusive op that never ran) are freed
    * unanswered. */
-  free_list(s, &s->held_head);
-  free_list(s, &s->ready_head);
-  free_list(s, &s->excl_head);
+  srv_sched_free(s);
   if (s->serving || s->export) {
     ps_store_close(&s->store); /* read-only: nothing to flush, no data dir to mark */
     srv_serve_close(s);
@@ -493,7 +484,6 @@ void ps_server_destroy(ps_server **sp) {
   }
   if (s->coord) srv_coord_destroy(&s->coord);
   srv_permit_free(s);
-  free(s->rconn);
   srv_once_free(s);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);

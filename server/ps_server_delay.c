@@ -26,6 +26,7 @@
 #include "ps_log.h"
 #include "ps_server_delay_int.h"
 #include "ps_server_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 /* The held replies of a shard with --inject-delay-us (made at the first held reply). */
@@ -137,7 +138,7 @@ uint64_t srv_release_delayed(ps_server *s) {
     release(s, r);
     sent = true;
   }
-  if (sent && s->excl_head) srv_try_exclusive(s); /* a checkpoint waits for what was held */
+  if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s); /* a checkpoint waits for what was held */
   if (sent || (next && !d->armed)) arm(d, next ? now + next : 0);
   d->armed = next != 0;
   return next;

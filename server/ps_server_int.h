@@ -181,17 +181,6 @@ typedef struct srv_part {
   sync_tab *sync;
 } srv_part;
 
-/* A rank that stepped a table on this shard (ps_server_request_schedule.c): the connection it
- * last stepped it on, and whether that connection closed since (lost), so that a pull waiting for
- * the rank's steps fails naming it instead of waiting out its timeout. */
-typedef struct srv_rank_conn {
-  uint32_t table, rank;
-  bool lost;         /* its connection closed at lost_ns; no STEP or pull since */
-  bool gone;         /* lost for the grace period: what waits for its steps fails */
-  uint64_t lost_ns;
-  srv_coord_peer peer;
-} srv_rank_conn;
-
 typedef struct srv_opstat {
   uint64_t count, errors, keys;
   ps_hist *lat;   /* arrival -> reply sent, every request */
@@ -218,14 +207,8 @@ struct ps_server {
   struct srv_delay *delay; /* --inject-delay-us: the held replies (ps_server_delay_int.h) */
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
-  /* checkpoint / restore: exclusive operations, FIFO */
-  srv_req *excl_head, *excl_tail;
-  bool excl_active;
-  srv_req *held_head, *held_tail; /* requests held while an exclusive op runs */
-  uint64_t held;
-  /* held requests released by the end of an exclusive op, to be handled again in order; the
-   * main loop drains it (srv_run_ready) before it takes the next message */
-  srv_req *ready_head, *ready_tail;
+  struct srv_sched *sched; /* exclusive operations, held and ready requests, ranks' connections
+                           * (ps_server_request_schedule.c) */
   /* last checkpoint (persisted in the metadata) */
   ps_server_ckpt last;
   /* a prepared checkpoint awaiting its commit or abort; persisted too, so that a restart can
@@ -245,8 +228,6 @@ struct ps_server {
   struct srv_snapshot *snapshot; /* the published statistics (ps_server_stats_int.h) */
   struct srv_permit *permit; /* checkpoint roots, trainers, stale declarations
                               * (ps_server_permissions_int.h) */
-  srv_rank_conn *rconn;  /* ranks that stepped here (ps_server_request_schedule.c) */
-  size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
   struct srv_mem *mem; /* memory bounds: caps, charges, parked requests (ps_server_mem.c) */
   int *gone;                         /* fds of connections closed, their requests not yet
                                       * dropped (srv_drop_gone_peers) */
@@ -325,43 +306,6 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind);
 void srv_parts_drain_done(ps_server *s);
 /* Drops every buffered sync push (restore); only while no store work is in flight. */
 void srv_drop_sync_all(ps_server *s);
-
-/* ps_server_request_schedule.c */
-/* Store work of r is over: apply bookkeeping, or its reply. */
-void srv_finish(ps_server *s, srv_req *r);
-void srv_adopt_step(srv_table *t, uint64_t step);
-bool srv_pull_ready(const srv_table *t, uint64_t step);
-void srv_start_pull(ps_server *s, srv_req *r);
-/* Re-checks t's deferred pulls. */
-void srv_release_waiters(ps_server *s, srv_table *t);
-/* The STEP r of rank `worker` in table `id` (0: every table): its connection is the rank's
- * from now on, and not lost. */
-void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker);
-/* The connection on fd closed: the ranks that stepped on it are lost. */
-void srv_ranks_gone(ps_server *s, int fd);
-/* Ranks lost for their grace period are gone: the deferred pulls and the checkpoint that wait
- * for their steps fail naming them (the main loop calls it at least every 100 ms). */
-void srv_ranks_tick(ps_server *s);
-/* Answers r (a pull of `step`) with an error naming a gone rank it would wait for forever;
- * false when none holds it back. A pull of a lost rank means it is back. */
-bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step);
-/* Forgets the lost ranks (a restore rolled every clock back: a new job). */
-void srv_ranks_reset(ps_server *s);
-/* Records that `worker` finished `step` in table t. */
-ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t step,
-                         ps_error *err);
-/* Queues a checkpoint or restore and runs what can run. */
-void srv_exclusive_add(ps_server *s, srv_req *r);
-/* Runs the head exclusive operation once it can; the requests held meanwhile go to the ready
- * queue. */
-void srv_try_exclusive(ps_server *s);
-/* Handles the ready queue's requests again, in order. */
-void srv_run_ready(ps_server *s);
-/* The connections srv_peers_poll saw close: every request of theirs still waiting --
- * deferred pulls, parked and held requests, queued checkpoints -- is dropped, with the bytes
- * it holds. Main loop only: srv_peers_poll also runs inside handlers (coordinator ops,
- * checkpoints) that may be walking these very lists (srv_mem_unpark). */
-void srv_drop_gone_peers(ps_server *s);
 
 /* ps_server_ops.c */
 /* Takes ownership of a decoded request and handles it by op. */

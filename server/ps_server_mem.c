@@ -64,6 +64,7 @@
 #include "ps_op.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 /* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
@@ -347,7 +348,7 @@ void srv_mem_unpark(ps_server *s) {
   uint8_t blocked[SRV_CONN_SLOTS / 8];
   memset(blocked, 0, sizeof blocked);
   srv_req *r = s->mem->park_head, *prev = NULL;
-  while (r && !s->excl_active) {
+  while (r && !srv_exclusive_active(s)) {
     srv_req *next = r->next;
     const uint32_t sl = r->slot;
     bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));

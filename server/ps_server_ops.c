@@ -21,6 +21,7 @@
 #include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_server_stats_int.h"
 
@@ -434,11 +435,7 @@ void srv_handle(ps_server *s, srv_req *r) {
   }
   if (s->serving && srv_serve_refuse(s, r, op)) return;
   if (s->repl && srv_repl_intake(s, r)) return; /* forwarded first, held, or refused */
-  if (s->excl_active && info->kind == PS_OP_STORE) {
-    srv_list_push(&s->held_head, &s->held_tail, r);
-    s->held++;
-    return;
-  }
+  if (info->kind == PS_OP_STORE && srv_hold_if_exclusive(s, r)) return;
   if (op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_REFRESH ||
       (op == EMBER__OP__OP_STEP && h->table_id)) {
     srv_table *t = h->table_id ? s->tables[h->table_id] : NULL;

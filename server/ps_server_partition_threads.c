@@ -15,6 +15,7 @@
 
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_time.h"
 

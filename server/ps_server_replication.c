@@ -49,6 +49,7 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 void srv_repl_restored(ps_server *s, uint64_t step) {
@@ -84,7 +85,7 @@ static void release_heads(ps_server *s) {
     x->q_head = r->next;
     if (!x->q_head) x->q_tail = NULL;
     r->repl_done = true;
-    srv_list_push(&s->ready_head, &s->ready_tail, r);
+    srv_ready_add(s, r);
   }
 }
 
@@ -165,7 +166,7 @@ static void unhold(ps_server *s) {
   while (x->h_head) {
     srv_req *r = x->h_head;
     x->h_head = r->next;
-    srv_list_push(&s->ready_head, &s->ready_tail, r);
+    srv_ready_add(s, r);
   }
   x->h_tail = NULL;
 }

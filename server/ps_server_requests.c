@@ -24,6 +24,7 @@
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 srv_req *srv_req_new(ps_server *s, int kind) {

@@ -32,6 +32,7 @@
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_server_stats_int.h"
 #include "ps_time.h"
@@ -131,7 +132,7 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->traffic = s->traffic;
   out->inflight = s->inflight;
   out->deferred = s->deferred_now;
-  out->held = s->held;
+  out->held = srv_held_count(s);
   out->requests_live = s->reqs_live;
   srv_mem_stats(s, out);
   srv_once_stats(s, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
