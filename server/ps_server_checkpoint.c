@@ -37,8 +37,11 @@
 #include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
+#include "ps_server_partition_threads_int.h"
 #include "ps_server_permissions_int.h"
+#include "ps_server_refresh_int.h"
 
 /* The server's table: spec's stepping fields say how workers step it (num_workers 0 = 1). */
 srv_table *srv_table_new(const ps_table_spec *spec) {

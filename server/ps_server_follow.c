@@ -48,6 +48,7 @@
 
 #include "ps_ckpt_layout.h"
 #include "ps_log.h"
+#include "ps_server_follow_int.h"
 #include "ps_server_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_server_stats_int.h"

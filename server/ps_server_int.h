@@ -1,33 +1,30 @@
-/* ps_server_int: the server's internal structures and the calls between its files. Not a
- * public header. The files, one concept each:
- *   ps_server.c                    the main loop: sockets, intake of messages, poll,
- *                                  lifecycle, shutdown
- *   ps_server_requests.c           requests (a pooled srv_req per message) and replies
- *   ps_server_partition_threads.c  partition threads: the thread pool, the hand-off of store
- *                                  work
- *   ps_server_mem.c                memory bounds: the request cap, bytes in flight per
- *                                  connection and in all, requests parked until bytes come back
- *   ps_server_request_schedule.c   scheduling and consistency: step bookkeeping, deferred
- *                                  pulls, sync apply, exclusive operations and the queue of
- *                                  held requests
- *   ps_server_ops.c                op handlers (declare, pull, push, step, stats, checkpoint,
- *                                  restore)
- *   ps_server_checkpoint.c         the data dir's metadata and checkpoints
- *   ps_server_stats.c              the typed statistics snapshot and its JSON
- *   ps_server_permissions.c        checkpoint paths confined to the roots; restores that would
- *                                  roll back another connection's training refused
- *   ps_server_serve.c              serving: a committed checkpoint opened read-only (or an
- *                                  export's rows held in memory), what it refuses
- *   ps_server_exactly_once.c       exactly-once pushes: the (client, seq) records
- *                                  (ps_server_exactly_once_int.h)
- *   ps_server_follow.c             --follow: the watcher of `latest`, the versions of the
- *                                  served snapshot
- *   ps_server_replication.c        replicated shards: forwarding, heartbeats, failover
- *                                  (ps_server_replication_int.h), with
- *                                  ps_server_replication_setup.c (peers) and
- *                                  ps_server_replication_catchup.c (catch-up)
- *   ps_coord.c                     the coordinator (ps_coord_int.h), which does not see this
- *                                  header
+/* ps_server_int: what every file of the server shares -- struct ps_server (the shard: its
+ * options, sockets, tables and store, the per-op counters, and one pointer per mechanism),
+ * srv_req (one request from intake to reply), srv_table, and the request/reply calls of
+ * ps_server_requests.c. Not a public header.
+ *
+ * Each mechanism keeps its state in its own file, behind its own header, as the coordinator
+ * does (ps_coord_int.h): the struct is opaque to the other files, which call the header.
+ *   ps_server.c                        the main loop: sockets, intake, poll, lifecycle
+ *   ps_server_requests.c               requests (a pooled srv_req per message) and replies
+ *   ps_server_ops.c (_int.h)           op handlers, and the reply of their store work
+ *   ps_server_partition_threads.c (_int.h)  the thread pool that runs store work
+ *   ps_server_request_schedule.c (_int.h)   step bookkeeping, deferred pulls, sync apply,
+ *                                      exclusive operations, held and ready requests, ranks
+ *   ps_server_mem.c (_int.h)           memory bounds: caps, charges, parked requests
+ *   ps_server_refresh.c (_int.h)       REFRESH: the keys each sync step changed
+ *   ps_server_checkpoint.c (_int.h)    the data dir's metadata, checkpoints and restores
+ *   ps_server_permissions.c (_int.h)   checkpoint roots, restores that would roll back
+ *                                      another connection's training, stale declarations
+ *   ps_server_stats.c (_int.h)         the published statistics snapshot, the STATS document
+ *   ps_server_serve.c (_int.h)         --serve: a checkpoint read-only or an export's rows
+ *   ps_server_follow.c (_int.h)        --follow: the watcher of `latest`, served versions
+ *   ps_server_exactly_once.c (_int.h)  exactly-once pushes: the (client, seq) records
+ *   ps_server_delay.c (_int.h)         --inject-delay-us: replies held for a fixed delay
+ *   ps_server_replication.c (_int.h)   replicated shards: forwarding, heartbeats, failover,
+ *                                      with _setup.c (peers) and _catchup.c (catch-up)
+ *   ps_server_auth.c (_int.h)          the ZAP handler of a CURVE server
+ *   ps_coord.c (_int.h)                the coordinator, which does not see this header
  * Everything here runs on the main thread unless it says otherwise. */
 #ifndef PS_SERVER_INT_H
 #define PS_SERVER_INT_H
@@ -287,82 +284,5 @@ srv_coord_reply srv_coord_io(ps_server *s);
 void srv_peer_of(const srv_req *r, srv_coord_peer *p);
 /* Hands the closed connections the monitor reported to the coordinator. */
 void srv_peers_poll(ps_server *s);
-
-/* ps_server_refresh.c: sync tables note the keys of every push by step (changed_note, before
- * its store work); a REFRESH whose step may be read keeps only the keys a step of [since, step)
- * changed, their positions in r->refresh_pos (all of them when that is not known). reset: the
- * rows changed otherwise (a restore): the record starts again. */
-void srv_changed_note(srv_table *t, uint64_t step, const uint64_t *keys, size_t n);
-void srv_changed_reset(srv_table *t);
-void srv_changed_free(srv_changed *c);
-ps_status srv_refresh_select(srv_req *r);
-
-/* ps_server_partition_threads.c */
-ps_status srv_parts_start(ps_server *s);
-void srv_parts_stop(ps_server *s);
-/* Hands r to every partition thread (or runs it inline, finishing it before returning). */
-void srv_dispatch(ps_server *s, srv_req *r, int kind);
-/* Takes up the finished tasks the threads sent back. */
-void srv_parts_drain_done(ps_server *s);
-/* Drops every buffered sync push (restore); only while no store work is in flight. */
-void srv_drop_sync_all(ps_server *s);
-
-/* ps_server_ops.c */
-/* Takes ownership of a decoded request and handles it by op. */
-void srv_handle(ps_server *s, srv_req *r);
-/* Runs a checkpoint or restore (no store work in flight) and replies. */
-void srv_run_exclusive(ps_server *s, srv_req *r);
-/* r's store work is over (srv_finish): its reply -- rows, a prefetch's ack, a push's ack, or
- * the store's failure. */
-void srv_reply_store_work(ps_server *s, srv_req *r);
-
-/* ps_server_checkpoint.c */
-ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err);
-ps_status srv_meta_save(ps_server *s, bool clean);
-srv_table *srv_table_new(const ps_table_spec *spec);
-void srv_table_free(srv_table *t);
-/* Serves the tables the store knows but the server does not (metadata lost or an older
- * snapshot): the first declaration of each sets its consistency mode. */
-ps_status srv_tables_adopt_store(ps_server *s);
-/* One phase (Ember__CkptPhase) of a checkpoint / a restore of this shard (called with no store
- * work in flight). A prepare writes a delta when base (the sender's previous checkpoint) is
- * this shard's last one and the chain since its last full one is shorter than full_every - 1
- * (ps_store_checkpoint), else a full snapshot. */
-ps_status srv_checkpoint(ps_server *s, int phase, uint64_t step, const char *path,
-                         const char *base, uint32_t full_every, char *dir_out, size_t dir_len,
-                         ps_error *err);
-/* Restores a committed checkpoint (path as for srv_ckpt_root; empty = the last one). Its step
- * is the one its own metadata records; expect_step (SRV_ANY_STEP = no expectation) and a
- * directory named step-N must agree with it, else PS_ERR_CORRUPT and nothing is restored. */
-#define SRV_ANY_STEP UINT64_MAX
-ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint64_t *step,
-                      ps_error *err);
-/* The shard identity kept inside the store directory (DIR/store/EMBER-SHARD), which survives a
- * lost ember-server.json: a mismatch with this shard is refused, as is a store with tables but
- * neither file (whose shard cannot be known); otherwise (re)written. */
-ps_status srv_identity_check(ps_server *s, ps_error *err);
-/* At start: says, once, that the shard continues from the rows and checkpoint it found. */
-void srv_log_existing_state(ps_server *s);
-/* Resolves a client path (relative = under the data dir; empty = the default for a step). */
-void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len);
-void srv_tables_reset_steps(ps_server *s, uint64_t step);
-/* At start: deletes what an uncommitted prepare left (before the last checkpoint is restored). */
-void srv_ckpt_discard_staged(ps_server *s);
-/* {"step", "path"}: how metadata and STATS show a checkpoint. */
-struct json_t *srv_ckpt_json(const ps_server_ckpt *c);
-
-/* ps_server_follow.c (opt.follow) */
-/* After srv_serve_open and the signal pipe: the served snapshot becomes version 1 and the
- * watcher thread starts. */
-ps_status srv_follow_start(ps_server *s, ps_error *err);
-/* Main loop, every turn: switches to a version the watcher opened, if there is one. */
-void srv_follow_tick(ps_server *s);
-/* srv_dispatch: r's store work uses the current version (r->store), held until release. */
-void srv_follow_acquire(ps_server *s, srv_req *r);
-/* r's store work is over: lets go of its version (closed by the watcher once unused). */
-void srv_follow_release(ps_server *s, srv_req *r);
-/* Destroy, after the partition threads stopped: the watcher stops, every version is closed
- * (s->store too). */
-void srv_follow_stop(ps_server *s);
 
 #endif

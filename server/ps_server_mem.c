@@ -64,6 +64,8 @@
 #include "ps_op.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
 #include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 

@@ -70,7 +70,8 @@ void srv_mem_drop_parked(ps_server *s, bool answer);
 bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n);
 /* Header replies up to this size are not charged (acks, short errors): a connection's send
  * queue holds at most SRV_PEER_HWM messages, so one that never reads holds at most ~4 MB of
- * them (~1 MB of acks and PINGs, which fit in ZeroMQ's message structures). Larger ones (STATS, KV values, long errors) are charged like a pull's rows. */
+ * them (~1 MB of acks and PINGs, which fit in ZeroMQ's message structures). Larger ones
+ * (STATS, KV values, long errors) are charged like a pull's rows. */
 #define SRV_SMALL_REPLY ((size_t)256)
 /* CURVE: the connection on fd was accepted / delivered a message / closed. */
 void srv_mem_hs_accepted(ps_server *s, int fd);

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_server_follow_int.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_partition_threads_int.h"
 #include "ps_server_request_schedule_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_time.h"

@@ -54,6 +54,7 @@
 #include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_time.h"

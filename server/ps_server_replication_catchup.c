@@ -31,7 +31,9 @@
 
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_exactly_once_int.h"
+#include "ps_server_partition_threads_int.h"
 #include "ps_server_replication_int.h"
 #include "ps_time.h"
 

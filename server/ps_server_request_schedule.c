@@ -15,6 +15,9 @@
 #include "ps_log.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_refresh_int.h"
 #include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 

@@ -43,6 +43,7 @@
 #include "ps_export_rows.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_wire_half.h"
