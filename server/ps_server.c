@@ -194,7 +194,9 @@ static ps_status open_data_dir(ps_server *s, ps_error *err) {
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) != PS_OK) {
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) == PS_OK)
+      srv_drop_sync_all(s); /* none at start; as after every restore */
+    if (st != PS_OK) {
       char why[PS_ERROR_MSG_MAX];
       snprintf(why, sizeof why, "%s", err->msg);
       ps_error_set(err, st,
@@ -338,7 +340,9 @@ ps_status ps_server_run(ps_server *s) {
     long timeout_ms = 100;
     /* Rounded up (the loop never spins; the delay's timerfd wakes it on time); a long delay
      * must not stretch the 100 ms tick. */
-    uint64_t due_ms = (srv_release_delayed(s) + 999999) / 1000000;
+    bool sent;
+    uint64_t due_ms = (srv_release_delayed(s, &sent) + 999999) / 1000000;
+    if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s); /* it waited for what was held */
     if (due_ms && due_ms < (uint64_t)timeout_ms) timeout_ms = (long)due_ms;
     uint64_t next = s->coord ? srv_coord_expire(s->coord, now) : 0;
     if (next) {
@@ -346,6 +350,7 @@ ps_status ps_server_run(ps_server *s) {
       if (ms < timeout_ms) timeout_ms = ms;
     }
     long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_replication.c) */
+    if (s->repl) srv_run_ready(s); /* what the tick released (a promotion, acks) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     /* what waits for a worker lost a while ago fails (ps_server_request_schedule.c) */
     srv_ranks_tick(s);
@@ -392,13 +397,15 @@ ps_status ps_server_run(ps_server *s) {
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
     srv_drop_gone_peers(s); /* closed connections, also those a handler's poll saw */
     srv_repl_poll(s, items + ni, nr);
+    if (s->repl) srv_run_ready(s); /* requests its peers' acks released */
     if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];
       while (read(s->sigpipe[0], buf, sizeof buf) > 0) {
       }
     }
     if (s->done && (items[1].revents & ZMQ_POLLIN)) drain_done(s);
-    if (s->follow) srv_follow_tick(s); /* a new version, opened by the watcher */
+    /* A new version, opened by the watcher: STATS and /metrics show the step served at once. */
+    if (s->follow && srv_follow_tick(s)) srv_stats_publish(s);
     srv_mem_unpark(s); /* replies released meanwhile (woken by the pipe, or the tick) */
     if (!stopping && (items[0].revents & ZMQ_POLLIN)) {
       /* A bounded batch per wakeup, so completions are not starved by a flood of requests. */
@@ -458,7 +465,9 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
-  srv_release_delayed(s); /* held replies leave now */
+  bool sent;
+  srv_release_delayed(s, &sent); /* held replies leave now */
+  if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s);
   if (s->mon) {
     zmq_socket_monitor(s->router, NULL, 0);
     zmq_close(s->mon);

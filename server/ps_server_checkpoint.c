@@ -602,7 +602,6 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
   if (json_is_array(tables)) apply_tables_meta(s, tables);
   json_decref(j);
   *step = (uint64_t)st_step;
-  srv_drop_sync_all(s);
   srv_tables_reset_steps(s, *step);
   ckpt_set(&s->last, *step, root);
   /* A prepare taken before the roll-back snapshots a state that no longer exists. */

@@ -26,7 +26,6 @@
 #include "ps_log.h"
 #include "ps_server_delay_int.h"
 #include "ps_server_int.h"
-#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 /* The held replies of a shard with --inject-delay-us (made at the first held reply). */
@@ -120,8 +119,9 @@ void srv_delay_close(ps_server *s) {
   s->delay = NULL;
 }
 
-uint64_t srv_release_delayed(ps_server *s) {
+uint64_t srv_release_delayed(ps_server *s, bool *sent_out) {
   srv_delay *d = s->delay;
+  *sent_out = false;
   if (!d) return 0;
   uint64_t now = ps_now_ns(), next = 0;
   bool sent = false;
@@ -138,8 +138,8 @@ uint64_t srv_release_delayed(ps_server *s) {
     release(s, r);
     sent = true;
   }
-  if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s); /* a checkpoint waits for what was held */
   if (sent || (next && !d->armed)) arm(d, next ? now + next : 0);
   d->armed = next != 0;
+  *sent_out = sent;
   return next;
 }

@@ -18,8 +18,9 @@ typedef struct srv_delay srv_delay;
 /* Holds r's reply instead of sending it (true), or lets srv_reply send it now (false). */
 bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *keys,
                     zmq_msg_t *values);
-/* Sends the replies whose injected delay is over (all when stopping); ns until the next. */
-uint64_t srv_release_delayed(ps_server *s);
+/* Sends the replies whose injected delay is over (all when stopping); ns until the next.
+ * *sent: some left (a checkpoint may have waited for them: srv_try_exclusive). */
+uint64_t srv_release_delayed(ps_server *s, bool *sent);
 /* The timerfd the main loop polls to wake when the next reply is due (-1: none). */
 int srv_delay_fd(const ps_server *s);
 /* Closes the timerfd and frees the held list (empty by then: shutdown released it). */

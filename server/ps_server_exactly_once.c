@@ -309,7 +309,7 @@ static void test_cut(ps_server *s, srv_req *r) {
   if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
-bool srv_once_intake(ps_server *s, srv_req *r) {
+bool srv_once_intake(ps_server *s, srv_req *r, bool complete) {
   const Ember__Header *h = r->h;
   if (!h->client_id || !s->once) return false;
   void *orig = NULL;
@@ -319,7 +319,7 @@ bool srv_once_intake(ps_server *s, srv_req *r) {
       /* A replica that saw every push of its shard knows that a re-send it has no record of was
        * applied nowhere (a dead primary forwarded it first or not at all): new, not unknown. */
       srv_once_check(s->once->records, h->client_id, h->seq, h->seq_floor,
-                    h->retry && !srv_repl_records_complete(s), ps_now_ns(), r, &orig);
+                    h->retry && !complete, ps_now_ns(), r, &orig);
   switch (v) {
     case SRV_ONCE_APPLY:
       r->once_reg = true;

@@ -80,8 +80,10 @@ void srv_once_stats(const ps_server *s, uint64_t *clients, uint64_t *duplicates,
                     uint64_t *unknown);
 /* A push that passed its content checks: true when r was answered (a copy: with the original's
  * outcome, now or when the original's reply leaves) and must not be applied; false: apply it
- * (a push without a client id, or a new one, now recorded). */
-bool srv_once_intake(ps_server *s, srv_req *r);
+ * (a push without a client id, or a new one, now recorded). complete: this replica saw every
+ * push its shard ever took (srv_repl_records_complete), so a re-send it has no record of is
+ * new, not unknown. */
+bool srv_once_intake(ps_server *s, srv_req *r, bool complete);
 /* r's reply rh is being sent (or r is dropped): settles r's record and answers its copies. */
 void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh);
 

@@ -16,7 +16,7 @@ typedef struct srv_req srv_req;
  * watcher thread starts. */
 ps_status srv_follow_start(ps_server *s, ps_error *err);
 /* Main loop, every turn: switches to a version the watcher opened, if there is one. */
-void srv_follow_tick(ps_server *s);
+bool srv_follow_tick(ps_server *s);
 /* srv_dispatch: r's store work uses the current version (r->store), held until release. */
 void srv_follow_acquire(ps_server *s, srv_req *r);
 /* r's store work is over: lets go of its version (closed by the watcher once unused). */

@@ -204,6 +204,10 @@ struct ps_server {
   struct srv_delay *delay; /* --inject-delay-us: the held replies (ps_server_delay_int.h) */
   uint64_t inflight;   /* requests handed to threads and not finished */
   uint64_t reqs_live;
+  /* requests to handle again, in order (held ones released by the end of an exclusive op,
+   * replicated ones acked): the main loop drains it (srv_run_ready) before it takes the next
+   * message */
+  srv_req *ready_head, *ready_tail;
   struct srv_sched *sched; /* exclusive operations, held and ready requests, ranks' connections
                            * (ps_server_request_schedule.c) */
   /* last checkpoint (persisted in the metadata) */
@@ -221,6 +225,7 @@ struct ps_server {
   srv_opstat ops[SRV_NOPS];
   ps_server_traffic traffic;
   uint64_t deferred_now;
+  uint64_t held;           /* requests held now by an exclusive operation (STATS) */
   uint64_t started_ns;
   struct srv_snapshot *snapshot; /* the published statistics (ps_server_stats_int.h) */
   struct srv_permit *permit; /* checkpoint roots, trainers, stale declarations
@@ -258,6 +263,20 @@ static inline void srv_list_push(srv_req **head, srv_req **tail, srv_req *r) {
   if (*tail) (*tail)->next = r;
   else *head = r;
   *tail = r;
+}
+
+/* r goes to the ready queue, handled again in order by the main loop (srv_run_ready). */
+static inline void srv_ready_add(ps_server *s, srv_req *r) {
+  srv_list_push(&s->ready_head, &s->ready_tail, r);
+}
+
+/* May a pull of this step of table t be answered now? */
+static inline bool srv_pull_ready(const srv_table *t, uint64_t step) {
+  switch (t->spec.consistency) {
+    case PS_CONS_SYNC: return step <= t->applied;
+    case PS_CONS_SSP: return step <= t->applied + t->spec.staleness;
+    default: return true;
+  }
 }
 
 /* ps_server_requests.c */

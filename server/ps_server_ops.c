@@ -187,7 +187,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   /* A copy of a push taken before is answered with its outcome, never applied twice. */
-  if (srv_once_intake(s, r)) return;
+  if (srv_once_intake(s, r, srv_repl_records_complete(s))) return;
   /* While the disk refuses writes the store keeps unwritten rows in memory; a push that could
    * take them past the hot budget is refused here, before any partition applies it. */
   ps_error ae;
@@ -416,6 +416,7 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
+    if (st == PS_OK) srv_drop_sync_all(s); /* pushes buffered for steps rolled back */
     if (st == PS_OK) srv_once_forget(s); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */

@@ -447,7 +447,6 @@ void srv_repl_poll(ps_server *s, const zmq_pollitem_t *items, int n) {
     for (uint32_t i = 0; i < x->n; i++)
       if (x->peer[i].sock == items[k].socket) drain_peer(s, i);
   }
-  srv_run_ready(s);
 }
 
 /* ---------------------------------------------------------------- time */
@@ -528,7 +527,6 @@ long srv_repl_tick(ps_server *s) {
     if (!x->h_head) x->h_tail = NULL;
     srv_repl_refuse(s, r, ps_server_op_name((int)r->h->op));
   }
-  srv_run_ready(s);
   uint64_t next = x->next_beat > now ? x->next_beat - now : 0;
   long ms = (long)(next / 1000000) + 1;
   return ms < 100 ? ms : 100;

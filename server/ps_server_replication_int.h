@@ -79,10 +79,11 @@ bool srv_repl_intake(ps_server *s, srv_req *r);
 /* The main loop's poll: the peers' sockets go into items (at most SRV_REPL_MAX); returns how
  * many. srv_repl_poll takes up what they received (acks, probe answers). */
 int srv_repl_poll_items(ps_server *s, zmq_pollitem_t *items);
+/* Requests the acks released go to the ready queue (the caller runs it: srv_run_ready). */
 void srv_repl_poll(ps_server *s, const zmq_pollitem_t *items, int n);
 /* Heartbeats, silent peers, promotion, held requests that are due: ms until it must run
  * again (at most 100). */
-long srv_repl_tick(ps_server *s);
+long srv_repl_tick(ps_server *s); /* also fills the ready queue (promotion): run it after */
 /* Shutdown: every queued or held request is answered PS_ERR_UNAVAILABLE. */
 void srv_repl_drain(ps_server *s);
 /* Whether this replica saw every push its shard ever took (it was a live backup, then

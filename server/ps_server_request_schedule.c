@@ -38,10 +38,6 @@ struct srv_sched {
   srv_req *excl_head, *excl_tail;
   bool excl_active;
   srv_req *held_head, *held_tail; /* requests held while an exclusive op runs */
-  uint64_t held;
-  /* held requests released by the end of an exclusive op, to be handled again in order; the
-   * main loop drains it (srv_run_ready) before it takes the next message */
-  srv_req *ready_head, *ready_tail;
   srv_rank_conn *rconn; /* ranks that stepped here */
   size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
 };
@@ -63,7 +59,7 @@ void srv_sched_free(ps_server *s) {
   srv_sched *q = s->sched;
   if (!q) return;
   free_list(s, &q->held_head);
-  free_list(s, &q->ready_head);
+  free_list(s, &s->ready_head);
   free_list(s, &q->excl_head);
   free(q->rconn);
   free(q);
@@ -82,15 +78,9 @@ void srv_exclusive_refuse_queued(ps_server *s) {
 bool srv_hold_if_exclusive(ps_server *s, srv_req *r) {
   if (!s->sched->excl_active) return false;
   srv_list_push(&s->sched->held_head, &s->sched->held_tail, r);
-  s->sched->held++;
+  s->held++;
   return true;
 }
-
-void srv_ready_add(ps_server *s, srv_req *r) {
-  srv_list_push(&s->sched->ready_head, &s->sched->ready_tail, r);
-}
-
-uint64_t srv_held_count(const ps_server *s) { return s->sched->held; }
 
 void srv_finish(ps_server *s, srv_req *r) {
   s->inflight--;
@@ -126,14 +116,6 @@ static uint64_t min_clock(const srv_table *t) {
   return m == UINT64_MAX ? 0 : m;
 }
 
-/* May a pull of this step be answered now? */
-bool srv_pull_ready(const srv_table *t, uint64_t step) {
-  switch (t->spec.consistency) {
-    case PS_CONS_SYNC: return step <= t->applied;
-    case PS_CONS_SSP: return step <= t->applied + t->spec.staleness;
-    default: return true;
-  }
-}
 
 /* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). A REFRESH
  * keeps only its keys that changed since the rows its sender holds (ps_server_refresh.c). */
@@ -152,7 +134,7 @@ void srv_release_waiters(ps_server *s, srv_table *t) {
     srv_req *next = r->next;
     if (srv_pull_ready(t, r->h->step)) {
       s->deferred_now--;
-      if (s->sched->excl_active) srv_list_push(&s->sched->held_head, &s->sched->held_tail, r), s->sched->held++;
+      if (s->sched->excl_active) srv_list_push(&s->sched->held_head, &s->sched->held_tail, r), s->held++;
       else srv_start_pull(s, r);
     } else {
       srv_list_push(&keep_h, &keep_t, r);
@@ -424,20 +406,20 @@ void srv_try_exclusive(ps_server *s) {
     srv_run_exclusive(s, r);
     s->sched->excl_active = false;
     if (s->sched->held_head) {
-      if (s->sched->ready_tail) s->sched->ready_tail->next = s->sched->held_head;
-      else s->sched->ready_head = s->sched->held_head;
-      s->sched->ready_tail = s->sched->held_tail;
+      if (s->ready_tail) s->ready_tail->next = s->sched->held_head;
+      else s->ready_head = s->sched->held_head;
+      s->ready_tail = s->sched->held_tail;
     }
     s->sched->held_head = s->sched->held_tail = NULL;
-    s->sched->held = 0;
+    s->held = 0;
   }
 }
 
 void srv_run_ready(ps_server *s) {
-  while (s->sched->ready_head) {
-    srv_req *r = s->sched->ready_head;
-    s->sched->ready_head = r->next;
-    if (!s->sched->ready_head) s->sched->ready_tail = NULL;
+  while (s->ready_head) {
+    srv_req *r = s->ready_head;
+    s->ready_head = r->next;
+    if (!s->ready_head) s->ready_tail = NULL;
     r->next = NULL;
     srv_handle(s, r);
   }
@@ -486,7 +468,7 @@ static void drop_peer(ps_server *s, int fd) {
     srv_table *t = s->tables[id];
     if (t && t->wait_head) s->deferred_now -= drop_fd(s, &t->wait_head, &t->wait_tail, fd);
   }
-  s->sched->held -= drop_fd(s, &s->sched->held_head, &s->sched->held_tail, fd);
+  s->held -= drop_fd(s, &s->sched->held_head, &s->sched->held_tail, fd);
   if (s->sched->excl_active) {
     /* Its head runs as soon as the store work in flight is done (requests are held for it):
      * it stays; the checkpoints and restores queued behind it go. */

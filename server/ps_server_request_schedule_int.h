@@ -25,14 +25,9 @@ bool srv_exclusive_pending(const ps_server *s);
 void srv_exclusive_refuse_queued(ps_server *s);
 /* While an exclusive operation runs, a store op r is held (true) until it is over. */
 bool srv_hold_if_exclusive(ps_server *s, srv_req *r);
-/* r goes to the ready queue, handled again in order by the main loop (srv_run_ready). */
-void srv_ready_add(ps_server *s, srv_req *r);
-/* Requests held so far (STATS). */
-uint64_t srv_held_count(const ps_server *s);
 /* Store work of r is over: apply bookkeeping, or its reply. */
 void srv_finish(ps_server *s, srv_req *r);
 void srv_adopt_step(srv_table *t, uint64_t step);
-bool srv_pull_ready(const srv_table *t, uint64_t step);
 void srv_start_pull(ps_server *s, srv_req *r);
 /* Re-checks t's deferred pulls. */
 void srv_release_waiters(ps_server *s, srv_table *t);

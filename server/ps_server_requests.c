@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "ps_log.h"
+#include "ps_op.h"
 #include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
@@ -26,6 +27,9 @@
 #include "ps_server_permissions_int.h"
 #include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
+
+/* An op's name in messages and STATS (the op table's). */
+const char *ps_server_op_name(int op) { return ps_op_info_of(op)->stat_name; }
 
 srv_req *srv_req_new(ps_server *s, int kind) {
   srv_req *r = s->free_reqs;

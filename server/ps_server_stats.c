@@ -38,8 +38,6 @@
 #include "ps_server_stats_int.h"
 #include "ps_time.h"
 
-const char *ps_server_op_name(int op) { return ps_op_info_of(op)->stat_name; }
-
 /* ---------------------------------------------------------------- the snapshot struct */
 
 ps_status ps_server_stats_init(ps_server_stats *st) {
@@ -133,7 +131,7 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->traffic = s->traffic;
   out->inflight = s->inflight;
   out->deferred = s->deferred_now;
-  out->held = srv_held_count(s);
+  out->held = s->held;
   out->requests_live = s->reqs_live;
   srv_mem_stats(s, out);
   srv_once_stats(s, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
