@@ -25,6 +25,7 @@
 #include "ps_log.h"
 #include "ps_server_auth_int.h"
 #include "ps_server_checkpoint_int.h"
+#include "ps_server_connections_int.h"
 #include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_follow_int.h"
@@ -43,6 +44,11 @@
 
 /* Decodes r's frames (the first of `sent`: more than any message has cannot decode); on failure
  * answers when the header parses (it names the request id) or drops. */
+/* The memory bounds resume parked requests through the handlers (ps_server_mem_int.h). */
+static void unpark_pull(ps_server *s, srv_req *r) { srv_dispatch(s, r, TK_PULL); }
+static const srv_unpark_to unpark_to = {
+    .stop = srv_exclusive_active, .handle = srv_handle, .pull = unpark_pull};
+
 static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
   ps_frame f[PS_WIRE_MAX_FRAMES];
   for (size_t i = 0; i < r->nfr; i++) {
@@ -251,6 +257,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
+  s->finish = srv_finish;
   if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK || srv_permit_init(s) != PS_OK ||
       srv_sched_init(s) != PS_OK)
     goto fail;
@@ -406,7 +413,7 @@ ps_status ps_server_run(ps_server *s) {
     if (s->done && (items[1].revents & ZMQ_POLLIN)) drain_done(s);
     /* A new version, opened by the watcher: STATS and /metrics show the step served at once. */
     if (s->follow && srv_follow_tick(s)) srv_stats_publish(s);
-    srv_mem_unpark(s); /* replies released meanwhile (woken by the pipe, or the tick) */
+    srv_mem_unpark(s, &unpark_to); /* replies released meanwhile (woken by the pipe, or the tick) */
     if (!stopping && (items[0].revents & ZMQ_POLLIN)) {
       /* A bounded batch per wakeup, so completions are not starved by a flood of requests. */
       for (int i = 0; i < 256 && recv_one(s); i++) {
@@ -450,7 +457,7 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   }
   handle_frames(s, r, nframes);
   srv_run_ready(s);
-  srv_mem_unpark(s);
+  srv_mem_unpark(s, &unpark_to);
   uint64_t now = ps_now_ns();
   if (s->coord) srv_coord_expire(s->coord, now);
   srv_try_exclusive(s);

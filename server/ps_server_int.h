@@ -7,6 +7,7 @@
  * does (ps_coord_int.h): the struct is opaque to the other files, which call the header.
  *   ps_server.c                        the main loop: sockets, intake, poll, lifecycle
  *   ps_server_requests.c               requests (a pooled srv_req per message) and replies
+ *   ps_server_connections.c (_int.h)   the ROUTER's connections: accepted, refused, closed
  *   ps_server_ops.c (_int.h)           op handlers, and the reply of their store work
  *   ps_server_partition_threads.c (_int.h)  the thread pool that runs store work
  *   ps_server_request_schedule.c (_int.h)   step bookkeeping, deferred pulls, sync apply,
@@ -197,6 +198,9 @@ struct ps_server {
   uint32_t nthreads;   /* partition threads (0 = inline) */
   srv_part *parts;
   srv_part inline_part;
+  /* Where the partition threads hand finished store work (srv_finish, set at create): the
+   * threads know nothing of the scheduling above them. */
+  void (*finish)(ps_server *s, srv_req *r);
   ps_store *store;
   srv_table **tables;  /* indexed by id, PS_WIRE_MAX_TABLE + 1 entries */
   uint32_t max_table;  /* highest declared id: loops over tables stop there */
@@ -301,7 +305,5 @@ void srv_reply_unavailable_all(ps_server *s, srv_req **head, srv_req **tail);
 srv_coord_reply srv_coord_io(ps_server *s);
 /* Who sent r (a request that came through the socket: has_ident). */
 void srv_peer_of(const srv_req *r, srv_coord_peer *p);
-/* Hands the closed connections the monitor reported to the coordinator. */
-void srv_peers_poll(ps_server *s);
 
 #endif

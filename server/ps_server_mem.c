@@ -344,13 +344,13 @@ static void unlink_parked(ps_server *s, srv_req *r, srv_req *prev) {
   s->mem->conn_parked[r->slot]--;
 }
 
-void srv_mem_unpark(ps_server *s) {
+void srv_mem_unpark(ps_server *s, const srv_unpark_to *to) {
   if (!s->mem->park_head || s->stopping) return;
   atomic_store(&s->mem->park_wake, false);
   uint8_t blocked[SRV_CONN_SLOTS / 8];
   memset(blocked, 0, sizeof blocked);
   srv_req *r = s->mem->park_head, *prev = NULL;
-  while (r && !srv_exclusive_active(s)) {
+  while (r && !to->stop(s)) {
     srv_req *next = r->next;
     const uint32_t sl = r->slot;
     bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));
@@ -358,8 +358,8 @@ void srv_mem_unpark(ps_server *s) {
     if (go || nomem) {
       unlink_parked(s, r, prev);
       if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
-      else if (r->park_kind == PARK_HANDLE) srv_handle(s, r);
-      else srv_dispatch(s, r, TK_PULL);
+      else if (r->park_kind == PARK_HANDLE) to->handle(s, r);
+      else to->pull(s, r);
     } else {
       blocked[sl / 8] |= (uint8_t)(1u << (sl % 8)); /* its later requests keep their place */
       prev = r;

@@ -61,8 +61,15 @@ bool srv_mem_intake(ps_server *s, srv_req *r);
 /* Before a pull's store work (srv_dispatch): allocates its reply into r->out out of its
  * reservation, or charges it now; false = parked or refused. Other work: true. */
 bool srv_mem_admit(ps_server *s, srv_req *r, int kind);
-/* Dispatches the parked requests that fit now, in order per connection. */
-void srv_mem_unpark(ps_server *s);
+/* Where srv_mem_unpark sends the requests it resumes (the caller's, so that the bounds know
+ * nothing of the handlers above them). */
+typedef struct srv_unpark_to {
+  bool (*stop)(const ps_server *s);         /* before each: true ends the walk (a checkpoint) */
+  void (*handle)(ps_server *s, srv_req *r); /* parked at intake: handled from the start */
+  void (*pull)(ps_server *s, srv_req *r);   /* a pull parked for its reply's bytes: dispatched */
+} srv_unpark_to;
+/* Resumes the parked requests that fit now, in order per connection. */
+void srv_mem_unpark(ps_server *s, const srv_unpark_to *to);
 /* Empties the parked list: answered with PS_ERR_UNAVAILABLE (answer) or freed. */
 void srv_mem_drop_parked(ps_server *s, bool answer);
 /* A reply frame of n bytes for r, charged to r's connection until ZeroMQ lets go of it (large

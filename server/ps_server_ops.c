@@ -17,6 +17,7 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_server_checkpoint_int.h"
+#include "ps_server_connections_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
 #include "ps_server_mem_int.h"

@@ -323,7 +323,7 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
     if (r->ver) srv_follow_release(s, r);
     r->pending = 0;
     s->inflight++;
-    srv_finish(s, r);
+    s->finish(s, r);
     return;
   }
   if (!r->batch && s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
@@ -351,7 +351,7 @@ static void on_task_done(ps_server *s, srv_task *t) {
   if (t->started > r->t_svc) r->t_svc = t->started;
   if (--r->pending) return;
   if (r->ver) srv_follow_release(s, r);
-  srv_finish(s, r);
+  s->finish(s, r);
 }
 
 void srv_parts_drain_done(ps_server *s) {
