@@ -24,15 +24,31 @@
 #include "ps_fs.h"
 #include "ps_log.h"
 #include "ps_curve.h"
+#include "ps_server_checkpoint_int.h"
+#include "ps_server_connections_int.h"
+#include "ps_server_delay_int.h"
 #include "ps_server_exactly_once_int.h"
+#include "ps_server_follow_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_permissions_int.h"
+#include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
+#include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- message intake */
 
 /* Decodes r's frames (the first of `sent`: more than any message has cannot decode); on failure
  * answers when the header parses (it names the request id) or drops. */
+/* The memory bounds resume parked requests through the handlers (ps_server_mem_int.h). */
+static void unpark_pull(ps_server *s, srv_req *r) { srv_dispatch(s, r, TK_PULL); }
+static const srv_unpark_to unpark_to = {
+    .stop = srv_exclusive_active, .handle = srv_handle, .pull = unpark_pull};
+
 static void handle_frames(ps_server *s, srv_req *r, size_t sent) {
   ps_frame f[PS_WIRE_MAX_FRAMES];
   for (size_t i = 0; i < r->nfr; i++) {
@@ -103,7 +119,7 @@ static bool recv_one(ps_server *s) {
     return true;
   }
   r->fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD); /* its disconnect drops it if it still waits */
-  if (s->nhs) srv_mem_hs_seen(s, r->fd); /* authenticated */
+  if (srv_mem_hs_young(s)) srv_mem_hs_seen(s, r->fd); /* authenticated */
   handle_frames(s, r, sent);
   return true;
 }
@@ -184,7 +200,9 @@ static ps_status open_data_dir(ps_server *s, ps_error *err) {
     uint64_t step = 0;
     PS_WARN("previous run did not shut down cleanly: restoring checkpoint %s (step %" PRIu64 ")",
             s->last.path, s->last.step);
-    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) != PS_OK) {
+    if ((st = srv_restore(s, s->last.path, s->last.step, &step, err)) == PS_OK)
+      srv_drop_sync_all(s); /* none at start; as after every restore */
+    if (st != PS_OK) {
       char why[PS_ERROR_MSG_MAX];
       snprintf(why, sizeof why, "%s", err->msg);
       ps_error_set(err, st,
@@ -223,8 +241,6 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (!s) return ps_error_set(err_out, PS_ERR_NOMEM, "out of memory");
   s->opt = *opt;
   s->sigpipe[0] = s->sigpipe[1] = -1;
-  s->delay_fd = -1;
-  pthread_mutex_init(&s->snap_mu, NULL);
   s->started_ns = ps_now_ns();
   s->nthreads = opt->threads;
   snprintf(s->data_dir, sizeof s->data_dir, "%s", opt->data_dir ? opt->data_dir : "");
@@ -233,9 +249,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   ps_status st = PS_ERR_NOMEM;
   ps_error_set(err, st, "out of memory"); /* until a step below says otherwise */
   s->tables = calloc(PS_WIRE_MAX_TABLE + 1, sizeof *s->tables);
-  if (!s->tables || ps_server_stats_init(&s->snap) != PS_OK ||
-      ps_server_stats_init(&s->scratch) != PS_OK)
-    goto fail;
+  if (!s->tables || srv_stats_init(s) != PS_OK) goto fail;
   for (int i = 0; i < SRV_NOPS; i++) {
     srv_opstat *o = &s->ops[i];
     if (!(o->lat = ps_hist_create()) || !(o->queue = ps_hist_create()) ||
@@ -243,7 +257,10 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
       goto fail;
   }
   s->inline_part.s = s;
-  if (srv_mem_init(s) != PS_OK || srv_exo_init(s) != PS_OK) goto fail;
+  s->finish = srv_finish;
+  if (srv_mem_init(s) != PS_OK || srv_once_init(s) != PS_OK || srv_permit_init(s) != PS_OK ||
+      srv_sched_init(s) != PS_OK)
+    goto fail;
   if (opt->serve_dir) st = srv_serve_open(s, err);
   else st = open_data_dir(s, err);
   if (st != PS_OK) goto fail;
@@ -272,7 +289,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   if (opt->listen) {
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     int hwm = SRV_PEER_HWM, linger = 2000; /* a non-reader's queue, bounded */
-    int64_t maxmsg = (int64_t)s->req_cap; /* a larger frame: disconnected, nothing buffered */
+    int64_t maxmsg = (int64_t)srv_mem_request_cap(s); /* a larger frame: disconnected, nothing buffered */
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
@@ -290,7 +307,7 @@ ps_status ps_server_create(const ps_server_options *opt, ps_server **out, ps_err
   }
   PS_INFO("shard %u of %u: %s %s, %u partition threads, request cap %zu MiB%s%s",
           opt->shard, opt->shards, s->serving ? "serving" : "data dir",
-          s->serving ? s->last.path : s->data_dir, s->nthreads, s->req_cap >> 20,
+          s->serving ? s->last.path : s->data_dir, s->nthreads, srv_mem_request_cap(s) >> 20,
           s->router ? ", listening on " : "", s->endpoint);
   srv_stats_publish(s); /* so that ps_server_stats_read always has a snapshot */
   *out = s;
@@ -312,21 +329,12 @@ static void drain_waiters(ps_server *s) {
   if (s->coord) srv_coord_drain(s->coord);
   srv_repl_drain(s);
   /* Exclusive ops not started yet and held requests are refused too. */
-  if (!s->excl_active) srv_reply_unavailable_all(s, &s->excl_head, &s->excl_tail);
+  srv_exclusive_refuse_queued(s);
 }
 
 static void drain_done(ps_server *s) {
   srv_parts_drain_done(s);
   srv_run_ready(s);
-}
-
-static void free_list(ps_server *s, srv_req **head) {
-  for (srv_req *r = *head; r;) {
-    srv_req *n = r->next;
-    srv_req_free(s, r);
-    r = n;
-  }
-  *head = NULL;
 }
 
 ps_status ps_server_run(ps_server *s) {
@@ -335,22 +343,25 @@ ps_status ps_server_run(ps_server *s) {
   uint64_t stop_deadline = 0;
   for (;;) {
     uint64_t now = ps_now_ns();
-    if (now - s->snap_ns > 200000000ull) srv_stats_publish(s);
+    if (srv_stats_due(s, now)) srv_stats_publish(s);
     long timeout_ms = 100;
     /* Rounded up (the loop never spins; the delay's timerfd wakes it on time); a long delay
      * must not stretch the 100 ms tick. */
-    uint64_t due_ms = (srv_release_delayed(s) + 999999) / 1000000;
+    bool sent;
+    uint64_t due_ms = (srv_release_delayed(s, &sent) + 999999) / 1000000;
+    if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s); /* it waited for what was held */
     if (due_ms && due_ms < (uint64_t)timeout_ms) timeout_ms = (long)due_ms;
     uint64_t next = s->coord ? srv_coord_expire(s->coord, now) : 0;
     if (next) {
       long ms = next > now ? (long)((next - now) / 1000000 + 1) : 0;
       if (ms < timeout_ms) timeout_ms = ms;
     }
-    long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_repl.c) */
+    long repl_ms = srv_repl_tick(s); /* heartbeats, failover (ps_server_replication.c) */
+    if (s->repl) srv_run_ready(s); /* what the tick released (a promotion, acks) */
     if (repl_ms < timeout_ms) timeout_ms = repl_ms;
     /* what waits for a worker lost a while ago fails (ps_server_request_schedule.c) */
     srv_ranks_tick(s);
-    if (s->nhs) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
+    if (srv_mem_hs_young(s)) { /* CURVE: connections not authenticated yet, looked at every 10 ms */
       long hs_ms = srv_mem_hs_check(s);
       if (hs_ms < timeout_ms) timeout_ms = hs_ms;
     }
@@ -365,7 +376,7 @@ ps_status ps_server_run(ps_server *s) {
       if (s->done) srv_parts_drain_done(s);
       srv_try_exclusive(s);
       srv_run_ready(s);
-      if ((s->inflight == 0 && !s->excl_head) || now > stop_deadline) break;
+      if ((s->inflight == 0 && !srv_exclusive_pending(s)) || now > stop_deadline) break;
     }
     zmq_pollitem_t items[5 + SRV_REPL_MAX] = {
         {.socket = s->router, .events = stopping ? 0 : ZMQ_POLLIN},
@@ -393,14 +404,16 @@ ps_status ps_server_run(ps_server *s) {
     if (s->mon && (items[ni - 1].revents & ZMQ_POLLIN)) srv_peers_poll(s);
     srv_drop_gone_peers(s); /* closed connections, also those a handler's poll saw */
     srv_repl_poll(s, items + ni, nr);
+    if (s->repl) srv_run_ready(s); /* requests its peers' acks released */
     if (items[ni - (s->mon ? 2 : 1)].revents & ZMQ_POLLIN) {
       char buf[16];
       while (read(s->sigpipe[0], buf, sizeof buf) > 0) {
       }
     }
     if (s->done && (items[1].revents & ZMQ_POLLIN)) drain_done(s);
-    if (s->follow) srv_follow_tick(s); /* a new version, opened by the watcher */
-    srv_mem_unpark(s); /* replies released meanwhile (woken by the pipe, or the tick) */
+    /* A new version, opened by the watcher: STATS and /metrics show the step served at once. */
+    if (s->follow && srv_follow_tick(s)) srv_stats_publish(s);
+    srv_mem_unpark(s, &unpark_to); /* replies released meanwhile (woken by the pipe, or the tick) */
     if (!stopping && (items[0].revents & ZMQ_POLLIN)) {
       /* A bounded batch per wakeup, so completions are not starved by a flood of requests. */
       for (int i = 0; i < 256 && recv_one(s); i++) {
@@ -444,7 +457,7 @@ ps_status ps_server_feed(ps_server *s, const void *const *frames, const size_t *
   }
   handle_frames(s, r, nframes);
   srv_run_ready(s);
-  srv_mem_unpark(s);
+  srv_mem_unpark(s, &unpark_to);
   uint64_t now = ps_now_ns();
   if (s->coord) srv_coord_expire(s->coord, now);
   srv_try_exclusive(s);
@@ -459,7 +472,9 @@ void ps_server_destroy(ps_server **sp) {
   s->stopping = true;
   if (s->done) drain_done(s); /* what a finished checkpoint released is refused, as stopping */
   drain_waiters(s);
-  srv_release_delayed(s); /* held replies leave now */
+  bool sent;
+  srv_release_delayed(s, &sent); /* held replies leave now */
+  if (sent && srv_exclusive_pending(s)) srv_try_exclusive(s);
   if (s->mon) {
     zmq_socket_monitor(s->router, NULL, 0);
     zmq_close(s->mon);
@@ -475,10 +490,8 @@ void ps_server_destroy(ps_server **sp) {
   srv_follow_stop(s); /* closes every version, s->store too */
   /* Requests still parked (held, ready, or an exclusive op that never ran) are freed
    * unanswered. */
-  free_list(s, &s->held_head);
-  free_list(s, &s->ready_head);
-  free_list(s, &s->excl_head);
-  if (s->serving || s->export_rows) {
+  srv_sched_free(s);
+  if (s->serving || s->export) {
     ps_store_close(&s->store); /* read-only: nothing to flush, no data dir to mark */
     srv_serve_close(s);
   } else if (s->store) {
@@ -490,9 +503,8 @@ void ps_server_destroy(ps_server **sp) {
       PS_WARN("could not mark the data dir clean");
   }
   if (s->coord) srv_coord_destroy(&s->coord);
-  srv_guard_free(s);
-  free(s->rconn);
-  srv_exo_destroy(&s->exo);
+  srv_permit_free(s);
+  srv_once_free(s);
   if (s->tables) {
     for (uint32_t i = 0; i <= PS_WIRE_MAX_TABLE; i++) srv_table_free(s->tables[i]);
     free(s->tables);
@@ -508,8 +520,6 @@ void ps_server_destroy(ps_server **sp) {
   if (s->sigpipe[0] >= 0) close(s->sigpipe[0]);
   if (s->sigpipe[1] >= 0) close(s->sigpipe[1]);
   srv_delay_close(s);
-  ps_server_stats_free(&s->snap);
-  ps_server_stats_free(&s->scratch);
-  pthread_mutex_destroy(&s->snap_mu);
+  srv_stats_free(s);
   free(s);
 }

@@ -37,7 +37,11 @@
 #include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_permissions_int.h"
+#include "ps_server_refresh_int.h"
 
 /* The server's table: spec's stepping fields say how workers step it (num_workers 0 = 1). */
 srv_table *srv_table_new(const ps_table_spec *spec) {
@@ -143,7 +147,7 @@ ps_status srv_meta_save(ps_server *s, bool clean) {
   if (!j) return PS_ERR_NOMEM;
   if (s->last.have) json_object_set_new(j, "last_checkpoint", srv_ckpt_json(&s->last));
   if (s->staged.have) json_object_set_new(j, "prepared_checkpoint", srv_ckpt_json(&s->staged));
-  const char *root = srv_guard_pinned_root(s);
+  const char *root = srv_permit_pinned_root(s);
   if (root) json_object_set_new(j, "checkpoint_root", json_string(root));
   ps_status st = write_json_atomic(path, j);
   json_decref(j);
@@ -233,7 +237,7 @@ out:
 ps_status srv_meta_load(ps_server *s, bool *clean, ps_error *err) {
   char root[PATH_MAX] = "";
   ps_status st = meta_load(s, clean, root, err);
-  return st == PS_OK ? srv_guard_load(s, root, err) : st;
+  return st == PS_OK ? srv_permit_load(s, root, err) : st;
 }
 
 void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, size_t len) {
@@ -241,7 +245,7 @@ void srv_ckpt_root(ps_server *s, const char *path, uint64_t step, char *out, siz
    * restored from by the next start, and a relative one went through here again then -- with
    * a relative --data-dir, DIR/DIR/checkpoints/..., so a kill -9 left a shard that never
    * started again. */
-  const char *dd = s->data_real[0] ? s->data_real : s->data_dir;
+  const char *dd = srv_permit_data_dir(s);
   int n = 0;
   if (!path || !path[0]) ps_ckpt_server_root(out, len, dd, step); /* too long: "" */
   else if (path[0] == '/') n = snprintf(out, len, "%s", path);
@@ -598,7 +602,6 @@ ps_status srv_restore(ps_server *s, const char *path, uint64_t expect_step, uint
   if (json_is_array(tables)) apply_tables_meta(s, tables);
   json_decref(j);
   *step = (uint64_t)st_step;
-  srv_drop_sync_all(s);
   srv_tables_reset_steps(s, *step);
   ckpt_set(&s->last, *step, root);
   /* A prepare taken before the roll-back snapshots a state that no longer exists. */

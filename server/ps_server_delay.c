@@ -24,14 +24,26 @@
 #include <unistd.h>
 
 #include "ps_log.h"
+#include "ps_server_delay_int.h"
 #include "ps_server_int.h"
 #include "ps_time.h"
+
+/* The held replies of a shard with --inject-delay-us (made at the first held reply). */
+struct srv_delay {
+  srv_req *head, *tail; /* not yet due, FIFO (the delay is fixed, so in due order) */
+  int fd;               /* a timerfd armed at the head's due time (-1: none yet) */
+  bool armed;
+};
 
 bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t *keys,
                     zmq_msg_t *values) {
   if (!s->opt.inject_delay_us || r->delay_sent || !s->router || s->stopping ||
       rh->op == EMBER__OP__OP_STATS || rh->op == EMBER__OP__OP_PING)
     return false;
+  if (!s->delay) {
+    if (!(s->delay = calloc(1, sizeof *s->delay))) return false; /* out of memory: no delay */
+    s->delay->fd = -1;
+  }
   size_t hs = ember__header__get_packed_size(rh);
   if (zmq_msg_init_size(&r->delay_hdr, hs) != 0) return false; /* out of memory: no delay */
   ember__header__pack(rh, zmq_msg_data(&r->delay_hdr));
@@ -50,7 +62,7 @@ bool srv_delay_hold(ps_server *s, srv_req *r, const Ember__Header *rh, zmq_msg_t
   r->delay_sent = true;
   r->delay_due = ps_now_ns() + s->opt.inject_delay_us * 1000u;
   s->inflight++;
-  srv_list_push(&s->delay_head, &s->delay_tail, r);
+  srv_list_push(&s->delay->head, &s->delay->tail, r);
   return true;
 }
 
@@ -82,47 +94,52 @@ static void release(ps_server *s, srv_req *r) {
 
 /* Wakes the loop at `due` (ns, ps_now_ns's clock; 0: disarmed). The timerfd is made on first
  * use; without one (it failed) the poll timeout still releases, to the millisecond. */
-static void arm(ps_server *s, uint64_t due) {
-  if (s->delay_fd < 0 && due) {
-    s->delay_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (s->delay_fd < 0) PS_WARN_RL("--inject-delay-us: no timerfd (%s)", strerror(errno));
+static void arm(srv_delay *d, uint64_t due) {
+  if (d->fd < 0 && due) {
+    d->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (d->fd < 0) PS_WARN_RL("--inject-delay-us: no timerfd (%s)", strerror(errno));
   }
-  if (s->delay_fd < 0) return;
+  if (d->fd < 0) return;
   uint64_t n;
-  while (read(s->delay_fd, &n, sizeof n) > 0) { /* clear an expiry already seen */
+  while (read(d->fd, &n, sizeof n) > 0) { /* clear an expiry already seen */
   }
   struct itimerspec t;
   memset(&t, 0, sizeof t);
   t.it_value.tv_sec = (time_t)(due / 1000000000u);
   t.it_value.tv_nsec = (long)(due % 1000000000u);
-  timerfd_settime(s->delay_fd, TFD_TIMER_ABSTIME, &t, NULL);
+  timerfd_settime(d->fd, TFD_TIMER_ABSTIME, &t, NULL);
 }
 
-int srv_delay_fd(const ps_server *s) { return s->delay_fd; }
+int srv_delay_fd(const ps_server *s) { return s->delay ? s->delay->fd : -1; }
 
 void srv_delay_close(ps_server *s) {
-  if (s->delay_fd >= 0) close(s->delay_fd);
-  s->delay_fd = -1;
+  if (!s->delay) return;
+  if (s->delay->fd >= 0) close(s->delay->fd);
+  free(s->delay);
+  s->delay = NULL;
 }
 
-uint64_t srv_release_delayed(ps_server *s) {
+uint64_t srv_release_delayed(ps_server *s, bool *sent_out) {
+  srv_delay *d = s->delay;
+  *sent_out = false;
+  if (!d) return 0;
   uint64_t now = ps_now_ns(), next = 0;
   bool sent = false;
-  while (s->delay_head) {
-    srv_req *r = s->delay_head;
+  while (d->head) {
+    srv_req *r = d->head;
     if (!s->stopping && r->delay_due > now) {
       next = r->delay_due - now;
       break;
     }
-    s->delay_head = r->next;
-    if (!s->delay_head) s->delay_tail = NULL;
+    d->head = r->next;
+    if (!d->head) d->tail = NULL;
     r->next = NULL;
     s->inflight--;
     release(s, r);
     sent = true;
   }
-  if (sent && s->excl_head) srv_try_exclusive(s); /* a checkpoint waits for what was held */
-  if (sent || (next && !s->delay_armed)) arm(s, next ? now + next : 0);
-  s->delay_armed = next != 0;
+  if (sent || (next && !d->armed)) arm(d, next ? now + next : 0);
+  d->armed = next != 0;
+  *sent_out = sent;
   return next;
 }

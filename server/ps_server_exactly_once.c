@@ -1,7 +1,7 @@
 /* ps_server_exactly_once: exactly-once pushes -- the table of ps_server_exactly_once_int.h
  * (which pushes of which client a shard has taken) and the server's use of it: a push that names its client and seq
- * is looked up before anything is applied (srv_exo_intake), and its reply settles it
- * (srv_exo_replied).
+ * is looked up before anything is applied (srv_once_intake), and its reply settles it
+ * (srv_once_replied).
  *
  * Design decisions:
  * - A copy of a push is answered with the original's outcome and never applied: OK when the
@@ -27,33 +27,33 @@
 #include "ps_log.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
 #include "ps_time.h"
 
 /* ---------------------------------------------------------------- the table */
 
-typedef struct exo_flight {
+typedef struct once_flight {
   uint64_t seq;
   void *req;
-} exo_flight;
+} once_flight;
 
-typedef struct exo_client {
-  struct exo_client *next; /* hash chain */
+typedef struct once_client {
+  struct once_client *next; /* hash chain */
   uint64_t id, first, base, last_ns;
   uint64_t *done, *failed; /* bit i: seq base + i taken / failed; nw words each, one block */
   uint32_t nw;
-  exo_flight *fl; /* taken, reply not sent */
+  once_flight *fl; /* taken, reply not sent */
   uint32_t nfl, flcap;
-} exo_client;
+} once_client;
 
-struct srv_exo {
-  exo_client **b; /* buckets */
+struct srv_once {
+  once_client **b; /* buckets */
   size_t nb, n;
   uint64_t last_sweep, dups, unknown;
 };
 
-srv_exo *srv_exo_create(void) {
-  srv_exo *x = calloc(1, sizeof *x);
+srv_once *srv_once_create(void) {
+  srv_once *x = calloc(1, sizeof *x);
   if (!x) return NULL;
   x->nb = 64;
   x->b = calloc(x->nb, sizeof *x->b);
@@ -64,16 +64,16 @@ srv_exo *srv_exo_create(void) {
   return x;
 }
 
-static void client_free(exo_client *e) {
+static void client_free(once_client *e) {
   free(e->done);
   free(e->fl);
   free(e);
 }
 
-void srv_exo_clear(srv_exo *x) {
+void srv_once_clear(srv_once *x) {
   for (size_t i = 0; i < x->nb; i++) {
     while (x->b[i]) {
-      exo_client *e = x->b[i];
+      once_client *e = x->b[i];
       x->b[i] = e->next;
       client_free(e);
     }
@@ -81,40 +81,40 @@ void srv_exo_clear(srv_exo *x) {
   x->n = 0;
 }
 
-void srv_exo_destroy(srv_exo **xp) {
+void srv_once_destroy(srv_once **xp) {
   if (!xp || !*xp) return;
-  srv_exo_clear(*xp);
+  srv_once_clear(*xp);
   free((*xp)->b);
   free(*xp);
   *xp = NULL;
 }
 
-void srv_exo_counts(const srv_exo *x, uint64_t *clients, uint64_t *duplicates,
+void srv_once_counts(const srv_once *x, uint64_t *clients, uint64_t *duplicates,
                     uint64_t *unknown) {
   *clients = x ? x->n : 0;
   *duplicates = x ? x->dups : 0;
   *unknown = x ? x->unknown : 0;
 }
 
-static exo_client **slot(srv_exo *x, uint64_t id) {
-  exo_client **p = &x->b[(id ^ (id >> 29)) & (x->nb - 1)];
+static once_client **slot(srv_once *x, uint64_t id) {
+  once_client **p = &x->b[(id ^ (id >> 29)) & (x->nb - 1)];
   while (*p && (*p)->id != id) p = &(*p)->next;
   return p;
 }
 
-static void grow_buckets(srv_exo *x) {
+static void grow_buckets(srv_once *x) {
   size_t nb = x->nb * 2;
-  exo_client **b = calloc(nb, sizeof *b);
+  once_client **b = calloc(nb, sizeof *b);
   if (!b) return; /* longer chains, still correct */
-  exo_client **old = x->b;
+  once_client **old = x->b;
   size_t onb = x->nb;
   x->b = b;
   x->nb = nb;
   for (size_t i = 0; i < onb; i++) {
     while (old[i]) {
-      exo_client *e = old[i];
+      once_client *e = old[i];
       old[i] = e->next;
-      exo_client **p = slot(x, e->id);
+      once_client **p = slot(x, e->id);
       e->next = *p;
       *p = e;
     }
@@ -124,13 +124,13 @@ static void grow_buckets(srv_exo *x) {
 
 /* Forgets the idle clients with nothing in flight; with `lru`, if none was idle, the one heard
  * of least recently (to make room). */
-static void sweep(srv_exo *x, uint64_t now, bool lru) {
-  exo_client **oldest = NULL;
+static void sweep(srv_once *x, uint64_t now, bool lru) {
+  once_client **oldest = NULL;
   size_t dropped = 0;
   for (size_t i = 0; i < x->nb; i++) {
-    for (exo_client **p = &x->b[i]; *p;) {
-      exo_client *e = *p;
-      if (e->nfl == 0 && now - e->last_ns > SRV_EXO_IDLE_NS) {
+    for (once_client **p = &x->b[i]; *p;) {
+      once_client *e = *p;
+      if (e->nfl == 0 && now - e->last_ns > SRV_ONCE_IDLE_NS) {
         *p = e->next;
         client_free(e);
         x->n--;
@@ -142,7 +142,7 @@ static void sweep(srv_exo *x, uint64_t now, bool lru) {
     }
   }
   if (lru && !dropped && oldest) {
-    exo_client *e = *oldest;
+    once_client *e = *oldest;
     *oldest = e->next;
     client_free(e);
     x->n--;
@@ -151,7 +151,7 @@ static void sweep(srv_exo *x, uint64_t now, bool lru) {
 }
 
 /* Moves base up to floor: the bitmaps shift down by floor - base bits. */
-static void advance(exo_client *e, uint64_t floor) {
+static void advance(once_client *e, uint64_t floor) {
   if (floor <= e->base) return;
   uint64_t k = floor - e->base, bits = 64ull * e->nw;
   e->base = floor;
@@ -169,8 +169,8 @@ static void advance(exo_client *e, uint64_t floor) {
   }
 }
 
-/* Room in the bitmaps for bit off (< SRV_EXO_WINDOW). */
-static bool cover(exo_client *e, uint64_t off) {
+/* Room in the bitmaps for bit off (< SRV_ONCE_WINDOW). */
+static bool cover(once_client *e, uint64_t off) {
   uint32_t need = (uint32_t)(off / 64) + 1;
   if (need <= e->nw) return true;
   uint32_t nw = e->nw ? e->nw : 1;
@@ -190,21 +190,21 @@ static bool cover(exo_client *e, uint64_t off) {
 
 static bool bit(const uint64_t *w, uint64_t off) { return (w[off / 64] >> (off % 64)) & 1u; }
 
-srv_exo_verdict srv_exo_check(srv_exo *x, uint64_t client, uint64_t seq, uint64_t floor,
+srv_once_verdict srv_once_check(srv_once *x, uint64_t client, uint64_t seq, uint64_t floor,
                               bool retry, uint64_t now_ns, void *req, void **orig) {
   if (now_ns - x->last_sweep > 10ull * 1000000000ull) sweep(x, now_ns, false);
-  exo_client **p = slot(x, client), *e = *p;
+  once_client **p = slot(x, client), *e = *p;
   if (!e) {
     if (retry) {
       x->unknown++;
-      return SRV_EXO_UNKNOWN;
+      return SRV_ONCE_UNKNOWN;
     }
-    if (x->n >= SRV_EXO_MAX_CLIENTS) {
+    if (x->n >= SRV_ONCE_MAX_CLIENTS) {
       sweep(x, now_ns, true);
-      if (x->n >= SRV_EXO_MAX_CLIENTS) return SRV_EXO_NOMEM;
+      if (x->n >= SRV_ONCE_MAX_CLIENTS) return SRV_ONCE_NOMEM;
       p = slot(x, client);
     }
-    if (!(e = calloc(1, sizeof *e))) return SRV_EXO_NOMEM;
+    if (!(e = calloc(1, sizeof *e))) return SRV_ONCE_NOMEM;
     e->id = client;
     e->first = e->base = seq;
     *p = e;
@@ -215,39 +215,39 @@ srv_exo_verdict srv_exo_check(srv_exo *x, uint64_t client, uint64_t seq, uint64_
     if (e->fl[i].seq == seq) {
       *orig = e->fl[i].req;
       x->dups++;
-      return SRV_EXO_INFLIGHT;
+      return SRV_ONCE_INFLIGHT;
     }
   }
   if (seq < e->first) {
     x->unknown++;
-    return SRV_EXO_UNKNOWN;
+    return SRV_ONCE_UNKNOWN;
   }
   advance(e, floor);
   if (seq < e->base) {
     x->dups++;
-    return SRV_EXO_DONE; /* settled: taken, or given up by the client (a stale copy) */
+    return SRV_ONCE_DONE; /* settled: taken, or given up by the client (a stale copy) */
   }
   uint64_t off = seq - e->base;
-  if (off >= SRV_EXO_WINDOW) return SRV_EXO_TOO_MANY;
-  if (!cover(e, off)) return SRV_EXO_NOMEM;
+  if (off >= SRV_ONCE_WINDOW) return SRV_ONCE_TOO_MANY;
+  if (!cover(e, off)) return SRV_ONCE_NOMEM;
   if (bit(e->done, off)) {
     x->dups++;
-    return bit(e->failed, off) ? SRV_EXO_FAILED : SRV_EXO_DONE;
+    return bit(e->failed, off) ? SRV_ONCE_FAILED : SRV_ONCE_DONE;
   }
   if (e->nfl == e->flcap) {
     uint32_t nc = e->flcap ? 2 * e->flcap : 4;
-    exo_flight *f = realloc(e->fl, nc * sizeof *f);
-    if (!f) return SRV_EXO_NOMEM;
+    once_flight *f = realloc(e->fl, nc * sizeof *f);
+    if (!f) return SRV_ONCE_NOMEM;
     e->fl = f;
     e->flcap = nc;
   }
   e->done[off / 64] |= 1ull << (off % 64);
-  e->fl[e->nfl++] = (exo_flight){seq, req};
-  return SRV_EXO_APPLY;
+  e->fl[e->nfl++] = (once_flight){seq, req};
+  return SRV_ONCE_APPLY;
 }
 
-void srv_exo_settle(srv_exo *x, uint64_t client, uint64_t seq, bool ok) {
-  exo_client *e = *slot(x, client);
+void srv_once_settle(srv_once *x, uint64_t client, uint64_t seq, bool ok) {
+  once_client *e = *slot(x, client);
   if (!e) return; /* forgotten meanwhile (a restore) */
   for (uint32_t i = 0; i < e->nfl; i++) {
     if (e->fl[i].seq == seq) {
@@ -261,62 +261,91 @@ void srv_exo_settle(srv_exo *x, uint64_t client, uint64_t seq, bool ok) {
 
 /* ---------------------------------------------------------------- the server's side */
 
-ps_status srv_exo_init(ps_server *s) {
-  if (!(s->exo = srv_exo_create())) return PS_ERR_NOMEM;
+/* A shard's records, and the test-only fault injection that cuts connections after a push. */
+struct srv_exactly_once {
+  srv_once *records;
+  uint64_t drop_every; /* EMBER_TEST_DROP_REPLY: cut every N-th push's connection */
+  uint64_t taken;      /* pushes taken, for the above */
+};
+
+ps_status srv_once_init(ps_server *s) {
+  srv_exactly_once *x = calloc(1, sizeof *x);
+  if (!x || !(x->records = srv_once_create())) {
+    free(x);
+    return PS_ERR_NOMEM;
+  }
+  s->once = x;
   const char *drop = getenv("EMBER_TEST_DROP_REPLY");
   if (drop && *drop) {
-    s->exo_drop_every = strtoull(drop, NULL, 10);
+    x->drop_every = strtoull(drop, NULL, 10);
     PS_WARN("EMBER_TEST_DROP_REPLY=%s: the connection of every %" PRIu64
             "-th push is cut (test-only fault injection)",
-            drop, s->exo_drop_every);
+            drop, x->drop_every);
   }
   return PS_OK;
 }
 
+void srv_once_free(ps_server *s) {
+  if (!s->once) return;
+  srv_once_destroy(&s->once->records);
+  free(s->once);
+  s->once = NULL;
+}
+
+void srv_once_forget(ps_server *s) {
+  if (s->once) srv_once_clear(s->once->records);
+}
+
+void srv_once_stats(const ps_server *s, uint64_t *clients, uint64_t *duplicates,
+                    uint64_t *unknown) {
+  if (s->once) srv_once_counts(s->once->records, clients, duplicates, unknown);
+}
+
 /* The fault injection: cuts r's connection under ZeroMQ, which then sees it closed. */
 static void test_cut(ps_server *s, srv_req *r) {
-  if (!s->exo_drop_every || !r->has_ident || ++s->exo_taken % s->exo_drop_every) return;
+  srv_exactly_once *x = s->once;
+  if (!x->drop_every || !r->has_ident || ++x->taken % x->drop_every) return;
   int fd = zmq_msg_get(&r->fr[0], ZMQ_SRCFD);
   if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
-bool srv_exo_intake(ps_server *s, srv_req *r) {
+bool srv_once_intake(ps_server *s, srv_req *r, bool complete) {
   const Ember__Header *h = r->h;
-  if (!h->client_id || !s->exo) return false;
+  if (!h->client_id || !s->once) return false;
   void *orig = NULL;
   char why[200] = "";
   ps_status st = PS_ERR_UNAVAILABLE;
-  srv_exo_verdict v =
+  srv_once_verdict v =
       /* A replica that saw every push of its shard knows that a re-send it has no record of was
        * applied nowhere (a dead primary forwarded it first or not at all): new, not unknown. */
-      srv_exo_check(s->exo, h->client_id, h->seq, h->seq_floor,
-                    h->retry && !srv_repl_records_complete(s), ps_now_ns(), r, &orig);
+      srv_once_check(s->once->records, h->client_id, h->seq, h->seq_floor,
+                    h->retry && !complete, ps_now_ns(), r, &orig);
   switch (v) {
-    case SRV_EXO_APPLY:
-      r->exo_reg = true;
+    case SRV_ONCE_APPLY:
+      r->once_reg = true;
       test_cut(s, r);
       return false;
-    case SRV_EXO_DONE: srv_reply_ok(s, r); return true;
-    case SRV_EXO_INFLIGHT: {
+    case SRV_ONCE_DONE: srv_reply_ok(s, r); return true;
+    case SRV_ONCE_INFLIGHT: {
       srv_req *o = orig;
-      r->next = o->exo_dups;
-      o->exo_dups = r;
+      r->next = o->once_dups;
+      o->once_dups = r;
       return true;
     }
-    case SRV_EXO_FAILED:
+    case SRV_ONCE_FAILED:
       snprintf(why, sizeof why, "failed on shard %u before; this copy is not applied",
                s->opt.shard);
       break;
-    case SRV_EXO_UNKNOWN:
+    case SRV_ONCE_UNKNOWN:
       snprintf(why, sizeof why, "is a re-send that shard %u has no record of (it restarted, or "
                "forgot the client): it may or may not have been applied", s->opt.shard);
       break;
-    case SRV_EXO_TOO_MANY:
+    case SRV_ONCE_TOO_MANY:
       st = PS_ERR_INVALID;
       snprintf(why, sizeof why, "is %u or more past its floor %" PRIu64 " on shard %u (too many "
-               "pushes in flight)", SRV_EXO_WINDOW, h->seq_floor, s->opt.shard);
+               "pushes in flight)", SRV_ONCE_WINDOW, h->seq_floor, s->opt.shard);
       break;
-    case SRV_EXO_NOMEM:
+    case SRV_ONCE_NOMEM:
       st = PS_ERR_NOMEM;
       snprintf(why, sizeof why, "could not be recorded on shard %u (out of memory)", s->opt.shard);
       break;
@@ -326,13 +355,13 @@ bool srv_exo_intake(ps_server *s, srv_req *r) {
   return true;
 }
 
-void srv_exo_replied(ps_server *s, srv_req *r, const Ember__Header *rh) {
-  if (r->exo_reg) {
-    r->exo_reg = false;
-    srv_exo_settle(s->exo, r->h->client_id, r->h->seq, rh->status == 0);
+void srv_once_replied(ps_server *s, srv_req *r, const Ember__Header *rh) {
+  if (r->once_reg) {
+    r->once_reg = false;
+    srv_once_settle(s->once->records, r->h->client_id, r->h->seq, rh->status == 0);
   }
-  srv_req *d = r->exo_dups;
-  r->exo_dups = NULL;
+  srv_req *d = r->once_dups;
+  r->once_dups = NULL;
   while (d) {
     srv_req *next = d->next;
     Ember__Header dh;

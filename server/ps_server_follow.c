@@ -51,7 +51,10 @@
 
 #include "ps_ckpt_layout.h"
 #include "ps_log.h"
+#include "ps_server_follow_int.h"
 #include "ps_server_int.h"
+#include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_time.h"
 
 /* How often the watcher reads DIR/latest (see "A poll, not inotify" above). */
@@ -276,16 +279,16 @@ static void unref(srv_follow *f, srv_version *v) {
   pthread_mutex_unlock(&f->mu);
 }
 
-void srv_follow_tick(ps_server *s) {
+bool srv_follow_tick(ps_server *s) {
   srv_follow *f = s->follow;
-  if (!f || !atomic_load(&f->have_ready)) return;
+  if (!f || !atomic_load(&f->have_ready)) return false;
   pthread_mutex_lock(&f->mu);
   srv_version *v = f->ready, *old = f->cur;
   f->ready = NULL;
   atomic_store(&f->have_ready, false);
   if (v) f->cur = v; /* under mu: the watcher's WARN line reads the step served */
   pthread_mutex_unlock(&f->mu);
-  if (!v) return;
+  if (!v) return false;
   v->refs = 1;
   v->live_next = f->live;
   f->live = v;
@@ -297,7 +300,7 @@ void srv_follow_tick(ps_server *s) {
           " request(s) in flight", v->step, v->dir, s->opt.shard, s->opt.shards, v->warmed,
           v->warm_ms, old->step, old->refs - 1);
   unref(f, old);
-  srv_stats_publish(s); /* STATS and /metrics show the step served at once */
+  return true;
 }
 
 /* The keys of r (a pull) into the ring the watcher warms a new version with. */

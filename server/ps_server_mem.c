@@ -63,6 +63,10 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 /* The reply buffer: this header, then the bytes (64 bytes: the rows keep malloc's alignment). */
@@ -75,6 +79,29 @@ typedef struct mem_hdr {
 } mem_hdr;
 _Static_assert(sizeof(mem_hdr) == 64, "reply header keeps rows aligned");
 
+typedef struct srv_hs {
+  int fd;
+  uint64_t t; /* accepted (ns) */
+} srv_hs;
+
+/* A shard's memory bounds. The atomics are also written on ZeroMQ's I/O thread (a reply's
+ * bytes released) and by partition threads (sync_kept). */
+struct srv_mem {
+  size_t req_cap, conn_cap, all_cap, park_cap;
+  _Atomic uint64_t inflight_bytes; /* charged: frames of store requests, unreleased replies */
+  _Atomic uint64_t *conn_bytes;    /* the same per connection slot (SRV_CONN_SLOTS) */
+  uint32_t *conn_parked;           /* parked requests per slot */
+  srv_req *park_head, *park_tail;  /* waiting for bytes, FIFO */
+  uint64_t parked, parked_bytes;
+  atomic_bool park_wake;           /* a released reply wakes the main loop */
+  _Atomic(mem_hdr *) reply_spare;  /* a released reply buffer kept for reuse */
+  srv_hs *hs;                      /* CURVE: connections that delivered no message yet */
+  size_t nhs, hs_cap;
+  size_t sync_cap;                 /* of sync pushes buffered for steps not applied yet */
+  uint64_t sync_bytes;             /* charged to that cap (the tables' sync_bytes summed) */
+  _Atomic uint64_t sync_kept;      /* buffers of applied steps kept for reuse (threads) */
+};
+
 size_t ps_server_request_cap(size_t cache_bytes, size_t max_request_bytes) {
   if (max_request_bytes) return max_request_bytes;
   size_t r = cache_bytes / 4;
@@ -84,29 +111,47 @@ size_t ps_server_request_cap(size_t cache_bytes, size_t max_request_bytes) {
 }
 
 ps_status srv_mem_init(ps_server *s) {
-  s->req_cap = ps_server_request_cap(s->opt.cache_bytes, s->opt.max_request_bytes);
-  s->conn_cap = s->req_cap;
-  s->all_cap = 2 * s->req_cap;
-  s->park_cap = s->req_cap;
-  s->sync_cap = s->req_cap;
-  s->conn_bytes = calloc(SRV_CONN_SLOTS, sizeof *s->conn_bytes);
-  s->conn_parked = calloc(SRV_CONN_SLOTS, sizeof *s->conn_parked);
-  return s->conn_bytes && s->conn_parked ? PS_OK : PS_ERR_NOMEM;
+  if (!(s->mem = calloc(1, sizeof *s->mem))) return PS_ERR_NOMEM;
+  s->mem->req_cap = ps_server_request_cap(s->opt.cache_bytes, s->opt.max_request_bytes);
+  s->mem->conn_cap = s->mem->req_cap;
+  s->mem->all_cap = 2 * s->mem->req_cap;
+  s->mem->park_cap = s->mem->req_cap;
+  s->mem->sync_cap = s->mem->req_cap;
+  s->mem->conn_bytes = calloc(SRV_CONN_SLOTS, sizeof *s->mem->conn_bytes);
+  s->mem->conn_parked = calloc(SRV_CONN_SLOTS, sizeof *s->mem->conn_parked);
+  return s->mem->conn_bytes && s->mem->conn_parked ? PS_OK : PS_ERR_NOMEM;
 }
 
 void srv_mem_free(ps_server *s) {
-  free(atomic_exchange(&s->reply_spare, NULL));
-  free(s->hs);
   free(s->gone);
   s->gone = NULL;
   s->ngone = s->gone_cap = 0;
-  s->hs = NULL;
-  s->nhs = s->hs_cap = 0;
-  free((void *)s->conn_bytes);
-  free(s->conn_parked);
-  s->conn_bytes = NULL;
-  s->conn_parked = NULL;
+  srv_mem *m = s->mem;
+  if (!m) return;
+  free(atomic_exchange(&m->reply_spare, NULL));
+  free(m->hs);
+  free((void *)m->conn_bytes);
+  free(m->conn_parked);
+  free(m);
+  s->mem = NULL;
 }
+
+size_t srv_mem_request_cap(const ps_server *s) { return s->mem->req_cap; }
+
+bool srv_mem_hs_young(const ps_server *s) { return s->mem->nhs != 0; }
+
+void srv_mem_stats(const ps_server *s, ps_server_stats *out) {
+  out->parked = s->mem->parked;
+  out->bytes_in_flight = atomic_load(&s->mem->inflight_bytes);
+}
+
+bool srv_mem_keep_sync(ps_server *s, uint64_t b) {
+  if (atomic_fetch_add(&s->mem->sync_kept, b) + b <= SRV_SYNC_KEEP) return true;
+  atomic_fetch_sub(&s->mem->sync_kept, b);
+  return false;
+}
+
+void srv_mem_unkeep_sync(ps_server *s, uint64_t b) { atomic_fetch_sub(&s->mem->sync_kept, b); }
 
 uint32_t srv_conn_slot(zmq_msg_t *ident) {
   const uint8_t *p = zmq_msg_data(ident);
@@ -117,24 +162,24 @@ uint32_t srv_conn_slot(zmq_msg_t *ident) {
 }
 
 static void charge(ps_server *s, uint32_t slot, uint64_t bytes) {
-  atomic_fetch_add(&s->inflight_bytes, bytes);
-  atomic_fetch_add(&s->conn_bytes[slot], bytes);
+  atomic_fetch_add(&s->mem->inflight_bytes, bytes);
+  atomic_fetch_add(&s->mem->conn_bytes[slot], bytes);
 }
 
 static void release(ps_server *s, uint32_t slot, uint64_t bytes) {
-  atomic_fetch_sub(&s->conn_bytes[slot], bytes);
-  atomic_fetch_sub(&s->inflight_bytes, bytes);
+  atomic_fetch_sub(&s->mem->conn_bytes[slot], bytes);
+  atomic_fetch_sub(&s->mem->inflight_bytes, bytes);
 }
 
 /* The largest reply buffer kept as the spare: at most R, and SRV_SPARE_MAX. */
 static size_t spare_max(const ps_server *s) {
-  return s->req_cap < SRV_SPARE_MAX ? s->req_cap : SRV_SPARE_MAX;
+  return s->mem->req_cap < SRV_SPARE_MAX ? s->mem->req_cap : SRV_SPARE_MAX;
 }
 
 /* A buffer for a reply of rb bytes: the spare when it is large enough (its pages are mapped
  * already), else a new one. */
 static mem_hdr *reply_buf(ps_server *s, size_t rb) {
-  mem_hdr *h = rb >= SRV_SPARE_MIN ? atomic_exchange(&s->reply_spare, NULL) : NULL;
+  mem_hdr *h = rb >= SRV_SPARE_MIN ? atomic_exchange(&s->mem->reply_spare, NULL) : NULL;
   if (h && h->cap >= rb) return h;
   free(h);
   h = malloc(sizeof *h + rb);
@@ -149,9 +194,9 @@ static void reply_free(void *data, void *hint) {
   mem_hdr *h = (mem_hdr *)data - 1;
   ps_server *s = h->s;
   release(s, h->slot, h->bytes);
-  if (h->cap >= SRV_SPARE_MIN && h->cap <= spare_max(s)) h = atomic_exchange(&s->reply_spare, h);
+  if (h->cap >= SRV_SPARE_MIN && h->cap <= spare_max(s)) h = atomic_exchange(&s->mem->reply_spare, h);
   free(h); /* the spare it replaced, or itself */
-  if (atomic_exchange(&s->park_wake, false) && s->sigpipe[1] >= 0) {
+  if (atomic_exchange(&s->mem->park_wake, false) && s->sigpipe[1] >= 0) {
     char c = 0;
     ssize_t w = write(s->sigpipe[1], &c, 1);
     (void)w;
@@ -175,8 +220,8 @@ static size_t pull_bytes(const srv_req *r, const srv_table *t) {
 /* Whether `bytes` more fit for a request that holds `own` already: its connection and all
  * requests stay within their caps, or nothing but itself is in flight there. */
 static bool fits(ps_server *s, uint32_t slot, uint64_t bytes, uint64_t own) {
-  uint64_t all = atomic_load(&s->inflight_bytes), conn = atomic_load(&s->conn_bytes[slot]);
-  return (conn == own || conn + bytes <= s->conn_cap) && (all == own || all + bytes <= s->all_cap);
+  uint64_t all = atomic_load(&s->mem->inflight_bytes), conn = atomic_load(&s->mem->conn_bytes[slot]);
+  return (conn == own || conn + bytes <= s->mem->conn_cap) && (all == own || all + bytes <= s->mem->all_cap);
 }
 
 static const srv_table *pull_table(ps_server *s, const srv_req *r) {
@@ -189,12 +234,12 @@ static const srv_table *pull_table(ps_server *s, const srv_req *r) {
 bool srv_mem_too_large(ps_server *s, srv_req *r) {
   const srv_table *t = pull_table(s, r);
   size_t bytes = t ? pull_bytes(r, t) : 0;
-  if (bytes <= s->req_cap) return false;
+  if (bytes <= s->mem->req_cap) return false;
   s->traffic.refused_memory++;
   srv_reply_error(s, r, PS_ERR_NOMEM,
                   "too large: a pull of %zu keys x dim %u is a %zu-byte reply, over this "
                   "server's request cap of %zu bytes (--max-request-mb): split it",
-                  r->msg.nkeys, t->spec.dim, bytes, s->req_cap);
+                  r->msg.nkeys, t->spec.dim, bytes, s->mem->req_cap);
   return true;
 }
 
@@ -236,35 +281,35 @@ static bool take_reply(ps_server *s, srv_req *r, bool *nomem) {
 /* Parks r (to be resumed as `kind`), or refuses it when the waiting room is full. */
 static void park(ps_server *s, srv_req *r, int kind) {
   size_t fb = frame_bytes(r);
-  if (s->parked >= SRV_PARK_MAX || s->parked_bytes + fb > s->park_cap) {
+  if (s->mem->parked >= SRV_PARK_MAX || s->mem->parked_bytes + fb > s->mem->park_cap) {
     s->traffic.refused_memory++;
     srv_reply_error(s, r, PS_ERR_NOMEM,
                     "busy: %" PRIu64 " bytes in flight (cap %zu, %zu per connection) and %" PRIu64
                     " requests waiting; retry later",
-                    (uint64_t)atomic_load(&s->inflight_bytes), s->all_cap, s->conn_cap,
-                    s->parked);
+                    (uint64_t)atomic_load(&s->mem->inflight_bytes), s->mem->all_cap, s->mem->conn_cap,
+                    s->mem->parked);
     return;
   }
   r->park_kind = kind;
   r->park_bytes = fb;
-  s->parked++;
-  s->parked_bytes += fb;
-  s->conn_parked[r->slot]++;
-  srv_list_push(&s->park_head, &s->park_tail, r);
-  atomic_store(&s->park_wake, true);
+  s->mem->parked++;
+  s->mem->parked_bytes += fb;
+  s->mem->conn_parked[r->slot]++;
+  srv_list_push(&s->mem->park_head, &s->mem->park_tail, r);
+  atomic_store(&s->mem->park_wake, true);
 }
 
 bool srv_mem_intake(ps_server *s, srv_req *r) {
-  if (!s->conn_parked[r->slot] && take_intake(s, r)) return true;
+  if (!s->mem->conn_parked[r->slot] && take_intake(s, r)) return true;
   const int op = (int)r->h->op;
-  if (!s->conn_parked[r->slot] && ps_op_info_of(op)->unparked) {
+  if (!s->mem->conn_parked[r->slot] && ps_op_info_of(op)->unparked) {
     /* Answered at once, never waiting: monitoring goes on while the caps are full. A STATS
      * reply is charged though: past R of its connection's own, or 3R in all (a request alone
      * may take that much), it is refused with a short error, so that STATS replies nobody
      * reads cannot grow past the caps. */
     if (op == EMBER__OP__OP_STATS &&
-        (atomic_load(&s->conn_bytes[r->slot]) > s->conn_cap ||
-         atomic_load(&s->inflight_bytes) > s->all_cap + s->req_cap)) {
+        (atomic_load(&s->mem->conn_bytes[r->slot]) > s->mem->conn_cap ||
+         atomic_load(&s->mem->inflight_bytes) > s->mem->all_cap + s->mem->req_cap)) {
       s->traffic.refused_memory++;
       srv_reply_error(s, r, PS_ERR_NOMEM, "busy: replies not read yet hold the memory caps; "
                                           "read them, or retry later");
@@ -291,21 +336,21 @@ bool srv_mem_admit(ps_server *s, srv_req *r, int kind) {
 /* Takes r (after prev, or the head) out of the parked list. */
 static void unlink_parked(ps_server *s, srv_req *r, srv_req *prev) {
   if (prev) prev->next = r->next;
-  else s->park_head = r->next;
-  if (s->park_tail == r) s->park_tail = prev;
+  else s->mem->park_head = r->next;
+  if (s->mem->park_tail == r) s->mem->park_tail = prev;
   r->next = NULL;
-  s->parked--;
-  s->parked_bytes -= r->park_bytes;
-  s->conn_parked[r->slot]--;
+  s->mem->parked--;
+  s->mem->parked_bytes -= r->park_bytes;
+  s->mem->conn_parked[r->slot]--;
 }
 
-void srv_mem_unpark(ps_server *s) {
-  if (!s->park_head || s->stopping) return;
-  atomic_store(&s->park_wake, false);
+void srv_mem_unpark(ps_server *s, const srv_unpark_to *to) {
+  if (!s->mem->park_head || s->stopping) return;
+  atomic_store(&s->mem->park_wake, false);
   uint8_t blocked[SRV_CONN_SLOTS / 8];
   memset(blocked, 0, sizeof blocked);
-  srv_req *r = s->park_head, *prev = NULL;
-  while (r && !s->excl_active) {
+  srv_req *r = s->mem->park_head, *prev = NULL;
+  while (r && !to->stop(s)) {
     srv_req *next = r->next;
     const uint32_t sl = r->slot;
     bool nomem = false, go = !(blocked[sl / 8] & (1u << (sl % 8)));
@@ -313,19 +358,19 @@ void srv_mem_unpark(ps_server *s) {
     if (go || nomem) {
       unlink_parked(s, r, prev);
       if (nomem) srv_reply_error(s, r, PS_ERR_NOMEM, "no memory for a pull reply");
-      else if (r->park_kind == PARK_HANDLE) srv_handle(s, r);
-      else srv_dispatch(s, r, TK_PULL);
+      else if (r->park_kind == PARK_HANDLE) to->handle(s, r);
+      else to->pull(s, r);
     } else {
       blocked[sl / 8] |= (uint8_t)(1u << (sl % 8)); /* its later requests keep their place */
       prev = r;
     }
     r = next;
   }
-  if (s->park_head) atomic_store(&s->park_wake, true);
+  if (s->mem->park_head) atomic_store(&s->mem->park_wake, true);
 }
 
 void srv_mem_peer_gone(ps_server *s, int fd) {
-  srv_req *r = s->park_head, *prev = NULL;
+  srv_req *r = s->mem->park_head, *prev = NULL;
   while (r) {
     srv_req *next = r->next;
     if (r->fd == fd) {
@@ -339,16 +384,16 @@ void srv_mem_peer_gone(ps_server *s, int fd) {
 }
 
 void srv_mem_drop_parked(ps_server *s, bool answer) {
-  srv_req *r = s->park_head;
-  s->park_head = s->park_tail = NULL;
+  srv_req *r = s->mem->park_head;
+  s->mem->park_head = s->mem->park_tail = NULL;
   while (r) {
     srv_req *next = r->next;
-    s->conn_parked[r->slot]--;
+    s->mem->conn_parked[r->slot]--;
     if (answer) srv_reply_error(s, r, PS_ERR_UNAVAILABLE, "shard %u is shutting down", s->opt.shard);
     else srv_req_free(s, r);
     r = next;
   }
-  s->parked = s->parked_bytes = 0;
+  s->mem->parked = s->mem->parked_bytes = 0;
 }
 
 bool srv_mem_msg(ps_server *s, const srv_req *r, zmq_msg_t *m, size_t n) {
@@ -375,7 +420,7 @@ static uint64_t sync_push_bytes(const srv_req *r) {
 bool srv_mem_sync_take(ps_server *s, srv_req *r) {
   srv_table *t = r->tab;
   const uint64_t b = sync_push_bytes(r);
-  if (s->sync_bytes + b > s->sync_cap) {
+  if (s->mem->sync_bytes + b > s->mem->sync_cap) {
     s->traffic.refused_memory++;
     srv_reply_error(s, r, PS_ERR_NOMEM,
                     "busy: sync pushes buffered for steps not applied yet hold %" PRIu64
@@ -383,45 +428,40 @@ bool srv_mem_sync_take(ps_server *s, srv_req *r) {
                     " more waits for step %" PRIu64 " of table %u, applied once all %u workers "
                     "STEP it (a job whose workers push more than the cap in one step needs a "
                     "larger --max-request-mb on the servers)",
-                    s->sync_bytes, s->sync_cap, b, t->apply_issued, t->spec.id,
+                    s->mem->sync_bytes, s->mem->sync_cap, b, t->apply_issued, t->spec.id,
                     t->spec.num_workers);
     return false;
   }
-  s->sync_bytes += b;
+  s->mem->sync_bytes += b;
   t->sync_bytes[r->step % SRV_WINDOW] += b;
   return true;
 }
 
 void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step) {
   uint64_t *b = &t->sync_bytes[step % SRV_WINDOW];
-  s->sync_bytes -= *b < s->sync_bytes ? *b : s->sync_bytes;
+  s->mem->sync_bytes -= *b < s->mem->sync_bytes ? *b : s->mem->sync_bytes;
   *b = 0;
 }
 
 void srv_mem_sync_reset(ps_server *s) {
-  s->sync_bytes = 0;
-  atomic_store(&s->sync_kept, 0);
+  s->mem->sync_bytes = 0;
+  atomic_store(&s->mem->sync_kept, 0);
   for (uint32_t id = 1; s->tables && id <= PS_WIRE_MAX_TABLE; id++)
     if (s->tables[id]) memset(s->tables[id]->sync_bytes, 0, sizeof s->tables[id]->sync_bytes);
 }
 
 /* ---------------------------------------------------------------- CURVE handshakes */
 
-typedef struct srv_hs {
-  int fd;
-  uint64_t t; /* accepted (ns) */
-} srv_hs;
-
 void srv_mem_hs_accepted(ps_server *s, int fd) {
-  if (!srv_grow((void **)&s->hs, &s->hs_cap, s->nhs + 1, sizeof *s->hs, 16)) return;
-  s->hs[s->nhs++] = (srv_hs){.fd = fd, .t = ps_now_ns()};
+  if (!srv_grow((void **)&s->mem->hs, &s->mem->hs_cap, s->mem->nhs + 1, sizeof *s->mem->hs, 16)) return;
+  s->mem->hs[s->mem->nhs++] = (srv_hs){.fd = fd, .t = ps_now_ns()};
 }
 
 void srv_mem_hs_gone(ps_server *s, int fd) {
-  for (size_t i = 0; i < s->nhs; i++)
-    if (s->hs[i].fd == fd) {
-      memmove(&s->hs[i], &s->hs[i + 1], (s->nhs - i - 1) * sizeof *s->hs); /* keeps the order */
-      s->nhs--;
+  for (size_t i = 0; i < s->mem->nhs; i++)
+    if (s->mem->hs[i].fd == fd) {
+      memmove(&s->mem->hs[i], &s->mem->hs[i + 1], (s->mem->nhs - i - 1) * sizeof *s->mem->hs); /* keeps the order */
+      s->mem->nhs--;
       return;
     }
 }
@@ -431,8 +471,8 @@ void srv_mem_hs_seen(ps_server *s, int fd) { srv_mem_hs_gone(s, fd); }
 long srv_mem_hs_check(ps_server *s) {
   const uint64_t now = ps_now_ns(), track = (SRV_HS_IVL_MS + 1000) * 1000000ull;
   uint32_t heavy = 0;
-  for (size_t i = 0; i < s->nhs;) {
-    const srv_hs *h = &s->hs[i];
+  for (size_t i = 0; i < s->mem->nhs;) {
+    const srv_hs *h = &s->mem->hs[i];
     struct tcp_info ti;
     socklen_t len = sizeof ti;
     if (now - h->t > track || getsockopt(h->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
@@ -461,5 +501,5 @@ long srv_mem_hs_check(ps_server *s) {
     shutdown(h->fd, SHUT_RDWR);
     srv_mem_hs_gone(s, h->fd);
   }
-  return s->nhs ? 10 : 100;
+  return s->mem->nhs ? 10 : 100;
 }

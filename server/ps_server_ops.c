@@ -4,7 +4,8 @@
  * A handler owns its request: it replies (an error at the first failed check, so a refused
  * request never reaches the store) or passes it on -- to the partition threads
  * (ps_server_partition_threads.c), to a wait list (ps_server_request_schedule.c), or to the
- * coordinator (ps_coord.c).
+ * coordinator (ps_coord.c). The reply of store work is built here too (srv_reply_store_work),
+ * once the partition threads are done with it.
  * Store ops that arrive during a checkpoint or restore are held and come back here, in order,
  * through the ready queue. */
 #include <inttypes.h>
@@ -15,9 +16,19 @@
 #include "ps_hash.h"
 #include "ps_log.h"
 #include "ps_op.h"
+#include "ps_server_checkpoint_int.h"
+#include "ps_server_connections_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_permissions_int.h"
+#include "ps_server_refresh_int.h"
+#include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
+#include "ps_server_serve_int.h"
+#include "ps_server_stats_int.h"
 
 /* Every key must be this shard's. A key is hashed once here: when the store will work from a
  * batch (use_batch: f32 pulls, f32 pushes applied on arrival or split over partition
@@ -177,7 +188,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   /* A copy of a push taken before is answered with its outcome, never applied twice. */
-  if (srv_exo_intake(s, r)) return;
+  if (srv_once_intake(s, r, srv_repl_records_complete(s))) return;
   /* While the disk refuses writes the store keeps unwritten rows in memory; a push that could
    * take them past the hot budget is refused here, before any partition applies it. */
   ps_error ae;
@@ -186,7 +197,7 @@ static void handle_push(ps_server *s, srv_req *r) {
     return;
   }
   s->ops[EMBER__OP__OP_PUSH].keys += r->msg.nkeys;
-  srv_guard_note_trainer(s, r);
+  srv_permit_note_trainer(s, r);
   if (t->spec.consistency != PS_CONS_SYNC) {
     srv_dispatch(s, r, TK_PUSH);
     return;
@@ -210,12 +221,64 @@ static void handle_push(ps_server *s, srv_req *r) {
   srv_dispatch(s, r, TK_BUFFER);
 }
 
+/* A pull's rows, a prefetch's ack, a push's or a buffered push's ack: the reply of store work
+ * that is over, built here beside the handlers that started it. */
+void srv_reply_store_work(ps_server *s, srv_req *r) {
+  if (r->st != PS_OK) {
+    srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
+                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
+                    ps_status_str(r->st));
+  } else if (r->task_kind == TK_PULL) {
+    Ember__Header rh;
+    const bool refresh = r->h->op == EMBER__OP__OP_REFRESH;
+    ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
+    r->has_out = false;
+    zmq_msg_t out, pos;
+    zmq_msg_init(&out);
+    zmq_msg_move(&out, &r->out);
+    if (refresh) {
+      /* Its rows' positions in the request: the keys frame of a REFRESH reply. */
+      zmq_msg_init_size(&pos, r->msg.nkeys * sizeof(uint64_t));
+      if (r->msg.nkeys)
+        memcpy(zmq_msg_data(&pos), r->refresh_pos, r->msg.nkeys * sizeof(uint64_t));
+    }
+    srv_reply_keys(s, r, &rh, refresh ? &pos : NULL, &out);
+    zmq_msg_close(&out);
+    if (refresh) zmq_msg_close(&pos);
+  } else if (r->task_kind == TK_WARM) {
+    /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
+    Ember__Header rh;
+    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
+    rh.table_id = r->tab->spec.id;
+    rh.dim = r->tab->spec.dim;
+    rh.step = r->h->step;
+    rh.value_type = r->h->value_type; /* what the client expects, though no row comes */
+    rh.warm = true;
+    zmq_msg_t out;
+    zmq_msg_init(&out);
+    srv_reply(s, r, &rh, &out);
+    zmq_msg_close(&out);
+  } else {
+    Ember__Header rh;
+    ps_wire_header_init(&rh, r->h->op);
+    rh.table_id = r->tab->spec.id;
+    rh.count = r->msg.nkeys;
+    rh.step = r->h->step;
+    srv_reply(s, r, &rh, NULL);
+  }
+}
+
 static void handle_step(ps_server *s, srv_req *r) {
   Ember__Header *h = r->h;
   ps_error err;
   ps_error_clear(&err);
   ps_status st = PS_OK;
-  srv_guard_note_trainer(s, r);
+  srv_permit_note_trainer(s, r);
   srv_rank_note(s, r, h->table_id, h->worker);
   if (h->table_id) {
     st = srv_table_step(s, r->tab, h->worker, h->step, &err);
@@ -258,7 +321,7 @@ static void handle_declare(ps_server *s, srv_req *r) {
   if ((!t || t->provisional) && ps_store_get_spec(s->store, id, &stored) != PS_OK) {
     /* Nobody has used it: provisional, the spec of its first user wins
      * (ps_server_permissions.c). */
-    if (srv_guard_declare(s, r, &spec, &err) != PS_OK)
+    if (srv_permit_declare(s, r, &spec, &err) != PS_OK)
       srv_reply_error(s, r, err.code, "%s", err.msg);
     else
       reply_declared(s, r, id);
@@ -298,13 +361,12 @@ static void handle_declare(ps_server *s, srv_req *r) {
             ps_consistency_name(spec.consistency), spec.consistency == PS_CONS_SSP ? ":K" : "",
             spec.num_workers);
   }
-  srv_guard_decl_clear(s, r, id);
+  srv_permit_decl_clear(s, r, id);
   reply_declared(s, r, id);
 }
 
 static void handle_stats(ps_server *s, srv_req *r) {
-  srv_stats_fill(s, &s->scratch);
-  char *js = ps_server_stats_to_json(&s->scratch);
+  char *js = srv_stats_json(s);
   if (!js) {
     srv_reply_error(s, r, PS_ERR_NOMEM, "out of memory building stats");
     return;
@@ -329,10 +391,10 @@ static ps_status exclusive_allowed(ps_server *s, srv_req *r, ps_error *err) {
     srv_ckpt_root(s, h->path, h->step, root, sizeof root);
     const bool pin = !ck || h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE ||
                      h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_ONESHOT;
-    if (srv_guard_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
+    if (srv_permit_path(s, h->path, root, pin, err) != PS_OK) return PS_ERR_INVALID;
   }
   srv_peers_poll(s); /* a connection closed a moment ago trains or drives no more */
-  return ck ? srv_guard_checkpoint(s, r, err) : srv_guard_restore(s, r, err);
+  return ck ? srv_permit_checkpoint(s, r, err) : srv_permit_restore(s, r, err);
 }
 
 void srv_run_exclusive(ps_server *s, srv_req *r) {
@@ -348,14 +410,15 @@ void srv_run_exclusive(ps_server *s, srv_req *r) {
     st = srv_checkpoint(s, (int)r->h->ckpt_phase, r->h->step, r->h->path, r->h->ckpt_base,
                         r->h->ckpt_full_every, dir, sizeof dir, &err);
     if (st == PS_OK && r->h->ckpt_phase == EMBER__CKPT_PHASE__CKPT_PREPARE)
-      srv_guard_note_stager(s, r);
+      srv_permit_note_stager(s, r);
     rh.step = r->h->step;
     rh.path = dir;
     rh.ckpt_phase = r->h->ckpt_phase;
   } else {
     uint64_t step = 0;
     st = srv_restore(s, r->h->path, SRV_ANY_STEP, &step, &err);
-    if (st == PS_OK) srv_exo_clear(s->exo); /* the pushes it records were rolled back */
+    if (st == PS_OK) srv_drop_sync_all(s); /* pushes buffered for steps rolled back */
+    if (st == PS_OK) srv_once_forget(s); /* the pushes it records were rolled back */
     if (st == PS_OK) srv_repl_restored(s, step); /* replication's history starts here */
     if (st == PS_OK) srv_ranks_reset(s); /* every clock rolled back: a new job's ranks */
     for (uint32_t id = 1; st == PS_OK && id <= s->max_table; id++)
@@ -378,11 +441,7 @@ void srv_handle(ps_server *s, srv_req *r) {
   }
   if (s->serving && srv_serve_refuse(s, r, op)) return;
   if (s->repl && srv_repl_intake(s, r)) return; /* forwarded first, held, or refused */
-  if (s->excl_active && info->kind == PS_OP_STORE) {
-    srv_list_push(&s->held_head, &s->held_tail, r);
-    s->held++;
-    return;
-  }
+  if (info->kind == PS_OP_STORE && srv_hold_if_exclusive(s, r)) return;
   if (op == EMBER__OP__OP_PULL || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_REFRESH ||
       (op == EMBER__OP__OP_STEP && h->table_id)) {
     srv_table *t = h->table_id ? s->tables[h->table_id] : NULL;
@@ -392,8 +451,8 @@ void srv_handle(ps_server *s, srv_req *r) {
       return;
     }
     ps_error err;
-    if ((t->provisional && srv_guard_bind(s, r, h->table_id, &err) != PS_OK) ||
-        (s->ndecl_stale && srv_guard_decl_check(s, r, h->table_id, &err) != PS_OK)) {
+    if ((t->provisional && srv_permit_bind(s, r, h->table_id, &err) != PS_OK) ||
+        srv_permit_decl_check(s, r, h->table_id, &err) != PS_OK) {
       srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }
@@ -422,7 +481,7 @@ void srv_handle(ps_server *s, srv_req *r) {
     }
     ps_error err;
     if (op == EMBER__OP__OP_KV_SET && h->name && strcmp(h->name, SRV_COORD_CKPT_KEY) == 0 &&
-        srv_guard_ckpt_record(s, h, &err) != PS_OK) {
+        srv_permit_ckpt_record(s, h, &err) != PS_OK) {
       srv_reply_error(s, r, err.code, "%s", err.msg);
       return;
     }

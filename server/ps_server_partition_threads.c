@@ -13,7 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_server_follow_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_request_schedule_int.h"
+#include "ps_server_serve_int.h"
 #include "ps_time.h"
 
 #define PART_KEEP_BYTES ((size_t)16 << 20)
@@ -63,10 +68,7 @@ static void slot_free(sync_slot *sl) {
  * table would hold memory that no cap counts (ps_server_mem.c charges steps not applied). */
 static void slot_release(ps_server *s, sync_slot *sl, uint32_t dim) {
   const uint64_t b = slot_cap_bytes(sl, dim);
-  if (b && atomic_fetch_add(&s->sync_kept, b) + b > SRV_SYNC_KEEP) {
-    atomic_fetch_sub(&s->sync_kept, b);
-    slot_free(sl);
-  }
+  if (b && !srv_mem_keep_sync(s, b)) slot_free(sl);
 }
 
 static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64_t step) {
@@ -83,7 +85,7 @@ static sync_slot *sync_slot_of(srv_part *p, uint32_t table, uint32_t dim, uint64
   sync_slot *sl = &t->slot[step % SRV_WINDOW];
   if (sl->used && sl->step != step) return NULL; /* the main thread's window check failed */
   if (!sl->used && sl->cap) /* buffers kept from an applied step: in use again */
-    atomic_fetch_sub(&p->s->sync_kept, slot_cap_bytes(sl, dim));
+    srv_mem_unkeep_sync(p->s, slot_cap_bytes(sl, dim));
   sl->used = true;
   sl->step = step;
   return sl;
@@ -150,7 +152,7 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * between the store and the request/reply frames, each thread on its own partitions (the
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
-  if (r->task_kind == TK_PULL && s->export_rows) { /* --serve EXPORT: rows from the export */
+  if (r->task_kind == TK_PULL && s->export) { /* --serve EXPORT: rows from the export */
     srv_serve_pull_export(s, r, split ? p->idx : 0, stride);
     return PS_OK;
   }
@@ -321,7 +323,7 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
     if (r->ver) srv_follow_release(s, r);
     r->pending = 0;
     s->inflight++;
-    srv_finish(s, r);
+    s->finish(s, r);
     return;
   }
   if (!r->batch && s->nthreads > 1 && !r->f16 && kind != TK_APPLY) {
@@ -349,7 +351,7 @@ static void on_task_done(ps_server *s, srv_task *t) {
   if (t->started > r->t_svc) r->t_svc = t->started;
   if (--r->pending) return;
   if (r->ver) srv_follow_release(s, r);
-  srv_finish(s, r);
+  s->finish(s, r);
 }
 
 void srv_parts_drain_done(ps_server *s) {

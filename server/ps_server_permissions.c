@@ -54,11 +54,48 @@
 #include "ps_ckpt_layout.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
+#include "ps_server_permissions_int.h"
 #include "ps_time.h"
 
 /* At most this many training connections are remembered; beyond, restores are refused. */
 #define GUARD_MAX_TRAINERS 4096u
+
+/* A connection that trained (PUSH or STEP) on this shard, until it closes. */
+typedef struct permit_trainer {
+  srv_coord_peer peer;
+  uint64_t last_ns; /* its last PUSH or STEP */
+} permit_trainer;
+
+/* A connection whose declaration of `table` lost to its first user's: refused until it
+ * declares the table's spec. */
+typedef struct permit_stale {
+  uint32_t table;
+  srv_coord_peer peer;
+} permit_stale;
+
+/* The roots checkpoints may use (canonical), who trains, who prepared the staged checkpoint,
+ * and whose declarations went stale. */
+struct srv_permit {
+  char data_real[4096];
+  char ckpt_root[4096];  /* --checkpoint-root, or the root the job's first checkpoint pinned */
+  bool ckpt_root_pinned; /* ckpt_root came from a checkpoint: recorded in the metadata */
+  permit_trainer *trainers;
+  size_t ntrainers, trainers_cap;
+  permit_stale *decl_stale;
+  size_t ndecl_stale, decl_stale_cap;
+  srv_coord_peer stager; /* who prepared `staged`, while its connection is open */
+  bool stager_open;
+};
+
+ps_status srv_permit_init(ps_server *s) {
+  return (s->permit = calloc(1, sizeof *s->permit)) ? PS_OK : PS_ERR_NOMEM;
+}
+
+const char *srv_permit_data_dir(const ps_server *s) {
+  return s->permit->data_real[0] ? s->permit->data_real : s->data_dir;
+}
 
 /* The directory holding step-N when canon is ROOT/step-N or ROOT/step-N/shards (ps-worker's
  * layout) into out; false otherwise. */
@@ -71,43 +108,43 @@ static bool layout_root(const char *canon, char *out, size_t len) {
          stat(step_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-ps_status srv_guard_load(ps_server *s, const char *pinned, ps_error *err) {
-  if (!realpath(s->data_dir, s->data_real))
+ps_status srv_permit_load(ps_server *s, const char *pinned, ps_error *err) {
+  if (!realpath(s->data_dir, s->permit->data_real))
     return ps_error_set(err, PS_ERR_IO, "resolving data dir %s: %s", s->data_dir,
                         strerror(errno));
-  s->ckpt_root[0] = '\0';
-  s->ckpt_root_pinned = false;
+  s->permit->ckpt_root[0] = '\0';
+  s->permit->ckpt_root_pinned = false;
   if (s->opt.checkpoint_root) {
-    ps_status st = ps_path_canonical(s->opt.checkpoint_root, s->ckpt_root, sizeof s->ckpt_root,
+    ps_status st = ps_path_canonical(s->opt.checkpoint_root, s->permit->ckpt_root, sizeof s->permit->ckpt_root,
                                      err);
     if (st != PS_OK) {
       ps_error_prefix(err, "--checkpoint-root %s: ", s->opt.checkpoint_root);
       return st;
     }
     struct stat sb;
-    if (stat(s->ckpt_root, &sb) != 0)
+    if (stat(s->permit->ckpt_root, &sb) != 0)
       PS_WARN("--checkpoint-root %s does not exist (yet): checkpoints there fail until it does",
-              s->ckpt_root);
+              s->permit->ckpt_root);
     return PS_OK;
   }
   char derived[PATH_MAX] = "";
-  if (pinned && pinned[0] == '/' && strlen(pinned) < sizeof s->ckpt_root) {
-    snprintf(s->ckpt_root, sizeof s->ckpt_root, "%s", pinned);
+  if (pinned && pinned[0] == '/' && strlen(pinned) < sizeof s->permit->ckpt_root) {
+    snprintf(s->permit->ckpt_root, sizeof s->permit->ckpt_root, "%s", pinned);
   } else if (s->last.have && s->last.path[0] == '/' &&
-             !ps_path_within(s->last.path, s->data_real) &&
+             !ps_path_within(s->last.path, s->permit->data_real) &&
              layout_root(s->last.path, derived, sizeof derived)) {
     /* Metadata from before pinning: the last checkpoint's root is the job's. */
-    snprintf(s->ckpt_root, sizeof s->ckpt_root, "%s", derived);
+    snprintf(s->permit->ckpt_root, sizeof s->permit->ckpt_root, "%s", derived);
   }
-  s->ckpt_root_pinned = s->ckpt_root[0] != '\0';
+  s->permit->ckpt_root_pinned = s->permit->ckpt_root[0] != '\0';
   return PS_OK;
 }
 
-const char *srv_guard_pinned_root(const ps_server *s) {
-  return s->ckpt_root_pinned ? s->ckpt_root : NULL;
+const char *srv_permit_pinned_root(const ps_server *s) {
+  return s->permit->ckpt_root_pinned ? s->permit->ckpt_root : NULL;
 }
 
-ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool may_pin,
+ps_status srv_permit_path(ps_server *s, const char *path, const char *root, bool may_pin,
                          ps_error *err) {
   char canon[PATH_MAX];
   ps_status st = ps_path_canonical(root, canon, sizeof canon, err);
@@ -115,26 +152,26 @@ ps_status srv_guard_path(ps_server *s, const char *path, const char *root, bool 
     ps_error_prefix(err, "checkpoint path refused: ");
     return PS_ERR_INVALID;
   }
-  if (ps_path_within(canon, s->data_real)) return PS_OK;
-  if (s->ckpt_root[0] && ps_path_within(canon, s->ckpt_root)) return PS_OK;
+  if (ps_path_within(canon, s->permit->data_real)) return PS_OK;
+  if (s->permit->ckpt_root[0] && ps_path_within(canon, s->permit->ckpt_root)) return PS_OK;
   char job[PATH_MAX];
-  if (!s->ckpt_root[0] && may_pin && path && path[0] == '/' && strcmp(canon, root) == 0 &&
+  if (!s->permit->ckpt_root[0] && may_pin && path && path[0] == '/' && strcmp(canon, root) == 0 &&
       layout_root(canon, job, sizeof job)) {
-    snprintf(s->ckpt_root, sizeof s->ckpt_root, "%s", job);
-    s->ckpt_root_pinned = true;
+    snprintf(s->permit->ckpt_root, sizeof s->permit->ckpt_root, "%s", job);
+    s->permit->ckpt_root_pinned = true;
     PS_INFO("checkpoint root is %s (the job's first checkpoint outside the data dir; other "
             "roots are refused from now on; --checkpoint-root sets it)", job);
     return PS_OK;
   }
   char roots[PATH_MAX + 64] = "";
-  if (s->ckpt_root[0]) snprintf(roots, sizeof roots, " and checkpoint root %s", s->ckpt_root);
+  if (s->permit->ckpt_root[0]) snprintf(roots, sizeof roots, " and checkpoint root %s", s->permit->ckpt_root);
   return ps_error_set(err, PS_ERR_INVALID,
                       "checkpoint path '%s' (%s) is outside data dir %s%s: refused (ps-server "
                       "--checkpoint-root DIR allows another root)",
-                      path && path[0] ? path : "", canon, s->data_real, roots);
+                      path && path[0] ? path : "", canon, s->permit->data_real, roots);
 }
 
-ps_status srv_guard_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err) {
+ps_status srv_permit_ckpt_record(ps_server *s, const Ember__Header *h, ps_error *err) {
   json_error_t jerr;
   json_t *j = h->blob.data ? json_loadb((const char *)h->blob.data, h->blob.len, 0, &jerr) : NULL;
   json_int_t step = -1;
@@ -172,7 +209,7 @@ static bool spec_equal(const ps_table_spec *a, const ps_table_spec *b) {
   return ps_table_spec_rows_equal(&x, &y) && ps_table_spec_stepping_equal(&x, &y);
 }
 
-ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err) {
+ps_status srv_permit_declare(ps_server *s, srv_req *r, const ps_table_spec *spec, ps_error *err) {
   const uint32_t id = spec->id;
   ps_status st = ps_table_spec_validate(spec, err);
   if (st != PS_OK) {
@@ -241,14 +278,14 @@ ps_status srv_guard_declare(ps_server *s, srv_req *r, const ps_table_spec *spec,
 }
 
 static ps_status stale_add(ps_server *s, uint32_t id, const srv_coord_peer *p) {
-  if (!srv_grow((void **)&s->decl_stale, &s->decl_stale_cap, s->ndecl_stale + 1,
-                sizeof *s->decl_stale, 8))
+  if (!srv_grow((void **)&s->permit->decl_stale, &s->permit->decl_stale_cap, s->permit->ndecl_stale + 1,
+                sizeof *s->permit->decl_stale, 8))
     return PS_ERR_NOMEM;
-  s->decl_stale[s->ndecl_stale++] = (srv_decl_stale){.table = id, .peer = *p};
+  s->permit->decl_stale[s->permit->ndecl_stale++] = (permit_stale){.table = id, .peer = *p};
   return PS_OK;
 }
 
-ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+ps_status srv_permit_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
   srv_table *t = s->tables[id];
   ps_table_spec spec = t->spec;
   srv_coord_peer p = {0};
@@ -289,12 +326,12 @@ ps_status srv_guard_bind(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
   return PS_OK;
 }
 
-ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
-  if (!r->has_ident) return PS_OK;
+ps_status srv_permit_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *err) {
+  if (!s->permit->ndecl_stale || !r->has_ident) return PS_OK;
   srv_coord_peer p;
   srv_peer_of(r, &p);
-  for (size_t i = 0; i < s->ndecl_stale; i++)
-    if (s->decl_stale[i].table == id && same_conn(&s->decl_stale[i].peer, &p))
+  for (size_t i = 0; i < s->permit->ndecl_stale; i++)
+    if (s->permit->decl_stale[i].table == id && same_conn(&s->permit->decl_stale[i].peer, &p))
       return ps_error_set(err, PS_ERR_CONFLICT,
                           "table %u has another spec than this connection declared: the first "
                           "client to use it had declared its own (see STATS); declare that one",
@@ -302,44 +339,44 @@ ps_status srv_guard_decl_check(ps_server *s, srv_req *r, uint32_t id, ps_error *
   return PS_OK;
 }
 
-void srv_guard_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
-  if (!s->ndecl_stale || !r->has_ident) return;
+void srv_permit_decl_clear(ps_server *s, srv_req *r, uint32_t id) {
+  if (!s->permit->ndecl_stale || !r->has_ident) return;
   srv_coord_peer p;
   srv_peer_of(r, &p);
-  for (size_t i = 0; i < s->ndecl_stale;)
-    if (s->decl_stale[i].table == id && same_conn(&s->decl_stale[i].peer, &p))
-      s->decl_stale[i] = s->decl_stale[--s->ndecl_stale];
+  for (size_t i = 0; i < s->permit->ndecl_stale;)
+    if (s->permit->decl_stale[i].table == id && same_conn(&s->permit->decl_stale[i].peer, &p))
+      s->permit->decl_stale[i] = s->permit->decl_stale[--s->permit->ndecl_stale];
     else
       i++;
 }
 
 /* ------------------------------------------------------------------ prepared checkpoints */
 
-ps_status srv_guard_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
-  if (!s->staged.have || !s->stager_open || !r->has_ident) return PS_OK;
+ps_status srv_permit_checkpoint(ps_server *s, const srv_req *r, ps_error *err) {
+  if (!s->staged.have || !s->permit->stager_open || !r->has_ident) return PS_OK;
   srv_coord_peer p;
   srv_peer_of(r, &p);
-  if (same_conn(&s->stager, &p) || s->stager.fd == p.fd) return PS_OK;
+  if (same_conn(&s->permit->stager, &p) || s->permit->stager.fd == p.fd) return PS_OK;
   return ps_error_set(err, PS_ERR_CONFLICT,
                       "CHECKPOINT refused: the checkpoint of step %" PRIu64 " in %s, prepared "
                       "by the connection from %s, awaits that connection's commit or abort",
                       s->staged.step, s->staged.path,
-                      s->stager.addr[0] ? s->stager.addr : "an unknown address");
+                      s->permit->stager.addr[0] ? s->permit->stager.addr : "an unknown address");
 }
 
-void srv_guard_note_stager(ps_server *s, const srv_req *r) {
-  s->stager_open = r->has_ident && s->staged.have;
-  if (s->stager_open) srv_peer_of(r, &s->stager);
+void srv_permit_note_stager(ps_server *s, const srv_req *r) {
+  s->permit->stager_open = r->has_ident && s->staged.have;
+  if (s->permit->stager_open) srv_peer_of(r, &s->permit->stager);
 }
 
 /* ------------------------------------------------------------------ trainers */
 
-void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
+void srv_permit_note_trainer(ps_server *s, const srv_req *r) {
   if (!r->has_ident) return;
   srv_coord_peer p;
   srv_peer_of(r, &p);
-  for (size_t i = 0; i < s->ntrainers; i++) {
-    srv_guard_trainer *t = &s->trainers[i];
+  for (size_t i = 0; i < s->permit->ntrainers; i++) {
+    permit_trainer *t = &s->permit->trainers[i];
     if (same_conn(&t->peer, &p)) {
       t->last_ns = ps_now_ns();
       return;
@@ -350,32 +387,32 @@ void srv_guard_note_trainer(ps_server *s, const srv_req *r) {
       return;
     }
   }
-  if (s->ntrainers >= GUARD_MAX_TRAINERS) return; /* srv_guard_restore refuses then */
-  if (!srv_grow((void **)&s->trainers, &s->trainers_cap, s->ntrainers + 1, sizeof *s->trainers,
+  if (s->permit->ntrainers >= GUARD_MAX_TRAINERS) return; /* srv_permit_restore refuses then */
+  if (!srv_grow((void **)&s->permit->trainers, &s->permit->trainers_cap, s->permit->ntrainers + 1, sizeof *s->permit->trainers,
                 16))
     return;
-  s->trainers[s->ntrainers++] = (srv_guard_trainer){.peer = p, .last_ns = ps_now_ns()};
+  s->permit->trainers[s->permit->ntrainers++] = (permit_trainer){.peer = p, .last_ns = ps_now_ns()};
 }
 
-void srv_guard_peer_gone(ps_server *s, int fd) {
-  for (size_t i = 0; i < s->ntrainers;)
-    if (s->trainers[i].peer.fd == fd) s->trainers[i] = s->trainers[--s->ntrainers];
+void srv_permit_peer_gone(ps_server *s, int fd) {
+  for (size_t i = 0; i < s->permit->ntrainers;)
+    if (s->permit->trainers[i].peer.fd == fd) s->permit->trainers[i] = s->permit->trainers[--s->permit->ntrainers];
     else i++;
-  for (size_t i = 0; i < s->ndecl_stale;)
-    if (s->decl_stale[i].peer.fd == fd) s->decl_stale[i] = s->decl_stale[--s->ndecl_stale];
+  for (size_t i = 0; i < s->permit->ndecl_stale;)
+    if (s->permit->decl_stale[i].peer.fd == fd) s->permit->decl_stale[i] = s->permit->decl_stale[--s->permit->ndecl_stale];
     else i++;
-  if (s->stager_open && s->stager.fd == fd) s->stager_open = false;
+  if (s->permit->stager_open && s->permit->stager.fd == fd) s->permit->stager_open = false;
 }
 
-ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
+ps_status srv_permit_restore(ps_server *s, const srv_req *r, ps_error *err) {
   srv_coord_peer p = {0};
   if (r->has_ident) srv_peer_of(r, &p);
   else return PS_OK; /* in-process: the caller owns the server */
-  if (s->ntrainers >= GUARD_MAX_TRAINERS)
+  if (s->permit->ntrainers >= GUARD_MAX_TRAINERS)
     return ps_error_set(err, PS_ERR_CONFLICT, "RESTORE refused: %u connections train on shard "
                         "%u", GUARD_MAX_TRAINERS, s->opt.shard);
-  for (size_t i = 0; i < s->ntrainers; i++) {
-    const srv_guard_trainer *t = &s->trainers[i];
+  for (size_t i = 0; i < s->permit->ntrainers; i++) {
+    const permit_trainer *t = &s->permit->trainers[i];
     if (same_conn(&t->peer, &p) || t->peer.fd == p.fd) continue;
     double ago = (double)(ps_now_ns() - t->last_ns) / 1e9;
     return ps_error_set(err, PS_ERR_CONFLICT,
@@ -387,11 +424,10 @@ ps_status srv_guard_restore(ps_server *s, const srv_req *r, ps_error *err) {
   return PS_OK;
 }
 
-void srv_guard_free(ps_server *s) {
-  free(s->decl_stale);
-  s->decl_stale = NULL;
-  s->ndecl_stale = s->decl_stale_cap = 0;
-  free(s->trainers);
-  s->trainers = NULL;
-  s->ntrainers = s->trainers_cap = 0;
+void srv_permit_free(ps_server *s) {
+  if (!s->permit) return;
+  free(s->permit->decl_stale);
+  free(s->permit->trainers);
+  free(s->permit);
+  s->permit = NULL;
 }

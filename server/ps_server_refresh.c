@@ -18,6 +18,8 @@
 #include "ps_hash.h"
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_refresh_int.h"
 
 /* Steps of history: twice the sync window, so that a refresh answered late (parked for memory)
  * still finds the steps it asks about while the workers buffer up to SRV_WINDOW ahead. */

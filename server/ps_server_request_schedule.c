@@ -14,9 +14,74 @@
 
 #include "ps_log.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_ops_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_refresh_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
-static void reply_finished(ps_server *s, srv_req *r);
+/* A rank that stepped a table on this shard (ps_server_request_schedule.c): the connection it
+ * last stepped it on, and whether that connection closed since (lost), so that a pull waiting for
+ * the rank's steps fails naming it instead of waiting out its timeout. */
+typedef struct srv_rank_conn {
+  uint32_t table, rank;
+  bool lost;         /* its connection closed at lost_ns; no STEP or pull since */
+  bool gone;         /* lost for the grace period: what waits for its steps fails */
+  uint64_t lost_ns;
+  srv_coord_peer peer;
+} srv_rank_conn;
+
+/* The scheduler's state beyond the tables' own (their clocks and deferred pulls). */
+struct srv_sched {
+  /* checkpoint / restore: exclusive operations, FIFO */
+  srv_req *excl_head, *excl_tail;
+  bool excl_active;
+  srv_req *held_head, *held_tail; /* requests held while an exclusive op runs */
+  srv_rank_conn *rconn; /* ranks that stepped here */
+  size_t nrconn, rconn_cap, nlost; /* nlost: lost, not yet gone */
+};
+
+ps_status srv_sched_init(ps_server *s) {
+  return (s->sched = calloc(1, sizeof *s->sched)) ? PS_OK : PS_ERR_NOMEM;
+}
+
+static void free_list(ps_server *s, srv_req **head) {
+  for (srv_req *r = *head; r;) {
+    srv_req *n = r->next;
+    srv_req_free(s, r);
+    r = n;
+  }
+  *head = NULL;
+}
+
+void srv_sched_free(ps_server *s) {
+  srv_sched *q = s->sched;
+  if (!q) return;
+  free_list(s, &q->held_head);
+  free_list(s, &s->ready_head);
+  free_list(s, &q->excl_head);
+  free(q->rconn);
+  free(q);
+  s->sched = NULL;
+}
+
+bool srv_exclusive_active(const ps_server *s) { return s->sched->excl_active; }
+
+bool srv_exclusive_pending(const ps_server *s) { return s->sched->excl_head != NULL; }
+
+void srv_exclusive_refuse_queued(ps_server *s) {
+  if (!s->sched->excl_active)
+    srv_reply_unavailable_all(s, &s->sched->excl_head, &s->sched->excl_tail);
+}
+
+bool srv_hold_if_exclusive(ps_server *s, srv_req *r) {
+  if (!s->sched->excl_active) return false;
+  srv_list_push(&s->sched->held_head, &s->sched->held_tail, r);
+  s->held++;
+  return true;
+}
+
 void srv_finish(ps_server *s, srv_req *r) {
   s->inflight--;
   if (r->kind == REQ_APPLY) {
@@ -31,58 +96,8 @@ void srv_finish(ps_server *s, srv_req *r) {
     srv_try_exclusive(s);
     return;
   }
-  reply_finished(s, r);
-}
-
-static void reply_finished(ps_server *s, srv_req *r) {
-  if (r->st != PS_OK) {
-    srv_reply_error(s, r, r->st, "%s of %zu keys in table %u failed: %s",
-                    ps_server_op_name(r->h->op), r->msg.nkeys, r->tab->spec.id,
-                    ps_status_str(r->st));
-  } else if (r->task_kind == TK_PULL) {
-    Ember__Header rh;
-    const bool refresh = r->h->op == EMBER__OP__OP_REFRESH;
-    ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
-    rh.table_id = r->tab->spec.id;
-    rh.count = r->msg.nkeys;
-    rh.dim = r->tab->spec.dim;
-    rh.step = r->h->step;
-    rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
-    r->has_out = false;
-    zmq_msg_t out, pos;
-    zmq_msg_init(&out);
-    zmq_msg_move(&out, &r->out);
-    if (refresh) {
-      /* Its rows' positions in the request: the keys frame of a REFRESH reply. */
-      zmq_msg_init_size(&pos, r->msg.nkeys * sizeof(uint64_t));
-      if (r->msg.nkeys)
-        memcpy(zmq_msg_data(&pos), r->refresh_pos, r->msg.nkeys * sizeof(uint64_t));
-    }
-    srv_reply_keys(s, r, &rh, refresh ? &pos : NULL, &out);
-    zmq_msg_close(&out);
-    if (refresh) zmq_msg_close(&pos);
-  } else if (r->task_kind == TK_WARM) {
-    /* A prefetch's ack: a PULL reply of no rows (count 0, an empty values frame). */
-    Ember__Header rh;
-    ps_wire_header_init(&rh, EMBER__OP__OP_PULL);
-    rh.table_id = r->tab->spec.id;
-    rh.dim = r->tab->spec.dim;
-    rh.step = r->h->step;
-    rh.value_type = r->h->value_type; /* what the client expects, though no row comes */
-    rh.warm = true;
-    zmq_msg_t out;
-    zmq_msg_init(&out);
-    srv_reply(s, r, &rh, &out);
-    zmq_msg_close(&out);
-  } else {
-    Ember__Header rh;
-    ps_wire_header_init(&rh, r->h->op);
-    rh.table_id = r->tab->spec.id;
-    rh.count = r->msg.nkeys;
-    rh.step = r->h->step;
-    srv_reply(s, r, &rh, NULL);
-  }
-  if (s->excl_active) srv_try_exclusive(s);
+  srv_reply_store_work(s, r);
+  if (s->sched->excl_active) srv_try_exclusive(s);
 }
 
 /* ---------------------------------------------------------------- consistency */
@@ -101,14 +116,6 @@ static uint64_t min_clock(const srv_table *t) {
   return m == UINT64_MAX ? 0 : m;
 }
 
-/* May a pull of this step be answered now? */
-bool srv_pull_ready(const srv_table *t, uint64_t step) {
-  switch (t->spec.consistency) {
-    case PS_CONS_SYNC: return step <= t->applied;
-    case PS_CONS_SSP: return step <= t->applied + t->spec.staleness;
-    default: return true;
-  }
-}
 
 /* The reply buffer is allocated (and charged) by srv_dispatch (ps_server_mem.c). A REFRESH
  * keeps only its keys that changed since the rows its sender holds (ps_server_refresh.c). */
@@ -127,7 +134,7 @@ void srv_release_waiters(ps_server *s, srv_table *t) {
     srv_req *next = r->next;
     if (srv_pull_ready(t, r->h->step)) {
       s->deferred_now--;
-      if (s->excl_active) srv_list_push(&s->held_head, &s->held_tail, r), s->held++;
+      if (s->sched->excl_active) srv_list_push(&s->sched->held_head, &s->sched->held_tail, r), s->held++;
       else srv_start_pull(s, r);
     } else {
       srv_list_push(&keep_h, &keep_t, r);
@@ -220,15 +227,15 @@ ps_status srv_table_step(ps_server *s, srv_table *t, uint32_t worker, uint64_t s
 
 static void rank_note(ps_server *s, const srv_coord_peer *p, uint32_t id, uint32_t worker) {
   srv_rank_conn *k = NULL;
-  for (size_t i = 0; i < s->nrconn && !k; i++)
-    if (s->rconn[i].table == id && s->rconn[i].rank == worker) k = &s->rconn[i];
+  for (size_t i = 0; i < s->sched->nrconn && !k; i++)
+    if (s->sched->rconn[i].table == id && s->sched->rconn[i].rank == worker) k = &s->sched->rconn[i];
   if (!k) {
-    if (!srv_grow((void **)&s->rconn, &s->rconn_cap, s->nrconn + 1, sizeof *s->rconn, 16))
+    if (!srv_grow((void **)&s->sched->rconn, &s->sched->rconn_cap, s->sched->nrconn + 1, sizeof *s->sched->rconn, 16))
       return; /* out of memory: that rank's loss goes unnamed (its pulls time out) */
-    k = &s->rconn[s->nrconn++];
+    k = &s->sched->rconn[s->sched->nrconn++];
     *k = (srv_rank_conn){.table = id, .rank = worker};
   }
-  if (k->lost) s->nlost--;
+  if (k->lost) s->sched->nlost--;
   k->lost = k->gone = false;
   k->peer = *p;
 }
@@ -246,8 +253,8 @@ void srv_rank_note(ps_server *s, const srv_req *r, uint32_t id, uint32_t worker)
 static const srv_rank_conn *lost_blocker(const ps_server *s, const srv_table *t, uint64_t step) {
   if (t->spec.consistency == PS_CONS_ASYNC) return NULL;
   uint64_t slack = t->spec.consistency == PS_CONS_SSP ? t->spec.staleness : 0;
-  for (size_t i = 0; i < s->nrconn; i++) {
-    const srv_rank_conn *k = &s->rconn[i];
+  for (size_t i = 0; i < s->sched->nrconn; i++) {
+    const srv_rank_conn *k = &s->sched->rconn[i];
     if (k->gone && k->table == t->spec.id && k->rank < t->spec.num_workers &&
         t->clock[k->rank] + slack < step)
       return k;
@@ -268,11 +275,11 @@ static void fail_lost(ps_server *s, srv_req *r, const srv_table *t, const srv_ra
 }
 
 bool srv_pull_fail_lost(ps_server *s, srv_req *r, uint64_t step) {
-  for (size_t i = 0; s->nlost && i < s->nrconn; i++) { /* a pull of a lost rank: it is back */
-    srv_rank_conn *k = &s->rconn[i];
+  for (size_t i = 0; s->sched->nlost && i < s->sched->nrconn; i++) { /* a pull of a lost rank: it is back */
+    srv_rank_conn *k = &s->sched->rconn[i];
     if (k->lost && !k->gone && k->rank == r->h->worker && k->table == r->tab->spec.id) {
       k->lost = false;
-      s->nlost--;
+      s->sched->nlost--;
     }
   }
   const srv_rank_conn *k = lost_blocker(s, r->tab, step);
@@ -291,8 +298,8 @@ static bool excl_fail_lost(ps_server *s, srv_req *r) {
     if (r->h->table_id && r->h->table_id != id) continue;
     const srv_rank_conn *k = t->applied < r->h->step ? lost_blocker(s, t, r->h->step) : NULL;
     if (!k) continue;
-    s->excl_head = r->next;
-    if (!s->excl_head) s->excl_tail = NULL;
+    s->sched->excl_head = r->next;
+    if (!s->sched->excl_head) s->sched->excl_tail = NULL;
     r->next = NULL;
     fail_lost(s, r, t, k);
     return true;
@@ -301,12 +308,12 @@ static bool excl_fail_lost(ps_server *s, srv_req *r) {
 }
 
 void srv_ranks_gone(ps_server *s, int fd) {
-  for (size_t i = 0; i < s->nrconn; i++) {
-    srv_rank_conn *k = &s->rconn[i];
+  for (size_t i = 0; i < s->sched->nrconn; i++) {
+    srv_rank_conn *k = &s->sched->rconn[i];
     if (k->lost || k->gone || k->peer.fd != fd) continue;
     k->lost = true;
     k->lost_ns = ps_now_ns();
-    s->nlost++;
+    s->sched->nlost++;
     /* Every rank disconnects at the end of a job: only a pull failing for it is a warning. */
     PS_INFO("rank %u of table %u disconnected (its connection from %s closed)", k->rank,
             k->table, k->peer.addr[0] ? k->peer.addr : "an unknown address");
@@ -335,17 +342,17 @@ static bool fail_if_lost(ps_server *s, srv_req *r, void *ctx) {
 }
 
 void srv_ranks_tick(ps_server *s) {
-  if (!s->nlost) return;
+  if (!s->sched->nlost) return;
   uint64_t grace = SRV_RANK_GRACE_MS, now = ps_now_ns();
   if (s->opt.replicas > 1)
     grace += 2ull * s->opt.replicas * (s->opt.failover_ms ? s->opt.failover_ms : 1000);
   bool any = false;
-  for (size_t i = 0; i < s->nrconn; i++) {
-    srv_rank_conn *k = &s->rconn[i];
+  for (size_t i = 0; i < s->sched->nrconn; i++) {
+    srv_rank_conn *k = &s->sched->rconn[i];
     if (!k->lost || now - k->lost_ns < grace * 1000000ull) continue;
     k->lost = false;
     k->gone = any = true;
-    s->nlost--;
+    s->sched->nlost--;
   }
   if (!any) return;
   for (uint32_t id = 1; id <= s->max_table; id++) {
@@ -356,7 +363,7 @@ void srv_ranks_tick(ps_server *s) {
   srv_try_exclusive(s); /* a checkpoint waiting for the lost rank's step fails too */
 }
 
-void srv_ranks_reset(ps_server *s) { s->nrconn = s->nlost = 0; }
+void srv_ranks_reset(ps_server *s) { s->sched->nrconn = s->sched->nlost = 0; }
 
 /* ---------------------------------------------------------------- exclusive operations */
 
@@ -377,33 +384,33 @@ static bool excl_ready(ps_server *s, srv_req *r) {
 }
 
 void srv_exclusive_add(ps_server *s, srv_req *r) {
-  srv_list_push(&s->excl_head, &s->excl_tail, r);
+  srv_list_push(&s->sched->excl_head, &s->sched->excl_tail, r);
   srv_try_exclusive(s);
 }
 
 /* Runs the head exclusive operation once its step condition holds and no store work is in
  * flight; requests arriving meanwhile are held, and released to the ready queue afterwards. */
 void srv_try_exclusive(ps_server *s) {
-  while (s->excl_head) {
-    srv_req *r = s->excl_head;
-    if (!s->excl_active) {
+  while (s->sched->excl_head) {
+    srv_req *r = s->sched->excl_head;
+    if (!s->sched->excl_active) {
       if (!excl_ready(s, r)) {
         if (excl_fail_lost(s, r)) continue;
         return;
       }
-      s->excl_active = true;
+      s->sched->excl_active = true;
     }
     if (s->inflight) return;
-    s->excl_head = r->next;
-    if (!s->excl_head) s->excl_tail = NULL;
+    s->sched->excl_head = r->next;
+    if (!s->sched->excl_head) s->sched->excl_tail = NULL;
     srv_run_exclusive(s, r);
-    s->excl_active = false;
-    if (s->held_head) {
-      if (s->ready_tail) s->ready_tail->next = s->held_head;
-      else s->ready_head = s->held_head;
-      s->ready_tail = s->held_tail;
+    s->sched->excl_active = false;
+    if (s->sched->held_head) {
+      if (s->ready_tail) s->ready_tail->next = s->sched->held_head;
+      else s->ready_head = s->sched->held_head;
+      s->ready_tail = s->sched->held_tail;
     }
-    s->held_head = s->held_tail = NULL;
+    s->sched->held_head = s->sched->held_tail = NULL;
     s->held = 0;
   }
 }
@@ -461,19 +468,19 @@ static void drop_peer(ps_server *s, int fd) {
     srv_table *t = s->tables[id];
     if (t && t->wait_head) s->deferred_now -= drop_fd(s, &t->wait_head, &t->wait_tail, fd);
   }
-  s->held -= drop_fd(s, &s->held_head, &s->held_tail, fd);
-  if (s->excl_active) {
+  s->held -= drop_fd(s, &s->sched->held_head, &s->sched->held_tail, fd);
+  if (s->sched->excl_active) {
     /* Its head runs as soon as the store work in flight is done (requests are held for it):
      * it stays; the checkpoints and restores queued behind it go. */
-    drop_fd(s, &s->excl_head->next, NULL, fd);
-    for (s->excl_tail = s->excl_head; s->excl_tail->next; s->excl_tail = s->excl_tail->next) {
+    drop_fd(s, &s->sched->excl_head->next, NULL, fd);
+    for (s->sched->excl_tail = s->sched->excl_head; s->sched->excl_tail->next; s->sched->excl_tail = s->sched->excl_tail->next) {
     }
   } else {
     /* Waiting for a step that may never come: a PREPARE of step 1000000 from a connection that
      * left held every later CHECKPOINT and RESTORE (a --resume hung) until a restart. */
-    const srv_req *head = s->excl_head;
-    drop_fd(s, &s->excl_head, &s->excl_tail, fd);
-    if (s->excl_head && s->excl_head != head) srv_try_exclusive(s); /* the next may be ready */
+    const srv_req *head = s->sched->excl_head;
+    drop_fd(s, &s->sched->excl_head, &s->sched->excl_tail, fd);
+    if (s->sched->excl_head && s->sched->excl_head != head) srv_try_exclusive(s); /* the next may be ready */
   }
   srv_mem_peer_gone(s, fd);
   if (live > s->reqs_live)

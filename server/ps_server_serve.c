@@ -43,7 +43,9 @@
 #include "ps_export_rows.h"
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_int.h"
+#include "ps_server_serve_int.h"
 #include "ps_wire_half.h"
 
 /* The step shard-I.json records, after checking its shard count against the cluster's. */
@@ -85,6 +87,12 @@ ps_status srv_serve_open_step(const ps_server *s, const char *dir, ps_store **st
   return PS_OK;
 }
 
+/* --serve EXPORT: this shard's rows of the export and the private store's directory. */
+struct srv_export {
+  ps_export_rows rows;
+  char tmp[4200]; /* empty: not made (yet) */
+};
+
 /* --serve EXPORT (a ps-export directory): this shard's rows of the export held as exported,
  * int8 rows as int8 (ps_rowset.h), answered by srv_serve_pull_export. The rest of the server
  * (tables, STATS, DECLARE, attach by name, the memory bound's bookkeeping) runs over an empty
@@ -94,16 +102,17 @@ static ps_status serve_export(ps_server *s, ps_error *err) {
   if (s->opt.follow)
     return ps_error_set(err, PS_ERR_INVALID, "--serve %s --follow: an export never changes; "
                         "--follow watches a checkpoint directory", s->opt.serve_dir);
-  ps_export_rows *x = calloc(1, sizeof *x);
-  if (!x) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  s->export_rows = x;
+  srv_export *e = calloc(1, sizeof *e);
+  if (!e) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
+  s->export = e;
+  ps_export_rows *x = &e->rows;
   ps_status st = ps_export_rows_load(s->opt.serve_dir, s->opt.shard, s->opt.shards, x, err);
   if (st != PS_OK) return ps_error_prefix(err, "--serve %s: ", s->opt.serve_dir);
   const char *tmp = getenv("TMPDIR");
-  snprintf(s->export_tmp, sizeof s->export_tmp, "%s/ember-serve-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(s->export_tmp)) {
-    st = ps_error_set(err, PS_ERR_IO, "cannot create %s: %s", s->export_tmp, strerror(errno));
-    s->export_tmp[0] = '\0';
+  snprintf(e->tmp, sizeof e->tmp, "%s/ember-serve-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(e->tmp)) {
+    st = ps_error_set(err, PS_ERR_IO, "cannot create %s: %s", e->tmp, strerror(errno));
+    e->tmp[0] = '\0';
     return st;
   }
   ps_table_spec spec;
@@ -113,7 +122,7 @@ static ps_status serve_export(ps_server *s, ps_error *err) {
   spec.init_b = x->spec.init_b;
   spec.seed = x->spec.seed;
   spec.optimizer = x->spec.optimizer;
-  ps_store_options so = {.path = s->export_tmp,
+  ps_store_options so = {.path = e->tmp,
                          .cache_bytes = (size_t)1 << 20,
                          .partitions = s->nthreads ? s->nthreads : 1,
                          .durability = PS_DURABILITY_NONE};
@@ -129,15 +138,16 @@ static ps_status serve_export(ps_server *s, ps_error *err) {
 }
 
 void srv_serve_close(ps_server *s) {
-  if (s->export_rows) ps_export_rows_free(s->export_rows);
-  free(s->export_rows);
-  s->export_rows = NULL;
-  if (s->export_tmp[0]) ps_rm_rf(s->export_tmp); /* the store is closed first */
-  s->export_tmp[0] = '\0';
+  srv_export *e = s->export;
+  if (!e) return;
+  ps_export_rows_free(&e->rows);
+  if (e->tmp[0]) ps_rm_rf(e->tmp); /* the store is closed first */
+  free(e);
+  s->export = NULL;
 }
 
 void srv_serve_pull_export(const ps_server *s, srv_req *r, uint32_t first, uint32_t stride) {
-  const ps_export_rows *x = s->export_rows;
+  const ps_export_rows *x = &s->export->rows;
   const uint32_t dim = x->spec.dim;
   float tmp[PS_TABLE_MAX_DIM];
   for (size_t j = first; j < r->msg.nkeys; j += stride) {

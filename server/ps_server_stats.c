@@ -29,12 +29,14 @@
 #include <string.h>
 
 #include "ps_op.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_mem_int.h"
+#include "ps_server_request_schedule_int.h"
+#include "ps_server_replication_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_time.h"
-
-const char *ps_server_op_name(int op) { return ps_op_info_of(op)->stat_name; }
 
 /* ---------------------------------------------------------------- the snapshot struct */
 
@@ -131,9 +133,8 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   out->deferred = s->deferred_now;
   out->held = s->held;
   out->requests_live = s->reqs_live;
-  out->parked = s->parked;
-  out->bytes_in_flight = atomic_load(&s->inflight_bytes);
-  srv_exo_counts(s->exo, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
+  srv_mem_stats(s, out);
+  srv_once_stats(s, &out->exo_clients, &out->exo_duplicates, &out->exo_unknown);
   srv_repl_stats(s, out);
   out->ntables = 0;
   for (uint32_t id = 1; id <= s->max_table; id++) {
@@ -158,7 +159,8 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
   if (s->coord) srv_coord_get_stats(s->coord, &out->coord);
 }
 
-void srv_stats_fill(ps_server *s, ps_server_stats *out) {
+/* Fills out (initialised) from the server's state. */
+static void stats_fill(ps_server *s, ps_server_stats *out) {
   fill_counters(s, out);
   for (int i = 0; i < SRV_NOPS; i++) {
     const srv_opstat *o = &s->ops[i];
@@ -169,29 +171,70 @@ void srv_stats_fill(ps_server *s, ps_server_stats *out) {
   }
 }
 
+/* The published snapshot and the STATS reply's scratch copy. */
+struct srv_snapshot {
+  pthread_mutex_t mu;
+  ps_server_stats snap;    /* the published snapshot, under mu */
+  ps_server_stats scratch; /* the STATS reply's, main thread only */
+  uint64_t ns;             /* when it was published */
+  size_t buckets;          /* histogram buckets the last publish copied (tests, bench) */
+};
+
+ps_status srv_stats_init(ps_server *s) {
+  srv_snapshot *p = calloc(1, sizeof *p);
+  if (!p) return PS_ERR_NOMEM;
+  pthread_mutex_init(&p->mu, NULL);
+  s->snapshot = p;
+  if (ps_server_stats_init(&p->snap) != PS_OK || ps_server_stats_init(&p->scratch) != PS_OK)
+    return PS_ERR_NOMEM;
+  return PS_OK;
+}
+
+void srv_stats_free(ps_server *s) {
+  srv_snapshot *p = s->snapshot;
+  if (!p) return;
+  ps_server_stats_free(&p->snap);
+  ps_server_stats_free(&p->scratch);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  s->snapshot = NULL;
+}
+
+bool srv_stats_due(const ps_server *s, uint64_t now) {
+  return now - s->snapshot->ns > 200000000ull;
+}
+
+size_t srv_stats_buckets(const ps_server *s) { return s->snapshot->buckets; }
+
+char *srv_stats_json(ps_server *s) {
+  stats_fill(s, &s->snapshot->scratch);
+  return ps_server_stats_to_json(&s->snapshot->scratch);
+}
+
 void srv_stats_publish(ps_server *s) {
-  s->snap_ns = ps_now_ns();
+  srv_snapshot *p = s->snapshot;
+  p->ns = ps_now_ns();
   size_t buckets = 0;
-  pthread_mutex_lock(&s->snap_mu);
-  fill_counters(s, &s->snap);
+  pthread_mutex_lock(&p->mu);
+  fill_counters(s, &p->snap);
   /* Only the snapshot is ever synced from these histograms (the invariant ps_hist_sync
    * needs): the buckets written since the last publish, none for an op not seen. */
   for (int i = 0; i < SRV_NOPS; i++) {
     srv_opstat *o = &s->ops[i];
-    ps_server_op_stats *d = &s->snap.ops[i];
+    ps_server_op_stats *d = &p->snap.ops[i];
     buckets += ps_hist_sync(d->latency, o->lat);
     buckets += ps_hist_sync(d->queue, o->queue);
     buckets += ps_hist_sync(d->service, o->svc);
   }
-  pthread_mutex_unlock(&s->snap_mu);
-  s->snap_buckets = buckets;
+  pthread_mutex_unlock(&p->mu);
+  p->buckets = buckets;
 }
 
 ps_status ps_server_stats_read(ps_server *s, ps_server_stats *out) {
   if (!s || !out || !out->ops[0].latency) return PS_ERR_INVALID;
-  pthread_mutex_lock(&s->snap_mu);
-  stats_copy(out, &s->snap);
-  pthread_mutex_unlock(&s->snap_mu);
+  pthread_mutex_lock(&s->snapshot->mu);
+  stats_copy(out, &s->snapshot->snap);
+  pthread_mutex_unlock(&s->snapshot->mu);
   return PS_OK;
 }
 

@@ -1,7 +1,7 @@
-/* ps-exo-bench: what the exactly-once records (server/ps_server_exactly_once_int.h) cost a
- * shard per push, on its main thread: srv_exo_check (a new push taken) plus srv_exo_settle (its reply),
- * for C clients taking turns, each with Q pushes in flight (its floor Q - 1 behind), and the
- * check of a copy (a re-send of a settled push). Prints ns per push, the median of 5 runs.
+/* ps-exo-bench: what the exactly-once records (server/ps_server_exactly_once_int.h) cost a shard
+ * per push, on its main thread: srv_once_check (a new push taken) plus srv_once_settle (its reply),
+ * for C clients taking turns, each with Q pushes in flight (its floor Q - 1 behind), and the check
+ * of a copy (a re-send of a settled push). Prints ns per push, the median of 5 runs.
  *
  * Design decision: the records are measured alone, in-process, because their cost is far below
  * what the loopback benchmark (ps-net-bench, one push = hundreds of microseconds) can resolve
@@ -21,7 +21,7 @@ static int cmp(const void *a, const void *b) {
 
 /* ns per push for n pushes spread over `clients` clients with `q` in flight each. */
 static double run(uint64_t clients, uint64_t q, uint64_t n, bool copies) {
-  srv_exo *x = srv_exo_create();
+  srv_once *x = srv_once_create();
   if (!x) return -1;
   uint64_t rounds = n / clients ? n / clients : 1, t0 = 0;
   void *o;
@@ -31,15 +31,15 @@ static double run(uint64_t clients, uint64_t q, uint64_t n, bool copies) {
     for (uint64_t c = 1; c <= clients; c++) {
       uint64_t id = c * 0x9e3779b97f4a7c15ull;
       if (copies && r) {
-        (void)srv_exo_check(x, id, floor - 1, floor, true, t0, NULL, &o);
+        (void)srv_once_check(x, id, floor - 1, floor, true, t0, NULL, &o);
         continue;
       }
-      if (srv_exo_check(x, id, seq, floor, false, t0, NULL, &o) != SRV_EXO_APPLY) abort();
-      srv_exo_settle(x, id, seq, true);
+      if (srv_once_check(x, id, seq, floor, false, t0, NULL, &o) != SRV_ONCE_APPLY) abort();
+      srv_once_settle(x, id, seq, true);
     }
   }
   double ns = (double)(ps_now_ns() - t0) / (double)(rounds * clients);
-  srv_exo_destroy(&x);
+  srv_once_destroy(&x);
   return ns;
 }
 

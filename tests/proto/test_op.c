@@ -22,19 +22,19 @@ static bool old_store_op(int op) {
          op == EMBER__OP__OP_DECLARE;
 }
 
-/* server/ps_server_ops.c and server/ps_server_repl.c, the same twice */
+/* server/ps_server_ops.c and server/ps_server_replication.c, the same twice */
 static bool old_coord_op(int op) {
   return op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_KV_GET ||
          op == EMBER__OP__OP_BARRIER;
 }
 
-/* server/ps_server_repl.c */
+/* server/ps_server_replication.c */
 static bool old_forwarded_op(int op) {
   return op == EMBER__OP__OP_DECLARE || op == EMBER__OP__OP_PUSH || op == EMBER__OP__OP_STEP ||
          op == EMBER__OP__OP_JOIN || op == EMBER__OP__OP_KV_SET || op == EMBER__OP__OP_BARRIER;
 }
 
-/* server/ps_server_repl.c, srv_repl_intake: answered by any replica (a client's PING, which
+/* server/ps_server_replication.c, srv_repl_intake: answered by any replica (a client's PING, which
  * has no repl_epoch; a replica's PING is taken before this test) */
 static bool old_replica_local(int op) {
   return op == EMBER__OP__OP_STATS || op == EMBER__OP__OP_PING;

@@ -17,61 +17,61 @@
 
 #define SEC 1000000000ull
 
-static srv_exo_verdict chk(srv_exo *x, uint64_t cl, uint64_t seq, uint64_t floor, bool retry,
+static srv_once_verdict chk(srv_once *x, uint64_t cl, uint64_t seq, uint64_t floor, bool retry,
                            uint64_t now, void **orig) {
   void *o = NULL;
-  srv_exo_verdict v = srv_exo_check(x, cl, seq, floor, retry, now, (void *)(uintptr_t)seq, &o);
+  srv_once_verdict v = srv_once_check(x, cl, seq, floor, retry, now, (void *)(uintptr_t)seq, &o);
   if (orig) *orig = o;
   return v;
 }
 
 static void test_verdicts(void **st) {
   (void)st;
-  srv_exo *x = srv_exo_create();
+  srv_once *x = srv_once_create();
   assert_non_null(x);
   void *o = NULL;
-  assert_int_equal(chk(x, 7, 1, 1, false, SEC, NULL), SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 7, 1, 1, true, SEC, &o), SRV_EXO_INFLIGHT); /* reply not sent yet */
+  assert_int_equal(chk(x, 7, 1, 1, false, SEC, NULL), SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 7, 1, 1, true, SEC, &o), SRV_ONCE_INFLIGHT); /* reply not sent yet */
   assert_ptr_equal(o, (void *)(uintptr_t)1);
-  srv_exo_settle(x, 7, 1, true);
-  assert_int_equal(chk(x, 7, 1, 1, true, SEC, NULL), SRV_EXO_DONE);
-  assert_int_equal(chk(x, 7, 2, 1, false, SEC, NULL), SRV_EXO_APPLY);
-  srv_exo_settle(x, 7, 2, false);
-  assert_int_equal(chk(x, 7, 2, 2, true, SEC, NULL), SRV_EXO_FAILED);
+  srv_once_settle(x, 7, 1, true);
+  assert_int_equal(chk(x, 7, 1, 1, true, SEC, NULL), SRV_ONCE_DONE);
+  assert_int_equal(chk(x, 7, 2, 1, false, SEC, NULL), SRV_ONCE_APPLY);
+  srv_once_settle(x, 7, 2, false);
+  assert_int_equal(chk(x, 7, 2, 2, true, SEC, NULL), SRV_ONCE_FAILED);
   /* A re-send of a seq never seen is the first copy that arrives: applied. */
-  assert_int_equal(chk(x, 7, 4, 3, true, SEC, NULL), SRV_EXO_APPLY);
-  srv_exo_settle(x, 7, 4, true);
+  assert_int_equal(chk(x, 7, 4, 3, true, SEC, NULL), SRV_ONCE_APPLY);
+  srv_once_settle(x, 7, 4, true);
   /* Floor 5: seqs 3 (never arrived, given up) and 4 are settled. */
-  assert_int_equal(chk(x, 7, 5, 5, false, SEC, NULL), SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 7, 3, 3, true, SEC, NULL), SRV_EXO_DONE);
+  assert_int_equal(chk(x, 7, 5, 5, false, SEC, NULL), SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 7, 3, 3, true, SEC, NULL), SRV_ONCE_DONE);
   /* The window: floor + WINDOW - 1 is taken, floor + WINDOW refused. */
-  assert_int_equal(chk(x, 7, 5 + SRV_EXO_WINDOW - 1, 5, false, SEC, NULL), SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 7, 5 + SRV_EXO_WINDOW, 5, false, SEC, NULL), SRV_EXO_TOO_MANY);
+  assert_int_equal(chk(x, 7, 5 + SRV_ONCE_WINDOW - 1, 5, false, SEC, NULL), SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 7, 5 + SRV_ONCE_WINDOW, 5, false, SEC, NULL), SRV_ONCE_TOO_MANY);
   /* Unknown: a re-send from a client never seen (a restarted shard), and one below the first
    * seq the shard saw of a client (sent to its earlier life). */
-  assert_int_equal(chk(x, 8, 3, 3, true, SEC, NULL), SRV_EXO_UNKNOWN);
-  assert_int_equal(chk(x, 9, 10, 6, false, SEC, NULL), SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 9, 7, 6, true, SEC, NULL), SRV_EXO_UNKNOWN);
+  assert_int_equal(chk(x, 8, 3, 3, true, SEC, NULL), SRV_ONCE_UNKNOWN);
+  assert_int_equal(chk(x, 9, 10, 6, false, SEC, NULL), SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 9, 7, 6, true, SEC, NULL), SRV_ONCE_UNKNOWN);
   uint64_t n, d, u;
-  srv_exo_counts(x, &n, &d, &u);
+  srv_once_counts(x, &n, &d, &u);
   assert_int_equal(n, 2); /* 7 and 9 */
   assert_int_equal(d, 4); /* INFLIGHT, DONE, FAILED, DONE (seq 3) */
   assert_int_equal(u, 2);
-  srv_exo_settle(x, 7, 5, true);
-  srv_exo_settle(x, 7, 5 + SRV_EXO_WINDOW - 1, true);
-  srv_exo_settle(x, 9, 10, true);
+  srv_once_settle(x, 7, 5, true);
+  srv_once_settle(x, 7, 5 + SRV_ONCE_WINDOW - 1, true);
+  srv_once_settle(x, 9, 10, true);
   /* Silent for longer than the idle bound with nothing in flight: forgotten. */
-  uint64_t later = SEC + SRV_EXO_IDLE_NS + 11 * SEC;
-  assert_int_equal(chk(x, 7, 6, 6, true, later, NULL), SRV_EXO_UNKNOWN);
-  srv_exo_counts(x, &n, &d, &u);
+  uint64_t later = SEC + SRV_ONCE_IDLE_NS + 11 * SEC;
+  assert_int_equal(chk(x, 7, 6, 6, true, later, NULL), SRV_ONCE_UNKNOWN);
+  srv_once_counts(x, &n, &d, &u);
   assert_int_equal(n, 0);
   assert_int_equal(u, 3);
   /* A restore forgets everything. */
-  assert_int_equal(chk(x, 7, 6, 6, false, later, NULL), SRV_EXO_APPLY);
-  srv_exo_settle(x, 7, 6, true);
-  srv_exo_clear(x);
-  assert_int_equal(chk(x, 7, 6, 6, true, later, NULL), SRV_EXO_UNKNOWN);
-  srv_exo_destroy(&x);
+  assert_int_equal(chk(x, 7, 6, 6, false, later, NULL), SRV_ONCE_APPLY);
+  srv_once_settle(x, 7, 6, true);
+  srv_once_clear(x);
+  assert_int_equal(chk(x, 7, 6, 6, true, later, NULL), SRV_ONCE_UNKNOWN);
+  srv_once_destroy(&x);
   assert_null(x);
 }
 
@@ -79,28 +79,28 @@ static void test_verdicts(void **st) {
  * idle one makes room. */
 static void test_bounds(void **st) {
   (void)st;
-  srv_exo *x = srv_exo_create();
-  assert_int_equal(chk(x, 1, 1, 1, false, SEC, NULL), SRV_EXO_APPLY); /* stays in flight */
-  uint64_t later = SEC + SRV_EXO_IDLE_NS + 11 * SEC;
-  assert_int_equal(chk(x, 2, 1, 1, false, later, NULL), SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 1, 1, 1, true, later, NULL), SRV_EXO_INFLIGHT);
-  srv_exo_settle(x, 2, 1, true);
-  for (uint64_t c = 3; c <= SRV_EXO_MAX_CLIENTS; c++) {
-    assert_int_equal(chk(x, c, 1, 1, false, later + c, NULL), SRV_EXO_APPLY);
-    srv_exo_settle(x, c, 1, true);
+  srv_once *x = srv_once_create();
+  assert_int_equal(chk(x, 1, 1, 1, false, SEC, NULL), SRV_ONCE_APPLY); /* stays in flight */
+  uint64_t later = SEC + SRV_ONCE_IDLE_NS + 11 * SEC;
+  assert_int_equal(chk(x, 2, 1, 1, false, later, NULL), SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 1, 1, 1, true, later, NULL), SRV_ONCE_INFLIGHT);
+  srv_once_settle(x, 2, 1, true);
+  for (uint64_t c = 3; c <= SRV_ONCE_MAX_CLIENTS; c++) {
+    assert_int_equal(chk(x, c, 1, 1, false, later + c, NULL), SRV_ONCE_APPLY);
+    srv_once_settle(x, c, 1, true);
   }
   uint64_t n, d, u;
-  srv_exo_counts(x, &n, &d, &u);
-  assert_int_equal(n, SRV_EXO_MAX_CLIENTS);
+  srv_once_counts(x, &n, &d, &u);
+  assert_int_equal(n, SRV_ONCE_MAX_CLIENTS);
   /* Full: client 2 (heard of at `later`, before every other idle one) makes room. */
-  assert_int_equal(chk(x, 99999999, 1, 1, false, later + SRV_EXO_MAX_CLIENTS + 5, NULL),
-                   SRV_EXO_APPLY);
-  assert_int_equal(chk(x, 2, 1, 1, true, later + SRV_EXO_MAX_CLIENTS + 6, NULL),
-                   SRV_EXO_UNKNOWN);
-  assert_int_equal(chk(x, 3, 1, 1, true, later + SRV_EXO_MAX_CLIENTS + 7, NULL), SRV_EXO_DONE);
-  assert_int_equal(chk(x, 1, 1, 1, true, later + SRV_EXO_MAX_CLIENTS + 8, NULL),
-                   SRV_EXO_INFLIGHT);
-  srv_exo_destroy(&x);
+  assert_int_equal(chk(x, 99999999, 1, 1, false, later + SRV_ONCE_MAX_CLIENTS + 5, NULL),
+                   SRV_ONCE_APPLY);
+  assert_int_equal(chk(x, 2, 1, 1, true, later + SRV_ONCE_MAX_CLIENTS + 6, NULL),
+                   SRV_ONCE_UNKNOWN);
+  assert_int_equal(chk(x, 3, 1, 1, true, later + SRV_ONCE_MAX_CLIENTS + 7, NULL), SRV_ONCE_DONE);
+  assert_int_equal(chk(x, 1, 1, 1, true, later + SRV_ONCE_MAX_CLIENTS + 8, NULL),
+                   SRV_ONCE_INFLIGHT);
+  srv_once_destroy(&x);
 }
 
 /* The naive model: every seq ever taken of a client, with its state. */
@@ -120,28 +120,28 @@ static uint64_t rnd(void) {
   return rnd_state;
 }
 
-static srv_exo_verdict expect(model *m, uint64_t seq, uint64_t floor, bool retry) {
+static srv_once_verdict expect(model *m, uint64_t seq, uint64_t floor, bool retry) {
   if (!m->known) {
-    if (retry) return SRV_EXO_UNKNOWN;
+    if (retry) return SRV_ONCE_UNKNOWN;
     m->known = true;
     m->first = m->base = seq;
   }
-  if (m->st[seq] == M_FLIGHT) return SRV_EXO_INFLIGHT;
-  if (seq < m->first) return SRV_EXO_UNKNOWN;
+  if (m->st[seq] == M_FLIGHT) return SRV_ONCE_INFLIGHT;
+  if (seq < m->first) return SRV_ONCE_UNKNOWN;
   if (floor > m->base) m->base = floor;
-  if (seq < m->base) return SRV_EXO_DONE;
-  if (seq - m->base >= SRV_EXO_WINDOW) return SRV_EXO_TOO_MANY;
-  if (m->st[seq] == M_OK) return SRV_EXO_DONE;
-  if (m->st[seq] == M_FAIL) return SRV_EXO_FAILED;
+  if (seq < m->base) return SRV_ONCE_DONE;
+  if (seq - m->base >= SRV_ONCE_WINDOW) return SRV_ONCE_TOO_MANY;
+  if (m->st[seq] == M_OK) return SRV_ONCE_DONE;
+  if (m->st[seq] == M_FAIL) return SRV_ONCE_FAILED;
   m->st[seq] = M_FLIGHT;
-  return SRV_EXO_APPLY;
+  return SRV_ONCE_APPLY;
 }
 
 static void test_against_model(void **st) {
   (void)st;
   enum { C = 8 };
   model *m = calloc(C, sizeof *m);
-  srv_exo *x = srv_exo_create();
+  srv_once *x = srv_once_create();
   uint64_t floor[C];
   for (int c = 0; c < C; c++) m[c].next = floor[c] = 1;
   size_t napply = 0, ndup = 0, nunknown = 0;
@@ -164,7 +164,7 @@ static void test_against_model(void **st) {
         if (mc->st[s] != M_FLIGHT) continue;
         bool ok = rnd() % 8 != 0;
         mc->st[s] = ok ? M_OK : M_FAIL;
-        srv_exo_settle(x, (uint64_t)c + 1, s, ok);
+        srv_once_settle(x, (uint64_t)c + 1, s, ok);
         break;
       }
       continue;
@@ -177,27 +177,27 @@ static void test_against_model(void **st) {
       continue;
     }
     if (seq < floor[c]) continue;
-    srv_exo_verdict want = expect(mc, seq, floor[c], retry);
+    srv_once_verdict want = expect(mc, seq, floor[c], retry);
     void *o = NULL;
-    srv_exo_verdict got =
-        srv_exo_check(x, (uint64_t)c + 1, seq, floor[c], retry, SEC, (void *)(uintptr_t)seq, &o);
+    srv_once_verdict got =
+        srv_once_check(x, (uint64_t)c + 1, seq, floor[c], retry, SEC, (void *)(uintptr_t)seq, &o);
     if (got != want) fail_msg("iteration %d client %d seq %llu floor %llu retry %d: got %d, "
                               "want %d", it, c, (unsigned long long)seq,
                               (unsigned long long)floor[c], retry, got, want);
-    if (got == SRV_EXO_INFLIGHT) assert_ptr_equal(o, (void *)(uintptr_t)seq);
-    napply += got == SRV_EXO_APPLY;
-    ndup += got == SRV_EXO_DONE || got == SRV_EXO_FAILED || got == SRV_EXO_INFLIGHT;
-    nunknown += got == SRV_EXO_UNKNOWN;
+    if (got == SRV_ONCE_INFLIGHT) assert_ptr_equal(o, (void *)(uintptr_t)seq);
+    napply += got == SRV_ONCE_APPLY;
+    ndup += got == SRV_ONCE_DONE || got == SRV_ONCE_FAILED || got == SRV_ONCE_INFLIGHT;
+    nunknown += got == SRV_ONCE_UNKNOWN;
   }
   /* The mix really exercised every path. */
   assert_true(napply > 10000);
   assert_true(ndup > 10000);
   uint64_t n, d, u;
-  srv_exo_counts(x, &n, &d, &u);
+  srv_once_counts(x, &n, &d, &u);
   assert_int_equal(n, C);
   assert_int_equal(d, ndup);
   assert_int_equal(u, nunknown);
-  srv_exo_destroy(&x);
+  srv_once_destroy(&x);
   free(m);
 }
 

@@ -18,6 +18,7 @@
 #include "ps_log.h"
 #include "ps_server.h"
 #include "ps_server_int.h"
+#include "ps_server_stats_int.h"
 #include "ps_wire.h"
 #include "pt_cluster.h"
 
@@ -172,15 +173,15 @@ static void test_publish_cost(void **state) {
   char dir[512];
   ps_server *s = server_new("stats-publish", dir);
   srv_stats_publish(s); /* nothing happened since create's: no histogram is copied */
-  assert_int_equal(s->snap_buckets, 0);
+  assert_int_equal(srv_stats_buckets(s), 0);
   static sink_buf b;
   feed(s, EMBER__OP__OP_PING, &b); /* one latency: one chunk of 64 buckets */
   srv_stats_publish(s);
-  assert_int_equal(s->snap_buckets, 64);
+  assert_int_equal(srv_stats_buckets(s), 64);
   for (int i = 0; i < 20; i++) feed(s, i % 2 ? EMBER__OP__OP_PING : EMBER__OP__OP_STATS, &b);
   srv_stats_publish(s);
-  assert_true(s->snap_buckets > 0);
-  assert_true(s->snap_buckets < 2 * ps_hist_nbuckets()); /* 42 histograms before */
+  assert_true(srv_stats_buckets(s) > 0);
+  assert_true(srv_stats_buckets(s) < 2 * ps_hist_nbuckets()); /* 42 histograms before */
   ps_server_stats st;
   assert_int_equal(ps_server_stats_init(&st), PS_OK);
   assert_int_equal(ps_server_stats_read(s, &st), PS_OK);

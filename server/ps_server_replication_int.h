@@ -1,5 +1,5 @@
-/* ps_server_repl_int.h: replicated shards (ps-server --replica R --replicas K --peers URLS),
- * the server's calls into ps_server_repl.c. Private to server/.
+/* ps_server_replication_int.h: replicated shards (ps-server --replica R --replicas K --peers URLS),
+ * the server's calls into ps_server_replication.c. Private to server/.
  *
  * A shard runs as K replicas; the primary (the lowest-numbered live one, see
  * docs/DESIGN.md "Replicated shards") forwards every state-changing request to its live
@@ -7,8 +7,8 @@
  * acknowledged it; backups refuse (after holding them up to --failover-ms) the requests of
  * clients, watch the primary's heartbeats and promote themselves when it falls silent. With
  * K == 1 none of this exists (s->repl is NULL) and every hook is a no-op. */
-#ifndef PS_SERVER_REPL_INT_H
-#define PS_SERVER_REPL_INT_H
+#ifndef PS_SERVER_REPLICATION_INT_H
+#define PS_SERVER_REPLICATION_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,7 +33,7 @@ typedef struct repl_peer {
   bool live;        /* primary: in the live set */
   bool heard;       /* primary: it answered once */
   uint64_t heard_ns; /* its last answer */
-  struct repl_sync *sync; /* primary: its catch-up in progress (ps_server_repl_sync.c) */
+  struct repl_sync *sync; /* primary: its catch-up in progress (ps_server_replication_catchup.c) */
 } repl_peer;
 
 /* A request of the shard's history since the base: its frames (shared with the request's). */
@@ -55,7 +55,7 @@ typedef struct srv_repl {
   srv_req *q_head, *q_tail; /* primary: taken requests, in order, waiting for acks */
   srv_req *h_head, *h_tail; /* not primary: clients' requests held for a promotion */
   bool complete;          /* saw every push of the shard's history (backup, then primary) */
-  /* catch-up (ps_server_repl_sync.c): the base snapshot (data dir/repl-base) and every
+  /* catch-up (ps_server_replication_catchup.c): the base snapshot (data dir/repl-base) and every
    * state-changing request taken since, in order; a stale replica's request for it */
   repl_entry *log;
   size_t nlog, log_cap;
@@ -79,10 +79,11 @@ bool srv_repl_intake(ps_server *s, srv_req *r);
 /* The main loop's poll: the peers' sockets go into items (at most SRV_REPL_MAX); returns how
  * many. srv_repl_poll takes up what they received (acks, probe answers). */
 int srv_repl_poll_items(ps_server *s, zmq_pollitem_t *items);
+/* Requests the acks released go to the ready queue (the caller runs it: srv_run_ready). */
 void srv_repl_poll(ps_server *s, const zmq_pollitem_t *items, int n);
 /* Heartbeats, silent peers, promotion, held requests that are due: ms until it must run
  * again (at most 100). */
-long srv_repl_tick(ps_server *s);
+long srv_repl_tick(ps_server *s); /* also fills the ready queue (promotion): run it after */
 /* Shutdown: every queued or held request is answered PS_ERR_UNAVAILABLE. */
 void srv_repl_drain(ps_server *s);
 /* Whether this replica saw every push its shard ever took (it was a live backup, then
@@ -93,7 +94,8 @@ void srv_repl_stats(const ps_server *s, ps_server_stats *out);
 /* After a RESTORE (no store work in flight): the primary's history starts again there. */
 void srv_repl_restored(ps_server *s, uint64_t step);
 
-/* Between ps_server_repl.c, ps_server_repl_setup.c and ps_server_repl_sync.c. */
+/* Between ps_server_replication.c, ps_server_replication_setup.c and
+ * ps_server_replication_catchup.c. */
 /* "primary", "backup", ... (STATS, messages). */
 const char *srv_repl_role_name(int role);
 /* This replica and the live backups (bit per replica): the primary's live set. */

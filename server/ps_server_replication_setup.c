@@ -1,6 +1,6 @@
-/* ps_server_repl_setup: the setup of a replicated shard -- --peers parsed and checked against
- * --listen, a DEALER socket to each peer, the teardown, and the STATS fields (the rest of
- * replication: ps_server_repl.c, ps_server_repl_sync.c).
+/* ps_server_replication_setup: the setup of a replicated shard -- --peers parsed and checked
+ * against --listen, a DEALER socket to each peer, the teardown, and the STATS fields (the rest of
+ * replication: ps_server_replication.c, ps_server_replication_catchup.c).
  *
  * Design decisions:
  * - One DEALER per peer, opened at start whatever the role: the primary forwards and beats on
@@ -20,7 +20,7 @@
 #include "ps_cli.h"
 #include "ps_log.h"
 #include "ps_curve.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
 #include "ps_time.h"
 
 const char *srv_repl_role_name(int role) {

@@ -1,6 +1,6 @@
-/* ps_server_repl_sync: catch-up of a replica that lost the shard's history (restarted while a
- * primary lived, or dropped from the live set) -- the base and the history every replica keeps,
- * the primary's side that streams them, and the stale replica's side that loads them.
+/* ps_server_replication_catchup: catch-up of a replica that lost the shard's history (restarted
+ * while a primary lived, or dropped from the live set) -- the base and the history every replica
+ * keeps, the primary's side that streams them, and the stale replica's side that loads them.
  *
  * Design decisions (docs/DESIGN.md, "Replicated shards"):
  * - Base plus history, not a snapshot under a pause: every replica keeps a base (a store
@@ -31,8 +31,10 @@
 
 #include "ps_fs.h"
 #include "ps_log.h"
+#include "ps_server_checkpoint_int.h"
 #include "ps_server_exactly_once_int.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_partition_threads_int.h"
+#include "ps_server_replication_int.h"
 #include "ps_time.h"
 
 #define SYNC_CHUNK ((size_t)512 << 10) /* under PS_WIRE_MAX_HEADER with its header */
@@ -326,7 +328,7 @@ static ps_status load_base(ps_server *s, uint64_t step, ps_error *err) {
   srv_tables_adopt_store(s);
   if (step) srv_tables_reset_steps(s, step);
   srv_drop_sync_all(s);
-  srv_exo_clear(s->exo);
+  srv_once_forget(s);
   log_clear(x);
   ps_store_snapshot_remove(base, err);
   x->have_base = rename(in, base) == 0;

@@ -1,4 +1,4 @@
-/* ps_server_req: a request's life on the main thread, from its pooled srv_req to its reply.
+/* ps_server_requests: a request's life on the main thread, from its pooled srv_req to its reply.
  *
  * Requests are recycled through a free list (with their per-thread task array) because every
  * message needs one and the main thread is the hot path. A reply always ends the request: every
@@ -8,19 +8,24 @@
  * (ps_server_mem.c) until ZeroMQ has sent it.
  *
  * Who sent a request (its connection, file descriptor and address) is looked up only for the
- * coordinator's ops, which hold ranks per connection; closed connections come from a ZeroMQ
- * monitor of the ROUTER socket, read before each coordinator op so that a rank freed a moment
- * ago is free for the JOIN that follows (and, on every shard, by the restore guard). */
+ * coordinator's ops, which hold ranks per connection (srv_peer_of); closed connections are
+ * ps_server_connections.c's. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "ps_log.h"
+#include "ps_op.h"
+#include "ps_server_delay_int.h"
+#include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_mem_int.h"
 #include "ps_time.h"
+
+/* An op's name in messages and STATS (the op table's). */
+const char *ps_server_op_name(int op) { return ps_op_info_of(op)->stat_name; }
 
 srv_req *srv_req_new(ps_server *s, int kind) {
   srv_req *r = s->free_reqs;
@@ -48,12 +53,12 @@ srv_req *srv_req_new(ps_server *s, int kind) {
 
 void srv_req_free(ps_server *s, srv_req *r) {
   if (!r) return;
-  if (r->exo_reg || r->exo_dups) { /* a recorded push dropped without a reply */
+  if (r->once_reg || r->once_dups) { /* a recorded push dropped without a reply */
     Ember__Header eh;
     ps_wire_header_init(&eh, EMBER__OP__OP_ERROR);
     eh.status = PS_ERR_UNAVAILABLE;
     eh.message = "the original of this push was dropped unanswered";
-    srv_exo_replied(s, r, &eh);
+    srv_once_replied(s, r, &eh);
   }
   srv_mem_done(s, r);
   if (r->has_ident) zmq_msg_close(&r->ident);
@@ -104,7 +109,7 @@ void srv_reply(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *values) {
 void srv_reply_keys(ps_server *s, srv_req *r, Ember__Header *rh, zmq_msg_t *keys,
                     zmq_msg_t *values) {
   if (srv_delay_hold(s, r, rh, keys, values)) return; /* --inject-delay-us: sent from the loop */
-  if (r->exo_reg || r->exo_dups) srv_exo_replied(s, r, rh);
+  if (r->once_reg || r->once_dups) srv_once_replied(s, r, rh);
   rh->version = PS_WIRE_VERSION;
   rh->is_reply = true;
   rh->request_id = r->h ? r->h->request_id : 0;
@@ -217,54 +222,4 @@ void srv_peer_of(const srv_req *r, srv_coord_peer *p) {
   p->fd = zmq_msg_get(m, ZMQ_SRCFD);
   const char *addr = zmq_msg_gets(m, "Peer-Address");
   snprintf(p->addr, sizeof p->addr, "%s", addr ? addr : "");
-}
-
-/* ZeroMQ could not accept a connection (errno err): it retries by itself and says nothing,
- * so that a client waits out its bound and the shard's log was silent. Out of file
- * descriptors is the common case: named with the limit. */
-static void accept_failed(const ps_server *s, int err) {
-  struct rlimit rl;
-  if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
-    PS_ERROR_RL("cannot accept a connection on %s: %s (the open-file limit, ulimit -n, is %llu: "
-                "raise it, e.g. LimitNOFILE= in systemd, or run fewer clients)", s->endpoint,
-                strerror(err), (unsigned long long)rl.rlim_cur);
-  else
-    PS_ERROR_RL("cannot accept a connection on %s: %s", s->endpoint, strerror(err));
-}
-
-void srv_peers_poll(ps_server *s) {
-  if (!s->mon) return;
-  for (;;) {
-    zmq_msg_t ev, ep;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t event = 0;
-    uint32_t value = 0;
-    if (zmq_msg_size(&ev) >= 6) {
-      memcpy(&event, zmq_msg_data(&ev), 2);
-      memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
-    }
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    while (more) { /* the endpoint */
-      zmq_msg_init(&ep);
-      if (zmq_msg_recv(&ep, s->mon, 0) < 0) more = false;
-      else more = zmq_msg_more(&ep);
-      zmq_msg_close(&ep);
-    }
-    if (event == ZMQ_EVENT_ACCEPT_FAILED) accept_failed(s, (int)value);
-    if (event == ZMQ_EVENT_ACCEPTED) srv_mem_hs_accepted(s, (int)value);
-    if (event != ZMQ_EVENT_DISCONNECTED) continue;
-    srv_ranks_gone(s, (int)value);
-    srv_mem_hs_gone(s, (int)value);
-    if (s->coord) srv_coord_peer_gone(s->coord, (int)value);
-    srv_guard_peer_gone(s, (int)value);
-    /* Its waiting requests go later, from the main loop (srv_drop_gone_peers): this may run
-     * inside a handler. Without memory to note it they stay until answered as usual. */
-    if (srv_grow((void **)&s->gone, &s->gone_cap, s->ngone + 1, sizeof *s->gone, 16))
-      s->gone[s->ngone++] = (int)value;
-  }
 }

@@ -1,5 +1,5 @@
-/* ps_server_repl: replicated shards -- primary-backup replication of one shard over K replicas
- * (ps-server --replica R --replicas K --peers 'URL|URL|...' --failover-ms N).
+/* ps_server_replication: replicated shards -- primary-backup replication of one shard over K
+ * replicas (ps-server --replica R --replicas K --peers 'URL|URL|...' --failover-ms N).
  *
  * Design decisions (docs/DESIGN.md, "Replicated shards", says why at more length):
  * - Primary-backup, not chain replication: the primary already orders every request of the
@@ -48,7 +48,8 @@
 
 #include "ps_log.h"
 #include "ps_op.h"
-#include "ps_server_repl_int.h"
+#include "ps_server_replication_int.h"
+#include "ps_server_request_schedule_int.h"
 #include "ps_time.h"
 
 void srv_repl_restored(ps_server *s, uint64_t step) {
@@ -84,7 +85,7 @@ static void release_heads(ps_server *s) {
     x->q_head = r->next;
     if (!x->q_head) x->q_tail = NULL;
     r->repl_done = true;
-    srv_list_push(&s->ready_head, &s->ready_tail, r);
+    srv_ready_add(s, r);
   }
 }
 
@@ -165,7 +166,7 @@ static void unhold(ps_server *s) {
   while (x->h_head) {
     srv_req *r = x->h_head;
     x->h_head = r->next;
-    srv_list_push(&s->ready_head, &s->ready_tail, r);
+    srv_ready_add(s, r);
   }
   x->h_tail = NULL;
 }
@@ -446,7 +447,6 @@ void srv_repl_poll(ps_server *s, const zmq_pollitem_t *items, int n) {
     for (uint32_t i = 0; i < x->n; i++)
       if (x->peer[i].sock == items[k].socket) drain_peer(s, i);
   }
-  srv_run_ready(s);
 }
 
 /* ---------------------------------------------------------------- time */
@@ -527,7 +527,6 @@ long srv_repl_tick(ps_server *s) {
     if (!x->h_head) x->h_tail = NULL;
     srv_repl_refuse(s, r, ps_server_op_name((int)r->h->op));
   }
-  srv_run_ready(s);
   uint64_t next = x->next_beat > now ? x->next_beat - now : 0;
   long ms = (long)(next / 1000000) + 1;
   return ms < 100 ? ms : 100;
