@@ -139,7 +139,7 @@ void store_hot_drop(ps_store *s) {
       ptable *pt = &pa->tabs[t];
       for (size_t i = 0; i < pt->cap; i++)
         if (pt->slots[i].p) row_free(ent_row(&pt->slots[i]), s->tables[t].row_bytes);
-      store_idx_free(pt);
+      free(pt->slots);
       free(pt->cms);
       free(pt->chg);
     }

@@ -1,6 +1,6 @@
 /* ps_store_index: the hash index of one table in one partition — key -> row pointer.
  *
- * Linear probing over 24-byte entries {key, row pointer | REF | DIRTY, last step}, load <= 7/8,
+ * Linear probing over 24-byte entries {key, row pointer | REF | DIRTY, last step}, load <= 0.7,
  * backward-shift deletion (no tombstones, so eviction churn does not degrade probes). The
  * CLOCK reference bit and the dirty bit live in the low bits of the pointer so the CLOCK sweep
  * reads only the index, never the rows. The probe itself (idx_find) is static inline in
@@ -50,50 +50,18 @@ hentry *store_idx_put(ptable *pt, uint64_t key, uint64_t h, uintptr_t p) {
 }
 
 /* Index arrays of 2 MB and more are 2 MB-aligned and madvise(MADV_HUGEPAGE)d: every probe is
- * a random access, and with 4 KB pages each one would also miss the TLB. They are mapped
- * directly and unmapped when the index doubles: from the allocator, the old array's pages
- * stayed resident until its decay (about 10 s), half the new index's bytes again in RSS right
- * after every growth (bench/RESULTS-sizing.md, issue 33: RSS per row). Under ASan, malloc, so
- * an overrun is caught. */
-static const size_t idx_huge = (size_t)2 << 20;
-
-static size_t idx_mapped(size_t cap) {
-  const size_t bytes = cap * sizeof(hentry);
-  return bytes < idx_huge ? 0 : (bytes + idx_huge - 1) & ~(idx_huge - 1);
-}
-
+ * a random access, and with 4 KB pages each one would also miss the TLB. */
 static hentry *idx_alloc(size_t cap) {
-  const size_t whole = idx_mapped(cap);
-  if (!whole) return calloc(cap, sizeof(hentry));
-#ifdef PS_STORE_PLAIN_MALLOC
+  const size_t bytes = cap * sizeof(hentry), huge = (size_t)2 << 20;
+  if (bytes < huge) return calloc(cap, sizeof(hentry));
   /* C11's aligned_alloc wants a size that is a multiple of the alignment: 24-byte entries
    * times a power of two are not. */
-  hentry *p = aligned_alloc(idx_huge, whole);
-  if (p) memset(p, 0, whole);
-#else
-  /* Anonymous pages read as zeros; the map is trimmed to its 2 MB-aligned part. */
-  char *m = mmap(NULL, whole + idx_huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
-  if (m == MAP_FAILED) return NULL;
-  const size_t head = (idx_huge - ((uintptr_t)m & (idx_huge - 1))) & (idx_huge - 1);
-  if (head) munmap(m, head);
-  if (idx_huge - head) munmap(m + head + whole, idx_huge - head);
-  hentry *p = (hentry *)(m + head);
-#endif
-  if (p) (void)madvise(p, whole, MADV_HUGEPAGE);
+  const size_t whole = (bytes + huge - 1) & ~(huge - 1);
+  hentry *p = aligned_alloc(huge, whole);
+  if (!p) return NULL;
+  (void)madvise(p, whole, MADV_HUGEPAGE);
+  memset(p, 0, bytes);
   return p;
-}
-
-void store_idx_free(ptable *pt) {
-  const size_t whole = idx_mapped(pt->cap);
-#ifndef PS_STORE_PLAIN_MALLOC
-  if (whole) {
-    munmap(pt->slots, whole);
-    return;
-  }
-#endif
-  (void)whole;
-  free(pt->slots);
 }
 
 ps_status store_idx_grow(partition *pa, ptable *pt) {
@@ -102,7 +70,7 @@ ps_status store_idx_grow(partition *pa, ptable *pt) {
   if (!ns) return PS_ERR_NOMEM;
   for (size_t i = 0; i < pt->cap; i++)
     if (pt->slots[i].p) idx_insert_raw(ns, ncap, &pt->slots[i]);
-  store_idx_free(pt);
+  free(pt->slots);
   pa->used += (ncap - pt->cap) * sizeof(hentry);
   pt->slots = ns;
   pt->cap = ncap;
