@@ -67,7 +67,8 @@ static ps_status read_rows(const char *dir, json_t *t, ps_export_rows *x, uint64
   uint64_t nk = 0, nv = 0, *keys = NULL;
   void *values = NULL;
   bool int8 = !strcmp(x->row_type, "int8");
-  /* f16 and bf16 rows ("<f2", bf16's bits as "<u2") are widened exactly to f32 once, here */
+  /* f16 and bf16 rows ("<f2", bf16's bits as "<u2") stay 16-bit: ps_rowset widens a row
+   * (exactly) when it is asked for, so a 16-bit export takes half an f32 one's memory */
   ps_row_type r16 = PS_ROW_F32;
   if (!int8) (void)ps_row_type_parse(x->row_type, &r16, NULL);
   const char *descr = r16 == PS_ROW_F16 ? "<f2" : r16 == PS_ROW_BF16 ? "<u2" : "<f4";
@@ -79,13 +80,6 @@ static ps_status read_rows(const char *dir, json_t *t, ps_export_rows *x, uint64
               : ps_npy_load(vp, descr, x->spec.dim, &nv, &values, err);
     if (st == PS_ERR_INVALID) ps_error_prefix(err, "the manifest says row_type %s: ", x->row_type);
   }
-  if (st == PS_OK && r16 != PS_ROW_F32) {
-    float *wide = malloc((size_t)nv * x->spec.dim * sizeof *wide + 1);
-    if (!wide) st = ps_error_set(err, PS_ERR_NOMEM, "out of memory widening %s rows", x->row_type);
-    else ps_row_widen(r16, values, wide, (size_t)nv * x->spec.dim);
-    free(values);
-    values = wide;
-  }
   if (st == PS_OK && (nk != nv || nk != rows))
     st = ps_error_set(err, PS_ERR_CORRUPT, "%s: %" PRIu64 " keys and %" PRIu64 " rows, the "
                       "manifest says %" PRIu64, dir, nk, nv, rows);
@@ -94,7 +88,10 @@ static ps_status read_rows(const char *dir, json_t *t, ps_export_rows *x, uint64
     free(values);
     return st;
   }
-  st = ps_rowset_create(keys, values, nk, x->spec.dim, int8, shard, shards, &x->rows, err);
+  ps_rowset_form form = int8 ? PS_ROWSET_INT8
+                        : r16 == PS_ROW_F16 ? PS_ROWSET_F16
+                        : r16 == PS_ROW_BF16 ? PS_ROWSET_BF16 : PS_ROWSET_F32;
+  st = ps_rowset_create(keys, values, nk, x->spec.dim, form, shard, shards, &x->rows, err);
   return st == PS_OK ? st : ps_error_prefix(err, "%s: ", dir);
 }
 

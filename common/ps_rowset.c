@@ -7,16 +7,22 @@
 
 #include "ps_hash.h"
 #include "ps_quant.h"
+#include "ps_table.h"
 
 struct ps_rowset {
   uint64_t *keys, n;
   unsigned char *values;
   size_t row_bytes;
   uint32_t dim;
-  bool int8;
+  ps_rowset_form form;
   uint32_t *slot; /* row index + 1, 0 empty */
   uint64_t mask;
 };
+
+size_t ps_rowset_form_bytes(ps_rowset_form f, uint32_t dim) {
+  return f == PS_ROWSET_INT8 ? ps_quant_int8_row_bytes(dim)
+                             : (size_t)dim * (f == PS_ROWSET_F32 ? sizeof(float) : 2);
+}
 
 /* Keeps the rows of shard `shard` of `shards`, in order; returns how many. */
 static uint64_t keep_shard(uint64_t *keys, unsigned char *values, uint64_t n, size_t rb,
@@ -33,7 +39,8 @@ static uint64_t keep_shard(uint64_t *keys, unsigned char *values, uint64_t n, si
   return m;
 }
 
-ps_status ps_rowset_create(uint64_t *keys, void *values, uint64_t n, uint32_t dim, bool int8,
+ps_status ps_rowset_create(uint64_t *keys, void *values, uint64_t n, uint32_t dim,
+                           ps_rowset_form form,
                            uint32_t shard, uint32_t shards, ps_rowset **out, ps_error *err) {
   *out = NULL;
   ps_rowset *r = calloc(1, sizeof *r);
@@ -45,8 +52,8 @@ ps_status ps_rowset_create(uint64_t *keys, void *values, uint64_t n, uint32_t di
   r->keys = keys;
   r->values = values;
   r->dim = dim;
-  r->int8 = int8;
-  r->row_bytes = int8 ? ps_quant_int8_row_bytes(dim) : dim * sizeof(float);
+  r->form = form;
+  r->row_bytes = ps_rowset_form_bytes(form, dim);
   r->n = shards > 1 ? keep_shard(keys, values, n, r->row_bytes, shard, shards) : n;
   if (r->n == 0) { /* none of this shard's: nothing to hold */
     free(r->keys);
@@ -94,8 +101,12 @@ bool ps_rowset_get(const ps_rowset *r, uint64_t key, float *out) {
   while (r->slot[s] && r->keys[r->slot[s] - 1] != key) s = (s + 1) & r->mask;
   if (!r->slot[s]) return false;
   const unsigned char *v = r->values + (size_t)(r->slot[s] - 1) * r->row_bytes;
-  if (r->int8) ps_quant_int8_decode(v, r->dim, out);
-  else memcpy(out, v, r->row_bytes);
+  switch (r->form) {
+  case PS_ROWSET_INT8: ps_quant_int8_decode(v, r->dim, out); break;
+  case PS_ROWSET_F16: ps_row_widen(PS_ROW_F16, v, out, r->dim); break;
+  case PS_ROWSET_BF16: ps_row_widen(PS_ROW_BF16, v, out, r->dim); break;
+  default: memcpy(out, v, r->row_bytes);
+  }
   return true;
 }
 

@@ -96,7 +96,7 @@ hentry *store_hot_insert(ps_store *s, partition *pa, size_t ti, uint64_t key, ui
                          uintptr_t flags) {
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
-  if ((pt->count + 1) * 10 > pt->cap * 7 && store_idx_grow(pa, pt) != PS_OK) return NULL;
+  if (idx_full(pt) && store_idx_grow(pa, pt) != PS_OK) return NULL;
   while (pa->used + t->alloc_bytes > pa->budget)
     if (!clock_evict_one(s, pa)) {
       /* Nothing can go: a budget smaller than one row, or only unwritten rows left while

@@ -295,6 +295,14 @@ static inline table *store_read_table(ps_store *s, uint32_t id, size_t *ti, ps_s
 
 /* ---------------------------------------------- ps_store_index.c: index */
 
+/* Whether one more key takes the index past its largest load, 0.7 (it doubles there, so it
+ * runs at 0.35-0.7: 34-69 bytes a row of 24-byte entries). 7/8 was measured for issue 33 (bench/
+ * RESULTS-embedding.md): 27-55 bytes a row, and dim-64 f16 rows reach 0.55x of f32 ones at
+ * sizes where it stays undoubled, but there hot uniform pulls and pushes ran 15-30% slower
+ * (a hit probes 4.5 entries at 7/8, 2.2 at 0.7), so the bound stays 0.7. */
+static inline bool idx_full(const ptable *pt) {
+  return (pt->count + 1) * 10 > pt->cap * 7;
+}
 /* Removes the entry at slot i (backward shift: no tombstones). */
 void store_idx_delete_at(ptable *pt, size_t i);
 /* Puts key (hash h, absent, with room in the index) with pointer-and-flags p; returns its entry. */

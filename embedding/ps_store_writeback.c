@@ -57,7 +57,7 @@ static void unstage(ps_store *s, partition *pa) {
     const staged_row *r = &pa->stage[i];
     const table *t = &s->tables[r->ti];
     ptable *pt = &pa->tabs[r->ti];
-    if ((pt->count + 1) * 10 > pt->cap * 7 && store_idx_grow(pa, pt) != PS_OK &&
+    if (idx_full(pt) && store_idx_grow(pa, pt) != PS_OK &&
         pt->count + 1 >= pt->cap) {
       PS_ERROR_RL("store %s: table %u key %llu: no memory to keep a row that could not be "
                   "written; its updates since the last write are lost", s->path, t->spec.id,

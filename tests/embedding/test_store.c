@@ -280,8 +280,8 @@ static void test_over_budget(void **st) {
   ps_store *s = open_store(p, budget, 4);
   ps_table_spec sp = spec_sgd(3, "big", dim, 0.25f);
   assert_int_equal(ps_store_declare(s, &sp, NULL), PS_OK);
-  /* Row = 16 B metadata + 256 B values (SGD has no state), jemalloc class 288 B, plus 16 B
-   * index entries at load <= 0.7: about 310 B per hot row. 10x the rows that fit: */
+  /* Row = 256 B values (SGD has no state; a jemalloc class), plus 24 B index entries at a load
+   * of 0.35..0.7 (34-69 B): about 310 B per hot row. 10x the rows that fit: */
   const size_t nkeys = 10 * budget / 310;
   enum { B = 4096 };
   uint64_t *keys = malloc(B * sizeof(uint64_t));

@@ -7,6 +7,8 @@ trains on 2 servers with Adagrad and checkpoints, full then deltas. Required:
 - ps-predict on the checkpoint gives the trainer's own test logloss;
 - ps-server --serve of the checkpoint answers pulls with exactly the exported values, as f32
   and with f16 on the wire (not widened and rounded again);
+- ps-server --serve of the 16-bit export does too, holding its rows 16-bit (2 dim bytes a row,
+  as its log says; they were widened to f32 at load before);
 - resuming with the same row type runs on from the checkpoint; with another it is refused in
   one line naming row_type, before training.
 Without row types none of this exists (ps-worker has no --row-type)."""
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -42,6 +45,28 @@ def serve(ck, shard, threads):
          "2", "--threads", str(threads), "--log-level", "warn"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
     return url
+
+
+def serve_export(ex, shard, log):
+    """ps-server --serve of an export's shard `shard` of 2, its INFO log into `log` (its private
+    store directory under the test's temporary one); stopped by PID at the end."""
+    url = f"tcp://127.0.0.1:{lib_harness.free_port()}"
+    env = dict(os.environ, TMPDIR=os.path.dirname(log))
+    procs.append(subprocess.Popen(
+        [f"{h.BIN}/ps-server", "--listen", url, "--serve", ex, "--shard", str(shard), "--shards",
+         "2", "--log-level", "info"], stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+        start_new_session=True, env=env))
+    return url
+
+
+def held_bytes(log):
+    """The bytes a row the export server's log says it holds ('rows of N bytes')."""
+    for _ in range(100):
+        for x in open(log):
+            if "serving the export" in x:
+                return int(x.split(" rows of ")[1].split(" bytes")[0])
+        time.sleep(0.1)
+    return None
 
 
 def exported(ck, out):
@@ -135,6 +160,20 @@ try:
                         np.array_equal(got.view(np.uint32), want.view(np.uint32)),
                         f"{np.count_nonzero(got != want)} differ")
                 c.close()
+            lib_harness.stop_procs(procs)
+            procs.clear()
+            # ps-server --serve of the export: the same rows, held as 16-bit numbers.
+            logs = [os.path.join(d, f"serve-e-{rt}-{i}.log") for i in (0, 1)]
+            urls = [serve_export(os.path.join(d, f"e-{rt}"), i, logs[i]) for i in (0, 1)]
+            c = ember.Client(urls, timeout_ms=20000)
+            got = c.table("criteo_emb").pull(keys)
+            c.close()
+            r.check(f"{rt}: rows served from the {rt} export = exported, bit for bit",
+                    np.array_equal(got.view(np.uint32), w.view(np.uint32)),
+                    f"{np.count_nonzero(got != w)} differ")
+            sizes = [held_bytes(x) for x in logs]
+            r.check(f"{rt}: the export's rows are held 16-bit (2 dim = 32 bytes a row)",
+                    sizes == [32, 32], f"{sizes} bytes a row")
             lib_harness.stop_procs(procs)
             procs.clear()
 
