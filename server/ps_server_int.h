@@ -378,6 +378,14 @@ void srv_changed_reset(srv_table *t);
 void srv_changed_free(srv_changed *c);
 ps_status srv_refresh_select(srv_req *r);
 
+/* ps_server_pull_state.c: a PULL with_state. row_floats: the floats a pull's reply carries
+ * per key (the table's dim, or dim + its optimizer state); refused: replies an error and
+ * returns true when the flag cannot be served; run: a partition thread's share (first,
+ * stride) of the rows. */
+uint32_t srv_pull_row_floats(const srv_req *r, const srv_table *t);
+bool srv_pull_state_refused(ps_server *s, srv_req *r);
+ps_status srv_pull_state_run(ps_server *s, srv_req *r, uint32_t first, uint32_t stride);
+
 /* ps_server_mem.c */
 ps_status srv_mem_init(ps_server *s);
 void srv_mem_free(ps_server *s);

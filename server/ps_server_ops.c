@@ -76,8 +76,9 @@ static void handle_pull(ps_server *s, srv_req *r) {
     srv_dispatch(s, r, TK_WARM);
     return;
   }
+  if (srv_pull_state_refused(s, r)) return;
   r->f16 = h->value_type == EMBER__VALUE_TYPE__VT_F16;
-  if (r->msg.nkeys * (size_t)t->spec.dim * sizeof(float) > SRV_MAX_REPLY_BYTES) {
+  if (r->msg.nkeys * (size_t)srv_pull_row_floats(r, t) * sizeof(float) > SRV_MAX_REPLY_BYTES) {
     srv_reply_error(s, r, PS_ERR_INVALID, "pull of %zu keys x dim %u exceeds the reply limit",
                     r->msg.nkeys, t->spec.dim);
     return;

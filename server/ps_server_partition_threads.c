@@ -150,6 +150,8 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * between the store and the request/reply frames, each thread on its own partitions (the
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
+  if (r->task_kind == TK_PULL && r->h->with_state)
+    return srv_pull_state_run(s, r, split ? p->idx : 0, stride);
   if (r->task_kind == TK_PULL && s->export_rows) { /* --serve EXPORT: rows from the export */
     srv_serve_pull_export(s, r, split ? p->idx : 0, stride);
     return PS_OK;

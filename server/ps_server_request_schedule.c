@@ -45,7 +45,7 @@ static void reply_finished(ps_server *s, srv_req *r) {
     ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
     rh.table_id = r->tab->spec.id;
     rh.count = r->msg.nkeys;
-    rh.dim = r->tab->spec.dim;
+    rh.dim = srv_pull_row_floats(r, r->tab);
     rh.step = r->h->step;
     rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
     r->has_out = false;
