@@ -66,6 +66,8 @@ ps_status ps_train_deep_setup(ps_trainer *t) {
   return PS_OK;
 }
 
+int ps_train_deep_held(const ps_trainer *t) { return t->deep ? t->deep->k + 1 : 0; }
+
 void ps_train_deep_free(ps_trainer *t) {
   for (int i = 0; i < PS_TRAIN_NSLOTS; i++) free(t->slots[i].srows);
   ps_train_deep *d = t->deep;

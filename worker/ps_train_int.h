@@ -208,6 +208,8 @@ struct ps_train_split;
 ps_status ps_train_deep_loop(ps_trainer *t, ps_reader *r, uint64_t total_steps,
                              const struct ps_train_split *sp);
 void ps_train_deep_free(ps_trainer *t);
+/* The batches the deep lookahead holds at once (K + 1; 0: off): the reader must allow them. */
+int ps_train_deep_held(const ps_trainer *t);
 
 /* ps_train_eval.c; reader_fail logs why ps_reader_next failed (err: a bad line under
  * --bad-lines fail, a read or decompression error, a corrupt binary record). */

@@ -5,7 +5,8 @@ with the servers' arithmetic (common/ps_optim.c), so no server reply is waited f
 Each configuration trains twice on the same data in file order, --lookahead off and on (deep,
 --lookahead-depth 3), 1x1, for every sparse optimizer all-hot and for Adagrad and Adam with the
 cold tier (--cache-mb 1, 2 partition threads: rows leave the hot tier and come back from
-RocksDB, and the pull with state reads them there). Checked:
+RocksDB, and the pull with state reads them there), and for Adagrad at the automatic depth (8:
+the reader must let the worker hold its 9 batches). Checked:
 1. The same model bit for bit: the summary's dense_hash, AUC and logloss, and every exported
    embedding row (ps-export of the final checkpoint, keys and values).
 2. The deep path ran: its log line, and pulled rows it replaced by its own updates (> 0: the
@@ -47,25 +48,28 @@ r = h.Results()
 with tempfile.TemporaryDirectory() as d:
     train_path, test, _ = h.datagen(d, 4096, 1000, seed=5)
     cold = ["--cache-mb", "1", "--server-threads", "2"]
-    configs = [(f"{o} all-hot", [], o) for o in ("sgd", "adagrad", "rowwise-adagrad", "adam",
-                                                 "ftrl")]
-    configs += [(f"{o} cold tier", cold, o) for o in ("adagrad", "adam")]
+    configs = [(f"{o} all-hot", [], o, 3) for o in ("sgd", "adagrad", "rowwise-adagrad", "adam",
+                                                    "ftrl")]
+    configs += [(f"{o} cold tier", cold, o, 3) for o in ("adagrad", "adam")]
+    # the automatic depth (8): 9 batches held at once besides the --prefetch FIFO's
+    configs += [("adagrad all-hot, automatic depth", [], "adagrad", 0)]
     base = {}
-    for name, local, opt in configs:
+    for name, local, opt, depth in configs:
         res = {}
         for la in ("off", "on"):
             tag = f"{name.replace(' ', '_')}-{la}"
             ck = os.path.join(d, "ck-" + tag)
             s, out = train(d, tag, local, ["--train", train_path, "--test", test,
                                            "--checkpoint-dir", ck, "--lookahead", la,
-                                           "--lookahead-depth", "3", "--sparse-opt", opt] + SMALL)
+                                           "--lookahead-depth", str(depth), "--sparse-opt", opt]
+                           + SMALL)
             res[la] = (s, h.export_latest(ck, os.path.join(d, "x-" + tag)), out)
             print(f"{name} --lookahead {la}: dense_hash {s['dense_hash']} auc {s['auc']!r} "
                   f"{s['samples_per_s']:.0f} samples/s")
         (off, rows_off, _), (on, rows_on, out) = res["off"], res["on"]
         base[name] = on
         r.check(f"{name}: the deep lookahead ran and replaced pulled rows",
-                "lookahead: deep, 3 batches ahead" in out and replaced(out) > 0,
+                f"lookahead: deep, {depth or 8} batches ahead" in out and replaced(out) > 0,
                 str(replaced(out)))
         h.check_same_model(r, name, on, off, rows_on, rows_off)
     # Lost requests: every 5th push's connection cut; pulls with state and pushes re-sent.
