@@ -255,8 +255,9 @@ ps_status ps_train_deep_loop(ps_trainer *t, ps_reader *r, uint64_t total_steps,
     ps_client_req *push = NULL, *stepreq = NULL;
     if ((st = ps_train_step(t, s, &push, &stepreq)) != PS_OK) goto out;
     ckpt = ckpt || (c->checkpoint_dir && t->strm.ckpt_due);
-    if ((st = deep_apply(t, s, t->step)) != PS_OK) goto out;
+    /* the sparse update here counts with the dense one (phase optimizer) */
     uint64_t t0 = ps_now_ns();
+    if ((st = deep_apply(t, s, t->step)) != PS_OK) goto out;
     if ((st = ps_dlrm_step(t->model, &t->dopt)) == PS_OK) st = ps_kern_sync(t->kern);
     t->t_opt += ps_train_since(t0);
     if (st != PS_OK) goto out;
