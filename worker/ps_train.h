@@ -100,7 +100,7 @@ typedef struct ps_train_config {
   bool lookahead_stale;            /* stale: ssp/async also pull a step early (own step missing) */
   bool lookahead_refresh;          /* refresh: on, but never the deep lookahead (ps_train_deep.c) */
   int64_t row_cache_mb;            /* the worker's row cache in MiB (0: off; sync and ssp) */
-  int64_t lookahead_depth;         /* the deep lookahead's batches ahead (0: automatic, 8) */
+  int64_t lookahead_depth;         /* the deep lookahead's batches ahead (0: the default, 8) */
   /* Streaming input and progressive validation (ps_train_stream.c; docs/TRAINING.md): */
   bool follow_input;               /* --train grows: at its end wait for more lines */
   double input_idle_s;             /* a stream or followed file ends after S s with no data (0:

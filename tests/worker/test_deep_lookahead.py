@@ -5,7 +5,7 @@ with the servers' arithmetic (common/ps_optim.c), so no server reply is waited f
 Each configuration trains twice on the same data in file order, --lookahead off and on (deep,
 --lookahead-depth 3), 1x1, for every sparse optimizer all-hot and for Adagrad and Adam with the
 cold tier (--cache-mb 1, 2 partition threads: rows leave the hot tier and come back from
-RocksDB, and the pull with state reads them there), and for Adagrad at the automatic depth (8:
+RocksDB, and the pull with state reads them there), and for Adagrad at the default depth (8:
 the reader must let the worker hold its 9 batches). Checked:
 1. The same model bit for bit: the summary's dense_hash, AUC and logloss, and every exported
    embedding row (ps-export of the final checkpoint, keys and values).
@@ -51,8 +51,8 @@ with tempfile.TemporaryDirectory() as d:
     configs = [(f"{o} all-hot", [], o, 3) for o in ("sgd", "adagrad", "rowwise-adagrad", "adam",
                                                     "ftrl")]
     configs += [(f"{o} cold tier", cold, o, 3) for o in ("adagrad", "adam")]
-    # the automatic depth (8): 9 batches held at once besides the --prefetch FIFO's
-    configs += [("adagrad all-hot, automatic depth", [], "adagrad", 0)]
+    # the default depth (8): 9 batches held at once besides the --prefetch FIFO's
+    configs += [("adagrad all-hot, default depth", [], "adagrad", 0)]
     base = {}
     for name, local, opt, depth in configs:
         res = {}
