@@ -132,6 +132,13 @@ ps_status ps_client_push_start(ps_client *c, uint32_t table, uint64_t step,
 ps_status ps_client_prefetch_start(ps_client *c, uint32_t table, uint64_t step,
                                    const uint64_t *keys, size_t n, bool unique,
                                    ps_client_req **r, ps_error *err);
+/* A pull with state (docs/PROTOCOL.md, "Rows with their optimizer state"): the rows of n
+ * distinct keys each followed by its optimizer state as the shard's next push will find it,
+ * `width` floats a key (ps_store_state_row_floats of the table's spec), into out. Waited for as
+ * a pull; f32 on the wire only. ps-worker's deep lookahead applies its own updates to them. */
+ps_status ps_client_pull_state_start(ps_client *c, uint32_t table, uint64_t step,
+                                     const uint64_t *keys, size_t n, uint32_t width, float *out,
+                                     ps_client_req **r, ps_error *err);
 /* A refresh (docs/PROTOCOL.md, "Lookahead pulls and refreshes"): out holds the rows of the
  * distinct keys as a pull of step `since` read them, sent before this worker's STEP(since) (a
  * sync shard answers such a pull at once: the lookahead). Answered once `step` may be read, as

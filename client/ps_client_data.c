@@ -153,8 +153,8 @@ static ps_status sum_grads(ps_client *c, struct ps_client_req *r, const float *g
 /* warm: a pull that only warms the shards' hot tier (a prefetch: no out, no rows back). */
 static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                             const uint64_t *keys, size_t n, bool unique, float *out,
-                            const float *grads, bool warm, uint64_t since, ps_client_req **rp,
-                            ps_error *err) {
+                            const float *grads, bool warm, uint64_t since, uint32_t width,
+                            ps_client_req **rp, ps_error *err) {
   *rp = NULL;
   if (table == 0 || table > PS_WIRE_MAX_TABLE || !c->dims[table])
     return ps_error_set(err, PS_ERR_UNKNOWN_TABLE,
@@ -163,13 +163,15 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
   if (n && !keys) return ps_error_set(err, PS_ERR_INVALID, "keys missing");
   if (n >= UINT32_MAX) return ps_error_set(err, PS_ERR_INVALID, "%zu keys in one request", n);
   uint32_t dim = c->dims[table];
+  if (width && c->opt.wire_f16)
+    return ps_error_set(err, PS_ERR_UNSUPPORTED, "a pull with state needs f32 on the wire");
   struct ps_client_req *r = cl_req_get(c, op, c->opt.timeout_ms);
   if (!r || !req_reserve(r, n ? n : 1)) {
     if (r) cl_req_release(c, r);
     return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   }
   r->table = table;
-  r->dim = dim;
+  r->dim = width ? width : dim; /* a pull with state: its reply's floats per key */
   r->n = n;
   r->out = out;
   r->unique = unique;
@@ -203,6 +205,7 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
     h.dim = dim;
     h.warm = warm;
     h.since = since;
+    h.with_state = width != 0;
     h.keys_unique = op == EMBER__OP__OP_PUSH; /* summed above, or unique by the caller's word */
     if (c->opt.wire_f16) h.value_type = EMBER__VALUE_TYPE__VT_F16;
     cl_sub_start(c, s, &h, s->nparts - 1);
@@ -213,11 +216,12 @@ static ps_status data_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t
 
 /* Keys per part, so that no frame of a part exceeds max_request_bytes (0 = not split: small
  * enough, or a call data_start refuses anyway). */
-static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys, size_t n) {
+static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys, size_t n,
+                        uint32_t width) {
   if (!keys || !table || table > PS_WIRE_MAX_TABLE || !c->dims[table] || n >= UINT32_MAX)
     return 0;
   size_t cap = c->opt.max_request_bytes ? c->opt.max_request_bytes : PS_CLIENT_MAX_REQUEST;
-  size_t row = c->dims[table] * (c->opt.wire_f16 ? (size_t)2 : sizeof(float));
+  size_t row = (width ? width : c->dims[table]) * (c->opt.wire_f16 ? (size_t)2 : sizeof(float));
   if (row < sizeof(uint64_t)) row = sizeof(uint64_t); /* the keys frame */
   size_t k = cap / row ? cap / row : 1;
   return n > k ? k : 0;
@@ -226,9 +230,9 @@ static size_t part_keys(const ps_client *c, uint32_t table, const uint64_t *keys
 /* data_start for a call over max_request_bytes: consecutive parts of k keys, chained. */
 static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                              const uint64_t *keys, size_t n, bool unique, float *out,
-                             const float *grads, bool warm, uint64_t since, size_t k,
-                             ps_client_req **rp, ps_error *err) {
-  const size_t dim = c->dims[table];
+                             const float *grads, bool warm, uint64_t since, uint32_t width,
+                             size_t k, ps_client_req **rp, ps_error *err) {
+  const size_t dim = width ? width : c->dims[table];
   uint64_t *uk = NULL;
   uint32_t *inv = NULL;
   float *sum = NULL;
@@ -247,7 +251,7 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
   for (size_t off = 0; st == PS_OK && off < n; off += k) {
     size_t m = n - off < k ? n - off : k;
     st = data_start(c, op, table, step, keys + off, m, unique, out ? out + off * dim : NULL,
-                    grads ? grads + off * dim : NULL, warm, since, tail, err);
+                    grads ? grads + off * dim : NULL, warm, since, width, tail, err);
     if (st == PS_OK) tail = &(*tail)->chain;
   }
   free(uk);
@@ -262,18 +266,19 @@ static ps_status split_start(ps_client *c, Ember__Op op, uint32_t table, uint64_
  * max_request_bytes or not. */
 static ps_status start_since(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                              const uint64_t *keys, size_t n, bool unique, float *out,
-                             const float *grads, bool warm, uint64_t since, ps_client_req **r,
-                             ps_error *err) {
-  size_t k = part_keys(c, table, keys, n);
+                             const float *grads, bool warm, uint64_t since, uint32_t width,
+                             ps_client_req **r, ps_error *err) {
+  size_t k = part_keys(c, table, keys, n, width);
   if (k)
-    return split_start(c, op, table, step, keys, n, unique, out, grads, warm, since, k, r, err);
-  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, since, r, err);
+    return split_start(c, op, table, step, keys, n, unique, out, grads, warm, since, width, k,
+                       r, err);
+  return data_start(c, op, table, step, keys, n, unique, out, grads, warm, since, width, r, err);
 }
 
 static ps_status start(ps_client *c, Ember__Op op, uint32_t table, uint64_t step,
                        const uint64_t *keys, size_t n, bool unique, float *out,
                        const float *grads, bool warm, ps_client_req **r, ps_error *err) {
-  return start_since(c, op, table, step, keys, n, unique, out, grads, warm, 0, r, err);
+  return start_since(c, op, table, step, keys, n, unique, out, grads, warm, 0, 0, r, err);
 }
 
 ps_status ps_client_refresh_start(ps_client *c, uint32_t table, uint64_t step, uint64_t since,
@@ -281,7 +286,16 @@ ps_status ps_client_refresh_start(ps_client *c, uint32_t table, uint64_t step, u
                                   ps_error *err) {
   if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
   return start_since(c, EMBER__OP__OP_REFRESH, table, step, keys, n, true, out, NULL, false,
-                     since, r, err);
+                     since, 0, r, err);
+}
+
+ps_status ps_client_pull_state_start(ps_client *c, uint32_t table, uint64_t step,
+                                     const uint64_t *keys, size_t n, uint32_t width, float *out,
+                                     ps_client_req **r, ps_error *err) {
+  if (n && !out) return ps_error_set(err, PS_ERR_INVALID, "no output buffer");
+  if (!width) return ps_error_set(err, PS_ERR_INVALID, "a pull with state of width 0");
+  return start_since(c, EMBER__OP__OP_PULL, table, step, keys, n, true, out, NULL, false, 0,
+                     width, r, err);
 }
 
 uint64_t ps_client_refreshed(const ps_client *c) { return c->refreshed; }

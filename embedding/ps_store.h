@@ -139,6 +139,18 @@ ps_status ps_store_pull_batch(ps_store *s, uint32_t table, const ps_store_batch 
                               uint32_t first, uint32_t stride, float *out);
 ps_status ps_store_push_batch(ps_store *s, uint32_t table, const ps_store_batch *b,
                               uint32_t first, uint32_t stride, const float *grads);
+/* Rows with their optimizer state (ps-worker's deep lookahead applies its own updates to
+ * them): row i at out + i * ps_store_state_row_floats(spec) holds the dim values, the state
+ * floats (common/ps_optim.h) and, for Adam, its step count's uint32 bits -- what the next push
+ * of the key will update. A key stored nowhere gives its initial row and state. f32 tables only
+ * (PS_ERR_UNSUPPORTED). A read: nothing enters the hot tier or is counted. The _batch form
+ * reads the partitions first, first + stride, ... of a batch made of `keys`. */
+size_t ps_store_state_row_floats(const ps_table_spec *spec);
+ps_status ps_store_pull_state(ps_store *s, uint32_t table, const uint64_t *keys, size_t n,
+                              float *out);
+ps_status ps_store_pull_state_batch(ps_store *s, uint32_t table, const uint64_t *keys,
+                                    const ps_store_batch *b, uint32_t first, uint32_t stride,
+                                    float *out);
 /* Warms the hot tier for keys about to be pulled (a prefetch): rows in RocksDB and not in
  * memory are loaded into the hot tier as a pull would load them; nothing is copied out, rows
  * already hot only get CLOCK's reference bit, and keys stored nowhere are left alone. Counts

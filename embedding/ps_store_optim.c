@@ -1,5 +1,6 @@
-/* ps_store_optim: what a push does to a row (the sparse optimizers) and what a row is before
- * any push (deterministic initialization).
+/* ps_store_optim: what a push does to a row (the sparse optimizers, whose arithmetic is
+ * common/ps_optim.c, shared with ps-worker) and what a row is before any push (deterministic
+ * initialization).
  *
  * - SGD, Adagrad and Adam follow torch.optim's float32 arithmetic operation by operation, so
  *   tests/embedding/opt_ref.py can compare bit for bit; row-wise Adagrad and FTRL use double
@@ -9,18 +10,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "ps_optim.h"
 #include "ps_store_int.h"
 
-size_t store_state_floats(const ps_table_spec *sp) {
-  switch (sp->optimizer) {
-    case PS_OPT_SGD: return 0;
-    case PS_OPT_ADAGRAD: return sp->dim;
-    case PS_OPT_ROWWISE_ADAGRAD: return 1;
-    case PS_OPT_ADAM: return 2 * (size_t)sp->dim;
-    case PS_OPT_FTRL: return 2 * (size_t)sp->dim;
-  }
-  return 0;
-}
+size_t store_state_floats(const ps_table_spec *sp) { return ps_optim_state_floats(sp); }
 
 size_t store_val_bytes(const ps_table_spec *sp) {
   return ((size_t)sp->dim * ps_row_type_size(sp->row_type) + 3) & ~(size_t)3;
@@ -90,102 +83,23 @@ void store_init_full_row(const table *t, uint64_t key, hentry *e, uint64_t step)
   } else {
     init_row_f32(&t->spec, key, w);
   }
-  float *st = row_state(t, w);
-  const uint32_t d = t->spec.dim;
-  switch (t->spec.optimizer) {
-    case PS_OPT_ADAGRAD:
-      for (uint32_t j = 0; j < d; j++) st[j] = t->spec.initial_accumulator;
-      break;
-    case PS_OPT_ROWWISE_ADAGRAD: st[0] = t->spec.initial_accumulator; break;
-    case PS_OPT_ADAM: memset(st, 0, sizeof(float) * 2 * d); break;
-    case PS_OPT_FTRL: /* z = 0, n = initial accumulator */
-      for (uint32_t j = 0; j < d; j++) st[j] = 0.0f;
-      for (uint32_t j = 0; j < d; j++) st[d + j] = t->spec.initial_accumulator;
-      break;
-    default: break;
-  }
+  ps_optim_init_state(&t->spec, row_state(t, w), NULL); /* Adam's count: set above */
 }
 
 /* -------------------------------------------------------------- optimizers */
 
-/* Applies one (already summed) gradient to a row. SGD/Adagrad/Adam follow torch.optim's
- * float32 arithmetic operation by operation (Adam's bias corrections in double, as torch
- * computes them from Python floats); row-wise Adagrad and FTRL use double intermediates and
- * store float, the same as their numpy references in tests/embedding/. */
+/* Applies one (already summed) gradient to a row: the arithmetic is ps_optim's (common/), the
+ * one ps-worker's deep lookahead applies too. */
 void store_apply_grad(const table *t, hentry *e, const float *g, uint64_t step) {
   const ps_table_spec *sp = &t->spec;
   const uint32_t d = sp->dim;
   void *row = ent_row(e);
-  float *st = row_state(t, row), wide[PS_TABLE_MAX_DIM];
+  float wide[PS_TABLE_MAX_DIM];
   /* A 16-bit row is widened (exact), updated in f32 like an f32 row, and rounded once. */
   const bool narrow = tab_narrow(t);
   float *w = narrow ? wide : row;
   if (narrow) ps_row_widen(sp->row_type, row, w, d);
   e->step = step;
-  switch (sp->optimizer) {
-    case PS_OPT_SGD: {
-      const float nlr = -sp->lr;
-      /* torch's add_(grad, alpha=-lr) is one fused multiply-add (bit-identical, checked). */
-      for (uint32_t j = 0; j < d; j++) w[j] = fmaf(nlr, g[j], w[j]);
-      break;
-    }
-    case PS_OPT_ADAGRAD: {
-      const float nlr = -sp->lr, eps = sp->eps;
-      for (uint32_t j = 0; j < d; j++) {
-        st[j] = st[j] + g[j] * g[j];
-        float den = sqrtf(st[j]) + eps;
-        w[j] = w[j] + nlr * (g[j] / den);
-      }
-      break;
-    }
-    case PS_OPT_ROWWISE_ADAGRAD: {
-      double s2 = 0;
-      for (uint32_t j = 0; j < d; j++) s2 += (double)g[j] * g[j];
-      st[0] = (float)((double)st[0] + s2 / d);
-      const double den = sqrt((double)st[0]) + sp->eps;
-      for (uint32_t j = 0; j < d; j++) w[j] = (float)((double)w[j] - (double)sp->lr * g[j] / den);
-      break;
-    }
-    case PS_OPT_ADAM: {
-      float *m = st, *v = st + d;
-      const uint32_t ts = ++*row_adam_t(t, row);
-      const double b1 = sp->beta1, b2 = sp->beta2;
-      const float w1 = (float)(1.0 - b1), w2 = (float)(1.0 - b2), fb2 = sp->beta2;
-      const double bc1 = 1.0 - pow(b1, ts), bc2 = 1.0 - pow(b2, ts);
-      const float nstep = (float)(-((double)sp->lr / bc1));
-      const float bc2s = (float)sqrt(bc2), eps = sp->eps;
-      for (uint32_t j = 0; j < d; j++) {
-        m[j] = m[j] + w1 * (g[j] - m[j]); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
-        v[j] = v[j] * fb2 + w2 * (g[j] * g[j]);
-        float den = sqrtf(v[j]) / bc2s + eps;
-        w[j] = w[j] + nstep * (m[j] / den);
-      }
-      break;
-    }
-    case PS_OPT_FTRL: {
-      /* McMahan et al. 2013, per coordinate, generalized to n^(-lr_power); alpha = lr,
-       * beta = eps. */
-      float *z = st, *n = st + d;
-      const double alpha = sp->lr, beta = sp->eps, l1 = sp->l1, l2 = sp->l2;
-      const double pw = -(double)sp->lr_power;
-      const int use_sqrt = sp->lr_power == -0.5f;
-      for (uint32_t j = 0; j < d; j++) {
-        const double gj = g[j], nold = n[j], nnew = nold + gj * gj;
-        const double pold = use_sqrt ? sqrt(nold) : pow(nold, pw);
-        const double pnew = use_sqrt ? sqrt(nnew) : pow(nnew, pw);
-        const double sigma = (pnew - pold) / alpha;
-        const double zn = (double)z[j] + gj - sigma * (double)w[j];
-        z[j] = (float)zn;
-        n[j] = (float)nnew;
-        if (fabs(zn) <= l1) {
-          w[j] = 0.0f;
-        } else {
-          const double sgn = zn < 0 ? -1.0 : 1.0;
-          w[j] = (float)(-(zn - sgn * l1) / ((beta + pnew) / alpha + l2));
-        }
-      }
-      break;
-    }
-  }
+  ps_optim_apply(sp, w, row_state(t, row), row_adam_t(t, row), g);
   if (narrow) ps_row_narrow(sp->row_type, w, row, d);
 }

@@ -14,6 +14,7 @@
  *                                      exclusive operations, held and ready requests, ranks
  *   ps_server_mem.c (_int.h)           memory bounds: caps, charges, parked requests
  *   ps_server_refresh.c (_int.h)       REFRESH: the keys each sync step changed
+ *   ps_server_pull_state.c (_int.h)    a PULL with_state: rows with their optimizer state
  *   ps_server_checkpoint.c (_int.h)    the data dir's metadata, checkpoints and restores
  *   ps_server_permissions.c (_int.h)   checkpoint roots, restores that would roll back
  *                                      another connection's training, stale declarations

@@ -63,6 +63,7 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_server_int.h"
+#include "ps_server_pull_state_int.h"
 #include "ps_server_mem_int.h"
 #include "ps_server_ops_int.h"
 #include "ps_server_partition_threads_int.h"
@@ -214,7 +215,7 @@ static size_t frame_bytes(srv_req *r) {
 /* The reply of a pull of r's keys from table t. */
 static size_t pull_bytes(const srv_req *r, const srv_table *t) {
   size_t vs = r->h->value_type == EMBER__VALUE_TYPE__VT_F16 ? 2 : sizeof(float);
-  return r->msg.nkeys * (size_t)t->spec.dim * vs;
+  return r->msg.nkeys * (size_t)srv_pull_row_floats(r, t) * vs;
 }
 
 /* Whether `bytes` more fit for a request that holds `own` already: its connection and all

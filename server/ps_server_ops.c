@@ -20,6 +20,7 @@
 #include "ps_server_connections_int.h"
 #include "ps_server_exactly_once_int.h"
 #include "ps_server_int.h"
+#include "ps_server_pull_state_int.h"
 #include "ps_server_mem_int.h"
 #include "ps_server_ops_int.h"
 #include "ps_server_partition_threads_int.h"
@@ -87,8 +88,9 @@ static void handle_pull(ps_server *s, srv_req *r) {
     srv_dispatch(s, r, TK_WARM);
     return;
   }
+  if (srv_pull_state_refused(s, r)) return;
   r->f16 = h->value_type == EMBER__VALUE_TYPE__VT_F16;
-  if (r->msg.nkeys * (size_t)t->spec.dim * sizeof(float) > SRV_MAX_REPLY_BYTES) {
+  if (r->msg.nkeys * (size_t)srv_pull_row_floats(r, t) * sizeof(float) > SRV_MAX_REPLY_BYTES) {
     srv_reply_error(s, r, PS_ERR_INVALID, "pull of %zu keys x dim %u exceeds the reply limit",
                     r->msg.nkeys, t->spec.dim);
     return;
@@ -234,7 +236,7 @@ void srv_reply_store_work(ps_server *s, srv_req *r) {
     ps_wire_header_init(&rh, refresh ? EMBER__OP__OP_REFRESH : EMBER__OP__OP_PULL);
     rh.table_id = r->tab->spec.id;
     rh.count = r->msg.nkeys;
-    rh.dim = r->tab->spec.dim;
+    rh.dim = srv_pull_row_floats(r, r->tab);
     rh.step = r->h->step;
     rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
     r->has_out = false;

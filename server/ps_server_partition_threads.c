@@ -15,6 +15,7 @@
 
 #include "ps_server_follow_int.h"
 #include "ps_server_int.h"
+#include "ps_server_pull_state_int.h"
 #include "ps_server_mem_int.h"
 #include "ps_server_partition_threads_int.h"
 #include "ps_server_request_schedule_int.h"
@@ -152,6 +153,8 @@ static ps_status part_run(srv_part *p, srv_req *r) {
    * between the store and the request/reply frames, each thread on its own partitions (the
    * socket thread on all of them when there are no partition threads). */
   const uint32_t stride = split ? s->nthreads : 1;
+  if (r->task_kind == TK_PULL && r->h->with_state)
+    return srv_pull_state_run(s, r, split ? p->idx : 0, stride);
   if (r->task_kind == TK_PULL && s->export) { /* --serve EXPORT: rows from the export */
     srv_serve_pull_export(s, r, split ? p->idx : 0, stride);
     return PS_OK;

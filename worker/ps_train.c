@@ -94,6 +94,7 @@ static ps_status declare_table(ps_trainer *t) {
   tb.staleness = c->staleness;
   tb.num_workers = (uint32_t)t->world;
   tb.row_type = c->row_type_kind;
+  t->spec = tb; /* the deep lookahead applies its optimizer (ps_train_deep.c) */
   ps_status st = ps_client_declare(t->cl, &tb, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "declaring the embedding table", st);
   return PS_OK;
@@ -103,7 +104,7 @@ static ps_status declare_table(ps_trainer *t) {
  * indices. Sized for one-hot batches at start; a multi-hot batch with more keys grows them
  * (never shrinks), so a steady state allocates nothing. A slot's rows may be a pull's target:
  * a slot only grows in ps_train_slot_start, before its own pull is sent. */
-static ps_status grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
+ps_status ps_train_grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
   size_t d = (size_t)t->dim;
   if (nk > s->cap) {
     size_t cap = s->cap ? s->cap : 64;
@@ -137,7 +138,7 @@ static ps_status grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk) {
 static ps_status alloc_slots(ps_trainer *t) {
   size_t nk = (size_t)t->nkeys_max;
   t->nkeys_max = 0;
-  for (int i = 0; i < 2; i++) TRY(grow_keys(t, &t->slots[i], nk));
+  for (int i = 0; i < 2; i++) TRY(ps_train_grow_keys(t, &t->slots[i], nk));
   t->offsets = malloc(((size_t)t->batch * (size_t)t->nbags + 1) * sizeof *t->offsets);
   t->probs = malloc((size_t)t->batch * sizeof *t->probs);
   t->zero_dense = calloc((size_t)t->batch, sizeof *t->zero_dense);
@@ -149,12 +150,13 @@ static ps_status alloc_slots(ps_trainer *t) {
 }
 
 static void free_trainer(ps_trainer *t) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < PS_TRAIN_NSLOTS; i++) {
     free(t->slots[i].unique);
     free(t->slots[i].inverse);
     ps_kern_host_free(t->kern, t->slots[i].rows);
   }
   ps_train_cache_free(t);
+  ps_train_deep_free(t);
   ps_kern_host_free(t->kern, t->emb_grad);
   free(t->idx);
   free(t->offsets);
@@ -187,7 +189,7 @@ static ps_status slot_begin(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64
   s->ahead = look;
   s->oldest = UINT64_MAX;
   if (!b || b->nkeys == 0) return PS_OK;
-  TRY(grow_keys(t, s, b->nkeys));
+  TRY(ps_train_grow_keys(t, s, b->nkeys));
   TRY(ps_dedup_keys(t->dedup, b->keys, b->nkeys, s->unique, s->inverse, &s->nunique));
   return ps_train_pull_start(t, s, step, look);
 }
@@ -248,8 +250,8 @@ void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *m
 
 /* forward/backward of the slot's batch, allreduce, push + step. On return the push/step
  * requests are in flight in *push / *stepreq. */
-static ps_status train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **push,
-                            ps_client_req **stepreq) {
+ps_status ps_train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **push,
+                        ps_client_req **stepreq) {
   ps_batch *b = s->b;
   size_t n = b ? b->n : 0;
   float *g = ps_dlrm_grads(t->model);
@@ -342,7 +344,7 @@ static ps_status next_batch(ps_trainer *t, ps_reader *r, ps_batch **b) {
  * enters the FIFO behind another has its keys sent as a prefetch at once, so the servers load
  * its cold rows into their hot tier during the N steps before its pull. Values do not change
  * (the servers only cache), so what is trained is the same with or without it. */
-static ps_status next_batch_ahead(ps_trainer *t, ps_reader *r, ps_batch **b) {
+ps_status ps_train_next_ahead(ps_trainer *t, ps_reader *r, ps_batch **b) {
   ps_train_ahead *a = &t->ahead;
   const int cap = PS_TRAIN_MAX_PREFETCH + 1;
   while (!a->end && a->n <= t->cfg->prefetch) {
@@ -386,8 +388,8 @@ static void ahead_drop(ps_trainer *t, ps_reader *r, bool wait) {
  * every step's are collected at its end, as they always were; in ssp and async a failed push
  * is then reported up to `window` steps late. Exactly-once holds either way: the client keeps
  * each push's sequence number until its reply is collected. */
-static ps_status flight_add(ps_trainer *t, ps_client_req *push, ps_client_req *stepreq,
-                            int keep) {
+ps_status ps_train_flight_add(ps_trainer *t, ps_client_req *push, ps_client_req *stepreq,
+                             int keep) {
   ps_train_flight *f = &t->flight;
   const int cap = PS_TRAIN_ASYNC_WINDOW + 1;
   if (push || stepreq) {
@@ -425,9 +427,10 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     }
     ps_reader_release(r, b);
   }
+  if (t->deep) return ps_train_deep_loop(t, r, total_steps, sp);
   uint64_t t_start = ps_now_ns(), t_last = t_start;
   ps_batch *b = NULL;
-  TRY(next_batch_ahead(t, r, &b));
+  TRY(ps_train_next_ahead(t, r, &b));
   int cur = 0;
   if (b) TRY(ps_train_slot_start(t, &t->slots[cur], b, t->step));
   int epoch = 0;
@@ -451,14 +454,14 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     const bool early = c->lookahead_stale && t->flight.window > 0 && !live;
     ps_batch *nb = NULL;
     if (look || early) {
-      TRY(next_batch_ahead(t, r, &nb));
+      TRY(ps_train_next_ahead(t, r, &nb));
       const bool go = nb && !last && !ckpt && !eval;
       if (go && look) TRY(slot_begin(t, nx, nb, t->step, true));
       else if (go) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
       else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
     }
     ps_client_req *push = NULL, *stepreq = NULL;
-    TRY(train_step(t, s, &push, &stepreq));
+    TRY(ps_train_step(t, s, &push, &stepreq));
     /* A checkpoint by time is agreed in train_step's allreduce (ps_train_stream.c). A lookahead
      * already sent stays valid: its refresh is answered once this step is applied, before the
      * checkpoint starts, and a checkpoint changes no row. */
@@ -470,7 +473,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
       TRY(slot_refresh(t, nx));
     } else if (!early) {
       /* none after a stop the ranks agreed on (ps_train_stream.c) */
-      if (!t->strm.stop_due) TRY(next_batch_ahead(t, r, &nb));
+      if (!t->strm.stop_due) TRY(ps_train_next_ahead(t, r, &nb));
       if (nb && !last && !ckpt && !eval) TRY(ps_train_slot_start(t, nx, nb, t->step + 1));
       else nx->b = nb, nx->pull = NULL, nx->nunique = 0;
     }
@@ -481,7 +484,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     t->t_opt += ps_train_since(t0);
     t0 = ps_now_ns();
     /* A checkpoint, an evaluation and the end need every push applied: no step left in flight. */
-    TRY(flight_add(t, push, stepreq, ckpt || eval || last ? 0 : t->flight.window));
+    TRY(ps_train_flight_add(t, push, stepreq, ckpt || eval || last ? 0 : t->flight.window));
     t->t_push_wait += ps_train_since(t0);
     size_t done_n = s->b ? s->b->n : 0;
     ps_train_stream_step_done(t, s->b);
@@ -510,7 +513,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     b = nb;
     cur ^= 1;
   }
-  TRY(flight_add(t, NULL, NULL, 0));
+  TRY(ps_train_flight_add(t, NULL, NULL, 0));
   /* stopped by --max-steps: a pull may be in flight for a batch we will not train on */
   for (int i = 0; i < 2; i++) {
     ps_train_slot *s = &t->slots[i];
@@ -580,6 +583,7 @@ static ps_status setup(ps_trainer *t) {
                        : c->staleness < PS_TRAIN_ASYNC_WINDOW ? (int)c->staleness
                                                               : PS_TRAIN_ASYNC_WINDOW;
   TRY(declare_table(t));
+  TRY(ps_train_deep_setup(t));
   TRY(ps_train_setup_collectives(t));
   TRY(ps_train_stream_start(t));
   return ps_train_metrics_start(t);

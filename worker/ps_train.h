@@ -98,7 +98,9 @@ typedef struct ps_train_config {
   bool lookahead_on;               /* on or stale: sync pulls each batch's rows a step early and
                                     * refreshes them; ssp/async keep pushes in flight */
   bool lookahead_stale;            /* stale: ssp/async also pull a step early (own step missing) */
+  bool lookahead_refresh;          /* refresh: on, but never the deep lookahead (ps_train_deep.c) */
   int64_t row_cache_mb;            /* the worker's row cache in MiB (0: off; sync and ssp) */
+  int64_t lookahead_depth;         /* the deep lookahead's batches ahead (0: the default, 8) */
   /* Streaming input and progressive validation (ps_train_stream.c; docs/TRAINING.md): */
   bool follow_input;               /* --train grows: at its end wait for more lines */
   double input_idle_s;             /* a stream or followed file ends after S s with no data (0:

@@ -32,6 +32,7 @@ void ps_train_reader_opts(const ps_trainer *t, int epochs, uint64_t row_begin, u
   o.shuffle_buffer = shuffle;
   o.seed = (uint64_t)c->seed;
   o.prefetch += c->prefetch; /* the trainer holds --prefetch batches more (ps_train.c) */
+  o.prefetch += ps_train_deep_held(t); /* and the deep lookahead its ring's */
   *out = o;
 }
 

@@ -54,7 +54,16 @@ typedef struct ps_train_slot { /* one batch in flight: its keys, pull and row bu
   size_t mcap, npulled;
   bool scattered;
   uint64_t oldest;
+  /* the deep lookahead (ps_train_deep.c): the pulled rows with their optimizer state, `w`
+   * floats a key (ps_store_state_row_floats), room for `scap` keys */
+  float *srows;
+  size_t scap;
 } ps_train_slot;
+
+/* The deep lookahead pulls up to this many batches ahead (--lookahead-depth; its pushes and
+ * STEPs stay in flight as long, within the flight ring). */
+#define PS_TRAIN_DEEP_MAX 8
+#define PS_TRAIN_NSLOTS (PS_TRAIN_DEEP_MAX + 2) /* [0]: evaluation's; the ring: [1..K+1] */
 
 /* --prefetch N: the batches read ahead of the one whose pull goes out next (a FIFO), and the
  * prefetch requests of their keys in flight (a ring; an ack is collected before its slot's
@@ -114,7 +123,7 @@ typedef struct ps_trainer {
   int32_t *idx, *offsets;
   float *probs;
   float *zero_dense;  /* [batch] the constant input of a schema without dense columns */
-  ps_train_slot slots[2];
+  ps_train_slot slots[PS_TRAIN_NSLOTS]; /* [0], [1]: the loop's; [1..]: the deep lookahead's */
   ps_train_ahead ahead;
   ps_train_flight flight;
   int dim, batch, nkeys_max;
@@ -134,6 +143,8 @@ typedef struct ps_trainer {
    * its pull (ssp; <= K). */
   uint64_t rows_pulled, rows_refreshed, cache_hits, cache_lookups, cache_max_age;
   struct ps_rowcache *rc; /* --row-cache-mb (NULL: off) */
+  ps_table_spec spec;      /* the embedding table as declared */
+  struct ps_train_deep *deep; /* the deep lookahead (ps_train_deep.c; NULL: off) */
   uint64_t bad_lines;  /* this rank's, --train's and the evaluation set's */
   uint64_t ckpt_step;  /* the step of the last checkpoint committed or resumed from ... */
   bool have_ckpt;      /* ... when there is one: a step is never checkpointed twice */
@@ -169,6 +180,15 @@ ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st);
 /* ps_train.c: a batch's keys de-duplicated and its pull sent for `step` / waited for; the
  * model's batch view of a slot. */
 ps_status ps_train_slot_start(ps_trainer *t, ps_train_slot *s, ps_batch *b, uint64_t step);
+/* ps_train.c, shared with the deep lookahead's loop: a slot's key buffers grown for nk keys;
+ * one step's compute, allreduce, push and STEP (in flight in *push, *stepreq); the next batch
+ * from the --prefetch FIFO; a step's push/STEP added to the flight, collected down to `keep`. */
+ps_status ps_train_grow_keys(ps_trainer *t, ps_train_slot *s, size_t nk);
+ps_status ps_train_step(ps_trainer *t, ps_train_slot *s, ps_client_req **push,
+                        ps_client_req **stepreq);
+ps_status ps_train_next_ahead(ps_trainer *t, ps_reader *r, ps_batch **b);
+ps_status ps_train_flight_add(ps_trainer *t, ps_client_req *push, ps_client_req *stepreq,
+                              int keep);
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
 void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
 
@@ -179,6 +199,17 @@ ps_status ps_train_pull_start(ps_trainer *t, ps_train_slot *s, uint64_t step, bo
 void ps_train_cache_landed(ps_trainer *t, ps_train_slot *s);
 void ps_train_cache_keep(ps_trainer *t, ps_train_slot *s);
 void ps_train_cache_free(ps_trainer *t);
+
+/* ps_train_deep.c: the deep lookahead (docs/DESIGN.md, "The deep lookahead"). setup: after
+ * the table is declared, turns it on where it is exact (one worker, sync, f32 rows...) or says
+ * in one line why not; loop: train_loop's steps with it; free: its memory. */
+ps_status ps_train_deep_setup(ps_trainer *t);
+struct ps_train_split;
+ps_status ps_train_deep_loop(ps_trainer *t, ps_reader *r, uint64_t total_steps,
+                             const struct ps_train_split *sp);
+void ps_train_deep_free(ps_trainer *t);
+/* The batches the deep lookahead holds at once (K + 1; 0: off): the reader must allow them. */
+int ps_train_deep_held(const ps_trainer *t);
 
 /* ps_train_eval.c; reader_fail logs why ps_reader_next failed (err: a bad line under
  * --bad-lines fail, a read or decompression error, a corrupt binary record). */

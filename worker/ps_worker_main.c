@@ -79,10 +79,12 @@ static int parse_names(ps_train_config *c) {
     fprintf(stderr, "ps-worker: --wire: '%s' is not f32 or f16\n", c->wire);
     return -1;
   }
-  c->lookahead_on = !strcmp(c->lookahead, "on") || !strcmp(c->lookahead, "stale");
+  c->lookahead_refresh = !strcmp(c->lookahead, "refresh");
   c->lookahead_stale = !strcmp(c->lookahead, "stale");
+  c->lookahead_on = !strcmp(c->lookahead, "on") || c->lookahead_stale || c->lookahead_refresh;
   if (!c->lookahead_on && strcmp(c->lookahead, "off") != 0) {
-    fprintf(stderr, "ps-worker: --lookahead: '%s' is not off, on or stale\n", c->lookahead);
+    fprintf(stderr, "ps-worker: --lookahead: '%s' is not off, on, refresh or stale\n",
+            c->lookahead);
     return -1;
   }
   if (ps_row_type_parse(c->row_type, &c->row_type_kind, NULL) != PS_OK) {
@@ -178,7 +180,8 @@ int main(int argc, char **argv) {
       {"row-type", 0, PS_CLI_STRING, &c.row_type, "f32|f16|bf16", "how the servers store the embedding rows: f16/bf16 take half the bytes (optimizer state stays f32; resuming a checkpoint of another row type is refused)", false, 0, 0},
       {"checkpoint-full-every", 0, PS_CLI_I64, &c.checkpoint_full_every, "K", "every K-th checkpoint is full, the others hold only the rows changed since the previous one (1: always full)", false, 1, 1e9},
       {"prefetch", 0, PS_CLI_INT, &c.prefetch, "N", "send each batch's keys N steps before its pull, so the servers load its rows from disk into their hot tier meanwhile (0: off; bench/RESULTS-e2e.md)", false, 0, PS_TRAIN_MAX_PREFETCH},
-      {"lookahead", 0, PS_CLI_STRING, &c.lookahead, "off|on|stale", "on: sync pulls the next batch's rows before this step's compute and then fetches only the rows this step changed (the same model); ssp and async collect push replies up to K (async 8) steps later (the same reads). stale: also, in ssp:K (K >= 1) and async, the next batch's pull goes before this step's compute, so its rows may lack this worker's own last step (docs/DESIGN.md, Lookahead pulls)", false, 0, 0},
+      {"lookahead", 0, PS_CLI_STRING, &c.lookahead, "off|on|refresh|stale", "on: sync pulls the next batch's rows before this step's compute and then fetches only the rows this step changed (the same model); one worker in sync goes deeper where it can (--lookahead-depth; refresh: not); ssp and async collect push replies up to K (async 8) steps later (the same reads). stale: also, in ssp:K (K >= 1) and async, the next batch's pull goes before this step's compute, so its rows may lack this worker's own last step (docs/DESIGN.md, Lookahead pulls)", false, 0, 0},
+      {"lookahead-depth", 0, PS_CLI_I64, &c.lookahead_depth, "K", "with --lookahead on, one worker in sync (f32 rows, no admission or TTL, no row cache): pull K batches ahead and apply this worker's own updates to the rows it holds with the servers' optimizer arithmetic, so no server reply waits in a step and the model is the same (0: the default, 8; docs/DESIGN.md, The deep lookahead)", false, 0, 8},
       {"row-cache-mb", 0, PS_CLI_I64, &c.row_cache_mb, "M", "keep up to M MiB of rows on the worker and pull only the rows it lacks: sync (with --lookahead on) refreshes the cached rows that changed, so the model is the same; ssp:K uses a cached row at most K steps old (0: off; docs/DESIGN.md, The worker's row cache)", false, 0, 1 << 20},
       {"failover-ms", 0, PS_CLI_INT, &c.failover_ms, "N", "replicated shards (--servers 'U0|U1,...'): a replica moved to that does not connect within N ms is left for the next (docs/OPERATIONS.md, Replicated shards)", false, 50, 600000},
   };

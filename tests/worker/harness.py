@@ -75,6 +75,18 @@ def tree_digest(root):
     return out
 
 
+def check_same_model(r, name, on, off, rows_on, rows_off):
+    """Two runs' summaries (on, off) and exported rows ((keys, values) each) give the same
+    model bit for bit: dense hash, AUC, logloss and samples, and every embedding row."""
+    import numpy as np
+    r.check(f"{name}: the same dense model, AUC and logloss",
+            all(on[k] == off[k] for k in ("dense_hash", "auc", "logloss", "samples")),
+            f"{on['dense_hash']} {on['auc']!r} vs {off['dense_hash']} {off['auc']!r}")
+    (ko, vo), (kn, vn) = rows_off, rows_on
+    r.check(f"{name}: the same embedding rows (ps-export)",
+            np.array_equal(ko, kn) and np.array_equal(vo, vn), f"{len(kn)} vs {len(ko)} keys")
+
+
 class Results:
     def __init__(self):
         self.passed = 0

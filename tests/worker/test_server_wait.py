@@ -3,7 +3,9 @@
 refreshed rows per sample, the row cache's hit rate), the progress line, and the wait growing
 with ps-server --inject-delay-us D: every reply is held D, so each step waits at least D for
 its pull and D for its push/STEP replies; the test asks for half of one D per step (a
-functional check, not a timing). Small towers, 1 server x 1 worker, a few dozen steps."""
+functional check, not a timing). Small towers, 1 server x 1 worker, a few dozen steps, the
+one-step lookahead with its refresh (--lookahead refresh: the deep lookahead hides the delay,
+test_deep_lookahead.py)."""
 import json
 import os
 import sys
@@ -22,7 +24,7 @@ def run(d, train, delay):
            "--server-args", f"--inject-delay-us {delay}" if delay else "", "--",
            "--train", train, "--batch", "256", "--threads", "1", "--max-steps", str(STEPS),
            "--mlp-bot", "13-32-16", "--mlp-top", "64-1", "--progress-every", "0.2",
-           "--summary", summary]
+           "--summary", summary, "--lookahead", "refresh"]
     rc, out = h.run(cmd, 300)
     assert rc == 0, f"ember-local exited {rc}:\n{out[-4000:]}"
     return json.load(open(summary)), out
