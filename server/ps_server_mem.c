@@ -63,7 +63,6 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_server_int.h"
-#include "ps_server_pull_state_int.h"
 #include "ps_server_mem_int.h"
 #include "ps_server_ops_int.h"
 #include "ps_server_partition_threads_int.h"
@@ -210,6 +209,11 @@ static size_t frame_bytes(srv_req *r) {
   size_t n = SRV_REQ_COST + r->msg.nkeys * (sizeof(uint32_t) + sizeof(uint64_t));
   for (size_t i = 0; i < r->nfr; i++) n += zmq_msg_size(&r->fr[i]);
   return n;
+}
+
+uint32_t srv_pull_row_floats(const srv_req *r, const srv_table *t) {
+  if (!r->h->with_state || r->h->op != EMBER__OP__OP_PULL) return t->spec.dim;
+  return (uint32_t)ps_store_state_row_floats(&t->spec);
 }
 
 /* The reply of a pull of r's keys from table t. */

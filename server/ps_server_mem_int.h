@@ -99,4 +99,8 @@ void srv_mem_sync_release(ps_server *s, srv_table *t, uint64_t step);
 /* Every buffered sync push was dropped (srv_drop_sync_all). */
 void srv_mem_sync_reset(ps_server *s);
 
+/* The floats a pull's reply of table t carries per key: the table's dim, or, for a PULL
+ * with_state (ps_server_pull_state.c), dim + its optimizer state (what the charge counts). */
+uint32_t srv_pull_row_floats(const srv_req *r, const srv_table *t);
+
 #endif

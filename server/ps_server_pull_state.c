@@ -7,11 +7,6 @@
 #include "ps_server_int.h"
 #include "ps_server_pull_state_int.h"
 
-uint32_t srv_pull_row_floats(const srv_req *r, const srv_table *t) {
-  if (!r->h->with_state || r->h->op != EMBER__OP__OP_PULL) return t->spec.dim;
-  return (uint32_t)ps_store_state_row_floats(&t->spec);
-}
-
 bool srv_pull_state_refused(ps_server *s, srv_req *r) {
   const Ember__Header *h = r->h;
   if (!h->with_state) return false;

@@ -1,6 +1,7 @@
 /* ps_server_pull_state.c: a PULL with_state (docs/PROTOCOL.md, "Rows with their optimizer
- * state"). Called by the pull's intake (ps_server_ops.c), its memory charge (ps_server_mem.c)
- * and the partition threads' store work. */
+ * state"). Called by the pull's intake (ps_server_ops.c) and the partition threads' store
+ * work; the reply's width, which the memory charge needs too, is srv_pull_row_floats
+ * (ps_server_mem_int.h: kept there so that the memory bounds call nothing above them). */
 #ifndef PS_SERVER_PULL_STATE_INT_H
 #define PS_SERVER_PULL_STATE_INT_H
 
@@ -9,8 +10,6 @@
 
 #include "ps_server_int.h"
 
-/* The floats a pull's reply carries per key: the table's dim, or dim + its optimizer state. */
-uint32_t srv_pull_row_floats(const srv_req *r, const srv_table *t);
 /* Replies an error and returns true when r's with_state cannot be served. */
 bool srv_pull_state_refused(ps_server *s, srv_req *r);
 /* A partition thread's share (first, stride) of the rows of a PULL with_state. */
