@@ -11,24 +11,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ps_parse_i64(const char *s, int64_t *out) {
-  if (!s || !*s) return -1;
+ps_status ps_parse_i64(const char *s, int64_t *out, ps_error *err) {
   errno = 0;
   char *end = NULL;
-  long long v = strtoll(s, &end, 10);
-  if (errno || *end != '\0') return -1;
+  long long v = s ? strtoll(s, &end, 10) : 0;
+  if (!s || !*s || errno || *end != '\0')
+    return ps_error_set(err, PS_ERR_INVALID, "'%s' is not an integer", s ? s : "");
   *out = (int64_t)v;
-  return 0;
+  return PS_OK;
 }
 
-int ps_parse_double(const char *s, double *out) {
-  if (!s || !*s) return -1;
+ps_status ps_parse_double(const char *s, double *out, ps_error *err) {
   errno = 0;
   char *end = NULL;
-  double v = strtod(s, &end);
-  if (errno || *end != '\0' || !isfinite(v)) return -1;
+  double v = s ? strtod(s, &end) : 0;
+  if (!s || !*s || errno || *end != '\0' || !isfinite(v))
+    return ps_error_set(err, PS_ERR_INVALID, "'%s' is not a number", s ? s : "");
   *out = v;
-  return 0;
+  return PS_OK;
 }
 
 int ps_split_list(const char *s, char sep, char **items, int max) {
@@ -95,7 +95,7 @@ static ps_status set_value(const ps_cli_opt *o, const char *arg, ps_error *err) 
     case PS_CLI_INT:
     case PS_CLI_I64: {
       int64_t v;
-      if (ps_parse_i64(arg, &v) != 0)
+      if (ps_parse_i64(arg, &v, NULL) != PS_OK)
         return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is not an integer", o->name, arg);
       if (o->type == PS_CLI_INT && (v < -2147483647 - 1 || v > 2147483647))
         return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is out of range", o->name, arg);
@@ -108,7 +108,7 @@ static ps_status set_value(const ps_cli_opt *o, const char *arg, ps_error *err) 
     }
     case PS_CLI_DOUBLE: {
       double v;
-      if (ps_parse_double(arg, &v) != 0)
+      if (ps_parse_double(arg, &v, NULL) != PS_OK)
         return ps_error_set(err, PS_ERR_INVALID, "--%s: '%s' is not a number", o->name, arg);
       if (bounded(o) && (v < o->min || v > o->max))
         return ps_error_set(err, PS_ERR_INVALID, "--%s: %s is outside [%g, %g]", o->name, arg,

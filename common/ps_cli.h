@@ -67,9 +67,10 @@ int ps_cli_run(const ps_cli *cli, int argc, char **argv, int *first_arg);
 int ps_cli_run_logged(const ps_cli *cli, int argc, char **argv, int *first_arg,
                       const char *const *level);
 
-/* Strict number parsing shared by binaries: whole string, no overflow. 0 ok, -1 bad. */
-int ps_parse_i64(const char *s, int64_t *out);
-int ps_parse_double(const char *s, double *out);
+/* Strict number parsing shared by binaries: the whole string, no overflow (and a finite
+ * double). PS_ERR_INVALID with "'S' is not an integer" / "'S' is not a number" in err. */
+ps_status ps_parse_i64(const char *s, int64_t *out, ps_error *err);
+ps_status ps_parse_double(const char *s, double *out, ps_error *err);
 /* Splits "a,b,c" into at most max items (pointers into a copy the caller frees with
  * free(items[0]) when n > 0). Returns the count, or -1 if there are more than max or an
  * item is empty. */

@@ -20,21 +20,22 @@ void ps_log_set_tag(const char *tag) {
   snprintf(g_tag, sizeof g_tag, "%s", tag ? tag : "");
 }
 
-int ps_log_parse_level(const char *s, ps_log_level *out) {
+ps_status ps_log_parse_level(const char *s, ps_log_level *out, ps_error *err) {
   static const char *const names[] = {"debug", "info", "warn", "error", "off"};
   for (int i = 0; i < 5; i++) {
     if (s && strcmp(s, names[i]) == 0) {
       *out = (ps_log_level)i;
-      return 0;
+      return PS_OK;
     }
   }
-  return -1;
+  return ps_error_set(err, PS_ERR_INVALID, "'%s' is not debug|info|warn|error|off", s ? s : "");
 }
 
 int ps_log_apply_level(const char *prog, const char *s) {
   ps_log_level l;
-  if (ps_log_parse_level(s, &l) != 0) {
-    fprintf(stderr, "%s: --log-level: '%s' is not debug|info|warn|error|off\n", prog, s ? s : "");
+  ps_error e = {0};
+  if (ps_log_parse_level(s, &l, &e) != PS_OK) {
+    fprintf(stderr, "%s: --log-level: %s\n", prog, e.msg);
     return -1;
   }
   ps_log_set_level(l);

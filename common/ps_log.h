@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ps_status.h"
+
 typedef enum ps_log_level {
   PS_LOG_DEBUG = 0,
   PS_LOG_INFO = 1,
@@ -23,8 +25,8 @@ typedef enum ps_log_level {
 
 void ps_log_set_level(ps_log_level level);
 ps_log_level ps_log_get_level(void);
-/* Parses "debug|info|warn|error|off"; returns 0 on success, -1 if unknown. */
-int ps_log_parse_level(const char *s, ps_log_level *out);
+/* Parses "debug|info|warn|error|off"; PS_ERR_INVALID with "'S' is not debug|...|off" in err. */
+ps_status ps_log_parse_level(const char *s, ps_log_level *out, ps_error *err);
 /* A binary's --log-level: parses s and sets the level, or prints
  * "PROG: --log-level: 'S' is not debug|info|warn|error|off" to stderr and returns -1. */
 int ps_log_apply_level(const char *prog, const char *s);

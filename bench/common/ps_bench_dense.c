@@ -87,7 +87,7 @@ int ps_bench_dense_args(const char *prog, const char *opt_name, const char *list
   }
   for (int i = 0; i < nb; i++) {
     int64_t v;
-    if (ps_parse_i64(items[i], &v) != 0 || v < 1 || v > (1 << 20)) {
+    if (ps_parse_i64(items[i], &v, NULL) != PS_OK || v < 1 || v > (1 << 20)) {
       fprintf(stderr, "%s: --batch: bad size '%s'\n", prog, items[i]);
       nb = -1;
       break;

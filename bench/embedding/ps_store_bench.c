@@ -475,7 +475,7 @@ int main(int argc, char **argv) {
   uint32_t dims[16];
   for (int i = 0; i < nd; i++) {
     int64_t d;
-    if (ps_parse_i64(items[i], &d) || d < 1 || d > 4096) {
+    if (ps_parse_i64(items[i], &d, NULL) != PS_OK || d < 1 || d > 4096) {
       fprintf(stderr, "ps-store-bench: --dims: '%s' is not a dimension in 1..4096\n", items[i]);
       return 2;
     }

@@ -430,7 +430,7 @@ static int parse_ints(const char *s, int *out, int max) {
   if (n <= 0) return -1;
   for (int i = 0; i < n; i++) {
     int64_t v;
-    if (ps_parse_i64(items[i], &v) != 0 || v <= 0 || v > 4096) {
+    if (ps_parse_i64(items[i], &v, NULL) != PS_OK || v <= 0 || v > 4096) {
       free(items[0]);
       return -1;
     }

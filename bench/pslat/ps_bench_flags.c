@@ -160,7 +160,7 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
   }
   if (!strcmp(c->dist_s, "uniform")) c->zipf_a = 0;
   else if (!strncmp(c->dist_s, "zipf:", 5)) {
-    if (ps_parse_double(c->dist_s + 5, &c->zipf_a) != 0 || !(c->zipf_a > 0) || c->zipf_a > 100) {
+    if (ps_parse_double(c->dist_s + 5, &c->zipf_a, NULL) != PS_OK || !(c->zipf_a > 0) || c->zipf_a > 100) {
       fprintf(stderr, "ps-bench: --dist: '%s': the Zipf exponent must be a number in (0, 100]\n",
               c->dist_s);
       return 2;
@@ -205,7 +205,7 @@ int ps_bench_flags_parse(int argc, char **argv, ps_bench_cfg *c, double *rates, 
       return 2;
     }
     for (int i = 0; i < n; i++) {
-      if (ps_parse_double(items[i], &rates[i]) != 0 || !(rates[i] > 0)) {
+      if (ps_parse_double(items[i], &rates[i], NULL) != PS_OK || !(rates[i] > 0)) {
         fprintf(stderr, "ps-bench: --sweep: '%s' is not a positive rate\n", items[i]);
         free(items[0]);
         return 2;

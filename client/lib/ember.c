@@ -52,14 +52,14 @@ static char *opt_value(char *item) {
 
 static ps_status opt_double(const char *k, const char *v, double lo, double hi, double *out,
                             ps_error *e) {
-  if (ps_parse_double(v, out) != 0 || !(*out >= lo && *out <= hi))
+  if (ps_parse_double(v, out, NULL) != PS_OK || !(*out >= lo && *out <= hi))
     return ps_error_set(e, PS_ERR_INVALID, "option %s=%s: not a number in [%g, %g]", k, v, lo, hi);
   return PS_OK;
 }
 
 static ps_status opt_u64(const char *k, const char *v, uint64_t hi, uint64_t *out, ps_error *e) {
   int64_t x;
-  if (ps_parse_i64(v, &x) != 0 || x < 0 || (uint64_t)x > hi)
+  if (ps_parse_i64(v, &x, NULL) != PS_OK || x < 0 || (uint64_t)x > hi)
     return ps_error_set(e, PS_ERR_INVALID, "option %s=%s: not an integer in [0, %llu]", k, v,
                         (unsigned long long)hi);
   *out = (uint64_t)x;

@@ -52,9 +52,11 @@ static void test_status_strings(void **st) {
 static void test_log_levels(void **st) {
   (void)st;
   ps_log_level l;
-  assert_int_equal(ps_log_parse_level("warn", &l), 0);
+  assert_int_equal(ps_log_parse_level("warn", &l, NULL), PS_OK);
   assert_int_equal(l, PS_LOG_WARN);
-  assert_int_equal(ps_log_parse_level("loud", &l), -1);
+  ps_error e = {0};
+  assert_int_equal(ps_log_parse_level("loud", &l, &e), PS_ERR_INVALID);
+  assert_string_equal(e.msg, "'loud' is not debug|info|warn|error|off");
   ps_log_set_level(PS_LOG_ERROR);
   assert_int_equal(ps_log_get_level(), PS_LOG_ERROR);
   assert_int_equal(ps_log_apply_level("prog", "debug"), 0);
@@ -194,6 +196,26 @@ static void test_cli_run_logged(void **st) {
   ps_log_set_level(PS_LOG_INFO);
 }
 
+/* ps_parse_i64 / _double: the whole string or PS_ERR_INVALID, with the value named in err. */
+static void test_parse_numbers(void **st) {
+  (void)st;
+  int64_t v = 7;
+  double d = 7;
+  ps_error e = {0};
+  assert_int_equal(ps_parse_i64("-42", &v, NULL), PS_OK);
+  assert_int_equal(v, -42);
+  assert_int_equal(ps_parse_i64("12x", &v, &e), PS_ERR_INVALID);
+  assert_string_equal(e.msg, "'12x' is not an integer");
+  assert_int_equal(ps_parse_i64("99999999999999999999", &v, NULL), PS_ERR_INVALID);
+  assert_int_equal(ps_parse_i64("", &v, NULL), PS_ERR_INVALID);
+  assert_int_equal(v, -42); /* untouched on failure */
+  assert_int_equal(ps_parse_double("0.25", &d, NULL), PS_OK);
+  assert_true(d == 0.25);
+  assert_int_equal(ps_parse_double("inf", &d, &e), PS_ERR_INVALID);
+  assert_string_equal(e.msg, "'inf' is not a number");
+  assert_int_equal(ps_parse_double(NULL, &d, NULL), PS_ERR_INVALID);
+}
+
 static void test_split_list(void **st) {
   (void)st;
   char *items[4];
@@ -245,5 +267,5 @@ PS_TEST_MAIN("common", NULL, NULL,
     cmocka_unit_test(test_log_levels), cmocka_unit_test(test_time_monotonic),
     cmocka_unit_test(test_cli_ok), cmocka_unit_test(test_cli_errors),
     cmocka_unit_test(test_cli_help), cmocka_unit_test(test_cli_run),
-    cmocka_unit_test(test_cli_run_logged),
+    cmocka_unit_test(test_cli_run_logged), cmocka_unit_test(test_parse_numbers),
     cmocka_unit_test(test_split_list), cmocka_unit_test(test_mkdir_p))

@@ -126,8 +126,6 @@ ALLOWED = {
     "ps_rowcache_create": "fails only on no memory",
     # -- R3, int status.
     "ps_cli_run": "a main's helper: returns -1 to go on, else the exit status",
-    "ps_parse_i64": "0 ok, -1 bad (to convert)",
-    "ps_log_parse_level": "0 ok, -1 unknown (to convert)",
     "ps_log_apply_level": "a main's helper: prints PROG: ... and returns -1; callers in "
                           "server/, tools/ps_serve*, worker/ps_worker* (TODO)",
     "ps_split_list": "count or -1; callers in server/ and worker/ps_train* (TODO)",
