@@ -93,7 +93,8 @@ ps_status store_write_dirty(ps_store *s, ps_error *err) {
       for (size_t i = 0; i < pt->cap && m < n; i++)
         if (pt->slots[i].p & F_DIRTY) d[m++] = (store_dirty_ref){pt->slots[i].key, &pt->slots[i]};
     }
-    ps_status is = m >= INGEST_MIN_ROWS ? store_cold_ingest(s, t, d, m) : PS_ERR_NOT_FOUND;
+    ps_error ie = {0};
+    ps_status is = m >= INGEST_MIN_ROWS ? store_cold_ingest(s, t, d, m, &ie) : PS_ERR_NOT_FOUND;
     if (is == PS_OK) {
       for (size_t i = 0; i < m; i++) {
         partition *pa = &s->parts[part_of_hash(key_hash(d[i].key), s->nparts)];
@@ -102,7 +103,7 @@ ps_status store_write_dirty(ps_store *s, ps_error *err) {
       }
     } else if (is != PS_ERR_NOT_FOUND) { /* not found: too few of them are this table's */
       PS_WARN("store %s: bulk write of %zu dirty rows of table %u failed (%s); writing them in "
-              "batches", s->path, m, s->tables[t].spec.id, ps_status_str(is));
+              "batches", s->path, m, s->tables[t].spec.id, ps_error_str(&ie));
     }
     free(d);
   }

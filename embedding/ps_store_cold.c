@@ -127,7 +127,8 @@ static int dirty_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n) {
+ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n,
+                            ps_error *err) {
   const table *t = &s->tables[ti];
   qsort(d, n, sizeof *d, dirty_cmp); /* big-endian keys: numeric order is RocksDB's order */
   size_t plen = strlen(s->path) + 64;
@@ -136,35 +137,35 @@ ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n
   if (!file || !val) {
     free(file);
     free(val);
-    return PS_ERR_NOMEM;
+    return ps_error_set(err, PS_ERR_NOMEM, "no memory for an SST file of %zu rows", n);
   }
   snprintf(file, plen, "%s/ingest-t%u.sst", s->path, t->spec.id);
   unlink(file); /* a leftover of a crash during an earlier flush */
   ps_status st = PS_OK;
-  char *err = NULL;
+  char *rerr = NULL;
   rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
   rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, s->dbopt);
-  rocksdb_sstfilewriter_open(w, file, &err);
+  rocksdb_sstfilewriter_open(w, file, &rerr);
   memcpy(val, t->hdr, REC_HDR);
-  for (size_t i = 0; !err && i < n; i++) {
+  for (size_t i = 0; !rerr && i < n; i++) {
     char kb[8];
     key_be(d[i].key, kb);
     rec_fill(t, d[i].e, val);
-    rocksdb_sstfilewriter_put(w, kb, 8, val, t->rec_bytes, &err);
+    rocksdb_sstfilewriter_put(w, kb, 8, val, t->rec_bytes, &rerr);
   }
-  if (!err) rocksdb_sstfilewriter_finish(w, &err);
-  if (err) st = store_rdb_log("writing an SST file of dirty rows", err);
+  if (!rerr) rocksdb_sstfilewriter_finish(w, &rerr);
+  if (rerr) st = store_rdb_error(err, "writing an SST file of dirty rows", rerr);
   rocksdb_sstfilewriter_destroy(w);
   rocksdb_envoptions_destroy(eo);
   if (st == PS_OK) {
     rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
     rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
     const char *files[1] = {file};
-    err = NULL;
+    rerr = NULL;
     store_cold_mark(t);
-    rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &err);
+    rocksdb_ingest_external_file_cf(s->db, t->cf, files, 1, io, &rerr);
     rocksdb_ingestexternalfileoptions_destroy(io);
-    if (err) st = store_rdb_log("ingesting dirty rows", err);
+    if (rerr) st = store_rdb_error(err, "ingesting dirty rows", rerr);
   }
   unlink(file); /* moved into the database (hard link) or failed: either way not needed */
   free(file);

@@ -398,8 +398,9 @@ typedef struct store_dirty_ref {
   hentry *e;
 } store_dirty_ref;
 /* Writes n dirty rows of table ti (sorted here) as one SST file ingested into the database;
- * the caller clears their dirty bits once it is in. */
-ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n);
+ * the caller clears their dirty bits once it is in. A failure's reason (RocksDB's) goes in err,
+ * not to the log: the caller, which falls back to WriteBatches, logs one line with it. */
+ps_status store_cold_ingest(ps_store *s, size_t ti, store_dirty_ref *d, size_t n, ps_error *err);
 
 /* -------------------------------------------- ps_store_tables.c: tables */
 
