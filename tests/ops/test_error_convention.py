@@ -210,10 +210,13 @@ FN = re.compile(r'^(?P<ret>[\w\s\*]*?[\w\*])\s*\b(?P<name>[A-Za-z_]\w*)\s*\((?P<
 
 
 def doc_of(raw_lines, name):
-    """The comment block above a declaration of name, and its own line's trailing comment."""
+    """The comment block above a declaration of name (one comment may head a group of adjacent
+    declarations: `int a(...);` right above is skipped), and its own line's trailing comment."""
     for i, line in enumerate(raw_lines):
         if re.search(r'\b' + name + r'\s*\(', line) and not line.lstrip().startswith(('*', '/')):
             j, doc = i - 1, [line]
+            while j >= 0 and re.match(r'\w[^/]*\);\s*$', raw_lines[j]):
+                j -= 1
             while j >= 0 and (raw_lines[j].lstrip().startswith(('/*', '*', '//'))
                               or raw_lines[j].rstrip().endswith('*/')):
                 doc.insert(0, raw_lines[j])
@@ -298,6 +301,7 @@ def main():
     planted = '''
 /* Returns 0 on success, -1 on a bad value. */
 int ps_selfcheck_parse(const char *s, int *out);
+int ps_selfcheck_parse_too(const char *s, double *out);
 int ps_selfcheck_is_ok(const char *s);
 ps_status ps_selfcheck_bare(int x);
 ps_status ps_selfcheck_first(ps_error *err, int x);
@@ -307,7 +311,7 @@ static inline ps_status ps_selfcheck_inline(int x) { return x ? PS_OK : PS_ERR_I
 ps_status ps_selfcheck_fine(int x, ps_error *err);
 '''
     got = {(n, r) for n, r, _ in violations(list(functions("common/ps_selfcheck.h", planted)))}
-    want = {("ps_selfcheck_parse", "R3"), ("ps_selfcheck_is_ok", "R3"),
+    want = {("ps_selfcheck_parse", "R3"), ("ps_selfcheck_parse_too", "R3"), ("ps_selfcheck_is_ok", "R3"),
             ("ps_selfcheck_bare", "R2"), ("ps_selfcheck_first", "R1"),
             ("ps_selfcheck_pred", "R1"), ("ps_selfcheck_create", "R4"),
             ("ps_selfcheck_inline", "R2")}
