@@ -596,8 +596,10 @@ static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *s
   int64_t lpe = ps_reader_lines_per_epoch(r);
   uint64_t lines = 0;
   bool once = p->train_stream || c->follow_input; /* read once, or not yet whole: no count */
-  if (lpe < 0 && !once && ps_train_count_rows(c, p, &lines) == PS_OK)
-    lpe = (int64_t)(sp->train_end ? sp->train_end : lines);
+  /* --holdout's split already counted --train (ps_train_plan_resolve): train_end is its lines
+   * less the held-out tail, so --train is not read end to end a second time for the ETA. */
+  if (lpe < 0 && sp->train_end) lpe = (int64_t)sp->train_end;
+  else if (lpe < 0 && !once && ps_train_count_rows(c, p, &lines) == PS_OK) lpe = (int64_t)lines;
   uint64_t round = (uint64_t)c->batch * (uint64_t)t->world;
   if (lpe > 0) total = ((uint64_t)lpe + round - 1) / round * (uint64_t)c->epochs;
   if (c->max_steps && (total == 0 || (uint64_t)c->max_steps + skip < total))
