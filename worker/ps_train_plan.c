@@ -166,7 +166,12 @@ static ps_status load_schema(const ps_train_config *c, ps_train_plan *p, ps_erro
 
 /* An input as the schema reads it: a text file's header line matches it; a binary file's
  * header is sound and holds the schema's dense and categorical counts (a reader is opened and
- * closed: it reads the header only). */
+ * closed: it reads the header only). Why not keep that reader for the run: the trainer's
+ * reader takes this worker's rank and world (its share of the lines), a resumed position and
+ * the deep lookahead's depth, known only after joining, and these checks must be done before
+ * connecting (a bad input would keep the peers waiting). So the check reads the first bytes
+ * here and the run opens its own reader; neither reads the file to its end: only
+ * ps_train_count_rows does, once a run (for --holdout in check_all, else for the ETA). */
 static ps_status check_header(const char *flag, const char *path, const ps_schema *s,
                               ps_error *err) {
   ps_error e;
