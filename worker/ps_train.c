@@ -35,11 +35,11 @@ void ps_train_config_default(ps_train_config *c) {
   ps_dlrm_config_default(&m);
   *c = (ps_train_config){
       .holdout = 0, .rank = -1, .world = 1, .device = "cpu", .threads = 0,
-      .consistency = "sync", .consistency_mode = PS_CONS_SYNC, .staleness = 0,
-      .epochs = 1, .batch = 256, .bad_lines = "skip", .bad_lines_mode = PS_BAD_LINES_SKIP,
+      .consistency = "sync",
+      .epochs = 1, .batch = 256, .bad_lines = "skip",
       .max_bad_fraction = 0.01,
-      .lr = 0.001, .dense_opt = "adam", .dense_optimizer = PS_DLRM_OPT_ADAM,
-      .sparse_lr = 0.1, .sparse_opt = "adagrad", .sparse_optimizer = PS_OPT_ADAGRAD,
+      .lr = 0.001, .dense_opt = "adam",
+      .sparse_lr = 0.1, .sparse_opt = "adagrad",
       .emb_init = 0.01, .emb_dim = m.emb_dim, .mlp_bot = m.mlp_bot, .mlp_top = m.mlp_top,
       .progress_every = 5.0, .seed = 1, .timeout_ms = 120000, .schema = "criteo",
       .shuffle_buffer = 32768};
@@ -48,19 +48,14 @@ void ps_train_config_default(ps_train_config *c) {
    * unit (bench/RESULTS-e2e.md, "--out-bias-init"); at 0 the seed-to-seed spread fell on every
    * planted data set and the real Criteo folds did not move (-0.0007 +- 0.0010). */
   c->out_bias_init = "zero";
-  c->out_bias_zero = true;
   c->checkpoint_full_every = 8;
   c->failover_ms = 1000;
-  c->interaction_kind = m.interaction;
   c->dcn_layers = m.dcn_layers;
   c->dcn_rank = m.dcn_rank;
   c->wire = "f32";
-  c->wire_f16 = false;
   c->row_type = "f32";
-  c->row_type_kind = PS_ROW_F32;
   c->prefetch = 2;
   c->lookahead = "on";
-  c->lookahead_on = true;
   c->row_cache_mb = 0;
   c->progressive_window = 100000;
 }
@@ -74,11 +69,12 @@ ps_status ps_train_client_fail(ps_trainer *t, const char *what, ps_status st) {
 
 static ps_status declare_table(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   ps_table_spec tb;
   char name[PS_TABLE_NAME_MAX];
-  ps_train_table_name(c, name, sizeof name);
+  ps_train_table_name(c, p, name, sizeof name);
   ps_table_spec_default(&tb, PS_TRAIN_TABLE_ID, name, (uint32_t)c->emb_dim);
-  tb.optimizer = c->sparse_optimizer;
+  tb.optimizer = p->sparse_opt;
   tb.lr = (float)c->sparse_lr;
   bool adagrad = tb.optimizer == PS_OPT_ADAGRAD || tb.optimizer == PS_OPT_ROWWISE_ADAGRAD;
   tb.eps = adagrad ? 1e-10f : 1e-8f;
@@ -90,10 +86,10 @@ static ps_status declare_table(ps_trainer *t) {
   tb.seed = (uint64_t)c->seed;
   tb.admit_threshold = (uint32_t)c->admit_threshold;
   tb.ttl_steps = (uint64_t)c->ttl_steps;
-  tb.consistency = c->consistency_mode;
-  tb.staleness = c->staleness;
+  tb.consistency = p->consistency;
+  tb.staleness = p->staleness;
   tb.num_workers = (uint32_t)t->world;
-  tb.row_type = c->row_type_kind;
+  tb.row_type = p->row_type;
   t->spec = tb; /* the deep lookahead applies its optimizer (ps_train_deep.c) */
   ps_status st = ps_client_declare(t->cl, &tb, &t->cerr);
   if (st != PS_OK) return ps_train_client_fail(t, "declaring the embedding table", st);
@@ -347,7 +343,7 @@ static ps_status next_batch(ps_trainer *t, ps_reader *r, ps_batch **b) {
 ps_status ps_train_next_ahead(ps_trainer *t, ps_reader *r, ps_batch **b) {
   ps_train_ahead *a = &t->ahead;
   const int cap = PS_TRAIN_MAX_PREFETCH + 1;
-  while (!a->end && a->n <= t->cfg->prefetch) {
+  while (!a->end && a->n <= t->plan->prefetch) {
     ps_batch *x = NULL;
     TRY(next_batch(t, r, &x));
     if (!x) {
@@ -417,6 +413,7 @@ ps_status ps_train_flight_add(ps_trainer *t, ps_client_req *push, ps_client_req 
 static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t total_steps,
                             const ps_train_split *sp) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   /* A resumed run re-reads and drops the batches its checkpoint already trained on. */
   for (uint64_t i = 0; i < skip; i++) {
     ps_batch *b = NULL;
@@ -449,9 +446,9 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
      * (within the bound); else sent after this step's STEP, overlapping the dense optimizer. */
     /* Not for a stream or a followed file: reading batch t+1 before step t's compute would
      * hold the step until more input arrives. */
-    const bool live = c->train_stream || c->follow_input;
-    const bool look = c->lookahead_on && c->consistency_mode == PS_CONS_SYNC && !live;
-    const bool early = c->lookahead_stale && t->flight.window > 0 && !live;
+    const bool live = p->train_stream || c->follow_input;
+    const bool look = p->lookahead_on && p->consistency == PS_CONS_SYNC && !live;
+    const bool early = p->lookahead_stale && t->flight.window > 0 && !live;
     ps_batch *nb = NULL;
     if (look || early) {
       TRY(ps_train_next_ahead(t, r, &nb));
@@ -529,6 +526,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
  * it joins and takes a rank), client, rank, buffers, table, collectives, metrics. */
 static ps_status setup(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   ps_error err;
   ps_status st = ps_kern_create(c->device, c->threads, &t->kern, &err);
   if (st != PS_OK) {
@@ -537,28 +535,28 @@ static ps_status setup(ps_trainer *t) {
   }
   ps_dlrm_config mc;
   ps_dlrm_config_default(&mc);
-  mc.mlp_bot = c->mlp_bot;
+  mc.mlp_bot = p->mlp_bot_text; /* the model's config takes the widths as text */
   mc.mlp_top = c->mlp_top;
   mc.emb_dim = c->emb_dim;
   mc.max_batch = c->batch;
-  mc.num_sparse = ps_schema_ncat(c->schema_obj);
-  ps_schema_pool_mask(c->schema_obj, &mc.pool.mean, &mc.pool.period);
+  mc.num_sparse = ps_schema_ncat(p->schema);
+  ps_schema_pool_mask(p->schema, &mc.pool.mean, &mc.pool.period);
   mc.seed = (uint64_t)c->seed;
-  mc.interaction = c->interaction_kind;
+  mc.interaction = p->interaction;
   mc.dcn_layers = c->dcn_layers;
-  mc.dcn_rank = c->dcn_rank;
-  mc.out_bias_zero = c->out_bias_zero;
-  mc.precision = c->precision_kind;
+  mc.dcn_rank = p->dcn_rank;
+  mc.out_bias_zero = p->out_bias_zero;
+  mc.precision = p->precision;
   st = ps_dlrm_create(t->kern, &mc, &t->model, &err);
   if (st != PS_OK) {
-    PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", c->mlp_bot, c->mlp_top,
+    PS_ERROR("model --mlp-bot %s --mlp-top %s --emb-dim %d: %s", p->mlp_bot_text, c->mlp_top,
              c->emb_dim, err.msg);
     return st;
   }
   ps_client_options co;
   ps_client_options_default(&co);
   co.timeout_ms = c->timeout_ms;
-  co.wire_f16 = c->wire_f16;
+  co.wire_f16 = p->wire_f16;
   co.failover_ms = (uint32_t)c->failover_ms;
   memcpy(co.curve_secret, c->curve_secret, sizeof co.curve_secret);
   memcpy(co.curve_server, c->curve_server, sizeof co.curve_server);
@@ -571,16 +569,16 @@ static ps_status setup(ps_trainer *t) {
   t->nparams = ps_dlrm_num_params(t->model);
   t->dim = c->emb_dim;
   t->batch = c->batch;
-  t->nbags = ps_schema_ncat(c->schema_obj);
-  t->ndense = ps_schema_ndense(c->schema_obj);
+  t->nbags = ps_schema_ncat(p->schema);
+  t->ndense = ps_schema_ndense(p->schema);
   t->nkeys_max = c->batch * t->nbags;
-  t->dopt = ps_dlrm_opt_default(c->dense_optimizer, (float)c->lr);
+  t->dopt = ps_dlrm_opt_default(p->dense_opt, (float)c->lr);
   TRY(alloc_slots(t));
   /* --lookahead in ssp:K (K >= 1) and async: pushes and STEPs stay in flight K (async:
    * PS_TRAIN_ASYNC_WINDOW) steps; sync and --lookahead off collect them every step. */
-  if (c->lookahead_on && c->consistency_mode != PS_CONS_SYNC)
-    t->flight.window = c->consistency_mode == PS_CONS_ASYNC ? PS_TRAIN_ASYNC_WINDOW
-                       : c->staleness < PS_TRAIN_ASYNC_WINDOW ? (int)c->staleness
+  if (p->lookahead_on && p->consistency != PS_CONS_SYNC)
+    t->flight.window = p->consistency == PS_CONS_ASYNC ? PS_TRAIN_ASYNC_WINDOW
+                       : p->staleness < PS_TRAIN_ASYNC_WINDOW ? (int)p->staleness
                                                               : PS_TRAIN_ASYNC_WINDOW;
   TRY(declare_table(t));
   TRY(ps_train_deep_setup(t));
@@ -593,12 +591,15 @@ static ps_status setup(ps_trainer *t) {
 static uint64_t total_steps(ps_trainer *t, ps_reader *r, const ps_train_split *sp,
                             uint64_t skip) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   uint64_t total = 0;
   int64_t lpe = ps_reader_lines_per_epoch(r);
   uint64_t lines = 0;
-  bool once = c->train_stream || c->follow_input; /* read once, or not yet whole: no count */
-  if (lpe < 0 && !once && ps_data_count_rows(c->train, c->schema_obj, &lines) == PS_OK)
-    lpe = (int64_t)(sp->train_end ? sp->train_end : lines);
+  bool once = p->train_stream || c->follow_input; /* read once, or not yet whole: no count */
+  /* --holdout's split already counted --train (ps_train_plan_resolve): train_end is its lines
+   * less the held-out tail, so --train is not read end to end a second time for the ETA. */
+  if (lpe < 0 && sp->train_end) lpe = (int64_t)sp->train_end;
+  else if (lpe < 0 && !once && ps_train_count_rows(c, p, &lines) == PS_OK) lpe = (int64_t)lines;
   uint64_t round = (uint64_t)c->batch * (uint64_t)t->world;
   if (lpe > 0) total = ((uint64_t)lpe + round - 1) / round * (uint64_t)c->epochs;
   if (c->max_steps && (total == 0 || (uint64_t)c->max_steps + skip < total))
@@ -632,9 +633,10 @@ static ps_status check_trained(ps_trainer *t, uint64_t rows, uint64_t train_bad)
 
 static ps_status run(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   TRY(setup(t));
   ps_train_split sp;
-  TRY(ps_train_split_data(c, &sp));
+  TRY(ps_train_split_data(c, t->plan, &sp));
   uint64_t skip = 0;
   if (c->resume) {
     TRY(ps_train_resume(t, &skip));
@@ -650,13 +652,13 @@ static ps_status run(ps_trainer *t) {
   if (t->rank == 0) {
     total = total_steps(t, r, &sp, skip);
     char inter[96] = "dot interaction";
-    if (c->interaction_kind == PS_DLRM_DCN)
+    if (p->interaction == PS_DLRM_DCN)
       snprintf(inter, sizeof inter, "dcn interaction (%d layers, rank %d)", c->dcn_layers,
-               c->dcn_rank);
+               p->dcn_rank);
     PS_INFO("training on %s (%s, schema %s), %d worker(s) x batch %d, %s, device %s, %s, %zu "
             "dense params%s", c->train, ps_reader_format(r) == PS_INPUT_BIN ? "binary" : "text",
-            ps_schema_name(c->schema_obj), t->world, c->batch, c->consistency, c->device, inter,
-            t->nparams, c->out_bias_zero ? " (output bias 0 at step 0)" : "");
+            ps_schema_name(p->schema), t->world, c->batch, c->consistency, c->device, inter,
+            t->nparams, p->out_bias_zero ? " (output bias 0 at step 0)" : "");
   }
   uint64_t t0 = ps_now_ns();
   ps_status st = train_loop(t, r, skip, total, &sp);
@@ -684,10 +686,11 @@ static ps_status run(ps_trainer *t) {
   return PS_OK;
 }
 
-ps_status ps_train_run(const ps_train_config *c) {
+ps_status ps_train_run(const ps_train_config *c, const ps_train_plan *p) {
   ps_trainer t;
   memset(&t, 0, sizeof t);
   t.cfg = c;
+  t.plan = p;
   ps_status st = run(&t);
   free_trainer(&t);
   return st;

@@ -9,10 +9,11 @@
  * in the same allreduce as the dense gradients (one extra float), which therefore runs before
  * the push.
  *
- * The config keeps each named choice twice: the name as given (a flag's text, its --help
- * default, what the logs and the summary report) and its parsed value, which is what the run
- * uses. ps_train_config_default sets both; a caller that changes a name parses it too
- * (ps-worker's main does, beside its flag table). */
+ * Flags and plan: ps_train_config is the flags as given (text for every named choice: what
+ * --help shows as the default, what the logs, the summary and the checkpoint's config name);
+ * ps_train_plan is what they resolve to (ps_train_plan_resolve, once, before connecting): the
+ * enums, the schema, the model's widths as ints, what --train is. The run reads the plan for
+ * every choice and the config for the plain numbers and paths. */
 #ifndef PS_TRAIN_H
 #define PS_TRAIN_H
 
@@ -66,39 +67,20 @@ typedef struct ps_train_config {
   const char *interaction;  /* dot | dcn */
   const char *precision;    /* fp32 | bf16: of the dense GEMMs (NULL: fp32) */
   const char *out_bias_init; /* draw | zero: the output layer's bias at step 0 */
-  int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto,
-                             * resolved by ps_train_config_check) */
+  int dcn_layers, dcn_rank; /* DCNv2 cross layers and their rank (0: full rank, -1: auto:
+                             * ps_train_plan's dcn_rank is the rank the run trains with) */
   const char *metrics_bind; /* its address; NULL = 127.0.0.1 */
   int64_t shuffle_buffer;   /* training samples in each rank's shuffle buffer (0: file order) */
   const char *wire;         /* f32 | f16: how pulled rows and pushed gradients travel */
   const char *row_type;     /* f32 | f16 | bf16: how the servers store the table's rows */
   int prefetch;             /* batches ahead whose keys are sent as a prefetch (0: off; at
-                             * most PS_TRAIN_MAX_PREFETCH) */
-  /* The names above, parsed: */
-  ps_consistency consistency_mode; /* consistency */
-  uint32_t staleness;              /* K of ssp:K (0 otherwise) */
-  ps_dlrm_opt_kind dense_optimizer; /* dense_opt */
-  ps_optimizer sparse_optimizer;   /* sparse_opt */
-  ps_bad_lines bad_lines_mode;     /* bad_lines */
-  ps_dlrm_interaction interaction_kind; /* interaction */
-  ps_kern_prec precision_kind;          /* precision (zero: FP32) */
-  bool out_bias_zero;                   /* out_bias_init is zero */
-  bool wire_f16;                   /* wire */
-  ps_row_type row_type_kind;       /* row_type */
-  uint64_t train_lines;            /* lines of train, counted by ps_train_config_check when
-                                    * holdout needs them (0: not counted) */
+                             * most PS_TRAIN_MAX_PREFETCH; a stream: the plan's is 0) */
   const char *schema;              /* --schema: "criteo" (built in) or a JSON file */
   bool mlp_bot_given;              /* --mlp-bot was given: checked against the schema; else
                                     * its first width is the schema's dense inputs */
-  ps_schema *schema_obj;           /* loaded by ps_train_config_check; ps_train_config_free */
-  char mlp_bot_buf[256];           /* mlp_bot derived from the schema */
   int64_t checkpoint_full_every;   /* every K-th checkpoint full, the others deltas (1: full) */
   int failover_ms;                 /* replicated shards: the client's --failover-ms */
   const char *lookahead;           /* off | on | stale */
-  bool lookahead_on;               /* on or stale: sync pulls each batch's rows a step early and
-                                    * refreshes them; ssp/async keep pushes in flight */
-  bool lookahead_stale;            /* stale: ssp/async also pull a step early (own step missing) */
-  bool lookahead_refresh;          /* refresh: on, but never the deep lookahead (ps_train_deep.c) */
   int64_t row_cache_mb;            /* the worker's row cache in MiB (0: off; sync and ssp) */
   int64_t lookahead_depth;         /* the deep lookahead's batches ahead (0: the default, 8) */
   /* Streaming input and progressive validation (ps_train_stream.c; docs/TRAINING.md): */
@@ -110,21 +92,52 @@ typedef struct ps_train_config {
   const char *progressive_dump;    /* every (score, label) scored by this rank, as text */
   const volatile sig_atomic_t *stop; /* a signal handler's flag: a stream or followed file ends
                                     * at its next line (ps-worker: SIGINT, SIGTERM) */
-  bool train_stream;               /* set by ps_train_config_check: --train is "-" or a FIFO */
 } ps_train_config;
 
+/* The flags resolved: each named choice's enum, the schema loaded, the model's widths parsed
+ * once (and checked against the schema), --dcn-rank -1 made the rank the model takes, --train
+ * classified (a stream or a file) and, where --holdout needs it, counted. */
+typedef struct ps_train_plan {
+  ps_consistency consistency;      /* --consistency */
+  uint32_t staleness;              /* K of ssp:K (0 otherwise) */
+  ps_dlrm_opt_kind dense_opt;      /* --dense-opt */
+  ps_optimizer sparse_opt;         /* --sparse-opt */
+  ps_bad_lines bad_lines;          /* --bad-lines */
+  ps_dlrm_interaction interaction; /* --interaction */
+  ps_kern_prec precision;          /* --precision */
+  bool out_bias_zero;              /* --out-bias-init zero */
+  bool wire_f16;                   /* --wire f16 */
+  ps_row_type row_type;            /* --row-type */
+  bool lookahead_on;      /* --lookahead on, refresh or stale: sync pulls each batch's rows a
+                           * step early and refreshes them; ssp/async keep pushes in flight */
+  bool lookahead_stale;   /* stale: ssp/async also pull a step early (own step missing) */
+  bool lookahead_refresh; /* refresh: on, but never the deep lookahead (ps_train_deep.c) */
+  ps_schema *schema;      /* --schema, loaded (ps_train_plan_free) */
+  int mlp_bot[PS_DLRM_MAX_LAYERS + 1], nbot; /* --mlp-bot's widths; without the flag, the
+                                              * default's with the schema's dense inputs first */
+  int mlp_top[PS_DLRM_MAX_LAYERS], ntop;     /* --mlp-top's widths */
+  char mlp_bot_text[256]; /* --mlp-bot as given, or the widths above as text: the model's
+                           * config, the checkpoint's and the logs take text */
+  int dcn_rank;           /* --dcn-rank resolved (-1: the model's auto rank) */
+  int prefetch;           /* --prefetch; 0 for a stream or a followed file */
+  bool train_stream;      /* --train is "-" or a named pipe */
+  uint64_t train_lines;   /* --train's rows, counted when --holdout needs them (0: not) */
+} ps_train_plan;
+
 void ps_train_config_default(ps_train_config *c);
-/* Everything about c that can be known before connecting (ps_train_check.c): every input path
- * readable, the directory of --summary writable, the checkpoint directory there (created as mkdir -p would, except for --resume),
- * the model's shape, --holdout against the lines of --train. PS_ERR_INVALID with a one-line
- * reason in err that names the flag (a bad argument: ps-worker exits 2). */
-ps_status ps_train_config_check(ps_train_config *c, ps_error *err);
-/* Frees what ps_train_config_check loaded (the schema). */
-void ps_train_config_free(ps_train_config *c);
+/* The flags resolved into *p, and everything about them that can be known before connecting
+ * (ps_train_plan.c): every named choice a known name, every input path readable, the directory
+ * of --summary writable, the checkpoint directory there (created as mkdir -p would, except for
+ * --resume), the model's shape, --holdout against the rows of --train. PS_ERR_INVALID with a
+ * one-line reason in err that names the flag (a bad argument: ps-worker exits 2). *p needs
+ * ps_train_plan_free whatever the result. */
+ps_status ps_train_plan_resolve(const ps_train_config *c, ps_train_plan *p, ps_error *err);
+/* Frees what ps_train_plan_resolve loaded (the schema). */
+void ps_train_plan_free(ps_train_plan *p);
 /* The model's dense inputs for a schema of nd dense columns: nd, or 1 (a constant 0 input,
  * so the bottom MLP's output is a learned vector) when the schema has none. */
 static inline int ps_train_dense_inputs(int nd) { return nd > 0 ? nd : 1; }
 /* Runs the whole job; returns PS_OK or an error after logging its reason. */
-ps_status ps_train_run(const ps_train_config *c);
+ps_status ps_train_run(const ps_train_config *c, const ps_train_plan *p);
 
 #endif

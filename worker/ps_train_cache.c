@@ -132,6 +132,7 @@ static ps_status grow_miss(ps_trainer *t, ps_train_slot *s) {
 
 ps_status ps_train_pull_start(ps_trainer *t, ps_train_slot *s, uint64_t step, bool look) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   const size_t d = (size_t)t->dim, n = s->nunique;
   if (c->row_cache_mb > 0 && !t->rc) {
     ps_status st = ps_rowcache_create((size_t)c->row_cache_mb, t->dim, &t->rc);
@@ -140,9 +141,9 @@ ps_status ps_train_pull_start(ps_trainer *t, ps_train_slot *s, uint64_t step, bo
       return st;
     }
   }
-  const bool ssp = c->consistency_mode == PS_CONS_SSP;
+  const bool ssp = p->consistency == PS_CONS_SSP;
   const bool use = t->rc && (look || ssp);
-  uint64_t back = look ? PS_TRAIN_CACHE_SYNC_AGE : c->staleness;
+  uint64_t back = look ? PS_TRAIN_CACHE_SYNC_AGE : p->staleness;
   uint64_t minv = step > back ? step - back : 0;
   size_t nm = 0;
   s->refresh = false;

@@ -121,24 +121,25 @@ typedef struct ckpt_flag {
   const char *why;    /* what a change would break */
 } ckpt_flag;
 
-static void ckpt_flags(const ps_train_config *c, ckpt_flag f[CKPT_NFLAGS]) {
+static void ckpt_flags(const ps_train_config *c, const ps_train_plan *p,
+                       ckpt_flag f[CKPT_NFLAGS]) {
   f[0].name = "hash-buckets";
   snprintf(f[0].value, sizeof f[0].value, "%" PRId64, c->hash_buckets);
   f[1].name = "emb-dim";
   snprintf(f[1].value, sizeof f[1].value, "%d", c->emb_dim);
   f[2].name = "mlp-bot";
-  snprintf(f[2].value, sizeof f[2].value, "%s", c->mlp_bot);
+  snprintf(f[2].value, sizeof f[2].value, "%s", p->mlp_bot_text);
   f[3].name = "mlp-top";
   snprintf(f[3].value, sizeof f[3].value, "%s", c->mlp_top);
   f[4].name = "sparse-opt";
   snprintf(f[4].value, sizeof f[4].value, "%s", c->sparse_opt);
   f[5].name = "schema"; /* what the columns mean (ps_schema_signature); older configs lack it */
-  ps_schema_signature(c->schema_obj, f[5].value, sizeof f[5].value);
+  ps_schema_signature(p->schema, f[5].value, sizeof f[5].value);
   /* the model the dense state belongs to: a dot model's parameters are not a DCN model's */
   f[6].name = "interaction";
-  if (c->interaction_kind == PS_DLRM_DCN)
+  if (p->interaction == PS_DLRM_DCN)
     snprintf(f[6].value, sizeof f[6].value, "dcn --dcn-layers %d --dcn-rank %d", c->dcn_layers,
-             c->dcn_rank);
+             p->dcn_rank);
   else
     snprintf(f[6].value, sizeof f[6].value, "dot");
   for (int i = 0; i < CKPT_NFLAGS; i++) {
@@ -161,7 +162,7 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
   char path[4200];
   TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_CONFIG));
   ckpt_flag fl[CKPT_NFLAGS];
-  ckpt_flags(t->cfg, fl);
+  ckpt_flags(t->cfg, t->plan, fl);
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
@@ -172,9 +173,9 @@ static ps_status save_config(ps_trainer *t, const char *dir) {
    * lines; docs/CHECKPOINTS.md): the schema (built in, or the copy beside this file), the
    * embedding table's id in the shards (the interaction is a compared flag above). Last, the checksum
    * of everything before it (ps_kvfile.h). */
-  bool builtin = ps_schema_is_criteo(t->cfg->schema_obj);
+  bool builtin = ps_schema_is_criteo(t->plan->schema);
   char table[PS_TABLE_NAME_MAX];
-  ps_train_table_name(t->cfg, table, sizeof table);
+  ps_train_table_name(t->cfg, t->plan, table, sizeof table);
   fprintf(m, "schema-file=%s\ntable-id=%u\ntable-name=%s\n",
           builtin ? "criteo" : ps_ckpt_file_name(PS_CKPT_SCHEMA), PS_TRAIN_TABLE_ID, table);
   if (fclose(m) != 0) {
@@ -205,10 +206,10 @@ static ps_status save_input(ps_trainer *t, const char *dir) {
   if (!t->strm.have_pos) return PS_OK;
   char path[4200], text[9000], abs[4096];
   TRY(ps_ckpt_file_path(path, sizeof path, dir, PS_CKPT_INPUT));
-  const char *train = t->cfg->train_stream || !realpath(t->cfg->train, abs) ? t->cfg->train : abs;
+  const char *train = t->plan->train_stream || !realpath(t->cfg->train, abs) ? t->cfg->train : abs;
   int len = snprintf(text, sizeof text, "# ps-worker: how far into --train this checkpoint "
                      "trained\ntrain=%s\nstream=%d\nlines=%" PRIu64 "\nbytes=%" PRIu64 "\n",
-                     train, t->cfg->train_stream, t->strm.in_line, t->strm.in_byte);
+                     train, t->plan->train_stream, t->strm.in_line, t->strm.in_byte);
   ps_error werr;
   if (len < 0 || (size_t)len >= sizeof text ||
       ps_kvfile_write(path, text, (size_t)len, &werr) != PS_OK) {
@@ -248,8 +249,9 @@ static ps_status latest_dir(const char *base, char *dir, size_t n) {
   return ps_ckpt_latest_dir(base, dir, n, NULL) == PS_OK ? PS_OK : PS_ERR_NOT_FOUND;
 }
 
-void ps_train_table_name(const ps_train_config *c, char *out, size_t n) {
-  snprintf(out, n, "%s", c->resume ? PS_TRAIN_TABLE_NAME : ps_schema_table(c->schema_obj));
+void ps_train_table_name(const ps_train_config *c, const ps_train_plan *p, char *out,
+                         size_t n) {
+  snprintf(out, n, "%s", c->resume ? PS_TRAIN_TABLE_NAME : ps_schema_table(p->schema));
   char dir[4600], path[4700];
   ps_kvfile *kv = NULL;
   if (!c->resume || latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK ||
@@ -285,7 +287,8 @@ static ps_status check_shard_count(const ps_train_config *c, const char *dir, ps
                       "%s-%ushards", dir, have, want, d, want, d, want, d, want);
 }
 
-ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
+ps_status ps_train_ckpt_check_flags(const ps_train_config *c, const ps_train_plan *p,
+                                    ps_error *err) {
   char dir[4600], path[4700];
   if (latest_dir(c->checkpoint_dir, dir, sizeof dir) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--resume: --checkpoint-dir %s has no checkpoint "
@@ -302,7 +305,7 @@ ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err) {
   }
   if (vs != PS_OK) return ps_error_prefix(err, "--resume: ");
   ckpt_flag fl[CKPT_NFLAGS];
-  ckpt_flags(c, fl);
+  ckpt_flags(c, p, fl);
   bool seen[CKPT_NFLAGS] = {false};
   ps_status st = PS_OK;
   for (size_t l = 0; st == PS_OK && l < ps_kvfile_count(kv); l++) {

@@ -39,12 +39,13 @@ typedef struct ps_train_deep {
 
 ps_status ps_train_deep_setup(ps_trainer *t) {
   const ps_train_config *c = t->cfg;
-  if (!c->lookahead_on || c->lookahead_refresh || c->consistency_mode != PS_CONS_SYNC)
+  const ps_train_plan *p = t->plan;
+  if (!p->lookahead_on || p->lookahead_refresh || p->consistency != PS_CONS_SYNC)
     return PS_OK;
   const char *why = t->world > 1                              ? "more than one worker"
-                    : c->train_stream || c->follow_input      ? "streamed input"
-                    : c->row_type_kind != PS_ROW_F32          ? "16-bit rows"
-                    : c->wire_f16                             ? "--wire f16"
+                    : p->train_stream || c->follow_input      ? "streamed input"
+                    : p->row_type != PS_ROW_F32          ? "16-bit rows"
+                    : p->wire_f16                             ? "--wire f16"
                     : c->admit_threshold > 0                  ? "admission"
                     : c->ttl_steps > 0                        ? "TTL"
                     : c->row_cache_mb > 0                     ? "--row-cache-mb"

@@ -18,20 +18,21 @@ void ps_train_reader_fail(const ps_error *err) { PS_ERROR("%s", ps_error_str(err
 void ps_train_reader_opts(const ps_trainer *t, int epochs, uint64_t row_begin, uint64_t row_end,
                           size_t shuffle, ps_reader_opts *out) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   ps_reader_opts o;
   ps_reader_opts_default(&o);
   o.batch = c->batch;
   o.rank = t->rank;
   o.world = t->world;
   o.epochs = epochs;
-  o.bad_lines = c->bad_lines_mode;
+  o.bad_lines = p->bad_lines;
   o.hash_buckets = (uint64_t)c->hash_buckets;
   o.row_begin = row_begin;
   o.row_end = row_end;
-  o.schema = c->schema_obj;
+  o.schema = p->schema;
   o.shuffle_buffer = shuffle;
   o.seed = (uint64_t)c->seed;
-  o.prefetch += c->prefetch; /* the trainer holds --prefetch batches more (ps_train.c) */
+  o.prefetch += p->prefetch; /* the trainer holds --prefetch batches more (ps_train.c) */
   o.prefetch += ps_train_deep_held(t); /* and the deep lookahead its ring's */
   *out = o;
 }
@@ -46,13 +47,19 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
   return st;
 }
 
+ps_status ps_train_count_rows(const ps_train_config *c, const ps_train_plan *p, uint64_t *rows) {
+  PS_DEBUG("counting the rows of --train %s", c->train);
+  return ps_data_count_rows(c->train, p->schema, rows);
+}
+
 /* --test, or without it the last --holdout lines of --train (counted here). */
-ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp) {
+ps_status ps_train_split_data(const ps_train_config *c, const ps_train_plan *p,
+                              ps_train_split *sp) {
   memset(sp, 0, sizeof *sp);
   sp->eval_path = c->test;
   if (c->test || c->holdout <= 0) return PS_OK;
-  uint64_t lines = c->train_lines; /* counted by ps_train_config_check, or here */
-  ps_status st = lines ? PS_OK : ps_data_count_rows(c->train, c->schema_obj, &lines);
+  uint64_t lines = p->train_lines; /* counted by ps_train_plan_resolve, or here */
+  ps_status st = lines ? PS_OK : ps_train_count_rows(c, p, &lines);
   if (st != PS_OK) {
     PS_ERROR("cannot count the lines of %s", c->train);
     return st;

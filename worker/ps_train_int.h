@@ -106,7 +106,8 @@ typedef struct ps_train_stream {
 } ps_train_stream;
 
 typedef struct ps_trainer {
-  const ps_train_config *cfg;
+  const ps_train_config *cfg;  /* the flags: plain numbers and paths, the choices' names */
+  const ps_train_plan *plan;   /* what they resolved to: every choice the run makes */
   int rank, world;
   ps_client *cl;
   ps_error cerr;      /* the last failed client call's message (ps_train_client_fail) */
@@ -220,7 +221,11 @@ ps_status ps_train_open_reader(ps_trainer *t, const char *path, int epochs, uint
 /* The options ps_train_open_reader opens with (ps_train_stream_open_train adds to them). */
 void ps_train_reader_opts(const ps_trainer *t, int epochs, uint64_t row_begin, uint64_t row_end,
                           size_t shuffle, ps_reader_opts *o);
-ps_status ps_train_split_data(const ps_train_config *c, ps_train_split *sp);
+/* The data rows of --train (a text file read to its end; a binary file's header). Logged at
+ * debug level, so that a test can see --train is counted once before step 1. */
+ps_status ps_train_count_rows(const ps_train_config *c, const ps_train_plan *p, uint64_t *rows);
+ps_status ps_train_split_data(const ps_train_config *c, const ps_train_plan *p,
+                              ps_train_split *sp);
 ps_status ps_train_evaluate(ps_trainer *t, const ps_train_split *sp, ps_eval_result *res);
 
 /* ps_train_dist.c */
@@ -249,11 +254,13 @@ ps_status ps_train_resume(ps_trainer *t, uint64_t *step);
  * --interaction (with --dcn-layers, --dcn-rank) (a warning for a checkpoint that does not record
  * them; one without the schema's line predates schemas and is not compared on it; one that
  * records no interaction was a dot model's). */
-ps_status ps_train_ckpt_check_flags(const ps_train_config *c, ps_error *err);
+ps_status ps_train_ckpt_check_flags(const ps_train_config *c, const ps_train_plan *p,
+                                    ps_error *err);
 /* The embedding table's name: the schema's (ps_schema_table); under --resume the checkpoint's
  * `table-name`, or PS_TRAIN_TABLE_NAME for a checkpoint written before that line existed, so
  * a resumed run declares the table its servers' rows were saved under. */
-void ps_train_table_name(const ps_train_config *c, char *out, size_t n);
+void ps_train_table_name(const ps_train_config *c, const ps_train_plan *p, char *out,
+                         size_t n);
 
 /* ps_train_stream.c. start: the window and dump (after setup); score: after a training
  * forward, its batch's scores into the window (before the update); vote / agree: rank 0's

@@ -102,7 +102,7 @@ void ps_train_progress(ps_trainer *t, uint64_t t_start, uint64_t total_steps, in
   double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
   char prog[128];
   ps_train_stream_progress(t, prog, sizeof prog);
-  if (t->cfg->train_stream || t->cfg->follow_input) { /* by time: no end to estimate */
+  if (t->plan->train_stream || t->cfg->follow_input) { /* by time: no end to estimate */
     PS_INFO("step %" PRIu64 "  %.0f s  %" PRIu64 " samples  %.0f samples/s  loss %.5f%s", t->step,
             el, t->samples * (uint64_t)t->world, sps, loss, prog);
     t->loss_sum = 0;

@@ -184,7 +184,8 @@ void ps_train_stream_summary(ps_trainer *t, void *summary) {
 
 ps_status ps_train_stream_open_train(ps_trainer *t, const ps_train_split *sp, ps_reader **out) {
   const ps_train_config *c = t->cfg;
-  bool streaming = c->train_stream || c->follow_input;
+  const ps_train_plan *p = t->plan;
+  bool streaming = p->train_stream || c->follow_input;
   /* A stream trains in arrival order: a shuffle buffer would hold samples past a checkpoint's
    * position, and the freshness a stream is for would wait behind it. */
   size_t shuffle = streaming ? 0 : (size_t)c->shuffle_buffer;
@@ -193,8 +194,8 @@ ps_status ps_train_stream_open_train(ps_trainer *t, const ps_train_split *sp, ps
             c->train);
   ps_reader_opts o;
   ps_train_reader_opts(t, c->epochs, 0, sp->train_end, shuffle, &o);
-  o.stream = c->train_stream;
-  o.follow = c->follow_input && !c->train_stream;
+  o.stream = p->train_stream;
+  o.follow = c->follow_input && !p->train_stream;
   o.idle_s = c->input_idle_s;
   o.stop = c->stop;
   o.start_line = t->strm.start_line;
@@ -208,9 +209,10 @@ ps_status ps_train_stream_open_train(ps_trainer *t, const ps_train_split *sp, ps
 
 void ps_train_stream_resume_plan(ps_trainer *t, uint64_t *skip) {
   const ps_train_config *c = t->cfg;
+  const ps_train_plan *p = t->plan;
   ps_train_stream *s = &t->strm;
   ps_input_format fmt = PS_INPUT_TSV;
-  if (c->train_stream) {
+  if (p->train_stream) {
     /* A pipe cannot be re-read: what it carries now follows what the checkpoint trained only
      * if its writer starts there (deploy/kafka-train does, from the committed offset). */
     if (t->rank == 0)

@@ -1,8 +1,8 @@
 /* ps-worker: trains DLRM against Ember's parameter servers (docs/DESIGN.md). Parses
- * flags into a ps_train_config — the flag table, the checks across flags, and the named
- * choices (consistency, optimizers, bad lines) turned into their enums — checks what can be
- * known before connecting (ps_train_config_check: paths, checkpoint directory, model shape)
- * and runs ps_train_run. Bad arguments exit 2 with a one-line reason before anything
+ * flags into a ps_train_config (text: the flag table and the checks across flags), resolves
+ * them once into the run's ps_train_plan (typed: the named choices' enums, the schema, the
+ * model's widths; ps_train_plan_resolve also checks what can be known before connecting:
+ * paths, checkpoint directory, model shape) and runs ps_train_run. Bad arguments exit 2 with a one-line reason before anything
  * connects; a run that fails exits 1. */
 #include <signal.h>
 #include <stdio.h>
@@ -14,91 +14,6 @@
 #include "ps_http.h"
 #include "ps_log.h"
 #include "ps_train.h"
-
-/* "ssp:K" with K in 0..1000000. */
-static int parse_ssp(const char *s, uint32_t *k) {
-  char *end = NULL;
-  long v = strtol(s + 4, &end, 10);
-  if (!*(s + 4) || *end || v < 0 || v > 1000000) return -1;
-  *k = (uint32_t)v;
-  return 0;
-}
-
-/* The named choices into the config's enums; -1 (after a one-line reason) when one is not a
- * known name. Sparse optimizer names are the flag's (rowwise-adagrad), in ps_optimizer order. */
-static int parse_names(ps_train_config *c) {
-  if (!strcmp(c->bad_lines, "skip")) c->bad_lines_mode = PS_BAD_LINES_SKIP;
-  else if (!strcmp(c->bad_lines, "fail")) c->bad_lines_mode = PS_BAD_LINES_FAIL;
-  else {
-    fprintf(stderr, "ps-worker: --bad-lines: '%s' is not skip or fail\n", c->bad_lines);
-    return -1;
-  }
-  c->staleness = 0;
-  if (!strcmp(c->consistency, "sync")) c->consistency_mode = PS_CONS_SYNC;
-  else if (!strcmp(c->consistency, "async")) c->consistency_mode = PS_CONS_ASYNC;
-  else if (!strncmp(c->consistency, "ssp:", 4) && parse_ssp(c->consistency, &c->staleness) == 0)
-    c->consistency_mode = PS_CONS_SSP;
-  else {
-    fprintf(stderr, "ps-worker: --consistency: '%s' is not sync, async or ssp:K\n", c->consistency);
-    return -1;
-  }
-  static const char *const sparse[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise-adagrad", "adam",
-                                                    "ftrl"};
-  int opt = -1;
-  for (int i = 0; i < (int)PS_OPT_COUNT_; i++)
-    if (!strcmp(c->sparse_opt, sparse[i])) opt = i;
-  if (opt < 0) {
-    fprintf(stderr,
-            "ps-worker: --sparse-opt: '%s' is not sgd, adagrad, rowwise-adagrad, adam or ftrl\n",
-            c->sparse_opt);
-    return -1;
-  }
-  c->sparse_optimizer = (ps_optimizer)opt;
-  if (ps_dlrm_opt_parse(c->dense_opt, &c->dense_optimizer) != PS_OK) {
-    fprintf(stderr, "ps-worker: --dense-opt: '%s' is not sgd, adagrad or adam\n", c->dense_opt);
-    return -1;
-  }
-  if (!c->precision) c->precision = "fp32";
-  if (ps_dlrm_precision_parse(c->precision, &c->precision_kind) != PS_OK) {
-    fprintf(stderr, "ps-worker: --precision: '%s' is not fp32 or bf16\n", c->precision);
-    return -1;
-  }
-  if (ps_dlrm_interaction_parse(c->interaction, &c->interaction_kind) != PS_OK) {
-    fprintf(stderr, "ps-worker: --interaction: '%s' is not dot or dcn\n", c->interaction);
-    return -1;
-  }
-  if (!strcmp(c->out_bias_init, "draw")) c->out_bias_zero = false;
-  else if (!strcmp(c->out_bias_init, "zero")) c->out_bias_zero = true;
-  else {
-    fprintf(stderr, "ps-worker: --out-bias-init: '%s' is not draw or zero\n", c->out_bias_init);
-    return -1;
-  }
-  if (!strcmp(c->wire, "f32")) c->wire_f16 = false;
-  else if (!strcmp(c->wire, "f16")) c->wire_f16 = true;
-  else {
-    fprintf(stderr, "ps-worker: --wire: '%s' is not f32 or f16\n", c->wire);
-    return -1;
-  }
-  c->lookahead_refresh = !strcmp(c->lookahead, "refresh");
-  c->lookahead_stale = !strcmp(c->lookahead, "stale");
-  c->lookahead_on = !strcmp(c->lookahead, "on") || c->lookahead_stale || c->lookahead_refresh;
-  if (!c->lookahead_on && strcmp(c->lookahead, "off") != 0) {
-    fprintf(stderr, "ps-worker: --lookahead: '%s' is not off, on, refresh or stale\n",
-            c->lookahead);
-    return -1;
-  }
-  if (ps_row_type_parse(c->row_type, &c->row_type_kind, NULL) != PS_OK) {
-    fprintf(stderr, "ps-worker: --row-type: '%s' is not f32, f16 or bf16\n", c->row_type);
-    return -1;
-  }
-  /* The row cache is exact in sync only through the lookahead's refresh; async has no bound. */
-  if (c->row_cache_mb > 0 && (c->consistency_mode == PS_CONS_ASYNC ||
-                              (c->consistency_mode == PS_CONS_SYNC && !c->lookahead_on))) {
-    fprintf(stderr, "ps-worker: --row-cache-mb needs sync with --lookahead on, or ssp:K\n");
-    return -1;
-  }
-  return 0;
-}
 
 /* SIGINT / SIGTERM with a stream or --follow-input: the ranks stop at the next step they all
  * take (or the input ends, when none is coming), take the final checkpoint and write the
@@ -205,7 +120,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ps-worker: --checkpoint-every-s needs --checkpoint-dir\n");
     return 2;
   }
-  if (parse_names(&c) != 0) return 2;
   if (c.metrics_bind && !ps_http_addr_ok(c.metrics_bind)) {
     fprintf(stderr, "ps-worker: --metrics-bind: '%s' is not an IPv4 or IPv6 address\n",
             c.metrics_bind);
@@ -213,25 +127,27 @@ int main(int argc, char **argv) {
   }
   ps_error err;
   ps_error_clear(&err);
+  ps_train_plan plan;
+  memset(&plan, 0, sizeof plan);
   if (ps_curve_load_client(curve_secret, curve_server, c.curve_secret, c.curve_server, &err) !=
           PS_OK ||
-      ps_train_config_check(&c, &err) != PS_OK) {
+      ps_train_plan_resolve(&c, &plan, &err) != PS_OK) {
     fprintf(stderr, "ps-worker: %s\n", ps_error_str(&err));
-    ps_train_config_free(&c);
+    ps_train_plan_free(&plan);
     return 2;
   }
   if (check_only) { /* deploy/ember-local: once, before any server starts */
     printf("ps-worker: --check: the arguments are fine\n");
-    ps_train_config_free(&c);
+    ps_train_plan_free(&plan);
     return 0;
   }
   c.metrics_port = (int)metrics_port;
-  if (c.train_stream || c.follow_input) {
+  if (plan.train_stream || c.follow_input) {
     signal(SIGINT, on_stop); /* the reader polls its input: no read to interrupt */
     signal(SIGTERM, on_stop);
     c.stop = &g_stop;
   }
-  rc = ps_train_run(&c) == PS_OK ? 0 : 1;
-  ps_train_config_free(&c);
+  rc = ps_train_run(&c, &plan) == PS_OK ? 0 : 1;
+  ps_train_plan_free(&plan);
   return rc;
 }

@@ -3,7 +3,7 @@
 ember_library(ember_worker SOURCES ps_train.c ps_train_eval.c ps_train_dist.c ps_train_ckpt.c
                                    ps_train_report.c ps_train_stream.c ps_train_cache.c
                                    ps_train_deep.c
-                                   ps_train_check.c
+                                   ps_train_plan.c
   LIBS ember_client ember_model ember_kernels ember_data ember_collectives ember_http ember_metrics ember_common
        PkgConfig::JANSSON m)
 ember_binary(ps-worker SOURCES ps_worker_main.c LIBS ember_worker)

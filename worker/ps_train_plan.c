@@ -1,8 +1,10 @@
-/* ps_train_check: what ps-worker can know is wrong before it connects — the server URLs, every
- * input path, the directory of --summary, the checkpoint directory (and for --resume, the
- * checkpoint's key flags), the model's shape, --holdout against the length of --train. Each
- * refusal is one line naming the flag (and the path), which ps-worker's main prints before
- * exiting 2.
+/* ps_train_plan: ps-worker's flags (ps_train_config, text) resolved once into the run's plan
+ * (ps_train_plan, typed): each named choice into its enum, the schema loaded, the model's
+ * widths parsed, --train classified and, for --holdout, counted; with it, what ps-worker can
+ * know is wrong before it connects — the server URLs, every input path, the directory of
+ * --summary, the checkpoint directory (and for --resume, the checkpoint's key flags), the
+ * model's shape, --holdout against the length of --train. Each refusal is one line naming the
+ * flag (and the path), which ps-worker's main prints before exiting 2.
  *
  * Why here and not where the run would fail: a run that meets a bad path or shape only after
  * joining keeps its peers waiting in a barrier or a collective and fails with the wrong exit
@@ -105,27 +107,27 @@ static ps_status check_checkpoint_dir(const ps_train_config *c, ps_error *err) {
   return PS_OK;
 }
 
-/* --mlp-bot, --mlp-top and --emb-dim as the model will take them (ps_dlrm.h's rules). */
-static ps_status check_model(const ps_train_config *c, ps_error *err) {
-  int bot[PS_DLRM_MAX_LAYERS + 1], top[PS_DLRM_MAX_LAYERS];
-  int nb = ps_dlrm_parse_mlp(c->mlp_bot, bot, PS_DLRM_MAX_LAYERS + 1);
-  int nt = ps_dlrm_parse_mlp(c->mlp_top, top, PS_DLRM_MAX_LAYERS);
+/* --mlp-bot, --mlp-top and --emb-dim as the model will take them (ps_dlrm.h's rules), from
+ * the widths load_schema parsed. */
+static ps_status check_model(const ps_train_config *c, const ps_train_plan *p, ps_error *err) {
+  const int *bot = p->mlp_bot, *top = p->mlp_top, nb = p->nbot, nt = p->ntop;
+  const char *mlp_bot = p->mlp_bot_text;
   if (nb < 2)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s: need at least two positive widths like 13-512-256-64-16",
-                        c->mlp_bot);
-  int nd = ps_schema_ndense(c->schema_obj), want = ps_train_dense_inputs(nd);
+                        mlp_bot);
+  int nd = ps_schema_ndense(p->schema), want = ps_train_dense_inputs(nd);
   if (bot[0] != want)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s: the first width must be %d, %s%s (--schema %s)",
-                        c->mlp_bot, want, nd ? "the dense columns of the schema" : "a constant "
+                        mlp_bot, want, nd ? "the dense columns of the schema" : "a constant "
                         "input, as the schema has no dense column",
-                        ps_schema_nindicators(c->schema_obj) ? " and their missing indicators" : "",
-                        ps_schema_name(c->schema_obj));
+                        ps_schema_nindicators(p->schema) ? " and their missing indicators" : "",
+                        ps_schema_name(p->schema));
   if (bot[nb - 1] != c->emb_dim)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-bot %s ends in %d but --emb-dim is %d: the dot interaction needs "
-                        "them equal", c->mlp_bot, bot[nb - 1], c->emb_dim);
+                        "them equal", mlp_bot, bot[nb - 1], c->emb_dim);
   if (nt < 1)
     return ps_error_set(err, PS_ERR_INVALID,
                         "--mlp-top %s: need positive widths like 512-256-1", c->mlp_top);
@@ -134,32 +136,42 @@ static ps_status check_model(const ps_train_config *c, ps_error *err) {
                         c->mlp_top);
   if (nb - 1 + nt > PS_DLRM_MAX_LAYERS)
     return ps_error_set(err, PS_ERR_INVALID, "--mlp-bot %s --mlp-top %s: more than %d layers",
-                        c->mlp_bot, c->mlp_top, PS_DLRM_MAX_LAYERS);
+                        mlp_bot, c->mlp_top, PS_DLRM_MAX_LAYERS);
   ps_error e;
-  if (c->interaction_kind == PS_DLRM_DCN &&
-      ps_dlrm_check_cross(ps_schema_ncat(c->schema_obj), c->emb_dim, c->dcn_layers, c->dcn_rank, &e) != PS_OK)
+  if (p->interaction == PS_DLRM_DCN &&
+      ps_dlrm_check_cross(ps_schema_ncat(p->schema), c->emb_dim, c->dcn_layers, c->dcn_rank, &e) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--%s", e.msg); /* "--dcn-rank 500: want ..." */
   return PS_OK;
 }
 
-/* --schema loaded; without --mlp-bot, the default's first width becomes the schema's inputs. */
-static ps_status load_schema(ps_train_config *c, ps_error *err) {
+/* --schema loaded, and the model's widths parsed once, here. Without --mlp-bot, the default's
+ * first width becomes the schema's inputs (its text then derived from the widths). A width
+ * list that does not parse keeps n < 2 (or < 1) for check_model to refuse in its turn. */
+static ps_status load_schema(const ps_train_config *c, ps_train_plan *p, ps_error *err) {
   ps_error e;
-  ps_schema_destroy(&c->schema_obj);
-  if (ps_schema_load(c->schema, &c->schema_obj, &e) != PS_OK)
+  if (ps_schema_load(c->schema, &p->schema, &e) != PS_OK)
     return ps_error_set(err, PS_ERR_INVALID, "--schema %s", e.msg);
-  const char *rest = strchr(c->mlp_bot, '-');
-  if (!c->mlp_bot_given && rest) {
-    snprintf(c->mlp_bot_buf, sizeof c->mlp_bot_buf, "%d%s",
-             ps_train_dense_inputs(ps_schema_ndense(c->schema_obj)), rest);
-    c->mlp_bot = c->mlp_bot_buf;
+  p->nbot = ps_dlrm_parse_mlp(c->mlp_bot, p->mlp_bot, PS_DLRM_MAX_LAYERS + 1);
+  p->ntop = ps_dlrm_parse_mlp(c->mlp_top, p->mlp_top, PS_DLRM_MAX_LAYERS);
+  snprintf(p->mlp_bot_text, sizeof p->mlp_bot_text, "%s", c->mlp_bot);
+  if (!c->mlp_bot_given && p->nbot >= 2) {
+    p->mlp_bot[0] = ps_train_dense_inputs(ps_schema_ndense(p->schema));
+    size_t at = 0;
+    for (int i = 0; i < p->nbot && at < sizeof p->mlp_bot_text; i++)
+      at += (size_t)snprintf(p->mlp_bot_text + at, sizeof p->mlp_bot_text - at, "%s%d",
+                             i ? "-" : "", p->mlp_bot[i]);
   }
   return PS_OK;
 }
 
 /* An input as the schema reads it: a text file's header line matches it; a binary file's
  * header is sound and holds the schema's dense and categorical counts (a reader is opened and
- * closed: it reads the header only). */
+ * closed: it reads the header only). Why not keep that reader for the run: the trainer's
+ * reader takes this worker's rank and world (its share of the lines), a resumed position and
+ * the deep lookahead's depth, known only after joining, and these checks must be done before
+ * connecting (a bad input would keep the peers waiting). So the check reads the first bytes
+ * here and the run opens its own reader; neither reads the file to its end: only
+ * ps_train_count_rows does, once a run (for --holdout in check_all, else for the ETA). */
 static ps_status check_header(const char *flag, const char *path, const ps_schema *s,
                               ps_error *err) {
   ps_error e;
@@ -180,8 +192,8 @@ static ps_status check_header(const char *flag, const char *path, const ps_schem
 /* --train as a stream ("-" or a named pipe) or a growing file (--follow-input): read once, so
  * nothing that reads it twice or to its end: one epoch, no --holdout (the tail of a stream is
  * not there yet), no --prefetch; --follow-input follows a plain text file. */
-static ps_status check_stream(ps_train_config *c, ps_error *err) {
-  const char *what = c->train_stream ? "a stream" : "followed (--follow-input)";
+static ps_status check_stream(const ps_train_config *c, ps_train_plan *p, ps_error *err) {
+  const char *what = p->train_stream ? "a stream" : "followed (--follow-input)";
   if (c->epochs > 1)
     return ps_error_set(err, PS_ERR_INVALID, "--epochs %d: --train %s is %s, read once: one "
                         "epoch only", c->epochs, c->train, what);
@@ -191,8 +203,8 @@ static ps_status check_stream(ps_train_config *c, ps_error *err) {
                         "neither)", c->train, what);
   /* The loop reads --prefetch batches ahead of the one it trains: on a stream that holds the
    * N batches that came last until N more come. Off: a batch waits for one more only. */
-  c->prefetch = 0;
-  if (c->train_stream) return PS_OK;
+  p->prefetch = 0;
+  if (p->train_stream) return PS_OK;
   if (check_input("--train", c->train, err) != PS_OK) return PS_ERR_INVALID;
   ps_input_format fmt;
   if (ps_data_detect(c->train, &fmt) != PS_OK || fmt != PS_INPUT_TSV)
@@ -201,44 +213,124 @@ static ps_status check_stream(ps_train_config *c, ps_error *err) {
   return PS_OK;
 }
 
-void ps_train_config_free(ps_train_config *c) { ps_schema_destroy(&c->schema_obj); }
+void ps_train_plan_free(ps_train_plan *p) { ps_schema_destroy(&p->schema); }
 
 /* --dcn-rank -1 (auto) as the model resolves it, so that the checkpoint's config, the summary
  * and the logs name the rank the run trains with. */
-static void resolve_rank(ps_train_config *c) {
-  if (c->interaction_kind == PS_DLRM_DCN)
-    c->dcn_rank = ps_dlrm_cross_rank(ps_schema_ncat(c->schema_obj), c->emb_dim, c->dcn_rank);
+static void resolve_rank(const ps_train_config *c, ps_train_plan *p) {
+  p->dcn_rank = c->dcn_rank;
+  if (p->interaction == PS_DLRM_DCN)
+    p->dcn_rank = ps_dlrm_cross_rank(ps_schema_ncat(p->schema), c->emb_dim, c->dcn_rank);
 }
 
-ps_status ps_train_config_check(ps_train_config *c, ps_error *err) {
+/* "ssp:K" with K in 0..1000000. */
+static int parse_ssp(const char *s, uint32_t *k) {
+  char *end = NULL;
+  long v = strtol(s + 4, &end, 10);
+  if (!*(s + 4) || *end || v < 0 || v > 1000000) return -1;
+  *k = (uint32_t)v;
+  return 0;
+}
+
+/* A two-way choice: *on = (name == yes); PS_ERR_INVALID unless it is `no` or `yes`. */
+static ps_status parse_pair(const char *flag, const char *name, const char *no, const char *yes,
+                            bool *on, ps_error *err) {
+  *on = !strcmp(name, yes);
+  if (*on || !strcmp(name, no)) return PS_OK;
+  return ps_error_set(err, PS_ERR_INVALID, "%s: '%s' is not %s or %s", flag, name, no, yes);
+}
+
+/* The named choices into the plan's enums. Sparse optimizer names are the flag's
+ * (rowwise-adagrad), in ps_optimizer order. */
+static ps_status parse_names(const ps_train_config *c, ps_train_plan *p, ps_error *err) {
+  bool fail;
+  if (parse_pair("--bad-lines", c->bad_lines, "skip", "fail", &fail, err) != PS_OK)
+    return PS_ERR_INVALID;
+  p->bad_lines = fail ? PS_BAD_LINES_FAIL : PS_BAD_LINES_SKIP;
+  p->staleness = 0;
+  if (!strcmp(c->consistency, "sync")) p->consistency = PS_CONS_SYNC;
+  else if (!strcmp(c->consistency, "async")) p->consistency = PS_CONS_ASYNC;
+  else if (!strncmp(c->consistency, "ssp:", 4) && parse_ssp(c->consistency, &p->staleness) == 0)
+    p->consistency = PS_CONS_SSP;
+  else
+    return ps_error_set(err, PS_ERR_INVALID, "--consistency: '%s' is not sync, async or ssp:K",
+                        c->consistency);
+  static const char *const sparse[PS_OPT_COUNT_] = {"sgd", "adagrad", "rowwise-adagrad", "adam",
+                                                    "ftrl"};
+  int opt = -1;
+  for (int i = 0; i < (int)PS_OPT_COUNT_; i++)
+    if (!strcmp(c->sparse_opt, sparse[i])) opt = i;
+  if (opt < 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--sparse-opt: '%s' is not sgd, adagrad, "
+                        "rowwise-adagrad, adam or ftrl", c->sparse_opt);
+  p->sparse_opt = (ps_optimizer)opt;
+  if (ps_dlrm_opt_parse(c->dense_opt, &p->dense_opt) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--dense-opt: '%s' is not sgd, adagrad or adam",
+                        c->dense_opt);
+  const char *prec = c->precision ? c->precision : "fp32";
+  if (ps_dlrm_precision_parse(prec, &p->precision) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--precision: '%s' is not fp32 or bf16", prec);
+  if (ps_dlrm_interaction_parse(c->interaction, &p->interaction) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--interaction: '%s' is not dot or dcn",
+                        c->interaction);
+  if (parse_pair("--out-bias-init", c->out_bias_init, "draw", "zero", &p->out_bias_zero, err) !=
+          PS_OK ||
+      parse_pair("--wire", c->wire, "f32", "f16", &p->wire_f16, err) != PS_OK)
+    return PS_ERR_INVALID;
+  p->lookahead_refresh = !strcmp(c->lookahead, "refresh");
+  p->lookahead_stale = !strcmp(c->lookahead, "stale");
+  p->lookahead_on = !strcmp(c->lookahead, "on") || p->lookahead_stale || p->lookahead_refresh;
+  if (!p->lookahead_on && strcmp(c->lookahead, "off") != 0)
+    return ps_error_set(err, PS_ERR_INVALID, "--lookahead: '%s' is not off, on, refresh or "
+                        "stale", c->lookahead);
+  if (ps_row_type_parse(c->row_type, &p->row_type, NULL) != PS_OK)
+    return ps_error_set(err, PS_ERR_INVALID, "--row-type: '%s' is not f32, f16 or bf16",
+                        c->row_type);
+  /* The row cache is exact in sync only through the lookahead's refresh; async has no bound. */
+  if (c->row_cache_mb > 0 && (p->consistency == PS_CONS_ASYNC ||
+                              (p->consistency == PS_CONS_SYNC && !p->lookahead_on)))
+    return ps_error_set(err, PS_ERR_INVALID,
+                        "--row-cache-mb needs sync with --lookahead on, or ssp:K");
+  return PS_OK;
+}
+
+/* The checks after the names, in the order a run would meet their subjects. */
+static ps_status check_all(const ps_train_config *c, ps_train_plan *p, ps_error *err) {
   if (check_servers(c->servers, err) != PS_OK) return PS_ERR_INVALID;
-  if (load_schema(c, err) != PS_OK) return PS_ERR_INVALID;
-  c->train_stream = ps_data_is_stream(c->train);
-  if (c->train_stream || c->follow_input) {
-    if (check_stream(c, err) != PS_OK) return PS_ERR_INVALID;
+  if (load_schema(c, p, err) != PS_OK) return PS_ERR_INVALID;
+  p->train_stream = ps_data_is_stream(c->train);
+  p->prefetch = c->prefetch;
+  if (p->train_stream || c->follow_input) {
+    if (check_stream(c, p, err) != PS_OK) return PS_ERR_INVALID;
   } else if (check_input("--train", c->train, err) != PS_OK) {
     return PS_ERR_INVALID;
   }
   if (c->test && check_input("--test", c->test, err) != PS_OK) return PS_ERR_INVALID;
-  if (!c->train_stream && check_header("--train", c->train, c->schema_obj, err) != PS_OK)
+  if (!p->train_stream && check_header("--train", c->train, p->schema, err) != PS_OK)
     return PS_ERR_INVALID;
-  if (c->test && check_header("--test", c->test, c->schema_obj, err) != PS_OK)
+  if (c->test && check_header("--test", c->test, p->schema, err) != PS_OK)
     return PS_ERR_INVALID;
   if (c->summary && check_output("--summary", c->summary, err) != PS_OK) return PS_ERR_INVALID;
-  if (check_model(c, err) != PS_OK) return PS_ERR_INVALID;
-  resolve_rank(c);
+  if (check_model(c, p, err) != PS_OK) return PS_ERR_INVALID;
+  resolve_rank(c, p);
   if (c->checkpoint_dir && check_checkpoint_dir(c, err) != PS_OK) return PS_ERR_INVALID;
-  if (c->resume && ps_train_ckpt_check_flags(c, err) != PS_OK) return PS_ERR_INVALID;
+  if (c->resume && ps_train_ckpt_check_flags(c, p, err) != PS_OK) return PS_ERR_INVALID;
   if (!c->test && c->holdout > 0) {
     uint64_t lines = 0;
-    ps_status st = ps_data_count_rows(c->train, c->schema_obj, &lines);
+    ps_status st = ps_train_count_rows(c, p, &lines); /* kept: the trainer counts no more */
     if (st != PS_OK)
       return ps_error_set(err, PS_ERR_INVALID, "--holdout: cannot count the lines of --train %s "
                           "(%s)", c->train, ps_status_str(st));
     if ((uint64_t)c->holdout >= lines)
       return ps_error_set(err, PS_ERR_INVALID, "--holdout %" PRId64 " leaves no training lines "
                           "(--train %s has %" PRIu64 ")", c->holdout, c->train, lines);
-    c->train_lines = lines;
+    p->train_lines = lines;
   }
   return PS_OK;
+}
+
+ps_status ps_train_plan_resolve(const ps_train_config *c, ps_train_plan *p, ps_error *err) {
+  memset(p, 0, sizeof *p);
+  if (parse_names(c, p, err) != PS_OK) return PS_ERR_INVALID;
+  return check_all(c, p, err);
 }
