@@ -217,7 +217,7 @@ ps_status ps_predictor_connect(ps_predictor *p, const char *urls, ps_error *err)
               ps_client_url(p->cl, i));
       p->check_step = 0; /* nothing to check a pull against */
     }
-    else if ((uint64_t)step != want)
+    else if ((uint64_t)step != want && !p->any_step)
       return ps_error_set(err, PS_ERR_INVALID, "%s serves step %lld, the checkpoint %s is step "
                           "%" PRIu64 ": give %s", ps_client_url(p->cl, i), step, ps_predictor_dir(p),
                           want, p->ex ? "--export an export of the step served"

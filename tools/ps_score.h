@@ -54,6 +54,8 @@ typedef struct ps_predictor {
    * changes, so equal steps on both sides mean the rows are that step's. Cleared by connect when
    * a shard reports no step. */
   int check_step;
+  int any_step; /* set before connect: no check that the shards serve the model's step (a
+                 * model loaded ahead of their switch) */
 } ps_predictor;
 
 /* The model's source: the checkpoint, or the export of --export. */

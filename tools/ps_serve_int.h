@@ -38,6 +38,7 @@ typedef struct serve {
   pthread_cond_t vcv;
   bool look_now;
   struct ps_client *probe; /* --follow --servers: the main thread's own client, for its looks */
+  version *next;           /* --follow --servers: latest's model loaded ahead (main thread) */
   /* Every use of the compute backend: scoring, a model's creation and its destruction. The
    * CPU backend's OpenBLAS keeps global state (its thread count, set at each creation, and
    * buffers) that two models must not use at once: measured, a request scored while a new
@@ -61,9 +62,9 @@ int serve_score(serve *s, const char *body, size_t len, bool json, char **text, 
 void serve_count(serve *s, int t, int code);
 
 /* ps_serve_version.c: a version's model loaded from dir (a step directory with --follow, else
- * --checkpoint/--export as given) with one reference; a reference taken and dropped (the last
+ * --checkpoint/--export as given; any_step: whatever step the shards serve) with one reference; a reference taken and dropped (the last
  * frees it); v made current (the old one dropped). */
-ps_status version_load(serve *s, const char *dir, version **out, ps_error *err);
+ps_status version_load(serve *s, const char *dir, bool any_step, version **out, ps_error *err);
 version *version_get(serve *s);
 void version_put(serve *s, version *v);
 void version_swap(serve *s, version *v);

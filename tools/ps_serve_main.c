@@ -529,7 +529,7 @@ int main(int argc, char **argv) {
   pthread_mutex_init(&s.cmu, NULL);
   pthread_mutex_init(&s.compute, NULL);
   version *v;
-  ps_status st = version_load(&s, dir, &v, &err);
+  ps_status st = version_load(&s, dir, false, &v, &err);
   if (st != PS_OK)
     return fail(st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND || st == PS_ERR_UNKNOWN_TABLE ? 2 : 1, "%s", ps_error_str(&err));
   if ((rc = make_metrics(&s)) != 0) return rc;
@@ -548,6 +548,7 @@ int main(int argc, char **argv) {
   serve_zmq_stop(&s);
   if (s.d) MHD_stop_daemon(s.d);
   version_put(&s, s.cur);
+  if (s.next) version_put(&s, s.next);
   ps_client_destroy(&s.probe);
   ps_metrics_destroy(&s.m);
   return rc;

@@ -13,6 +13,9 @@
  *   behind for good when the shards took longer than a checkpoint interval to switch (it only
  *   loaded latest once they served exactly that step). The model must be in DIR: a step that
  *   ps-worker's retention already removed is warned about and not served.
+ * - Loaded ahead: the shards switch after `latest` moves, so the main thread loads the model
+ *   latest names beforehand (s->next, its shards' step not checked) and swaps it in the moment
+ *   they all serve it; requests then wait for the shards, not for a model's load.
  * - The looks use a client of their own (the main thread's): a version's client is its
  *   requests', used under the compute lock. */
 #include <inttypes.h>
@@ -38,7 +41,7 @@ static void version_free(serve *s, version *v) {
 
 /* The model of dir (a step directory with --follow, else --checkpoint/--export as given),
  * opened off to the side; only its creation on the compute backend waits for the lock. */
-ps_status version_load(serve *s, const char *dir, version **out, ps_error *err) {
+ps_status version_load(serve *s, const char *dir, bool any_step, version **out, ps_error *err) {
   const serve_opts *o = &s->o;
   version *v = calloc(1, sizeof *v);
   if (!v) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
@@ -46,6 +49,7 @@ ps_status version_load(serve *s, const char *dir, version **out, ps_error *err) 
   p->no_eval = 1;
   p->prec = o->prec;
   p->check_step = o->follow && o->servers;
+  p->any_step = any_step;
   ps_status st = ps_predictor_open(p, o->export ? NULL : dir, o->export, o->servers, o->schema, err);
   if (st == PS_OK && o->servers && (st = ps_predictor_connect(p, o->servers, err)) != PS_OK)
     ps_error_prefix(err, "--servers %s: ", o->servers);
@@ -153,24 +157,48 @@ static bool follow_target(serve *s, const char *seen, char *name, size_t len) {
   return (uint64_t)step != s->cur->step;
 }
 
-/* --follow: a look at DIR/latest (or at the shards' step); a new name is loaded and swapped in.
- * seen: the name being served; failed: the last name that failed (warned once, retried at each
- * look). */
+/* --follow --servers: the model of the step DIR/latest names, loaded ahead into s->next while
+ * the shards still serve an older one, so that their switch finds it ready (a request waits for
+ * the swap, not for a load). */
+static void preload(serve *s) {
+  char name[256], dir[4096];
+  uint64_t step;
+  if (ps_ckpt_latest_read(s->o.ckpt, name, sizeof name, NULL) != PS_OK ||
+      !ps_ckpt_step_parse(name, &step) || step == s->cur->step || (s->next && s->next->step == step))
+    return;
+  if (s->next) version_put(s, s->next), s->next = NULL;
+  snprintf(dir, sizeof dir, "%s/%s", s->o.ckpt, name);
+  ps_error err;
+  if (version_load(s, dir, true, &s->next, &err) != PS_OK)
+    PS_DEBUG("--follow: preloading %s failed (%s)", dir, ps_error_str(&err));
+}
+
+/* --follow: a look at DIR/latest (or at the shards' step); a new name is loaded (or taken from
+ * the preload) and swapped in. seen: the name being served; failed: the last name that failed
+ * (warned once, retried at each look). */
 void serve_follow_look(serve *s, char *seen, char *failed) {
   char name[256];
-  if (!follow_target(s, seen, name, sizeof name)) return;
+  if (!follow_target(s, seen, name, sizeof name)) {
+    if (s->probe) preload(s);
+    return;
+  }
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->o.ckpt, name);
-  version *v;
+  version *v = s->next;
   ps_error err;
-  if (version_load(s, dir, &v, &err) != PS_OK) {
+  uint64_t step;
+  bool ahead = v && ps_ckpt_step_parse(name, &step) && v->step == step;
+  if (ahead) {
+    s->next = NULL;
+  } else if (version_load(s, dir, false, &v, &err) != PS_OK) {
     if (strcmp(name, failed) != 0)
       PS_WARN("--follow: %s cannot be served yet (%s): still serving step %" PRIu64, dir,
               ps_error_str(&err), s->cur->step);
     snprintf(failed, 256, "%s", name);
     return;
   }
-  PS_INFO("--follow: serving step %" PRIu64 " (%s), was %" PRIu64, v->step, dir, s->cur->step);
+  PS_INFO("--follow: serving step %" PRIu64 " (%s%s), was %" PRIu64, v->step, dir,
+          ahead ? ", loaded ahead" : "", s->cur->step);
   version_swap(s, v);
   ps_counter_inc(s->swaps);
   snprintf(seen, 256, "%s", name);

@@ -14,7 +14,9 @@ lags, no timing luck. Four clients score the 64 lines in a loop throughout; ever
 2. Shard 0 switches back to A, shard 1 stays on B for 1 s (a lagging shard), ps-serve's latest
    names A: before, its B model scored shard 0's A rows.
 3. Both shards back on B, ps-serve's latest left at A.
-Both steps must be served, none failed. Without the fix 1 and 2 give mixed replies."""
+Both steps must be served, none failed. Without the fix 1 and 2 give mixed replies. In 2,
+ps-serve loads A's model ahead (its latest names A before the shards serve it) and swaps it in
+when they do (its log says "loaded ahead")."""
 import os
 import sys
 import tempfile
@@ -86,8 +88,12 @@ try:
                 mid.get(steps[1], 0) > 0, str(mid))
         p.terminate()
         p.wait(timeout=30)
+        log = p.stderr.read()
         r.check("stops on SIGTERM with 0 (every version freed)", p.returncode == 0,
-                "" if p.returncode == 0 else p.stderr.read()[-1500:])
+                "" if p.returncode == 0 else log[-1500:])
+        # 2: ps-serve's latest named A before the shards served it, so A's model was loaded
+        # ahead and swapped in when they did
+        r.check("a model loaded ahead of the shards' switch", "loaded ahead" in log, log[-1500:])
 finally:
     serve_proc.kill_all(procs)
 r.finish()
