@@ -99,6 +99,8 @@ void ps_predictor_free(ps_predictor *p) {
   free(p->rows);
 }
 
+static ps_status steps_are(ps_predictor *p, const char *when);
+
 /* Scores the good lines of the batch (into probs, in order) and adds them to the metrics. */
 ps_status ps_predictor_score(ps_predictor *p, int *n_out) {
   size_t n = 0, nk = 0, room = 0;
@@ -120,9 +122,14 @@ ps_status ps_predictor_score(ps_predictor *p, int *n_out) {
   if (p->nd == 0) memset(p->dense, 0, n * sizeof(float));
   size_t nu = 0;
   if ((st = ps_dedup_keys(p->dedup, p->keys, nk, p->unique, p->inverse, &nu)) != PS_OK) return st;
-  if (p->cl)
+  if (p->cl) {
+    ps_error_clear(&p->pull_err);
+    /* check_step: the shards' step read before and after the pull (see ps_score.h) */
+    if (p->check_step && (st = steps_are(p, "before")) != PS_OK) return st;
     st = ps_client_pull_unique(p->cl, p->table.id, 0, p->unique, nu, p->rows,
                                &p->pull_err);
+    if (st == PS_OK && p->check_step) st = steps_are(p, "after");
+  }
   else if (p->ex)
     st = ps_export_model_pull(p->ex, p->unique, nu, p->rows);
   else
@@ -142,26 +149,55 @@ ps_status ps_predictor_score(ps_predictor *p, int *n_out) {
 
 /* Server i's STATS: it must be shard i of `n`; *step = the checkpoint step it reports serving
  * (-1: it reports none). */
-static ps_status server_shard(ps_predictor *p, size_t i, size_t n, long long *step, ps_error *err) {
+static ps_status server_shard(ps_client *cl, size_t i, size_t n, long long *step, ps_error *err) {
   char *text = NULL;
-  ps_status st = ps_client_stats(p->cl, i, &text, err);
+  ps_status st = ps_client_stats(cl, i, &text, err);
   if (st != PS_OK) return st; /* err names the server */
   json_t *j = json_loads(text, 0, NULL);
   free(text);
   json_int_t shard = -1, shards = -1, ck = -1;
   if (!j || json_unpack(j, "{s:I, s:I, s?{s:I}}", "shard", &shard, "shards", &shards,
                         "last_checkpoint", "step", &ck) != 0)
-    st = ps_error_set(err, PS_ERR_PROTO, "%s: unreadable statistics", ps_client_url(p->cl, i));
+    st = ps_error_set(err, PS_ERR_PROTO, "%s: unreadable statistics", ps_client_url(cl, i));
   else if (shards != (json_int_t)n)
     st = ps_error_set(err, PS_ERR_INVALID, "%zu server(s), the checkpoint has %lld shard(s) (%s "
                       "says so): give one URL per shard, in shard order", n, (long long)shards,
-                      ps_client_url(p->cl, i));
+                      ps_client_url(cl, i));
   else if (shard != (json_int_t)i)
     st = ps_error_set(err, PS_ERR_INVALID, "URL %zu (%s) is shard %lld: give one URL per shard, "
-                      "in shard order", i + 1, ps_client_url(p->cl, i), (long long)shard);
+                      "in shard order", i + 1, ps_client_url(cl, i), (long long)shard);
   json_decref(j);
   *step = ck;
   return st;
+}
+
+ps_status ps_score_servers_step(ps_client *cl, long long *step, ps_error *err) {
+  size_t n = ps_client_servers(cl);
+  *step = -1;
+  for (size_t i = 0; i < n; i++) {
+    long long si = -1;
+    ps_status st = server_shard(cl, i, n, &si, err);
+    if (st != PS_OK) return st;
+    if (si < 0 || (i && si != *step)) return *step = -1, PS_OK;
+    *step = si;
+  }
+  return PS_OK;
+}
+
+/* check_step: every shard serves the model's step now, else PS_ERR_CONFLICT (pull_err says
+ * which shard serves which). */
+static ps_status steps_are(ps_predictor *p, const char *when) {
+  size_t n = ps_client_servers(p->cl);
+  uint64_t want = ps_predictor_step(p);
+  for (size_t i = 0; i < n; i++) {
+    long long step = -1;
+    ps_status st = server_shard(p->cl, i, n, &step, &p->pull_err);
+    if (st != PS_OK) return st;
+    if (step < 0 || (uint64_t)step != want)
+      return ps_error_set(&p->pull_err, PS_ERR_CONFLICT, "%s serves step %lld %s the pull, the "
+                          "model is step %" PRIu64, ps_client_url(p->cl, i), step, when, want);
+  }
+  return PS_OK;
 }
 
 /* --servers: one serving server per shard of the checkpoint; the table attached by its name
@@ -175,11 +211,13 @@ ps_status ps_predictor_connect(ps_predictor *p, const char *urls, ps_error *err)
   uint64_t want = ps_predictor_step(p);
   for (size_t i = 0; i < n; i++) {
     long long step = -1;
-    if ((st = server_shard(p, i, n, &step, err)) != PS_OK) return st;
-    if (step < 0)
+    if ((st = server_shard(p->cl, i, n, &step, err)) != PS_OK) return st;
+    if (step < 0) {
       PS_WARN("%s reports no checkpoint it serves: scoring the rows it holds now",
               ps_client_url(p->cl, i));
-    else if ((uint64_t)step != want)
+      p->check_step = 0; /* nothing to check a pull against */
+    }
+    else if ((uint64_t)step != want && !p->any_step)
       return ps_error_set(err, PS_ERR_INVALID, "%s serves step %lld, the checkpoint %s is step "
                           "%" PRIu64 ": give %s", ps_client_url(p->cl, i), step, ps_predictor_dir(p),
                           want, p->ex ? "--export an export of the step served"

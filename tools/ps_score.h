@@ -46,6 +46,16 @@ typedef struct ps_predictor {
   ps_client *cl;          /* --servers: rows from serving servers, else from the snapshots */
   ps_table_spec table;    /* the embedding table: the snapshots' spec, or the servers' */
   ps_error pull_err;      /* why a pull from the servers failed */
+  /* Set before connect (ps-serve --follow): each pull from the servers is bracketed by their
+   * steps (STATS of every shard before and after it), and a pull whose shards did not all serve
+   * the model's step from before to after fails with PS_ERR_CONFLICT, so no score mixes the
+   * model of one step with rows of another. A shard switches its snapshot and the step it
+   * reports together, between two messages (ps_server_follow.c), and a step's snapshot never
+   * changes, so equal steps on both sides mean the rows are that step's. Cleared by connect when
+   * a shard reports no step. */
+  int check_step;
+  int any_step; /* set before connect: no check that the shards serve the model's step (a
+                 * model loaded ahead of their switch) */
 } ps_predictor;
 
 /* The model's source: the checkpoint, or the export of --export. */
@@ -61,6 +71,9 @@ ps_status ps_predictor_open(ps_predictor *p, const char *ckpt, const char *expor
 /* --servers: one serving server per shard of the model; the table attached by its name and
  * checked against it (shard order, the rows' dim, the step served). */
 ps_status ps_predictor_connect(ps_predictor *p, const char *urls, ps_error *err);
+/* The step every shard of cl serves (STATS), or *step = -1 when they differ or one reports
+ * none; errors as connect's (a shard out of order, down). */
+ps_status ps_score_servers_step(ps_client *cl, long long *step, ps_error *err);
 /* After open (and connect, else the table is the source's): the model built, its parameters
  * loaded, the batch buffers for `batch` lines. */
 ps_status ps_predictor_init(ps_predictor *p, const char *device, int threads, int batch,

@@ -15,7 +15,8 @@
  *   so it sees one version from start to end; --follow loads a new checkpoint off to the side
  *   (the old one keeps serving) and swaps the pointer under a mutex; the old version is freed
  *   by the last request that held it. A checkpoint that fails to load is logged and retried
- *   at the next look (with --servers the servers may not serve the new step yet).
+ *   at the next look. With --servers, --follow follows the shards' step and every pull is
+ *   checked against the model's step (ps_serve_version.c): no reply mixes two versions.
  * - One ps_predictor scores one batch at a time and the CPU backend's OpenBLAS has global state,
  *   so scoring is serialized by one lock (see serve.compute); parsing and I/O are not.
  *   Concurrent requests are not merged into one batch: a score's last bits depend on its
@@ -73,71 +74,6 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 #define fail(rc, ...) ps_tool_fail(PROG, rc, __VA_ARGS__)
-
-/* ---- versions ---- */
-
-static void version_free(serve *s, version *v) {
-  pthread_mutex_lock(&s->compute);
-  ps_predictor_close(&v->p);
-  pthread_mutex_unlock(&s->compute);
-  free(v);
-}
-
-/* The model of dir (a step directory with --follow, else --checkpoint/--export as given),
- * opened off to the side; only its creation on the compute backend waits for the lock. */
-static ps_status version_load(serve *s, const char *dir, version **out, ps_error *err) {
-  const serve_opts *o = &s->o;
-  version *v = calloc(1, sizeof *v);
-  if (!v) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-  ps_predictor *p = &v->p;
-  p->no_eval = 1;
-  p->prec = o->prec;
-  ps_status st = ps_predictor_open(p, o->export ? NULL : dir, o->export, o->servers, o->schema, err);
-  if (st == PS_OK && o->servers && (st = ps_predictor_connect(p, o->servers, err)) != PS_OK)
-    ps_error_prefix(err, "--servers %s: ", o->servers);
-  else if (st == PS_OK && !o->servers) p->table = p->ck ? *ps_ckpt_table(p->ck) : *ps_export_model_table(p->ex);
-  if (st == PS_OK) {
-    pthread_mutex_lock(&s->compute);
-    st = ps_predictor_init(p, o->device, o->compute_threads, o->batch, err);
-    if (st != PS_OK) ps_predictor_close(p);
-    pthread_mutex_unlock(&s->compute);
-  } else {
-    ps_predictor_close(p);
-  }
-  if (st != PS_OK) {
-    free(v);
-    return st;
-  }
-  v->step = ps_predictor_step(p);
-  v->refs = 1;
-  *out = v;
-  return PS_OK;
-}
-
-static version *version_get(serve *s) {
-  pthread_mutex_lock(&s->vmu);
-  version *v = s->cur;
-  v->refs++;
-  pthread_mutex_unlock(&s->vmu);
-  return v;
-}
-
-static void version_put(serve *s, version *v) {
-  pthread_mutex_lock(&s->vmu);
-  bool last = --v->refs == 0;
-  pthread_mutex_unlock(&s->vmu);
-  if (last) version_free(s, v);
-}
-
-/* The new version becomes the current one; the old one is freed by its last request. */
-static void version_swap(serve *s, version *v) {
-  pthread_mutex_lock(&s->vmu);
-  version *old = s->cur;
-  s->cur = v;
-  pthread_mutex_unlock(&s->vmu);
-  if (old) version_put(s, old);
-  ps_gauge_set(s->step_g, (double)v->step);
-}
 
 /* ---- scoring ---- */
 
@@ -266,25 +202,34 @@ static int score_lines(version *v, const char *body, size_t len, bool json, FILE
 
 int serve_score(serve *s, const char *body, size_t len, bool json, char **text, size_t *tlen,
                 char *msg, size_t msglen) {
-  char *lines = NULL;
-  size_t llen = 0, nrows = 0;
-  int code = 200;
-  *text = NULL, *tlen = 0;
-  version *v = version_get(s); /* one version from the rows' parsing to the reply */
-  if (json) code = json_lines(ps_predictor_schema(&v->p), body, len, &lines, &llen, msg, msglen);
-  FILE *out = code == 200 ? open_memstream(text, tlen) : NULL;
-  if (code == 200 && !out) code = 500, snprintf(msg, msglen, "out of memory");
-  if (code == 200) {
-    pthread_mutex_lock(&s->compute);
-    code = json ? score_lines(v, lines, llen, true, out, &nrows, msg, msglen)
-                : score_lines(v, body, len, false, out, &nrows, msg, msglen);
-    pthread_mutex_unlock(&s->compute);
+  size_t nrows;
+  int code;
+  uint64_t t0 = ps_now_ns();
+  for (;;) {
+    char *lines = NULL;
+    size_t llen = 0;
+    nrows = 0, code = 200;
+    *text = NULL, *tlen = 0;
+    version *v = version_get(s); /* one version from the rows' parsing to the reply */
+    if (json) code = json_lines(ps_predictor_schema(&v->p), body, len, &lines, &llen, msg, msglen);
+    FILE *out = code == 200 ? open_memstream(text, tlen) : NULL;
+    if (code == 200 && !out) code = 500, snprintf(msg, msglen, "out of memory");
+    bool other_step = false;
+    if (code == 200) {
+      pthread_mutex_lock(&s->compute);
+      code = json ? score_lines(v, lines, llen, true, out, &nrows, msg, msglen)
+                  : score_lines(v, body, len, false, out, &nrows, msg, msglen);
+      /* rows of another step than v's model: scored again by the version of the shards' step */
+      other_step = code == 503 && v->p.pull_err.code == PS_ERR_CONFLICT;
+      pthread_mutex_unlock(&s->compute);
+    }
+    if (out && fclose(out) != 0 && code == 200) code = 500, snprintf(msg, msglen, "out of memory");
+    if (free(lines), code != 200) free(*text), *text = NULL, *tlen = 0;
+    bool again = other_step && serve_wait_swap(s, v, t0);
+    version_put(s, v);
+    if (!again) break;
   }
-  version_put(s, v);
-  if (out && fclose(out) != 0 && code == 200) code = 500, snprintf(msg, msglen, "out of memory");
-  free(lines);
-  if (code != 200) free(*text), *text = NULL, *tlen = 0;
-  else ps_counter_add(s->rows, nrows);
+  if (code == 200) ps_counter_add(s->rows, nrows);
   return code;
 }
 
@@ -528,28 +473,6 @@ static int make_metrics(serve *s) {
   return 0;
 }
 
-/* --follow: a look at DIR/latest; a new name is loaded and swapped in. seen: the name being
- * served; failed: the last name that failed (warned once, retried at each look). */
-static void follow_look(serve *s, char *seen, char *failed) {
-  char name[256];
-  if (ps_ckpt_latest_read(s->o.ckpt, name, sizeof name, NULL) != PS_OK || strcmp(name, seen) == 0) return;
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/%s", s->o.ckpt, name);
-  version *v;
-  ps_error err;
-  if (version_load(s, dir, &v, &err) != PS_OK) {
-    if (strcmp(name, failed) != 0)
-      PS_WARN("--follow: %s cannot be served yet (%s): still serving step %" PRIu64, dir,
-              ps_error_str(&err), s->cur->step);
-    snprintf(failed, 256, "%s", name);
-    return;
-  }
-  PS_INFO("--follow: serving step %" PRIu64 " (%s), was %" PRIu64, v->step, dir, s->cur->step);
-  version_swap(s, v);
-  ps_counter_inc(s->swaps);
-  snprintf(seen, 256, "%s", name);
-}
-
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   serve s;
@@ -578,7 +501,7 @@ int main(int argc, char **argv) {
       {"timeout-s", 0, PS_CLI_INT, &o->timeout_s, "S", "a connection idle this long is closed (a stalled client; default 5)", false, 1, 3600},
       {"request-timeout-s", 0, PS_CLI_INT, &o->request_timeout_s, "S", "a request not complete (headers and body) this long after its connection's accept or last reply is cut (a client trickling bytes; default 10)", false, 1, 3600},
       {"max-connections", 0, PS_CLI_INT, &o->max_conn, "N", "connections at once (default 256)", false, 1, 65536},
-      {"follow", 0, PS_CLI_FLAG, &o->follow, NULL, "watch --checkpoint DIR's latest and swap each new checkpoint in atomically", false, 0, 0},
+      {"follow", 0, PS_CLI_FLAG, &o->follow, NULL, "watch --checkpoint DIR's latest (with --servers: the step every shard serves) and swap each new checkpoint in atomically; every reply one step's model and rows", false, 0, 0},
       {"poll-ms", 0, PS_CLI_INT, &o->poll_ms, "MS", "--follow: milliseconds between looks at latest (default 200)", false, 10, 60000},
       {"device", 0, PS_CLI_STRING, &o->device, "D", "cpu | cuda | cuda:N", false, 0, 0},
       {"precision", 0, PS_CLI_STRING, &o->precision, "fp32|bf16", "the MLPs' GEMMs in FP32, or with bf16 inputs and FP32 accumulation (FP32, with a warning, where the device has no bf16)", false, 0, 0},
@@ -599,16 +522,14 @@ int main(int argc, char **argv) {
   char seen[256] = "", failed[256] = "", dir[4096];
   snprintf(dir, sizeof dir, "%s", o->ckpt ? o->ckpt : o->export);
   ps_error err;
-  if (o->follow) {
-    if (ps_ckpt_latest_read(o->ckpt, seen, sizeof seen, &err) != PS_OK)
-      return fail(2, "--follow: %s: %s", o->ckpt, ps_error_str(&err));
-    snprintf(dir, sizeof dir, "%s/%s", o->ckpt, seen);
-  }
+  if (o->follow && (rc = serve_follow_start(&s, seen, sizeof seen)) != 0) return rc;
+  if (o->follow) snprintf(dir, sizeof dir, "%s/%s", o->ckpt, seen);
   pthread_mutex_init(&s.vmu, NULL);
+  pthread_cond_init(&s.vcv, NULL);
   pthread_mutex_init(&s.cmu, NULL);
   pthread_mutex_init(&s.compute, NULL);
   version *v;
-  ps_status st = version_load(&s, dir, &v, &err);
+  ps_status st = version_load(&s, dir, false, &v, &err);
   if (st != PS_OK)
     return fail(st == PS_ERR_INVALID || st == PS_ERR_NOT_FOUND || st == PS_ERR_UNKNOWN_TABLE ? 2 : 1, "%s", ps_error_str(&err));
   if ((rc = make_metrics(&s)) != 0) return rc;
@@ -619,15 +540,16 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     while (!g_stop) {
-      struct timespec ts = {o->poll_ms / 1000, (long)(o->poll_ms % 1000) * 1000000L};
-      nanosleep(&ts, NULL);
+      serve_follow_wait(&s);
       if (s.d) cut_late(&s);
-      if (o->follow && !g_stop) follow_look(&s, seen, failed);
+      if (o->follow && !g_stop) serve_follow_look(&s, seen, failed);
     }
   }
   serve_zmq_stop(&s);
   if (s.d) MHD_stop_daemon(s.d);
   version_put(&s, s.cur);
+  if (s.next) version_put(&s, s.next);
+  ps_client_destroy(&s.probe);
   ps_metrics_destroy(&s.m);
   return rc;
 }

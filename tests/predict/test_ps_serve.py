@@ -42,43 +42,14 @@ r = h.Results()
 procs = []
 
 
-def predict(ck, lines, d):
-    """ps-predict's scores of lines (a list of strings) from checkpoint ck, scored as one batch
-    (a batch's size changes the float rounding of the MLPs, so each request size has its own
-    reference), with one compute thread as ps-serve's default."""
-    inp, out = os.path.join(d, "in.tsv"), os.path.join(d, "out.txt")
-    open(inp, "w").write("\n".join(lines) + "\n")
-    p = subprocess.run([f"{h.BIN}/ps-predict", "--progress-every", "0", "--threads", "1",
-                        "--checkpoint", ck,
-                        "--input", inp, "--out", out], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    return [float(x) for x in open(out).read().split("\n")[:-1]]
+predict = serve_proc.predict
 
 
 def start(args, timeout=60):
-    """ps-serve --http 127.0.0.1:0 ARGS; (process, port) once it printed where it listens."""
-    import select
-    p = subprocess.Popen([f"{h.BIN}/ps-serve", "--http", "127.0.0.1:0"] + args,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    procs.append(p)
-    ready = select.select([p.stdout], [], [], timeout)[0]
-    line = p.stdout.readline() if ready else ""
-    if "listening on" not in line:
-        p.kill()
-        raise AssertionError(f"ps-serve {args} did not start: {p.stderr.read()[-2000:]}")
-    return p, int(line.strip().rsplit(":", 1)[1])
+    return serve_proc.start_serve(args, procs, timeout)
 
 
-def post(port, body, ctype="text/plain", timeout=30):
-    """(status, parsed JSON reply) of POST /v1/score."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/score", data=body.encode(),
-                                 headers={"Content-Type": ctype}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+post = serve_proc.post
 
 
 def as_json_rows(lines):
@@ -128,10 +99,7 @@ def step_of(ck):
     return int(open(os.path.join(ck, "latest")).read().strip().split("-")[1])
 
 
-def set_latest(live, name):
-    with open(os.path.join(live, "latest.tmp"), "w") as f:
-        f.write(name + "\n")
-    os.rename(os.path.join(live, "latest.tmp"), os.path.join(live, "latest"))
+set_latest = serve_proc.set_latest
 
 
 try:
@@ -255,26 +223,8 @@ try:
             names.append(n)
         set_latest(live, names[0])
         p, port = start(["--checkpoint", live, "--follow", "--poll-ms", "20", "--threads", "4"])
-        stop = threading.Event()
-        seen, errors = {}, []
         body = "\n".join(lines[:64]) + "\n"
-        want = {steps[i]: ref[i][64] for i in range(2)}
-
-        def client():
-            while not stop.is_set():
-                try:
-                    st, rep = post(port, body)
-                except Exception as e:  # noqa: BLE001 -- any failure is a failed request
-                    errors.append(repr(e))
-                    continue
-                if st != 200 or want.get(rep.get("step")) != rep.get("scores"):
-                    errors.append(f"{st} step {rep.get('step')}")
-                else:
-                    seen[rep["step"]] = seen.get(rep["step"], 0) + 1
-
-        ths = [threading.Thread(target=client) for _ in range(4)]
-        for t in ths:
-            t.start()
+        load = serve_proc.Load(port, body, {steps[i]: ref[i][64] for i in range(2)})
         swapped = []
         for k in range(8):
             time.sleep(0.4)
@@ -287,13 +237,7 @@ try:
                 time.sleep(0.05)
             swapped.append(metric(port, "ember_serve_swaps_total"))
         time.sleep(0.5)
-        stop.set()
-        for t in ths:
-            t.join()
-        total = sum(seen.values())
-        r.check("hot swap: no request failed, every reply one version's scores",
-                not errors and total > 20, f"{total} ok, {len(errors)} bad {errors[:3]}")
-        r.check("hot swap: both steps served", len(seen) == 2, str(seen))
+        load.finish(r, "hot swap: ", 2)
         r.check("/metrics: swaps counted, one per flip of latest",
                 swapped == list(range(1, 9)) and metric(port, "ember_serve_swaps_total") == 8,
                 str(swapped))
@@ -311,8 +255,5 @@ try:
             r.check(f"{name}: exit 2, one line", q.returncode == 2 and len(err) == 1 and text in err[0],
                     f"{q.returncode} {q.stderr[-300:]!r}")
 finally:
-    for q in procs:
-        if q.poll() is None:
-            q.kill()
-            q.wait()
+    serve_proc.kill_all(procs)
 r.finish()

@@ -30,6 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 import harness as h
+import serve_proc
 
 TESTS = os.environ.get("EMBER_TESTS", os.path.join(os.path.dirname(h.BIN), "tests"))
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
@@ -38,15 +39,7 @@ r = h.Results()
 procs = []
 
 
-def predict(ck, lines, d):
-    """ps-predict's scores of lines as one batch, one compute thread (ps-serve's default)."""
-    inp, out = os.path.join(d, "in.tsv"), os.path.join(d, "out.txt")
-    open(inp, "w").write("\n".join(lines) + "\n")
-    p = subprocess.run([f"{h.BIN}/ps-predict", "--progress-every", "0", "--threads", "1",
-                        "--checkpoint", ck, "--input", inp, "--out", out], capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    return [float(x) for x in open(out).read().split("\n")[:-1]]
+predict = serve_proc.predict
 
 
 def start(args, timeout=60):
@@ -254,8 +247,5 @@ try:
         p.terminate()
         p.wait(timeout=30)
 finally:
-    for q in procs:
-        if q.poll() is None:
-            q.kill()
-            q.wait()
+    serve_proc.kill_all(procs)
 r.finish()
