@@ -106,6 +106,7 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *e
   if (n <= 0)
     return ps_error_set(err, PS_ERR_INVALID, "server URL %zu is missing or too long", i);
   s->nrep = (uint32_t)n;
+  s->served_lo = UINT64_MAX; /* no pull reply yet (ps_client_served_take) */
   if (n > 1) c->replicated = true;
   snprintf(s->url, sizeof s->url, "%s", s->rep[0]);
   s->sock = zmq_socket(c->ctx, ZMQ_DEALER);

@@ -149,6 +149,11 @@ ps_status ps_client_refresh_start(ps_client *c, uint32_t table, uint64_t step, u
                                   ps_error *err);
 /* Rows that refreshes brought back so far, every one counted. */
 uint64_t ps_client_refreshed(const ps_client *c);
+/* Serving shards (ps-server --serve) name in each pull reply the checkpoint step its rows were
+ * read from (docs/PROTOCOL.md, "Serving shards"). Into *lo and *hi: the lowest and highest
+ * such step + 1 of `server`'s pull replies since the previous call (0: a reply of a shard that
+ * is not serving); false when there was none. Starts over. */
+bool ps_client_served_take(ps_client *c, size_t server, uint64_t *lo, uint64_t *hi);
 ps_status ps_client_step_start(ps_client *c, uint32_t table, uint64_t step, ps_client_req **r,
                                ps_error *err);
 ps_status ps_client_wait(ps_client *c, ps_client_req **r, ps_error *err);

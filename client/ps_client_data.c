@@ -300,6 +300,15 @@ ps_status ps_client_pull_state_start(ps_client *c, uint32_t table, uint64_t step
 
 uint64_t ps_client_refreshed(const ps_client *c) { return c->refreshed; }
 
+bool ps_client_served_take(ps_client *c, size_t server, uint64_t *lo, uint64_t *hi) {
+  cl_server *S = &c->srv[server];
+  *lo = S->served_lo;
+  *hi = S->served_hi;
+  S->served_lo = UINT64_MAX;
+  S->served_hi = 0;
+  return *lo <= *hi;
+}
+
 ps_status cl_scatter_refresh(ps_client *c, struct ps_client_req *r, ps_error *err) {
   const size_t S = c->nsrv, dim = r->dim, row = dim * sizeof(float);
   if (S > 1) { /* (shard, index in its sub-request) -> the key's position: rev[off[sh] + idx] */

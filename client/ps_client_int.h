@@ -99,6 +99,9 @@ typedef struct cl_server {
    * PS_WIRE_SEQ_WINDOW bits, allocated at the first push) marks those settled above the floor */
   uint64_t seq_next, seq_floor;
   uint64_t *seq_done;
+  /* serving shards: the lowest and highest `served` of the pull replies since the last
+   * ps_client_served_take (lo > hi: none) */
+  uint64_t served_lo, served_hi;
 } cl_server;
 
 struct ps_client {

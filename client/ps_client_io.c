@@ -341,6 +341,8 @@ static void handle_reply(ps_client *c, uint32_t srv, zmq_msg_t *fr, int nfr) {
   if (st != PS_OK) {
     sub_fail(s, st, "%s", e.msg);
   } else if (r->op == EMBER__OP__OP_PULL || r->op == EMBER__OP__OP_REFRESH) {
+    if (h->served < S->served_lo) S->served_lo = h->served;
+    if (h->served > S->served_hi) S->served_hi = h->served;
     const int vf = r->op == EMBER__OP__OP_REFRESH ? 2 : 1; /* a REFRESH: positions first */
     if (vf == 2) {
       zmq_msg_init(&s->pos);

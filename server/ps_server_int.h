@@ -137,6 +137,7 @@ struct srv_req {
   srv_req *once_dups;   /* copies of this push that arrived before its reply (via next) */
   ps_store *store;     /* the store its store work uses (set at dispatch) */
   struct srv_version *ver; /* --follow: the served version it holds while its store work runs */
+  uint64_t served;         /* a serving shard's pull: 1 + the step its rows are read from */
   /* replicated shards (ps_server_replication.c) */
   uint64_t repl_seq;   /* primary: the id of its forward to the backups */
   uint64_t repl_sent;  /* when it was forwarded (or held, on a replica that is not primary) */

@@ -238,6 +238,7 @@ void srv_reply_store_work(ps_server *s, srv_req *r) {
     rh.count = r->msg.nkeys;
     rh.dim = srv_pull_row_floats(r, r->tab);
     rh.step = r->h->step;
+    rh.served = r->served;
     rh.value_type = r->f16 ? EMBER__VALUE_TYPE__VT_F16 : EMBER__VALUE_TYPE__VT_F32;
     r->has_out = false;
     zmq_msg_t out, pos;

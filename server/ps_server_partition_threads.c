@@ -319,6 +319,9 @@ void srv_dispatch(ps_server *s, srv_req *r, int kind) {
   r->st = PS_OK;
   r->store = s->store;
   if (s->follow) srv_follow_acquire(s, r);
+  /* The step of the snapshot r reads (the reply says it: field served): s->last follows the
+   * served version on this (the main) thread, together with the version acquired above. */
+  r->served = s->opt.serve_dir && s->last.have ? s->last.step + 1 : 0;
   if (s->nthreads == 0) {
     r->t_svc = ps_now_ns();
     r->st = part_run(&s->inline_part, r);

@@ -99,7 +99,8 @@ void ps_predictor_free(ps_predictor *p) {
   free(p->rows);
 }
 
-static ps_status steps_are(ps_predictor *p, const char *when);
+static void served_clear(ps_predictor *p);
+static ps_status served_is_model(ps_predictor *p);
 
 /* Scores the good lines of the batch (into probs, in order) and adds them to the metrics. */
 ps_status ps_predictor_score(ps_predictor *p, int *n_out) {
@@ -124,11 +125,11 @@ ps_status ps_predictor_score(ps_predictor *p, int *n_out) {
   if ((st = ps_dedup_keys(p->dedup, p->keys, nk, p->unique, p->inverse, &nu)) != PS_OK) return st;
   if (p->cl) {
     ps_error_clear(&p->pull_err);
-    /* check_step: the shards' step read before and after the pull (see ps_score.h) */
-    if (p->check_step && (st = steps_are(p, "before")) != PS_OK) return st;
+    /* check_step: the step every reply's rows were read from (see ps_score.h) */
+    if (p->check_step) served_clear(p);
     st = ps_client_pull_unique(p->cl, p->table.id, 0, p->unique, nu, p->rows,
                                &p->pull_err);
-    if (st == PS_OK && p->check_step) st = steps_are(p, "after");
+    if (st == PS_OK && p->check_step) st = served_is_model(p);
   }
   else if (p->ex)
     st = ps_export_model_pull(p->ex, p->unique, nu, p->rows);
@@ -184,18 +185,27 @@ ps_status ps_score_servers_step(ps_client *cl, long long *step, ps_error *err) {
   return PS_OK;
 }
 
-/* check_step: every shard serves the model's step now, else PS_ERR_CONFLICT (pull_err says
- * which shard serves which). */
-static ps_status steps_are(ps_predictor *p, const char *when) {
-  size_t n = ps_client_servers(p->cl);
-  uint64_t want = ps_predictor_step(p);
-  for (size_t i = 0; i < n; i++) {
-    long long step = -1;
-    ps_status st = server_shard(p->cl, i, n, &step, &p->pull_err);
-    if (st != PS_OK) return st;
-    if (step < 0 || (uint64_t)step != want)
-      return ps_error_set(&p->pull_err, PS_ERR_CONFLICT, "%s serves step %lld %s the pull, the "
-                          "model is step %" PRIu64, ps_client_url(p->cl, i), step, when, want);
+/* check_step: forgets what earlier replies named. */
+static void served_clear(ps_predictor *p) {
+  uint64_t lo, hi;
+  for (size_t i = 0; i < ps_client_servers(p->cl); i++) ps_client_served_take(p->cl, i, &lo, &hi);
+}
+
+/* check_step: every pull reply's rows were read from the model's step (each serving shard
+ * names it in the reply: ps_client_served_take), else PS_ERR_CONFLICT (pull_err says which
+ * shard served which). Shards that got no key of this pull name nothing, and need not. */
+static ps_status served_is_model(ps_predictor *p) {
+  const uint64_t want = ps_predictor_step(p) + 1;
+  for (size_t i = 0; i < ps_client_servers(p->cl); i++) {
+    uint64_t lo, hi;
+    if (!ps_client_served_take(p->cl, i, &lo, &hi) || (lo == want && hi == want)) continue;
+    if (lo == 0)
+      return ps_error_set(&p->pull_err, PS_ERR_CONFLICT, "%s named no checkpoint step in its "
+                          "pull reply (not a serving shard, or an older ps-server)",
+                          ps_client_url(p->cl, i));
+    return ps_error_set(&p->pull_err, PS_ERR_CONFLICT, "%s served rows of steps %" PRIu64
+                        "..%" PRIu64 " to the pull, the model is step %" PRIu64,
+                        ps_client_url(p->cl, i), lo - 1, hi - 1, want - 1);
   }
   return PS_OK;
 }

@@ -4,9 +4,9 @@
  * Design decisions (--follow --servers):
  * - Every reply is one version's, dense model and rows alike. The serving shards follow the
  *   checkpoints on their own and switch before or after ps-serve does, so ps-serve cannot tell
- *   from `latest` which rows a pull gets. Each pull is bracketed by the shards' steps (STATS
- *   before and after it, ps_score.h check_step): a pull whose shards did not serve the model's
- *   step throughout is not scored; the request asks the main thread for a look at once and is
+ *   from `latest` which rows a pull gets. Each pull reply names the step its rows were read
+ *   from (ps_score.h check_step): a pull whose rows are not all of the model's step is not
+ *   scored; the request asks the main thread for a look at once and is
  *   scored again by the next version, for up to SWITCH_WAIT_MS, then refused (503).
  * - ps-serve follows the shards, not `latest`: a look loads the model of the step every shard
  *   serves (DIR/step-N, when they agree), whatever latest names. Following latest left it
