@@ -28,3 +28,11 @@ def start(args, log, procs, env=None, timeout=60):
                 break
     err.seek(0)
     raise AssertionError(f"ps-server {args} did not start: {err.read()[-2000:]}")
+
+
+def kill_all(procs):
+    """SIGKILL every process of procs still running, and reap it (a test's last word)."""
+    for q in procs:
+        if q.poll() is None:
+            q.kill()
+            q.wait()

@@ -311,8 +311,5 @@ try:
             r.check(f"{name}: exit 2, one line", q.returncode == 2 and len(err) == 1 and text in err[0],
                     f"{q.returncode} {q.stderr[-300:]!r}")
 finally:
-    for q in procs:
-        if q.poll() is None:
-            q.kill()
-            q.wait()
+    serve_proc.kill_all(procs)
 r.finish()

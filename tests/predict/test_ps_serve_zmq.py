@@ -30,6 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "worker"))
 import harness as h
+import serve_proc
 
 TESTS = os.environ.get("EMBER_TESTS", os.path.join(os.path.dirname(h.BIN), "tests"))
 SMALL = ["--mlp-bot", "13-32-16", "--mlp-top", "32-1", "--emb-dim", "16", "--threads", "1",
@@ -254,8 +255,5 @@ try:
         p.terminate()
         p.wait(timeout=30)
 finally:
-    for q in procs:
-        if q.poll() is None:
-            q.kill()
-            q.wait()
+    serve_proc.kill_all(procs)
 r.finish()
