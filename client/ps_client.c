@@ -29,6 +29,7 @@
 #include "ps_cli.h"
 #include "ps_client_int.h"
 #include "ps_curve.h"
+#include "ps_zmq.h"
 
 void ps_client_options_default(ps_client_options *o) {
   memset(o, 0, sizeof *o);
@@ -109,14 +110,8 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *e
   s->served_lo = UINT64_MAX; /* no pull reply yet (ps_client_served_take) */
   if (n > 1) c->replicated = true;
   snprintf(s->url, sizeof s->url, "%s", s->rep[0]);
-  s->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+  s->sock = ps_zmq_dealer(c->ctx, 1000);
   if (!s->sock) return shard_open_fail(i, err);
-  int zero = 0, hwm = 100000, ivl = 100, ivl_max = 1000;
-  zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-  zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
   if (c->opt.curve_secret[0]) {
     ps_status st = ps_curve_setup_client(s->sock, c->opt.curve_secret, c->opt.curve_server, err);
     if (st != PS_OK) return st;
@@ -130,6 +125,7 @@ static ps_status shard_open(ps_client *c, size_t i, const char *url, ps_error *e
     return shard_open_fail(i, err);
   s->mon = zmq_socket(c->ctx, ZMQ_PAIR);
   if (!s->mon || zmq_connect(s->mon, mon) != 0) return shard_open_fail(i, err);
+  int zero = 0;
   zmq_setsockopt(s->mon, ZMQ_LINGER, &zero, sizeof zero);
   if (zmq_connect(s->sock, s->url) != 0)
     return ps_error_set(err, PS_ERR_INVALID, "cannot connect to '%s': %s", s->url,

@@ -29,6 +29,7 @@
 #include "ps_log.h"
 #include "ps_op.h"
 #include "ps_time.h"
+#include "ps_zmq.h"
 
 static void sub_clear(cl_sub *s) {
   for (int i = 0; i < s->nparts; i++) zmq_msg_close(&s->part[i]);
@@ -426,30 +427,10 @@ static void fail_or_mark_lost(ps_client *c, uint32_t srv) {
 
 static void handle_monitor(ps_client *c, uint32_t srv) {
   cl_server *S = &c->srv[srv];
-  for (;;) {
-    zmq_msg_t ev, addr;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, S->mon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t event = 0;
-    if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    char ep[256] = "";
-    while (more) {
-      zmq_msg_init(&addr);
-      if (zmq_msg_recv(&addr, S->mon, 0) < 0) {
-        zmq_msg_close(&addr);
-        break;
-      }
-      more = zmq_msg_more(&addr);
-      size_t n = zmq_msg_size(&addr) < sizeof ep - 1 ? zmq_msg_size(&addr) : sizeof ep - 1;
-      memcpy(ep, zmq_msg_data(&addr), n);
-      ep[n] = '\0';
-      zmq_msg_close(&addr);
-    }
+  uint16_t event;
+  uint32_t value;
+  char ep[256];
+  while (ps_zmq_monitor_next(S->mon, &event, &value, ep, sizeof ep)) {
     /* A replica the client left: what its old connection does is no news. */
     if (S->nrep > 1 && ep[0] && strcmp(ep, S->url) != 0) continue;
     if (event == ZMQ_EVENT_DISCONNECTED) {

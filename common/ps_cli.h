@@ -45,6 +45,9 @@ typedef struct ps_cli {
   size_t nopts;
 } ps_cli;
 
+/* A ps_cli's last two fields from its option array: the array and how many rows it has. */
+#define PS_CLI_OPTS(opts) (opts), sizeof(opts) / sizeof *(opts)
+
 /* The --log-level row (for ps_log_apply_level), worded once for the binaries that take it. */
 #define PS_CLI_LOG_LEVEL_OPT(level) \
   {"log-level", 0, PS_CLI_STRING, (level), "L", "debug|info|warn|error|off", false, 0, 0}

@@ -9,6 +9,7 @@
  * (without), with their mode set by fchmod so that the umask does not decide it. */
 #include "ps_curve.h"
 #include "ps_fs.h"
+#include "ps_grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -165,13 +166,8 @@ static ps_status keyset_add(ps_curve_keyset *ks, const char *dir, const char *na
     return ps_error_set(err, PS_ERR_INVALID, "%s/%s: path too long", dir, name);
   ps_status st = ps_curve_read_key(path, false, key, err);
   if (st != PS_OK) return st;
-  if (ks->n == ks->cap) {
-    size_t cap = ks->cap ? 2 * ks->cap : 8;
-    ks_entry *e = realloc(ks->e, cap * sizeof *e);
-    if (!e) return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
-    ks->e = e;
-    ks->cap = cap;
-  }
+  if (!ps_grow((void **)&ks->e, &ks->cap, ks->n + 1, sizeof *ks->e, 8))
+    return ps_error_set(err, PS_ERR_NOMEM, "out of memory");
   ks_entry *e = &ks->e[ks->n];
   zmq_z85_decode(e->key, key);
   e->name = strndup(name, strlen(name) - strlen(".public"));

@@ -26,6 +26,7 @@
 
 #include "ps_log.h"
 #include "ps_curve.h"
+#include "ps_zmq.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define ZAP_FRAMES 7 /* version, request id, domain, address, identity, mechanism, key */
@@ -54,19 +55,7 @@ static void reply(void *sock, zmq_msg_t *f, const char *code, const char *text,
 /* Receives one request (every frame; ZAP_FRAMES kept) and answers it. */
 static void serve_one(ps_curve_auth *a) {
   zmq_msg_t f[ZAP_FRAMES];
-  int n = 0;
-  bool more = true;
-  while (more) {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, a->sock, 0) < 0) {
-      zmq_msg_close(&m);
-      break;
-    }
-    more = zmq_msg_more(&m);
-    if (n < ZAP_FRAMES) f[n++] = m;
-    else zmq_msg_close(&m);
-  }
+  int n = ps_zmq_recv_frames(a->sock, f, ZAP_FRAMES);
   if (n < 2) { /* nothing to answer to; REP needs a reply all the same */
     zmq_send(a->sock, "", 0, 0);
   } else if (n != ZAP_FRAMES || zmq_msg_size(&f[0]) != 3 ||

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "ps_log.h"
+#include "ps_thread.h"
 #include "ps_time.h"
 
 enum { H_METRICS, H_HEALTHZ, H_OTHER, H_COUNT };
@@ -200,13 +201,7 @@ static void *reaper_main(void *arg) {
 }
 
 static void http_free(ps_http *h) {
-  if (h->reaper_on) {
-    pthread_mutex_lock(&h->mu);
-    h->stop = true;
-    pthread_cond_signal(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    pthread_join(h->reaper, NULL);
-  }
+  if (h->reaper_on) ps_thread_stop(h->reaper, &h->mu, &h->cv, &h->stop);
   if (h->requests) ps_metric_set_collect(h->requests, NULL, NULL);
   pthread_mutex_destroy(&h->mu);
   pthread_cond_destroy(&h->cv);

@@ -114,26 +114,13 @@ ps_status store_write_dirty(ps_store *s, ps_error *err) {
   if (!done || !alloc) st = ps_error_set(err, PS_ERR_NOMEM, "no memory to write dirty rows");
   for (uint32_t p = 0; st == PS_OK && p < s->nparts; p++) {
     partition *pa = &s->parts[p];
-    size_t nb = 0;
-    for (size_t t = 0; st == PS_OK && t < s->ntables; t++) {
-      ptable *pt = &pa->tabs[t];
-      for (size_t i = 0; st == PS_OK && i < pt->cap; i++) {
-        hentry *e = &pt->slots[i];
-        if (!(e->p & F_DIRTY)) continue;
-        const row_meta m = ent_meta(&s->tables[t], e);
-        store_cold_put_row(pa->wb, &s->tables[t], e->key, &m, ent_row(e));
-        done[nb] = e;
-        alloc[nb++] = s->tables[t].alloc_bytes;
-        if (nb < WB_ROWS) continue;
-        st = store_cold_flush_wb(s, pa, err);
-        for (size_t k = 0; st == PS_OK && k < nb; k++) clear_dirty(pa, alloc[k], done[k]);
-        if (st == PS_OK) pa->writebacks += nb;
-        nb = 0;
-      }
-    }
-    if (st == PS_OK) st = store_cold_flush_wb(s, pa, err);
-    for (size_t k = 0; st == PS_OK && k < nb; k++) clear_dirty(pa, alloc[k], done[k]);
-    if (st == PS_OK) pa->writebacks += nb;
+    size_t t = 0, i = 0, nb;
+    do { /* in batches of WB_ROWS; the last one (maybe empty) also writes what pa->wb held */
+      nb = store_wb_put_dirty(s, pa, &t, &i, done, alloc, WB_ROWS);
+      st = store_cold_flush_wb(s, pa, err);
+      for (size_t k = 0; st == PS_OK && k < nb; k++) clear_dirty(pa, alloc[k], done[k]);
+      if (st == PS_OK) pa->writebacks += nb;
+    } while (st == PS_OK && nb == WB_ROWS);
     rocksdb_writebatch_clear(pa->wb);
   }
   free(done);

@@ -118,6 +118,16 @@ size_t ps_store_batch_part(const ps_store_batch *b, uint32_t part, const uint32_
 
 /* ---------------------------------------------------------------- pull */
 
+/* Counts a call's n lookups, nmiss of them misses. With none missing the call is done: the
+ * partition settles its write-back (a failing store tries its write-back on every call). */
+static bool all_hit(ps_store *s, partition *pa, size_t n, size_t nmiss) {
+  pa->hits += n - nmiss;
+  pa->misses += nmiss;
+  if (nmiss) return false;
+  store_wb_settle(s, pa);
+  return true;
+}
+
 /* The end of a partition's pull or warm: its miss scratch freed, its write-back settled. */
 static ps_status miss_done(ps_store *s, partition *pa, uint64_t *mk, size_t *mi,
                            rocksdb_pinnableslice_t **vals, ps_status st) {
@@ -204,12 +214,7 @@ static ps_status pull_part(ps_store *s, partition *pa, size_t ti, const uint64_t
     for (size_t i = 0; i < n; i++) ents[i] = NULL;
     nmiss = n;
   }
-  pa->hits += n - nmiss;
-  pa->misses += nmiss;
-  if (!nmiss) {
-    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
-    return PS_OK;
-  }
+  if (all_hit(s, pa, n, nmiss)) return PS_OK;
   /* Stage 3: misses go to RocksDB in one MultiGet; found rows enter the hot tier clean. */
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   size_t *mi = malloc(nmiss * sizeof(size_t));
@@ -401,12 +406,7 @@ static ps_status push_part(ps_store *s, partition *pa, size_t ti, const uint64_t
   } else {
     for (size_t i = 0; i < u; i++) miss_i[nmiss++] = i;
   }
-  pa->hits += u - nmiss;
-  pa->misses += nmiss;
-  if (!nmiss) {
-    store_wb_settle(s, pa); /* a failing store tries its write-back on every call */
-    return PS_OK;
-  }
+  if (all_hit(s, pa, u, nmiss)) return PS_OK;
   uint64_t *mk = malloc(nmiss * sizeof(uint64_t));
   rocksdb_pinnableslice_t **vals = malloc(nmiss * sizeof(*vals));
   if (!mk || !vals) {

@@ -425,6 +425,11 @@ bool store_wb_stage(ps_store *s, partition *pa, size_t ti, hentry *e);
  * failing, writes some of pa's dirty rows once per retry interval to find out whether writes
  * work again. */
 void store_wb_settle(ps_store *s, partition *pa);
+/* Puts pa's dirty rows into its write batch (pa->wb), at most `max`, from table *t slot *i on
+ * (a cursor that it advances): each row's entry and allocation size go to done[] and alloc[],
+ * for clear_dirty once the batch is written. Returns how many; fewer than max: no more. */
+size_t store_wb_put_dirty(ps_store *s, partition *pa, size_t *t, size_t *i, hentry **done,
+                          size_t *alloc, size_t max);
 /* A write to RocksDB failed (msg: why) / every write since the failure worked: each logs one
  * line when the store's state changes. */
 void store_wb_failed(ps_store *s, const char *what, const char *msg);

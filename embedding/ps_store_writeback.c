@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "ps_grow.h"
 #include "ps_log.h"
 #include "ps_store_int.h"
 #include "ps_time.h"
@@ -32,13 +33,8 @@
 #define RETRY_ROWS 1024
 
 bool store_wb_stage(ps_store *s, partition *pa, size_t ti, hentry *e) {
-  if (pa->nstage == pa->stage_cap) {
-    size_t nc = pa->stage_cap ? 2 * pa->stage_cap : 64;
-    staged_row *ns = realloc(pa->stage, nc * sizeof *ns);
-    if (!ns) return false;
-    pa->stage = ns;
-    pa->stage_cap = nc;
-  }
+  if (!ps_grow((void **)&pa->stage, &pa->stage_cap, pa->nstage + 1, sizeof *pa->stage, 64))
+    return false;
   const table *t = &s->tables[ti];
   ptable *pt = &pa->tabs[ti];
   const row_meta m = ent_meta(t, e);
@@ -72,23 +68,32 @@ static void unstage(ps_store *s, partition *pa) {
   pa->nstage = 0;
 }
 
+size_t store_wb_put_dirty(ps_store *s, partition *pa, size_t *t, size_t *i, hentry **done,
+                          size_t *alloc, size_t max) {
+  size_t n = 0;
+  for (; *t < s->ntables; (*t)++, *i = 0) {
+    const table *tb = &s->tables[*t];
+    ptable *pt = &pa->tabs[*t];
+    for (; *i < pt->cap; (*i)++) {
+      if (n == max) return n;
+      hentry *e = &pt->slots[*i];
+      if (!(e->p & F_DIRTY)) continue;
+      const row_meta m = ent_meta(tb, e);
+      store_cold_put_row(pa->wb, tb, e->key, &m, ent_row(e));
+      done[n] = e;
+      alloc[n++] = tb->alloc_bytes;
+    }
+  }
+  return n;
+}
+
 /* A failing store's try: writes some of pa's dirty rows (clearing their bits) or a probe. */
 static void retry(ps_store *s, partition *pa) {
   uint64_t now = ps_now_ns(), at = atomic_load(&s->retry_ns);
   if (now < at || !atomic_compare_exchange_strong(&s->retry_ns, &at, now + RETRY_NS)) return;
   hentry *done[RETRY_ROWS];
-  size_t alloc[RETRY_ROWS], n = 0;
-  for (size_t t = 0; t < s->ntables && n < RETRY_ROWS; t++) {
-    ptable *pt = &pa->tabs[t];
-    for (size_t i = 0; i < pt->cap && n < RETRY_ROWS; i++) {
-      hentry *e = &pt->slots[i];
-      if (!(e->p & F_DIRTY)) continue;
-      const row_meta m = ent_meta(&s->tables[t], e);
-      store_cold_put_row(pa->wb, &s->tables[t], e->key, &m, ent_row(e));
-      done[n] = e;
-      alloc[n++] = s->tables[t].alloc_bytes;
-    }
-  }
+  size_t alloc[RETRY_ROWS], t = 0, i = 0;
+  size_t n = store_wb_put_dirty(s, pa, &t, &i, done, alloc, RETRY_ROWS);
   if (!n) rocksdb_writebatch_put_cf(pa->wb, s->meta_cf, "wb-probe", 8, "", 0);
   ps_error err;
   if (store_cold_flush_wb(s, pa, &err) != PS_OK) {

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "ps_coord_kv_int.h"
+#include "ps_grow.h"
 #include "ps_log.h"
 #include "ps_time.h"
 
@@ -503,13 +504,8 @@ void srv_coord_get_stats(const srv_coord *c, ps_server_coord_stats *out) {
   out->nranks = 0;
   for (uint32_t i = 0; w && i < w->size; i++) {
     if (!w->member[i].name) continue;
-    if (out->nranks == out->ranks_cap) {
-      size_t nc = out->ranks_cap ? 2 * out->ranks_cap : 16;
-      ps_server_rank *nr = realloc(out->ranks, nc * sizeof *nr);
-      if (!nr) break;
-      out->ranks = nr;
-      out->ranks_cap = nc;
-    }
+    if (!ps_grow((void **)&out->ranks, &out->ranks_cap, out->nranks + 1, sizeof *out->ranks, 16))
+      break;
     char *name = strdup(w->member[i].name);
     if (!name) break;
     out->ranks[out->nranks++] = (ps_server_rank){.rank = i, .name = name};

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ps_coord_kv_int.h"
+#include "ps_grow.h"
 
 #define COORD_MAX_KV_BYTES ((size_t)64 << 20)
 #define COORD_CLIENT_KV_BYTES ((size_t)8 << 20)
@@ -112,13 +113,8 @@ static coord_quota *quota_of(coord_kvs *k, const char *addr, bool create) {
   for (size_t i = 0; i < k->nquota; i++)
     if (strcmp(k->quota[i].addr, addr) == 0) return &k->quota[i];
   if (!create) return NULL;
-  if (k->nquota == k->quota_cap) {
-    size_t nc = k->quota_cap ? 2 * k->quota_cap : 8;
-    coord_quota *q = realloc(k->quota, nc * sizeof *q);
-    if (!q) return NULL;
-    k->quota = q;
-    k->quota_cap = nc;
-  }
+  if (!ps_grow((void **)&k->quota, &k->quota_cap, k->nquota + 1, sizeof *k->quota, 8))
+    return NULL;
   coord_quota *q = &k->quota[k->nquota++];
   memset(q, 0, sizeof *q);
   snprintf(q->addr, sizeof q->addr, "%s", addr);

@@ -19,6 +19,7 @@
 #include "ps_server_mem_int.h"
 #include "ps_server_permissions_int.h"
 #include "ps_server_request_schedule_int.h"
+#include "ps_zmq.h"
 
 /* ZeroMQ could not accept a connection (errno err): it retries by itself and says nothing,
  * so that a client waits out its bound and the shard's log was silent. Out of file
@@ -35,27 +36,9 @@ static void accept_failed(const ps_server *s, int err) {
 
 void srv_peers_poll(ps_server *s) {
   if (!s->mon) return;
-  for (;;) {
-    zmq_msg_t ev, ep;
-    zmq_msg_init(&ev);
-    if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
-      zmq_msg_close(&ev);
-      return;
-    }
-    uint16_t event = 0;
-    uint32_t value = 0;
-    if (zmq_msg_size(&ev) >= 6) {
-      memcpy(&event, zmq_msg_data(&ev), 2);
-      memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
-    }
-    bool more = zmq_msg_more(&ev);
-    zmq_msg_close(&ev);
-    while (more) { /* the endpoint */
-      zmq_msg_init(&ep);
-      if (zmq_msg_recv(&ep, s->mon, 0) < 0) more = false;
-      else more = zmq_msg_more(&ep);
-      zmq_msg_close(&ep);
-    }
+  uint16_t event;
+  uint32_t value;
+  while (ps_zmq_monitor_next(s->mon, &event, &value, NULL, 0)) {
     if (event == ZMQ_EVENT_ACCEPT_FAILED) accept_failed(s, (int)value);
     if (event == ZMQ_EVENT_ACCEPTED) srv_mem_hs_accepted(s, (int)value);
     if (event != ZMQ_EVENT_DISCONNECTED) continue;

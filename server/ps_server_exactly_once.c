@@ -43,7 +43,7 @@ typedef struct once_client {
   uint64_t *done, *failed; /* bit i: seq base + i taken / failed; nw words each, one block */
   uint32_t nw;
   once_flight *fl; /* taken, reply not sent */
-  uint32_t nfl, flcap;
+  size_t nfl, flcap;
 } once_client;
 
 struct srv_once {
@@ -211,7 +211,7 @@ srv_once_verdict srv_once_check(srv_once *x, uint64_t client, uint64_t seq, uint
     if (++x->n > x->nb) grow_buckets(x);
   }
   e->last_ns = now_ns;
-  for (uint32_t i = 0; i < e->nfl; i++) {
+  for (size_t i = 0; i < e->nfl; i++) {
     if (e->fl[i].seq == seq) {
       *orig = e->fl[i].req;
       x->dups++;
@@ -234,13 +234,7 @@ srv_once_verdict srv_once_check(srv_once *x, uint64_t client, uint64_t seq, uint
     x->dups++;
     return bit(e->failed, off) ? SRV_ONCE_FAILED : SRV_ONCE_DONE;
   }
-  if (e->nfl == e->flcap) {
-    uint32_t nc = e->flcap ? 2 * e->flcap : 4;
-    once_flight *f = realloc(e->fl, nc * sizeof *f);
-    if (!f) return SRV_ONCE_NOMEM;
-    e->fl = f;
-    e->flcap = nc;
-  }
+  if (!srv_grow((void **)&e->fl, &e->flcap, e->nfl + 1, sizeof *e->fl, 4)) return SRV_ONCE_NOMEM;
   e->done[off / 64] |= 1ull << (off % 64);
   e->fl[e->nfl++] = (once_flight){seq, req};
   return SRV_ONCE_APPLY;
@@ -249,7 +243,7 @@ srv_once_verdict srv_once_check(srv_once *x, uint64_t client, uint64_t seq, uint
 void srv_once_settle(srv_once *x, uint64_t client, uint64_t seq, bool ok) {
   once_client *e = *slot(x, client);
   if (!e) return; /* forgotten meanwhile (a restore) */
-  for (uint32_t i = 0; i < e->nfl; i++) {
+  for (size_t i = 0; i < e->nfl; i++) {
     if (e->fl[i].seq == seq) {
       e->fl[i] = e->fl[--e->nfl];
       break;

@@ -55,6 +55,7 @@
 #include "ps_server_int.h"
 #include "ps_server_serve_int.h"
 #include "ps_server_stats_int.h"
+#include "ps_thread.h"
 #include "ps_time.h"
 
 /* How often the watcher reads DIR/latest (see "A poll, not inotify" above). */
@@ -344,13 +345,7 @@ void srv_follow_release(ps_server *s, srv_req *r) {
 void srv_follow_stop(ps_server *s) {
   srv_follow *f = s->follow;
   if (!f) return;
-  if (f->started) {
-    pthread_mutex_lock(&f->mu);
-    f->stop = true;
-    pthread_cond_signal(&f->cv);
-    pthread_mutex_unlock(&f->mu);
-    pthread_join(f->th, NULL);
-  }
+  if (f->started) ps_thread_stop(f->th, &f->mu, &f->cv, &f->stop);
   /* Every version, whatever requests still hold it (their threads are gone). */
   version_close(f->ready);
   while (f->retired) {

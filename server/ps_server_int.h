@@ -39,6 +39,7 @@
 #include <zmq.h>
 
 #include "ps_coord_int.h"
+#include "ps_grow.h"
 #include "ps_hist.h"
 #include "ps_server.h"
 #include "ps_store.h"
@@ -252,16 +253,9 @@ struct ps_server {
   struct srv_repl *repl; /* --replicas K > 1: replication (ps_server_replication_int.h), or NULL */
 };
 
-/* Room for `need` elements of `elem` bytes in *p of capacity *cap (doubling from `first`). */
+/* The server's name for ps_grow (ps_grow.h). */
 static inline bool srv_grow(void **p, size_t *cap, size_t need, size_t elem, size_t first) {
-  if (need <= *cap) return true;
-  size_t nc = *cap ? *cap : first;
-  while (nc < need) nc *= 2;
-  void *q = realloc(*p, nc * elem);
-  if (!q) return false;
-  *p = q;
-  *cap = nc;
-  return true;
+  return ps_grow(p, cap, need, elem, first);
 }
 
 static inline void srv_list_push(srv_req **head, srv_req **tail, srv_req *r) {

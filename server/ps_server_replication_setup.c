@@ -22,6 +22,7 @@
 #include "ps_curve.h"
 #include "ps_server_replication_int.h"
 #include "ps_time.h"
+#include "ps_zmq.h"
 
 const char *srv_repl_role_name(int role) {
   static const char *n[] = {"probing", "primary", "backup", "stale", "catching"};
@@ -29,14 +30,8 @@ const char *srv_repl_role_name(int role) {
 }
 
 void srv_repl_open_peer(ps_server *s, repl_peer *p) {
-  p->sock = zmq_socket(s->ctx, ZMQ_DEALER);
+  p->sock = ps_zmq_dealer(s->ctx, 500);
   if (!p->sock) return;
-  int zero = 0, hwm = 100000, ivl = 100, ivl_max = 500;
-  zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(p->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-  zmq_setsockopt(p->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
   /* With CURVE every replica of the shard holds its server key pair: a peer is reached with it
    * (its ZAP handler accepts that key, ps_curve_auth.c). Without keys each refused the other
    * and the primary ran unreplicated. */

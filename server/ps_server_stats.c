@@ -142,14 +142,10 @@ static void fill_counters(ps_server *s, ps_server_stats *out) {
     if (!t) continue;
     if (!reserve((void **)&out->tables, &out->tables_cap, out->ntables + 1, sizeof *out->tables))
       break;
-    ps_server_table_stats *e = &out->tables[out->ntables++];
-    e->id = id;
-    e->spec = t->spec;
-    e->applied_step = t->applied;
-    e->pulls_deferred = t->deferred;
-    e->rows_refreshed = t->refreshed;
-    e->refreshes_full = t->refresh_full;
-    e->step_known = t->step_init;
+    out->tables[out->ntables++] = (ps_server_table_stats){
+        .id = id, .spec = t->spec, .applied_step = t->applied, .pulls_deferred = t->deferred,
+        .rows_refreshed = t->refreshed, .refreshes_full = t->refresh_full,
+        .step_known = t->step_init};
   }
   out->has_store = s->store != NULL;
   if (s->store) ps_store_get_stats(s->store, &out->store);

@@ -109,7 +109,8 @@ void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg)
 }
 
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
-                        bool host_grads, ps_dlrm **m, ps_bench_synth *s) {
+                        bool host_grads, int warmup, const ps_dlrm_opt *opt, ps_dlrm **m,
+                        ps_bench_synth *s) {
   ps_dlrm_config cfg;
   ps_bench_dense_config(mb, B, &cfg);
   memset(s, 0, sizeof *s);
@@ -126,9 +127,13 @@ int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, 
   }
   ps_status st = ps_dlrm_create(k, &cfg, m, &err);
   if (st == PS_OK && bench_synth_make(s, host_grads ? k : NULL, B, mb->num_sparse, mb->emb_dim,
-                                      ps_dlrm_num_dense(*m), 42) == 0)
-    return 0;
-  fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? err.msg : "out of memory");
+                                      ps_dlrm_num_dense(*m), 42) == 0) {
+    for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(*m, s, opt, true);
+    if (st == PS_OK) return 0;
+    fprintf(stderr, "%s: batch %d: warm-up step failed: %s\n", prog, B, ps_status_str(st));
+  } else {
+    fprintf(stderr, "%s: batch %d: %s\n", prog, B, st != PS_OK ? err.msg : "out of memory");
+  }
   ps_bench_synth_free(s);
   ps_dlrm_destroy(m);
   return -1;

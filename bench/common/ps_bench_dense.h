@@ -88,9 +88,12 @@ void ps_bench_dense_config(const ps_bench_model *mb, int B, ps_dlrm_config *cfg)
 
 /* Creates the model of mb for batch size B on k (*m) and its synthetic batch (*s, seed 42),
  * its row-gradient buffer from ps_kern_host_alloc(k) where host_grads (as ps-worker's), plain
- * malloc otherwise. 0, or -1 after "prog: batch B: reason" on stderr, nothing left to free. */
+ * malloc otherwise, and runs `warmup` training steps of opt on it (not timed: the first steps
+ * pay for page faults and lazy set-up). 0, or -1 after "prog: batch B: reason" on stderr,
+ * nothing left to free. */
 int ps_bench_dense_open(const char *prog, ps_kern *k, const ps_bench_model *mb, int B,
-                        bool host_grads, ps_dlrm **m, ps_bench_synth *s);
+                        bool host_grads, int warmup, const ps_dlrm_opt *opt, ps_dlrm **m,
+                        ps_bench_synth *s);
 
 /* Adds the model's fields (mlp_bot, mlp_top, emb_dim, num_sparse, optimizer) to a report. */
 void ps_bench_dense_json_model(json_t *root, const ps_bench_model *mb);

@@ -163,8 +163,7 @@ int main(int argc, char **argv) {
       {"schema-out", 0, PS_CLI_STRING, &schema_out, "FILE", "write the JSON schema of the files (ps-worker --schema)", false, 0, 0},
       {"schema", 0, PS_CLI_STRING, &schema, "FILE", "write the files in this JSON schema's layout and counts (docs/SCHEMA.md); its multi-hot columns get bags of 1..--multi-hot ids (default 4)", false, 0, 0},
   };
-  ps_cli cli = {"ps-datagen", "Synthetic Criteo-format (or --schema) data with a planted model.", NULL, opts,
-                sizeof opts / sizeof opts[0]};
+  ps_cli cli = {"ps-datagen", "Synthetic Criteo-format (or --schema) data with a planted model.", NULL, PS_CLI_OPTS(opts)};
   int first;
   int rc = ps_cli_run_logged(&cli, argc, argv, &first, &level);
   if (rc >= 0) return rc;

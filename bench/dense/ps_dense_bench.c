@@ -187,11 +187,10 @@ int main(int argc, char **argv) {
     ps_bench_dense_config(&mb, bs[i], &cfg);
     ps_dlrm *m;
     ps_bench_synth s;
-    if (ps_bench_dense_open("ps-dense-bench", k, &mb, bs[i], true, &m, &s) != 0) {
+    if (ps_bench_dense_open("ps-dense-bench", k, &mb, bs[i], true, warmup, &opt, &m, &s) != 0) {
       ret = 1;
       break;
     }
-    for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
     ps_kern_sync(k);
     /* Each step is timed; the headline is the MEDIAN step (robust to other load on a shared
      * machine), the mean is reported beside it. */

@@ -91,8 +91,7 @@ int main(int argc, char **argv) {
       {"dir", 0, PS_CLI_STRING, &dir, "DIR", "the store's directory (default /tmp/ps-ckpt-bench-PID)", false, 0, 0},
       {"ckpt-dir", 0, PS_CLI_STRING, &ckdir, "DIR", "where checkpoints go (default: beside the store)", false, 0, 0},
   };
-  ps_cli cli = {"ps-ckpt-bench", "Delta vs full checkpoint of an embedding store: size and time.",
-                NULL, opts, sizeof opts / sizeof *opts};
+  ps_cli cli = {"ps-ckpt-bench", "Delta vs full checkpoint of an embedding store: size and time.", NULL, PS_CLI_OPTS(opts)};
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
   ps_log_set_level(PS_LOG_WARN);

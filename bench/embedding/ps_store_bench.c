@@ -453,8 +453,7 @@ int main(int argc, char **argv) {
       {"tail-calls", 0, PS_CLI_I64, &tail_calls, "N", "instead: latency of N single Zipf pulls per dim, rows existing vs not (0: off)", false, 0, 10000000},
       {"tail-keys", 0, PS_CLI_I64, &tail_space, "K", "key space of --tail-calls (all pushed once in the warm table)", false, 1, 100000000},
   };
-  ps_cli cli = {"ps-store-bench", "Embedding store pull/push throughput beside a plain gather.",
-                NULL, opts, sizeof opts / sizeof *opts};
+  ps_cli cli = {"ps-store-bench", "Embedding store pull/push throughput beside a plain gather.", NULL, PS_CLI_OPTS(opts)};
   int rc = ps_cli_run(&cli, argc, argv, NULL);
   if (rc >= 0) return rc;
   if (strcmp(opt, "sgd") && strcmp(opt, "adagrad") && strcmp(opt, "rowwise") &&

@@ -109,11 +109,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nb && ret == 0; i++) {
     ps_dlrm *m;
     ps_bench_synth s;
-    if (ps_bench_dense_open("ps-gpu-bench", k, &mb, bs[i], pinned, &m, &s) != 0) {
+    if (ps_bench_dense_open("ps-gpu-bench", k, &mb, bs[i], pinned, warmup, &opt, &m, &s) != 0) {
       ret = 1;
       break;
     }
-    for (int w = 0; w < warmup && st == PS_OK; w++) st = ps_bench_synth_step(m, &s, &opt, true);
     double ms_train = 0, ms_dense = 0;
     double sps_train = st == PS_OK ? timed(k, m, &s, &opt, true, seconds, &ms_train) : -1;
     double sps_dense = sps_train > 0 ? timed(k, m, &s, &opt, false, seconds, &ms_dense) : -1;

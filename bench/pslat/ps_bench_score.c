@@ -28,6 +28,7 @@
 
 #include "ps_bench_int.h"
 #include "ps_curve.h"
+#include "ps_zmq.h"
 
 typedef struct hconn {
   int fd;            /* -1: not connected */
@@ -251,19 +252,7 @@ void ps_bench_scorer_poll(ps_bench_scorer *s, int wait_ms, ps_bench_score_done d
     zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
     for (int first = 1; zmq_poll(&it, 1, first ? wait_ms : 0) > 0; first = 0) {
       zmq_msg_t f[3];
-      int n = 0;
-      bool more = true;
-      while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, s->sock, 0) < 0) {
-          zmq_msg_close(&m);
-          break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 3) f[n++] = m;
-        else zmq_msg_close(&m);
-      }
+      int n = ps_zmq_recv_frames(s->sock, f, 3);
       if (n == 3 && zmq_msg_size(&f[0]) == sizeof(uint32_t)) {
         uint32_t tag;
         memcpy(&tag, zmq_msg_data(&f[0]), sizeof tag);

@@ -19,15 +19,12 @@ import os
 import queue
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 
-root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-bin_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build", "bin")
-train_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 50000
-secs = float(sys.argv[3]) if len(sys.argv) > 3 else 2
-rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+import serve_args
+
+bin_dir, train_rows, secs, rounds = serve_args.parse(2)
 CANDIDATES = (1, 64, 512)
 FRACTIONS = (0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.15)
 MIN_REQUESTS = 40  # per point: the lightest point runs long enough for 40 requests
@@ -76,7 +73,7 @@ def main():
                         f"{d}/test.tsv", "--json", f"{d}/planted.json"], check=True,
                        capture_output=True)
         os.makedirs(f"{d}/ck")
-        subprocess.run([f"{root}/deploy/ember-local", "--bin", bin_dir, "--servers", "1",
+        subprocess.run([f"{serve_args.ROOT}/deploy/ember-local", "--bin", bin_dir, "--servers", "1",
                         "--workers", "1", "--", "--train", f"{d}/train.tsv", "--checkpoint-dir",
                         f"{d}/ck", "--progress-every", "60", "--log-level", "warn"], check=True,
                        capture_output=True)

@@ -13,16 +13,13 @@ import os
 import select
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
-root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-bin_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build", "bin")
-train_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 50000
-secs = float(sys.argv[3]) if len(sys.argv) > 3 else 5
-rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+import serve_args
+
+bin_dir, train_rows, secs, rounds = serve_args.parse(5)
 CASES = [(1, 1), (64, 1), (1, 4), (64, 4)]  # (rows per request, connections)
 
 
@@ -60,7 +57,7 @@ with tempfile.TemporaryDirectory() as d:
                     f"{d}/train.tsv", "--test-rows", "1000", "--test-out", f"{d}/test.tsv",
                     "--json", f"{d}/planted.json"], check=True, capture_output=True)
     os.makedirs(f"{d}/ck")
-    subprocess.run([f"{root}/deploy/ember-local", "--bin", bin_dir, "--servers", "1", "--workers",
+    subprocess.run([f"{serve_args.ROOT}/deploy/ember-local", "--bin", bin_dir, "--servers", "1", "--workers",
                     "1", "--", "--train", f"{d}/train.tsv", "--checkpoint-dir", f"{d}/ck",
                     "--progress-every", "60", "--log-level", "warn"], check=True,
                    capture_output=True)

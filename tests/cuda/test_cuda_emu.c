@@ -17,6 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_test_kern.h"
 #include "ps_test_main.h"
 
 #define CT_NO_GPU 1
@@ -277,15 +278,7 @@ static void test_to_bf16(void **st) {
     if (got[i] != want[i]) fail_msg("bf16(%g) = 0x%04x, want 0x%04x", x[i], got[i], want[i]);
 }
 
-static int setup(void **st) {
-  (void)st;
-  return ps_kern_cpu_create(1, &CPU) == PS_OK ? 0 : -1;
-}
-static int teardown(void **st) {
-  (void)st;
-  ps_kern_destroy(&CPU);
-  return 0;
-}
+PS_TEST_KERN_FIXTURE(CPU, 1)
 
 PS_TEST_MAIN("cuda_emu", setup, teardown,
     cmocka_unit_test(test_bias_act), cmocka_unit_test(test_interact), cmocka_unit_test(test_pool),

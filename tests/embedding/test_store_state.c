@@ -29,12 +29,18 @@ static float grad_of(uint64_t key, uint32_t j, uint32_t pass) {
   return (float)((double)(r >> 11) * 0x1.0p-53 - 0.5);
 }
 
+/* A store at dir with a hot tier of cache bytes in parts partitions. */
+static ps_store *open_at(const char *dir, size_t cache, uint32_t parts) {
+  ps_store_options o = {.path = dir, .cache_bytes = cache, .partitions = parts};
+  ps_store *s = NULL;
+  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
+  return s;
+}
+
 static void one_optimizer(ps_optimizer opt) {
   char dir[256];
   snprintf(dir, sizeof dir, "/tmp/ember-test-store-state-%d-%d", (int)opt, (int)getpid());
-  ps_store_options o = {.path = dir, .cache_bytes = 256u << 10, .partitions = 4};
-  ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
+  ps_store *s = open_at(dir, 256u << 10, 4);
   ps_table_spec sp;
   ps_table_spec_default(&sp, 1, "emb", D);
   sp.optimizer = opt;
@@ -95,9 +101,7 @@ static void test_f16_refused(void **state) {
   (void)state;
   char dir[256];
   snprintf(dir, sizeof dir, "/tmp/ember-test-store-state-f16-%d", (int)getpid());
-  ps_store_options o = {.path = dir, .cache_bytes = 1u << 20, .partitions = 2};
-  ps_store *s = NULL;
-  assert_int_equal(ps_store_open(&o, &s, NULL), PS_OK);
+  ps_store *s = open_at(dir, 1u << 20, 2);
   ps_table_spec sp;
   ps_table_spec_default(&sp, 2, "emb16", D);
   sp.row_type = PS_ROW_F16;

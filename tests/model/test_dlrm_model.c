@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "ps_test_kern.h"
 #include "ps_test_main.h"
 
 #include "ps_dlrm.h"
@@ -23,15 +24,7 @@
 
 static ps_kern *K;
 
-static int setup(void **st) {
-  (void)st;
-  return ps_kern_cpu_create(2, &K) == PS_OK ? 0 : -1;
-}
-static int teardown(void **st) {
-  (void)st;
-  ps_kern_destroy(&K);
-  return 0;
-}
+PS_TEST_KERN_FIXTURE(K, 2)
 
 static ps_status make(const char *bot, const char *top, int dim, int S, int maxb, ps_dlrm **m) {
   ps_dlrm_config c;
