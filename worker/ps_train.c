@@ -408,6 +408,28 @@ ps_status ps_train_flight_add(ps_trainer *t, ps_client_req *push, ps_client_req 
   return PS_OK;
 }
 
+/* The end of a trained step, in both loops (this file's and ps_train_deep.c's): the slot's
+ * batch released, the step counted, then the checkpoint and the evaluation due after it. */
+ps_status ps_train_step_done(ps_trainer *t, ps_reader *r, ps_train_slot *s, bool ckpt, bool eval,
+                             const ps_train_split *sp) {
+  size_t done_n = s->b ? s->b->n : 0;
+  ps_train_stream_step_done(t, s->b);
+  ps_reader_release(r, s->b);
+  s->b = NULL;
+  t->step++;
+  t->step_this_run++;
+  ps_train_metrics_update(t, done_n, t->last_loss);
+  if (ckpt) TRY(ps_train_checkpoint(t));
+  if (eval) {
+    ps_eval_result er;
+    TRY(ps_train_evaluate(t, sp, &er));
+    if (t->rank == 0)
+      PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
+              " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
+  }
+  return PS_OK;
+}
+
 /* Steps through the reader (after dropping `skip` batches) until it ends or --max-steps;
  * checkpoints and evaluates every N steps on the way; rank 0 prints progress. */
 static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t total_steps,
@@ -483,22 +505,7 @@ static ps_status train_loop(ps_trainer *t, ps_reader *r, uint64_t skip, uint64_t
     /* A checkpoint, an evaluation and the end need every push applied: no step left in flight. */
     TRY(ps_train_flight_add(t, push, stepreq, ckpt || eval || last ? 0 : t->flight.window));
     t->t_push_wait += ps_train_since(t0);
-    size_t done_n = s->b ? s->b->n : 0;
-    ps_train_stream_step_done(t, s->b);
-    ps_reader_release(r, s->b);
-    s->b = NULL;
-    t->step++;
-    t->step_this_run++;
-    ps_train_metrics_update(t, done_n, t->last_loss);
-
-    if (ckpt) TRY(ps_train_checkpoint(t));
-    if (eval) {
-      ps_eval_result er;
-      TRY(ps_train_evaluate(t, sp, &er));
-      if (t->rank == 0)
-        PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
-                " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
-    }
+    TRY(ps_train_step_done(t, r, s, ckpt, eval, sp));
     /* (a batch begun whose rows the row cache all gave has no request in flight) */
     if (nb && !nx->pull && !nx->look && !(nx->b == nb && nx->nunique) &&
         !(c->max_steps && t->step_this_run >= (uint64_t)c->max_steps))

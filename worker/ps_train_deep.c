@@ -267,23 +267,9 @@ ps_status ps_train_deep_loop(ps_trainer *t, ps_reader *r, uint64_t total_steps,
     st = ps_train_flight_add(t, push, stepreq, ckpt || eval || last ? 0 : d->k);
     t->t_push_wait += ps_train_since(t0);
     if (st != PS_OK) goto out;
-    size_t done_n = s->b->n;
-    ps_train_stream_step_done(t, s->b);
-    ps_reader_release(r, s->b);
-    s->b = NULL;
     head = (head + 1) % n_ring;
     n--;
-    t->step++;
-    t->step_this_run++;
-    ps_train_metrics_update(t, done_n, t->last_loss);
-    if (ckpt && (st = ps_train_checkpoint(t)) != PS_OK) goto out;
-    if (eval) {
-      ps_eval_result er;
-      if ((st = ps_train_evaluate(t, sp, &er)) != PS_OK) goto out;
-      if (t->rank == 0)
-        PS_INFO("eval at step %" PRIu64 ": auc %.5f logloss %.5f accuracy %.4f (%" PRIu64
-                " samples)", t->step, er.auc, er.logloss, er.accuracy, er.n);
-    }
+    if ((st = ps_train_step_done(t, r, s, ckpt, eval, sp)) != PS_OK) goto out;
     if (t->rank == 0 && ps_train_since(t_last) >= c->progress_every) {
       ps_train_progress(t, t_start, total_steps, epoch);
       t_last = ps_now_ns();

@@ -191,6 +191,10 @@ ps_status ps_train_next_ahead(ps_trainer *t, ps_reader *r, ps_batch **b);
 ps_status ps_train_flight_add(ps_trainer *t, ps_client_req *push, ps_client_req *stepreq,
                               int keep);
 ps_status ps_train_slot_wait(ps_trainer *t, ps_train_slot *s);
+/* A trained step's end: its batch released, the step counted, the due checkpoint and
+ * evaluation run. */
+ps_status ps_train_step_done(ps_trainer *t, ps_reader *r, ps_train_slot *s, bool ckpt, bool eval,
+                             const ps_train_split *sp);
 void ps_train_fill_batch(ps_trainer *t, const ps_train_slot *s, ps_dlrm_batch *mb);
 
 /* ps_train_cache.c: a slot's pull, the row cache's hits taken out (look: a sync lookahead,
